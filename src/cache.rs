@@ -1,0 +1,1 @@
+//! Host LRU of decoded blocks.

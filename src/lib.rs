@@ -1,0 +1,27 @@
+//! aceapex: random-access compressed archives (`.acx`) served as a read-only filesystem.
+//!
+//! The data path, from the bottom up:
+//!
+//! - [`codec`]: the format stages of one block — varints, log codes, interleaved rANS, frequency tables, block
+//!   payloads — and the CPU reference decoder that resolves absolute back-references.
+//! - [`format`]: the archive container: header, footer, index, tables and tree sections.
+//! - [`pack`]: the packer — global match search, parsing, the reference-depth bound, table groups, writing.
+//! - [`engine`]: decode engines behind one trait: CPU and GPU (NVRTC-compiled kernels from `kernels/`).
+//! - [`cache`]: the host LRU of decoded blocks, with a byte budget and single-flight misses.
+//! - [`archive`]: an opened archive: file lookups and reads of any range through cache and engine.
+//! - [`fs`]: the filesystem layer (inodes, attributes, directory listings, reads) with no FUSE types in it.
+//! - [`fuse`]: the thin `fuser` adapter over [`fs`].
+//!
+//! The binaries `aceapex` and `aceapex-mount` are thin layers over these.
+
+pub mod archive;
+pub mod cache;
+pub mod codec;
+pub mod engine;
+pub mod error;
+pub mod format;
+pub mod fs;
+pub mod fuse;
+pub mod pack;
+
+pub use error::{DecodeError, Error, Result};
