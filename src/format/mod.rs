@@ -4,3 +4,94 @@
 //! exactly what parsing accepts.
 
 pub mod tree;
+
+use std::path::PathBuf;
+
+use crate::codec::tables::TableSet;
+use tree::Tree;
+
+pub const HEADER_LEN: usize = 64;
+pub const FOOTER_LEN: usize = 64;
+pub const MAGIC: &[u8; 8] = b"ACEAPEX\0";
+pub const FOOTER_MAGIC: &[u8; 8] = b"ACXFOOT\0";
+pub const VERSION: u16 = 1;
+pub const MAX_TOTAL_LEN: u64 = 1 << 40;
+
+/// The header's parameters (FORMAT.md §2.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Header {
+    pub block_log: u8,
+    pub max_depth: u8,
+    pub rans_lanes: u8,
+    pub group_log: u8,
+    pub min_match: [u8; 8],
+}
+
+impl Header {
+    pub fn block_size(&self) -> u64 {
+        1 << self.block_log
+    }
+}
+
+/// The footer's fields (FORMAT.md §2.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Footer {
+    pub total_len: u64,
+    pub tables_offset: u64,
+    pub tree_offset: u64,
+    pub index_offset: u64,
+    pub file_len: u64,
+}
+
+/// A validated, opened archive file: everything an engine needs to decode any block. Immutable once opened,
+/// shared by reference (`Arc`) between the archive, the engines and the filesystem.
+pub struct ArchiveData {
+    pub path: PathBuf,
+    /// The whole archive file, mapped read-only.
+    pub map: memmap2::Mmap,
+    pub header: Header,
+    pub footer: Footer,
+    /// `payload_end[i]`: end offset of block i's payload (block i starts at `payload_end[i-1]`, or 64).
+    pub payload_end: Vec<u64>,
+    /// xxh3 of each block's decoded bytes.
+    pub block_hash: Vec<u64>,
+    /// One table set per group of `2^group_log` blocks.
+    pub tables: Vec<TableSet>,
+    pub tree: Tree,
+}
+
+impl ArchiveData {
+    pub fn block_count(&self) -> u64 {
+        self.payload_end.len() as u64
+    }
+
+    /// Absolute stream position of block `id`'s first byte.
+    pub fn block_start(&self, id: u64) -> u64 {
+        id << self.header.block_log
+    }
+
+    /// Decoded length of block `id` (the last block may be short).
+    pub fn block_len(&self, id: u64) -> u32 {
+        let start = self.block_start(id);
+        (self.footer.total_len - start).min(self.header.block_size()) as u32
+    }
+
+    /// File offset of block `id`'s payload.
+    pub fn payload_offset(&self, id: u64) -> u64 {
+        if id == 0 {
+            HEADER_LEN as u64
+        } else {
+            self.payload_end[id as usize - 1]
+        }
+    }
+
+    /// Block `id`'s payload bytes (bounds were validated at open).
+    pub fn payload(&self, id: u64) -> &[u8] {
+        &self.map[self.payload_offset(id) as usize..self.payload_end[id as usize] as usize]
+    }
+
+    /// The table set block `id` is coded with.
+    pub fn tables_for(&self, id: u64) -> &TableSet {
+        &self.tables[(id >> self.header.group_log) as usize]
+    }
+}

@@ -1,1 +1,3 @@
 //! The packer.
+
+pub mod fai;
