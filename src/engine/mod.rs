@@ -13,3 +13,27 @@ pub trait BlockEngine: Send + Sync {
     /// has sized to each block's decoded length. Errors name the block that failed.
     fn decode_blocks(&self, ids: &[u64], out: &mut [&mut [u8]]) -> Result<()>;
 }
+
+pub mod gpu;
+
+/// Which engine decodes: `-o decoder=` / `--decoder`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DecoderChoice {
+    Cpu,
+    Gpu,
+    /// Measure and pick: the GPU for batched and readahead work when it is faster, the CPU for small cold reads.
+    #[default]
+    Auto,
+}
+
+impl std::str::FromStr for DecoderChoice {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "cpu" => Ok(DecoderChoice::Cpu),
+            "gpu" => Ok(DecoderChoice::Gpu),
+            "auto" => Ok(DecoderChoice::Auto),
+            _ => Err(format!("unknown decoder {s:?} (expected cpu, gpu or auto)")),
+        }
+    }
+}
