@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Runs all tests: installs the system packages the real-mount tests need (Debian/Ubuntu), checks formatting
+# and lints, runs the unit, integration and mount tests, then a short smoke run of every fuzz target.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+command -v fusermount3 >/dev/null || need+=(fuse3)
+command -v samtools >/dev/null || need+=(samtools)
+command -v cc >/dev/null || need+=(build-essential)
+if [ ${#need[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}"
+fi
+if ! command -v cargo >/dev/null; then
+  echo "cargo not found: install Rust first (https://rustup.rs), then re-run" >&2
+  exit 1
+fi
+
+cargo fmt --all -- --check
+cargo clippy --all-targets --locked -- -D warnings
+cargo test --all-targets --locked
