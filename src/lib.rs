@@ -16,6 +16,7 @@
 
 pub mod archive;
 pub mod cache;
+pub mod cli;
 pub mod codec;
 pub mod engine;
 pub mod error;
