@@ -3,7 +3,10 @@
 //! Parsing validates every count, length and offset against explicit limits before use; writing produces
 //! exactly what parsing accepts.
 
+pub mod cursor;
+pub mod header;
 pub mod tree;
+pub mod writer;
 
 use std::path::PathBuf;
 
