@@ -1,0 +1,204 @@
+//! The command line's shape (clap derive): subcommands, options, value parsers and the exit-code contract.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::engine::DecoderChoice;
+
+/// Printed after `--help`: the exit codes scripts can rely on.
+pub const EXIT_CODES_HELP: &str = "\
+Exit status:
+  0    success (also when the reader of stdout went away early, e.g. `aceapex cat ... | head`)
+  1    runtime error: unreadable or corrupt archive, a corrupt block (verify), I/O error, path not found
+  2    usage error: unknown option, bad value, missing argument
+  101  internal error (a bug in aceapex; please report it with the command that caused it)
+
+Logging goes to stderr; set RUST_LOG (e.g. RUST_LOG=aceapex=debug) for more than warnings.";
+
+/// Random-access compressed archives (.acx): pack a tree once, then read any byte of any file without
+/// decompressing the rest.
+#[derive(Debug, Parser)]
+#[command(name = "aceapex", version, about, after_help = EXIT_CODES_HELP, propagate_version = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Pack files and directories into an archive.
+    #[command(after_help = EXIT_CODES_HELP)]
+    Pack(PackArgs),
+    /// Write an archive's tree to a directory (never outside it), with modes and mtimes.
+    #[command(after_help = EXIT_CODES_HELP)]
+    Unpack(UnpackArgs),
+    /// Write one file's bytes (or a range of them) to stdout.
+    #[command(after_help = EXIT_CODES_HELP)]
+    Cat(CatArgs),
+    /// List the archive's entries.
+    #[command(after_help = EXIT_CODES_HELP)]
+    Ls(LsArgs),
+    /// Show the archive's parameters, sizes and ratio.
+    #[command(after_help = EXIT_CODES_HELP)]
+    Info(InfoArgs),
+    /// Decode every block and check it against its checksum; list every bad block.
+    #[command(after_help = EXIT_CODES_HELP)]
+    Verify(VerifyArgs),
+}
+
+fn size_arg(text: &str) -> Result<u64, String> {
+    super::size::parse_size(text)
+}
+
+fn block_log_arg(text: &str) -> Result<u8, String> {
+    super::size::parse_block_log(text)
+}
+
+fn lanes_arg(text: &str) -> Result<u8, String> {
+    match text.parse::<u8>() {
+        Ok(k @ (1 | 2 | 4 | 8 | 16 | 32)) => Ok(k),
+        _ => Err(format!("{text:?}: rANS lanes must be one of 1, 2, 4, 8, 16, 32")),
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct PackArgs {
+    /// Files and directories to pack (each becomes a top-level entry of the archive).
+    #[arg(required = true, value_name = "INPUT")]
+    pub inputs: Vec<PathBuf>,
+    /// The archive to write.
+    #[arg(short, long, value_name = "OUT.acx")]
+    pub output: PathBuf,
+    /// Block size, the random-access granularity: a power of two from 4K to 1M.
+    #[arg(long, value_name = "SIZE", value_parser = block_log_arg)]
+    pub block_size: Option<u8>,
+    /// Compression level (higher: slower match search, better ratio).
+    #[arg(long, value_name = "N")]
+    pub level: Option<u32>,
+    /// Most matches any byte may resolve through (bounds the cost of a cold random read), 1..=255.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(1..=255))]
+    pub max_depth: Option<u8>,
+    /// Worker threads (default: all cores).
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
+    /// Memory budget for the packer's match-search structures, e.g. 4G.
+    #[arg(long, value_name = "SIZE", value_parser = size_arg)]
+    pub memory: Option<u64>,
+    /// Interleaved rANS states per block: 1, 2, 4, 8, 16 or 32.
+    #[arg(long, value_name = "K", value_parser = lanes_arg)]
+    pub lanes: Option<u8>,
+    /// A table group is 2^N consecutive blocks sharing frequency tables, 0..=12.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(0..=12))]
+    pub group_log: Option<u8>,
+    /// No progress bar even on a terminal.
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DecoderArg {
+    /// Which decoder to use: cpu, gpu, or auto (GPU when present and faster).
+    #[arg(long, value_name = "cpu|gpu|auto", default_value = "auto")]
+    pub decoder: DecoderChoice,
+}
+
+#[derive(Debug, Args)]
+pub struct UnpackArgs {
+    pub archive: PathBuf,
+    /// Directory to unpack into (created if missing).
+    #[arg(short = 'C', long = "directory", value_name = "DIR", default_value = ".")]
+    pub dir: PathBuf,
+    /// Also write generated sidecars (e.g. the .fai index the packer added for FASTA files).
+    #[arg(long)]
+    pub with_generated: bool,
+    #[command(flatten)]
+    pub decoder: DecoderArg,
+}
+
+#[derive(Debug, Args)]
+pub struct CatArgs {
+    pub archive: PathBuf,
+    /// Path of a file inside the archive (a symlink inside the archive is followed).
+    pub path: PathBuf,
+    /// First byte to write (K/M/G suffixes allowed).
+    #[arg(long, value_name = "N", default_value = "0", value_parser = size_arg)]
+    pub offset: u64,
+    /// Most bytes to write (default: to the end of the file).
+    #[arg(long, value_name = "N", value_parser = size_arg)]
+    pub length: Option<u64>,
+    #[command(flatten)]
+    pub decoder: DecoderArg,
+}
+
+#[derive(Debug, Args)]
+pub struct LsArgs {
+    pub archive: PathBuf,
+    /// Long listing: mode, size, mtime (UTC), name, and `-> target` for symlinks.
+    #[arg(short = 'l', long = "long")]
+    pub long: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct InfoArgs {
+    pub archive: PathBuf,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    pub archive: PathBuf,
+    #[command(flatten)]
+    pub decoder: DecoderArg,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn clap_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn parses_pack_options() {
+        let cli = Cli::try_parse_from([
+            "aceapex",
+            "pack",
+            "a",
+            "b",
+            "-o",
+            "x.acx",
+            "--block-size",
+            "64K",
+            "--memory",
+            "4G",
+            "--max-depth",
+            "8",
+        ])
+        .unwrap();
+        let Command::Pack(p) = cli.command else { panic!("not pack") };
+        assert_eq!(p.inputs, vec![PathBuf::from("a"), PathBuf::from("b")]);
+        assert_eq!(p.block_size, Some(16));
+        assert_eq!(p.memory, Some(4 << 30));
+        assert_eq!(p.max_depth, Some(8));
+    }
+
+    #[test]
+    fn rejects_bad_values() {
+        for argv in [
+            &["aceapex", "pack", "a", "-o", "x", "--block-size", "3K"][..],
+            &["aceapex", "pack", "a", "-o", "x", "--max-depth", "0"],
+            &["aceapex", "pack", "a", "-o", "x", "--lanes", "3"],
+            &["aceapex", "pack", "-o", "x"],
+            &["aceapex", "cat", "x.acx", "f", "--decoder", "tpu"],
+            &["aceapex", "cat", "x.acx", "f", "--offset", "-1"],
+        ] {
+            assert!(Cli::try_parse_from(argv).is_err(), "{argv:?} should be rejected");
+        }
+    }
+}

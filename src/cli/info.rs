@@ -1,0 +1,254 @@
+//! `aceapex info`: the header's parameters, section sizes, per-stream sizes and the ratio of an opened archive.
+//!
+//! Everything is read from the validated [`ArchiveData`]; the per-stream split comes from the four varints at the
+//! head of every block payload (FORMAT.md §3), so it costs one pass over the index and a few bytes per block,
+//! not a decode.
+
+use serde::Serialize;
+
+use crate::format::tree::EntryKind;
+use crate::format::{ArchiveData, FOOTER_LEN, HEADER_LEN, VERSION};
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct InfoReport {
+    pub path: String,
+    pub format_version: u16,
+    pub block_size: u64,
+    pub block_log: u8,
+    pub blocks: u64,
+    pub groups: u64,
+    pub group_log: u8,
+    pub max_depth: u8,
+    pub rans_lanes: u8,
+    pub min_match: [u8; 8],
+    /// Original bytes: the logical stream of all regular files (generated sidecars included).
+    pub original_bytes: u64,
+    pub archive_bytes: u64,
+    /// original_bytes / archive_bytes (FORMAT.md §5).
+    pub ratio: f64,
+    pub entries: EntryCounts,
+    pub sections: SectionSizes,
+    pub streams: StreamSizes,
+}
+
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+pub struct EntryCounts {
+    pub files: u64,
+    pub dirs: u64,
+    pub symlinks: u64,
+    /// Generated sidecars (flag bit 0), counted in `files` too.
+    pub generated: u64,
+}
+
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+pub struct SectionSizes {
+    pub header: u64,
+    pub payloads: u64,
+    pub tables: u64,
+    pub tree: u64,
+    pub index: u64,
+    pub footer: u64,
+}
+
+/// Where the payload bytes go, summed over all blocks.
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+pub struct StreamSizes {
+    /// The four varints at the head of each payload.
+    pub block_headers: u64,
+    /// Final rANS states (4 bytes per lane per block).
+    pub rans_states: u64,
+    /// The interleaved rANS word stream (tokens' codes and literal bytes).
+    pub rans_words: u64,
+    /// The extra-bits stream of lengths and distances.
+    pub extra_bits: u64,
+    pub matches: u64,
+    pub literals: u64,
+    /// Blocks whose payload head could not be read (`verify` says more).
+    pub unreadable_blocks: u64,
+}
+
+/// Gathers the report; never fails on an archive that opened (bad payload heads are counted, not fatal).
+pub fn gather(data: &ArchiveData) -> InfoReport {
+    let footer = &data.footer;
+    let header = &data.header;
+    let blocks = data.block_count();
+    let group_size = 1u64 << header.group_log;
+    let archive_bytes = footer.file_len;
+    InfoReport {
+        path: data.path.display().to_string(),
+        format_version: VERSION,
+        block_size: header.block_size(),
+        block_log: header.block_log,
+        blocks,
+        groups: blocks.div_ceil(group_size),
+        group_log: header.group_log,
+        max_depth: header.max_depth,
+        rans_lanes: header.rans_lanes,
+        min_match: header.min_match,
+        original_bytes: footer.total_len,
+        archive_bytes,
+        ratio: if archive_bytes == 0 { 0.0 } else { footer.total_len as f64 / archive_bytes as f64 },
+        entries: count_entries(data),
+        sections: SectionSizes {
+            header: HEADER_LEN as u64,
+            payloads: footer.tables_offset.saturating_sub(HEADER_LEN as u64),
+            tables: footer.tree_offset.saturating_sub(footer.tables_offset),
+            tree: footer.index_offset.saturating_sub(footer.tree_offset),
+            index: footer.file_len.saturating_sub(FOOTER_LEN as u64).saturating_sub(footer.index_offset),
+            footer: FOOTER_LEN as u64,
+        },
+        streams: stream_sizes(data),
+    }
+}
+
+fn count_entries(data: &ArchiveData) -> EntryCounts {
+    let mut counts = EntryCounts::default();
+    for entry in data.tree.entries.iter().skip(1) {
+        match entry.kind {
+            EntryKind::Dir => counts.dirs += 1,
+            EntryKind::File { .. } => counts.files += 1,
+            EntryKind::Symlink { .. } => counts.symlinks += 1,
+        }
+        if entry.flags & 1 != 0 {
+            counts.generated += 1;
+        }
+    }
+    counts
+}
+
+fn stream_sizes(data: &ArchiveData) -> StreamSizes {
+    let lanes = u64::from(data.header.rans_lanes);
+    let mut sizes = StreamSizes::default();
+    for id in 0..data.block_count() {
+        let payload = data.payload(id);
+        match read_payload_head(payload) {
+            Some((head_len, [nmatch, nlit, nwords, extra_len])) => {
+                sizes.block_headers += head_len as u64;
+                sizes.rans_states += 4 * lanes;
+                sizes.rans_words += nwords.saturating_mul(2);
+                sizes.extra_bits += extra_len;
+                sizes.matches += nmatch;
+                sizes.literals += nlit;
+            }
+            None => sizes.unreadable_blocks += 1,
+        }
+    }
+    sizes
+}
+
+/// Reads the four leading varints of a payload: (bytes they take, [nmatch, nlit, nwords, extra_len]).
+fn read_payload_head(payload: &[u8]) -> Option<(usize, [u64; 4])> {
+    let mut pos = 0;
+    let mut values = [0u64; 4];
+    for value in &mut values {
+        let (v, len) = read_varint(payload.get(pos..)?)?;
+        *value = v;
+        pos += len;
+    }
+    Some((pos, values))
+}
+
+/// LEB128, at most 10 bytes, value must fit in u64 (FORMAT.md's varint).
+fn read_varint(bytes: &[u8]) -> Option<(u64, usize)> {
+    let mut value: u64 = 0;
+    for (i, &b) in bytes.iter().take(10).enumerate() {
+        let low = u64::from(b & 0x7f);
+        let shift = 7 * i as u32;
+        if shift == 63 && low > 1 {
+            return None;
+        }
+        value |= low << shift;
+        if b & 0x80 == 0 {
+            return Some((value, i + 1));
+        }
+    }
+    None
+}
+
+/// The report as `key: value` lines.
+pub fn render_text(r: &InfoReport) -> String {
+    let mut s = String::new();
+    let mut kv = |k: &str, v: String| s.push_str(&format!("{k:<16} {v}\n"));
+    kv("archive:", r.path.clone());
+    kv("format version:", r.format_version.to_string());
+    kv("block size:", format!("{} (2^{})", human(r.block_size), r.block_log));
+    kv("blocks:", r.blocks.to_string());
+    kv("table groups:", format!("{} of 2^{} blocks", r.groups, r.group_log));
+    kv("max depth:", r.max_depth.to_string());
+    kv("rANS lanes:", r.rans_lanes.to_string());
+    kv("min match:", format!("{:?}", r.min_match));
+    let e = &r.entries;
+    kv("entries:", format!("{} files ({} generated), {} dirs, {} symlinks", e.files, e.generated, e.dirs, e.symlinks));
+    kv("original:", format!("{} bytes ({})", r.original_bytes, human(r.original_bytes)));
+    kv("archive:", format!("{} bytes ({})", r.archive_bytes, human(r.archive_bytes)));
+    kv("ratio:", format!("{:.4}", r.ratio));
+    let c = &r.sections;
+    kv(
+        "sections:",
+        format!(
+            "header {}, payloads {}, tables {}, tree {}, index {}, footer {}",
+            c.header, c.payloads, c.tables, c.tree, c.index, c.footer
+        ),
+    );
+    let t = &r.streams;
+    kv(
+        "streams:",
+        format!(
+            "block heads {}, rANS states {}, rANS words {}, extra bits {}",
+            t.block_headers, t.rans_states, t.rans_words, t.extra_bits
+        ),
+    );
+    kv("tokens:", format!("{} matches, {} literal bytes", t.matches, t.literals));
+    if t.unreadable_blocks > 0 {
+        kv("unreadable:", format!("{} block payload heads (run verify)", t.unreadable_blocks));
+    }
+    s
+}
+
+/// `16 KiB`, `1.50 MiB`: binary units, for people.
+pub fn human(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 || value.fract() == 0.0 {
+        format!("{} {}", value as u64, UNITS[unit])
+    } else {
+        format!("{value:.2} {}", UNITS[unit])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn varints() {
+        assert_eq!(read_varint(&[0]), Some((0, 1)));
+        assert_eq!(read_varint(&[0x7f]), Some((127, 1)));
+        assert_eq!(read_varint(&[0x80, 0x01]), Some((128, 2)));
+        // Overlong encodings are allowed.
+        assert_eq!(read_varint(&[0x81, 0x80, 0x00]), Some((1, 3)));
+        let max = [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01];
+        assert_eq!(read_varint(&max), Some((u64::MAX, 10)));
+        let overflow = [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02];
+        assert_eq!(read_varint(&overflow), None);
+        assert_eq!(read_varint(&[0x80; 11]), None);
+        assert_eq!(read_varint(&[0x80]), None);
+        assert_eq!(read_payload_head(&[1, 2, 3, 4, 9, 9]), Some((4, [1, 2, 3, 4])));
+        assert_eq!(read_payload_head(&[1, 2, 3]), None);
+    }
+
+    #[test]
+    fn human_sizes() {
+        assert_eq!(human(0), "0 B");
+        assert_eq!(human(1023), "1023 B");
+        assert_eq!(human(16384), "16 KiB");
+        assert_eq!(human(1536 * 1024), "1.50 MiB");
+        assert_eq!(human(1 << 40), "1 TiB");
+        assert_eq!(human(u64::MAX), "16777216 TiB");
+    }
+}
