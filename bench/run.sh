@@ -1,0 +1,206 @@
+#!/usr/bin/env bash
+# Benchmarks aceapex against zstd -19 per 16 KiB block and bgzip, side by side, in one run on one machine.
+#
+# Datasets (from ../shared/corpus, decompressed to a temp dir): atha_chr1.fa, and the six fly-chr4 `_genomic`
+# assemblies packed together (cross-genome matches are the point of absolute back-references).
+#
+# Prints markdown tables:
+#   1. aceapex: ratio, pack MB/s and peak RSS, whole-stream decode MB/s on one core and on all cores;
+#   2. cold random 4 KiB reads (fresh archive per read) at the start, middle and end of the stream: p50/p99;
+#   3. the same datasets through zstd -19 on independent 16 KiB blocks and bgzip: ratio, compress and
+#      decompress MB/s.
+# Every archive is checked bit-exact (unpack + cmp) before anything is timed.
+#
+# Usage: bash bench/run.sh [--corpus DIR] [--quick]
+#   --corpus DIR  corpus folder (default: ../shared/corpus next to the repo)
+#   --quick       only the fly set, fewer random reads (a smoke run of the script itself)
+# Env: ACEAPEX_PACK_ARGS  extra arguments for `aceapex pack` (e.g. "--level 9 --block-size 16K").
+# Runtime: about 5-10 minutes on 2 cores.
+set -euo pipefail
+
+repo="$(cd "$(dirname "$0")/.." && pwd)"
+corpus="$repo/../shared/corpus"
+quick=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --corpus) corpus="$2"; shift 2 ;;
+    --quick) quick=1; shift ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    *) echo "unknown argument: $1" >&2; exit 2 ;;
+  esac
+done
+[ -d "$corpus" ] || { echo "corpus not found at $corpus (use --corpus DIR)" >&2; exit 1; }
+
+log() { echo "[bench] $*" >&2; }
+die() { echo "[bench] FAILED: $*" >&2; exit 1; }
+
+# --- tools -----------------------------------------------------------------------------------------------------
+need=()
+[ -x /usr/bin/time ] || need+=(time)
+command -v bgzip >/dev/null || need+=(tabix)
+command -v zstd >/dev/null || need+=(zstd)
+if [ ${#need[@]} -gt 0 ]; then
+  log "installing ${need[*]}"
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq >&2
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >&2
+fi
+
+log "building release binaries"
+(cd "$repo" && cargo build --release --quiet --bin aceapex --example acxbench) >&2
+target="${CARGO_TARGET_DIR:-$repo/target}/release"
+acx="$target/aceapex"
+acxbench="$target/examples/acxbench"
+[ -x "$acx" ] && [ -x "$acxbench" ] || die "release binaries not found under $target"
+
+work="$(mktemp -d "${TMPDIR:-/tmp}/aceapex-bench.XXXXXX")"
+trap 'rm -rf "$work"' EXIT
+cores="$(nproc)"
+
+# --- datasets --------------------------------------------------------------------------------------------------
+datasets=()
+if [ "$quick" -eq 0 ]; then
+  [ -f "$corpus/atha_chr1.fa.gz" ] || die "missing $corpus/atha_chr1.fa.gz"
+  mkdir -p "$work/in/atha"
+  gzip -dc "$corpus/atha_chr1.fa.gz" > "$work/in/atha/atha_chr1.fa"
+  datasets+=(atha)
+fi
+mkdir -p "$work/in/fly6"
+n=0
+for f in "$corpus"/fly-chr4/*_genomic.fna.gz; do
+  [ -e "$f" ] || continue
+  gzip -dc "$f" > "$work/in/fly6/$(basename "${f%.gz}")"
+  n=$((n + 1))
+done
+[ "$n" -eq 6 ] || die "expected six fly-chr4 *_genomic.fna.gz files, found $n"
+datasets+=(fly6)
+
+label() { case "$1" in atha) echo "atha_chr1.fa" ;; fly6) echo "fly-chr4 x6 genomic" ;; esac; }
+
+# The files of a dataset, in a fixed order, and their concatenation (what the baselines compress: the same bytes
+# as the archive's logical stream, without per-file framing).
+files_of() { find "$work/in/$1" -type f | LC_ALL=C sort; }
+concat_of() {
+  local out="$work/$1.concat"
+  [ -f "$out" ] || files_of "$1" | xargs cat > "$out"
+  echo "$out"
+}
+bytes_of() { stat -c %s "$1"; }
+
+# --- timing helpers --------------------------------------------------------------------------------------------
+now_ns() { date +%s%N; }
+# mbps BYTES NANOSECONDS
+mbps() { awk -v b="$1" -v ns="$2" 'BEGIN { if (ns <= 0) print "n/a"; else printf "%.1f", b / (ns / 1e9) / 1e6 }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b <= 0) print "n/a"; else printf "%.3f", a / b }'; }
+# best_of N CMD...: the fastest of N runs, in ns (decode timings fluctuate on a shared 2-core machine).
+best_of() {
+  local runs="$1"; shift
+  local best=0 t0 t1 dt
+  for _ in $(seq "$runs"); do
+    t0=$(now_ns); "$@" >/dev/null; t1=$(now_ns)
+    dt=$((t1 - t0))
+    if [ "$best" -eq 0 ] || [ "$dt" -lt "$best" ]; then best=$dt; fi
+  done
+  echo "$best"
+}
+
+# --- aceapex ---------------------------------------------------------------------------------------------------
+declare -A A_RATIO A_PACK A_RSS A_DEC1 A_DECN A_UNPACK A_ORIG A_SIZE
+randread_rows=""
+for d in "${datasets[@]}"; do
+  orig=$(files_of "$d" | xargs stat -c %s | awk '{ s += $1 } END { print s }')
+  archive="$work/$d.acx"
+  log "$d: pack ($orig bytes)"
+  # shellcheck disable=SC2086
+  /usr/bin/time -f '%e %M' -o "$work/$d.time" \
+    "$acx" pack --quiet ${ACEAPEX_PACK_ARGS:-} -o "$archive" $(files_of "$d") >&2 || die "$d: pack failed"
+  read -r secs rss_kb < "$work/$d.time"
+  size=$(bytes_of "$archive")
+  A_ORIG[$d]=$orig; A_SIZE[$d]=$size
+  A_RATIO[$d]=$(ratio "$orig" "$size")
+  A_PACK[$d]=$(awk -v b="$orig" -v s="$secs" 'BEGIN { if (s <= 0) print "n/a"; else printf "%.1f", b / s / 1e6 }')
+  A_RSS[$d]=$((rss_kb / 1024))
+
+  log "$d: check bit-exact (unpack + cmp)"
+  rm -rf "$work/out"; mkdir -p "$work/out"
+  t0=$(now_ns)
+  "$acx" unpack "$archive" -C "$work/out" --decoder cpu >&2 || die "$d: unpack failed"
+  t1=$(now_ns)
+  A_UNPACK[$d]=$(mbps "$orig" $((t1 - t0)))
+  for f in $(files_of "$d"); do
+    cmp "$f" "$work/out/$(basename "$f")" >&2 || die "$d: $(basename "$f") differs after unpack"
+  done
+  rm -rf "$work/out"
+  "$acx" verify "$archive" >&2 || die "$d: verify failed"
+
+  log "$d: whole-stream decode, 1 core and $cores cores"
+  ns1=$(export RAYON_NUM_THREADS=1; best_of 3 "$acxbench" decode "$archive")
+  nsn=$(best_of 3 "$acxbench" decode "$archive")
+  A_DEC1[$d]=$(mbps "$orig" "$ns1")
+  A_DECN[$d]=$(mbps "$orig" "$nsn")
+
+  log "$d: cold random 4 KiB reads"
+  reads=300; [ "$quick" -eq 1 ] && reads=50
+  rows=$("$acxbench" randread "$archive" --reads "$reads" --size 4096 --seed 7) || die "$d: randread failed"
+  randread_rows+=$(echo "$rows" | awk -v l="$(label "$d")" -F'\t' '{ printf "| %s | %s | %s | %s | %s |\n", l, $1, $2, $3, $4 }')
+  randread_rows+=$'\n'
+done
+
+# --- baselines -------------------------------------------------------------------------------------------------
+declare -A Z_RATIO Z_C Z_D G_RATIO G_C G_D
+for d in "${datasets[@]}"; do
+  src=$(concat_of "$d")
+  orig=$(bytes_of "$src")
+
+  log "$d: zstd -19 on independent 16 KiB blocks"
+  rm -rf "$work/blk" "$work/zst" "$work/unz"; mkdir -p "$work/blk" "$work/zst" "$work/unz"
+  split -b 16384 -a 6 -d "$src" "$work/blk/b"
+  # One zstd process compresses every block file as its own frame: no process start per block in the timing.
+  t0=$(now_ns)
+  (cd "$work/blk" && find . -type f -print0 | xargs -0 zstd -19 -T1 -q -f --output-dir-flat "$work/zst") >&2
+  t1=$(now_ns)
+  zsize=$(find "$work/zst" -type f -printf '%s\n' | awk '{ s += $1 } END { print s }')
+  Z_RATIO[$d]=$(ratio "$orig" "$zsize")
+  Z_C[$d]=$(mbps "$orig" $((t1 - t0)))
+  zdec() { (cd "$work/zst" && find . -type f -print0 | xargs -0 zstd -d -T1 -q -f --output-dir-flat "$work/unz"); }
+  Z_D[$d]=$(mbps "$orig" "$(best_of 3 zdec)")
+  cat $(find "$work/unz" -type f | LC_ALL=C sort) | cmp - "$src" >&2 || die "$d: zstd blocks do not round-trip"
+  rm -rf "$work/blk" "$work/zst" "$work/unz"
+
+  log "$d: bgzip"
+  t0=$(now_ns)
+  bgzip -@ 1 -c "$src" > "$work/$d.gz"
+  t1=$(now_ns)
+  G_RATIO[$d]=$(ratio "$orig" "$(bytes_of "$work/$d.gz")")
+  G_C[$d]=$(mbps "$orig" $((t1 - t0)))
+  G_D[$d]=$(mbps "$orig" "$(best_of 3 bgzip -@ 1 -dc "$work/$d.gz")")
+  bgzip -dc "$work/$d.gz" | cmp - "$src" >&2 || die "$d: bgzip does not round-trip"
+done
+
+# --- report ----------------------------------------------------------------------------------------------------
+echo
+echo "## aceapex ($(uname -m), $cores cores, $(date -u +%Y-%m-%d))"
+echo
+echo "pack arguments: \`${ACEAPEX_PACK_ARGS:-(defaults)}\`"
+echo
+echo "| dataset | original bytes | archive bytes | ratio | pack MB/s | pack peak RSS MiB | decode MB/s 1 core | decode MB/s $cores cores | unpack to disk MB/s |"
+echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+for d in "${datasets[@]}"; do
+  echo "| $(label "$d") | ${A_ORIG[$d]} | ${A_SIZE[$d]} | ${A_RATIO[$d]} | ${A_PACK[$d]} | ${A_RSS[$d]} | ${A_DEC1[$d]} | ${A_DECN[$d]} | ${A_UNPACK[$d]} |"
+done
+echo
+echo "## Cold random 4 KiB reads (archive opened fresh for every read; OS page cache warm)"
+echo
+echo "| dataset | region | reads | p50 µs | p99 µs |"
+echo "| --- | --- | ---: | ---: | ---: |"
+printf '%s' "$randread_rows"
+echo
+echo "## Side by side (16 KiB random-access granularity unless noted; single-threaded baselines)"
+echo
+echo "| dataset | tool | ratio | compress MB/s | decompress MB/s |"
+echo "| --- | --- | ---: | ---: | ---: |"
+for d in "${datasets[@]}"; do
+  echo "| $(label "$d") | aceapex (pack on $cores cores; decode 1 core) | ${A_RATIO[$d]} | ${A_PACK[$d]} | ${A_DEC1[$d]} |"
+  echo "| $(label "$d") | zstd -19, independent 16 KiB blocks | ${Z_RATIO[$d]} | ${Z_C[$d]} | ${Z_D[$d]} |"
+  echo "| $(label "$d") | bgzip (64 KiB BGZF blocks) | ${G_RATIO[$d]} | ${G_C[$d]} | ${G_D[$d]} |"
+done
