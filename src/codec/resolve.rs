@@ -1,3 +1,357 @@
-//! The CPU reference decoder: resolves any range of the logical stream through absolute sources.
+//! The CPU reference decoder: resolves any range of the logical stream through absolute sources, within the
+//! reference-depth bound (FORMAT.md §1, DESIGN-NOTES §3).
 //!
-//! Owned by the archive/decoder work; see [`crate::archive`].
+//! Decoding block `b` runs its entropy stage ([`decode_block`]) and then writes its tokens in order. A match
+//! whose source lies in `b` copies from `b`'s own output (already written, since `src < dst`). A source in
+//! another block is copied from a decoded copy of that block when one is at hand ([`DecodedBlocks`]: the block
+//! cache, or the blocks just decoded by a sequential run); otherwise it is resolved *through the tokens that
+//! cover the source range*, recursively, following at most `max_depth` matches per byte. The prefix of the
+//! stream and whole chains of blocks are never decoded, so a cold read of `n` bytes costs `O(n × max_depth)`
+//! copies plus the entropy stage of the blocks touched.
+//!
+//! Parsed blocks are kept in a small LRU ([`ParsedCache`]) so that repeated source lookups into one block do
+//! not re-run its entropy stage.
+
+use std::num::NonZeroUsize;
+use std::sync::{Arc, Mutex};
+
+use lru::LruCache;
+use xxhash_rust::xxh3::xxh3_64;
+
+use crate::codec::block::{decode_block, ParsedBlock};
+use crate::error::{DecodeError, Error};
+use crate::format::ArchiveData;
+
+/// Decoded, verified copies of whole blocks that resolution may copy from instead of following tokens.
+pub trait DecodedBlocks: Send + Sync {
+    /// Copies `out.len()` bytes of block `id` starting at `offset` into `out` and returns true, or returns
+    /// false (touching nothing) when no decoded copy of the block is at hand.
+    fn copy_out(&self, id: u64, offset: usize, out: &mut [u8]) -> bool;
+}
+
+/// No decoded blocks at all: every cross-block source is resolved through tokens.
+pub struct NoDecodedBlocks;
+
+impl DecodedBlocks for NoDecodedBlocks {
+    fn copy_out(&self, _id: u64, _offset: usize, _out: &mut [u8]) -> bool {
+        false
+    }
+}
+
+/// Tries `first`, then `second`.
+pub struct ChainDecoded<'a>(pub &'a dyn DecodedBlocks, pub &'a dyn DecodedBlocks);
+
+impl DecodedBlocks for ChainDecoded<'_> {
+    fn copy_out(&self, id: u64, offset: usize, out: &mut [u8]) -> bool {
+        self.0.copy_out(id, offset, out) || self.1.copy_out(id, offset, out)
+    }
+}
+
+/// A decode failure attributed to one block (the one whose payload, tokens or hash were bad).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlockFault {
+    pub block: u64,
+    pub error: DecodeError,
+}
+
+impl BlockFault {
+    /// The crate error naming the archive path, the block and its payload offset.
+    pub fn into_error(self, data: &ArchiveData) -> Error {
+        let offset = if self.block < data.block_count() { data.payload_offset(self.block) } else { 0 };
+        Error::CorruptBlock { path: data.path.clone(), block: self.block, offset, source: self.error }
+    }
+}
+
+/// LRU of parsed (entropy-decoded) blocks, shared by all threads of one engine.
+pub struct ParsedCache {
+    lru: Mutex<LruCache<u64, Arc<ParsedBlock>>>,
+}
+
+impl ParsedCache {
+    /// Holds up to `capacity` parsed blocks.
+    pub fn new(capacity: usize) -> ParsedCache {
+        let cap = NonZeroUsize::new(capacity.max(1)).expect("max(1) is non-zero");
+        ParsedCache { lru: Mutex::new(LruCache::new(cap)) }
+    }
+
+    /// A capacity that keeps roughly `bytes` of parsed blocks for blocks of `block_size` bytes (a parsed block
+    /// is about the size of its decoded block).
+    pub fn with_budget(bytes: u64, block_size: u64) -> ParsedCache {
+        ParsedCache::new((bytes / block_size.max(1)).clamp(16, 1 << 16) as usize)
+    }
+
+    /// Block `id`, parsed, from the LRU or by running its entropy stage (`id < block_count`).
+    pub fn get_or_parse(&self, data: &ArchiveData, id: u64) -> Result<Arc<ParsedBlock>, BlockFault> {
+        if let Some(hit) = self.lock().get(&id) {
+            return Ok(hit.clone());
+        }
+        // Parse outside the lock; two threads racing on one block both parse, which is only wasted work.
+        let parsed = Arc::new(parse_block(data, id)?);
+        self.lock().put(id, parsed.clone());
+        Ok(parsed)
+    }
+
+    /// Inserts a block parsed elsewhere (the sequential decoder parses ahead in parallel).
+    pub fn insert(&self, id: u64, parsed: Arc<ParsedBlock>) {
+        self.lock().put(id, parsed);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, LruCache<u64, Arc<ParsedBlock>>> {
+        // A panic while holding the lock cannot leave the LRU inconsistent for our use; keep serving.
+        self.lru.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// Runs block `id`'s entropy stage and checks the parsed form's invariants.
+pub fn parse_block(data: &ArchiveData, id: u64) -> Result<ParsedBlock, BlockFault> {
+    if id >= data.block_count() {
+        let error = DecodeError::Limit { what: "block id", value: id, limit: data.block_count().saturating_sub(1) };
+        return Err(BlockFault { block: id, error });
+    }
+    let start = data.block_start(id);
+    let len = data.block_len(id);
+    let lanes = u32::from(data.header.rans_lanes);
+    let parsed = decode_block(data.payload(id), data.tables_for(id), lanes, start, len)
+        .map_err(|error| BlockFault { block: id, error })?;
+    check_parsed(&parsed, start, len).map_err(|error| BlockFault { block: id, error })?;
+    Ok(parsed)
+}
+
+/// Verifies what the resolver relies on, so that a codec bug becomes an error rather than a panic: prefix sums
+/// consistent with the tokens, literals in range, every match source at or after stream position 0.
+fn check_parsed(p: &ParsedBlock, start: u64, len: u32) -> Result<(), DecodeError> {
+    let bad = |detail: String| DecodeError::Invalid { what: "parsed block", detail };
+    if p.start != start || p.len != len {
+        return Err(bad(format!("start/len {}/{} (expected {start}/{len})", p.start, p.len)));
+    }
+    if p.tokens.is_empty() || p.token_pos.len() != p.tokens.len() + 1 || p.lit_pos.len() < p.tokens.len() {
+        return Err(bad(format!(
+            "{} tokens, {} token positions, {} literal positions",
+            p.tokens.len(),
+            p.token_pos.len(),
+            p.lit_pos.len()
+        )));
+    }
+    let (mut pos, mut lit) = (0u64, 0u64);
+    for (t, tok) in p.tokens.iter().enumerate() {
+        if u64::from(p.token_pos[t]) != pos || u64::from(p.lit_pos[t]) != lit {
+            return Err(bad(format!("token {t}: prefix sums disagree with the token lengths")));
+        }
+        pos += u64::from(tok.lit_len);
+        lit += u64::from(tok.lit_len);
+        if tok.match_len > 0 && (tok.back == 0 || tok.back > start + pos) {
+            return Err(bad(format!("token {t}: back {} at stream position {}", tok.back, start + pos)));
+        }
+        pos += u64::from(tok.match_len);
+    }
+    if pos != u64::from(len) || u64::from(p.token_pos[p.tokens.len()]) != pos || lit != p.literals.len() as u64 {
+        return Err(bad(format!("tokens cover {pos} bytes and {lit} literals; the block has {len} bytes")));
+    }
+    Ok(())
+}
+
+/// Resolves stream bytes for one archive: the entropy stage through `parsed`, decoded copies through `decoded`.
+pub struct Resolver<'a> {
+    pub data: &'a ArchiveData,
+    pub parsed: &'a ParsedCache,
+    pub decoded: &'a dyn DecodedBlocks,
+}
+
+impl Resolver<'_> {
+    /// Decodes block `id` into `out` (sized to the block's length) and checks it against its `block_hash`.
+    pub fn decode_block(&self, id: u64, out: &mut [u8]) -> Result<(), BlockFault> {
+        let parsed = self.parsed.get_or_parse(self.data, id)?;
+        self.decode_parsed(id, &parsed, out)
+    }
+
+    /// Writes the tokens of an already-parsed block `id` into `out` and checks its `block_hash`.
+    pub fn decode_parsed(&self, id: u64, parsed: &ParsedBlock, out: &mut [u8]) -> Result<(), BlockFault> {
+        if out.len() != parsed.len as usize {
+            let error = DecodeError::Invalid {
+                what: "output buffer",
+                detail: format!("{} bytes for a block of {}", out.len(), parsed.len),
+            };
+            return Err(BlockFault { block: id, error });
+        }
+        self.write_tokens(parsed, out)?;
+        let expected = self.data.block_hash[id as usize];
+        let actual = xxh3_64(out);
+        if expected != actual {
+            return Err(BlockFault { block: id, error: DecodeError::Checksum { expected, actual } });
+        }
+        Ok(())
+    }
+
+    /// The tokens of block `id` in order: literals, then each match from `out` itself (in-block source) or from
+    /// resolution (cross-block source).
+    fn write_tokens(&self, p: &ParsedBlock, out: &mut [u8]) -> Result<(), BlockFault> {
+        // Bytes of a cross-block source have depth ≤ max_depth − 1: the match that copies them is one level.
+        let source_budget = self.data.header.max_depth - 1;
+        for (t, tok) in p.tokens.iter().enumerate() {
+            let lit_at = p.token_pos[t] as usize;
+            let lit_len = tok.lit_len as usize;
+            let lit_src = p.lit_pos[t] as usize;
+            out[lit_at..lit_at + lit_len].copy_from_slice(&p.literals[lit_src..lit_src + lit_len]);
+            if tok.match_len == 0 {
+                continue;
+            }
+            let dst = lit_at + lit_len;
+            let len = tok.match_len as usize;
+            let back = tok.back;
+            let period = back.min(len as u64) as usize;
+            if back as usize <= dst {
+                // Source inside this block, already written.
+                periodic_copy_within(out, dst - back as usize, dst, len);
+                continue;
+            }
+            // The period starts in an earlier block; part of it may run into this block's written bytes.
+            let src = p.start + dst as u64 - back;
+            let outside = ((p.start - src) as usize).min(period);
+            self.resolve_range(src, &mut out[dst..dst + outside], source_budget)?;
+            if outside < period {
+                out.copy_within(0..period - outside, dst + outside);
+            }
+            extend_period(&mut out[dst..dst + len], period);
+        }
+        Ok(())
+    }
+
+    /// Fills `out` with stream bytes `[pos, pos + out.len())`, following at most `budget` matches per byte.
+    pub fn resolve_range(&self, pos: u64, out: &mut [u8], budget: u8) -> Result<(), BlockFault> {
+        let block_log = self.data.header.block_log;
+        let mut cur = pos;
+        let mut done = 0usize;
+        while done < out.len() {
+            let id = cur >> block_log;
+            if id >= self.data.block_count() {
+                let error = DecodeError::Invalid {
+                    what: "match source",
+                    detail: format!("stream position {cur} is past the end {}", self.data.footer.total_len),
+                };
+                return Err(BlockFault { block: id.min(self.data.block_count().saturating_sub(1)), error });
+            }
+            let offset = (cur - (id << block_log)) as usize;
+            let take = (out.len() - done).min(self.data.block_len(id) as usize - offset);
+            let piece = &mut out[done..done + take];
+            if !self.decoded.copy_out(id, offset, piece) {
+                let parsed = self.parsed.get_or_parse(self.data, id)?;
+                self.resolve_in_block(id, &parsed, offset, piece, budget)?;
+            }
+            done += take;
+            cur += take as u64;
+        }
+        Ok(())
+    }
+
+    /// Fills `out` with bytes `[offset, offset + out.len())` of parsed block `id` through its tokens.
+    fn resolve_in_block(
+        &self,
+        id: u64,
+        p: &ParsedBlock,
+        offset: usize,
+        out: &mut [u8],
+        budget: u8,
+    ) -> Result<(), BlockFault> {
+        let end = offset + out.len();
+        let mut cur = offset;
+        let mut t = p.token_at(offset as u32);
+        while cur < end {
+            let tok = p.tokens[t];
+            let lit_at = p.token_pos[t] as usize;
+            let match_at = lit_at + tok.lit_len as usize;
+            let token_end = p.token_pos[t + 1] as usize;
+            if cur < match_at {
+                let stop = end.min(match_at);
+                let from = p.lit_pos[t] as usize + (cur - lit_at);
+                out[cur - offset..stop - offset].copy_from_slice(&p.literals[from..from + (stop - cur)]);
+                cur = stop;
+            }
+            if cur < end && cur < token_end {
+                let stop = end.min(token_end);
+                if budget == 0 {
+                    let error =
+                        DecodeError::DepthExceeded { bound: self.data.header.max_depth, pos: p.start + cur as u64 };
+                    return Err(BlockFault { block: id, error });
+                }
+                let src = p.start + match_at as u64 - tok.back;
+                let k0 = (cur - match_at) as u64;
+                self.fill_match_piece(src, tok.back, k0, &mut out[cur - offset..stop - offset], budget - 1)?;
+                cur = stop;
+            }
+            t += 1;
+        }
+        Ok(())
+    }
+
+    /// Fills `out[i] = stream[src + (k0 + i) mod back]`: the part of a periodic fill starting at phase `k0`.
+    /// At most one period is resolved; the rest is replicated.
+    fn fill_match_piece(&self, src: u64, back: u64, k0: u64, out: &mut [u8], budget: u8) -> Result<(), BlockFault> {
+        let n = out.len() as u64;
+        let phase = k0 % back;
+        let first = n.min(back - phase) as usize;
+        self.resolve_range(src + phase, &mut out[..first], budget)?;
+        let period = n.min(back) as usize;
+        if first < period {
+            self.resolve_range(src, &mut out[first..period], budget)?;
+        }
+        extend_period(out, period);
+        Ok(())
+    }
+}
+
+/// `out[dst + k] = out[src + (k mod (dst − src))]` for `k < len`, inside one buffer (`src < dst`).
+pub fn periodic_copy_within(out: &mut [u8], src: usize, dst: usize, len: usize) {
+    let back = dst - src;
+    if back >= len {
+        out.copy_within(src..src + len, dst);
+        return;
+    }
+    out.copy_within(src..dst, dst);
+    extend_period(&mut out[dst..dst + len], back);
+}
+
+/// Given `buf[..period]` filled, sets `buf[i] = buf[i − period]` for the rest, doubling the copied span each
+/// step so a long fill of a short period costs `O(len)` bytes in `O(log len)` copies.
+pub fn extend_period(buf: &mut [u8], period: usize) {
+    if period == 0 {
+        return;
+    }
+    let mut filled = period.min(buf.len());
+    while filled < buf.len() {
+        // Copying a whole number of periods keeps the phase aligned.
+        let chunk = (filled / period * period).min(buf.len() - filled);
+        buf.copy_within(0..chunk, filled);
+        filled += chunk;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn periodic_copy_matches_the_bytewise_definition() {
+        for back in 1..9 {
+            for len in 0..40 {
+                let mut fast: Vec<u8> = (0..60u8).collect();
+                let mut slow = fast.clone();
+                let dst = 10;
+                periodic_copy_within(&mut fast, dst - back, dst, len);
+                for k in 0..len {
+                    slow[dst + k] = slow[dst - back + k % back];
+                }
+                assert_eq!(fast, slow, "back {back} len {len}");
+            }
+        }
+    }
+
+    #[test]
+    fn extend_period_handles_ragged_ends() {
+        let mut buf = *b"abc__________";
+        extend_period(&mut buf, 3);
+        assert_eq!(&buf, b"abcabcabcabca");
+        let mut one = [7u8, 0, 0];
+        extend_period(&mut one, 5);
+        assert_eq!(one, [7, 0, 0]);
+    }
+}

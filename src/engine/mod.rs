@@ -14,6 +14,7 @@ pub trait BlockEngine: Send + Sync {
     fn decode_blocks(&self, ids: &[u64], out: &mut [&mut [u8]]) -> Result<()>;
 }
 
+pub mod cpu;
 pub mod gpu;
 
 /// Which engine decodes: `-o decoder=` / `--decoder`.

@@ -5,12 +5,15 @@
 
 pub mod cursor;
 pub mod header;
+pub mod sections;
 pub mod tree;
 pub mod writer;
 
-use std::path::PathBuf;
+use std::fs::File;
+use std::path::{Path, PathBuf};
 
 use crate::codec::tables::TableSet;
+use crate::error::{Error, Result};
 use tree::Tree;
 
 pub const HEADER_LEN: usize = 64;
@@ -64,6 +67,25 @@ pub struct ArchiveData {
 }
 
 impl ArchiveData {
+    /// Maps and validates an archive file: header, footer, section order, index, tables and tree (every value
+    /// checked before use). Block payloads are checked later, when a block is decoded.
+    pub fn open(path: impl AsRef<Path>) -> Result<ArchiveData> {
+        let path = path.as_ref().to_path_buf();
+        let file = File::open(&path).map_err(|e| Error::io(&path, e))?;
+        let meta = file.metadata().map_err(|e| Error::io(&path, e))?;
+        if !meta.is_file() {
+            return Err(Error::Format { path, detail: "not a regular file".into() });
+        }
+        // SAFETY: the map is read-only and private to this process. An archive is immutable once written
+        // (the writer renames a finished file into place); modifying it underneath a running reader is outside
+        // the contract, as for every mapped-file reader. All reads through the map are bounds-checked.
+        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(&path, e))?;
+        let parsed =
+            sections::parse_archive(&map).map_err(|e| Error::Format { path: path.clone(), detail: e.to_string() })?;
+        let sections::ParsedArchive { header, footer, payload_end, block_hash, tables, tree } = parsed;
+        Ok(ArchiveData { path, map, header, footer, payload_end, block_hash, tables, tree })
+    }
+
     pub fn block_count(&self) -> u64 {
         self.payload_end.len() as u64
     }
