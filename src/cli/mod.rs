@@ -5,4 +5,5 @@ pub mod extract;
 pub mod info;
 pub mod listing;
 pub mod output;
+pub mod resolve;
 pub mod size;
