@@ -1,1 +1,627 @@
-//! The filesystem layer.
+//! The filesystem layer: inodes, attributes, directory listings, opens and reads over an archive, with no
+//! FUSE types in it (the [`crate::fuse`] adapter translates; tests drive this layer directly).
+//!
+//! - Inode numbers are tree entry ids + 1, so the root (entry 0) is inode 1 as FUSE requires, and no table
+//!   is needed: the archive is immutable, so every inode lives as long as the mount.
+//! - Two reserved inodes follow the tree's: the directory `/.aceapex` and its file `stats`, a JSON snapshot of
+//!   the counters (this layer's, the cache's and the engines'). A real `.aceapex` in the archive's root is
+//!   hidden by it (and a warning says so once at mount).
+//! - Reads go through a [`Backend`] (the opened [`crate::archive::Archive`], or an in-memory tree for tests and
+//!   the `nullfs` baseline). Each open handle watches for sequential access and then asks a background pool
+//!   to decode the next few MiB of blocks in batches.
+//! - A corrupt block fails only the reads that touch it (EIO) and is logged once with archive, block id and
+//!   payload offset; everything else keeps working.
+
+pub mod memory;
+pub mod options;
+pub mod readahead;
+pub mod stats;
+
+use std::collections::{HashMap, HashSet};
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crate::error::Error;
+use crate::format::tree::{EntryId, EntryKind, Tree};
+use readahead::{ReadaheadPool, SequentialState};
+use stats::FsStats;
+
+/// What the filesystem layer needs from an archive. [`crate::archive::Archive`] implements it; so does the
+/// in-memory [`memory::MemoryBackend`].
+pub trait Backend: Send + Sync + 'static {
+    /// The archive's tree (immutable).
+    fn tree(&self) -> &Tree;
+    /// Reads regular file `id` from `offset` into `buf`; returns the bytes read (short only at end of file).
+    fn read_file(&self, id: EntryId, offset: u64, buf: &mut [u8]) -> crate::Result<usize>;
+    /// The decoded blocks that hold file `id`'s bytes `range` (empty if that cannot be said cheaply).
+    fn blocks_for(&self, id: EntryId, range: Range<u64>) -> Range<u64>;
+    /// Decodes the given blocks into the cache (readahead); blocks already cached are skipped.
+    fn prefetch(&self, blocks: &[u64]) -> crate::Result<()>;
+    /// The archive's own counters (cache, engines) as JSON.
+    fn stats_json(&self) -> serde_json::Value;
+    /// Where the data comes from, for logs and stats (the archive path).
+    fn source_name(&self) -> String;
+    /// Decoded bytes in total (for statfs).
+    fn total_len(&self) -> u64;
+    /// The decoded block size (statfs block size, readahead batch unit).
+    fn block_size(&self) -> u32;
+}
+
+/// An errno the filesystem answers with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Errno(pub i32);
+
+impl Errno {
+    pub const ENOENT: Errno = Errno(libc::ENOENT);
+    pub const ENOTDIR: Errno = Errno(libc::ENOTDIR);
+    pub const EISDIR: Errno = Errno(libc::EISDIR);
+    pub const EINVAL: Errno = Errno(libc::EINVAL);
+    pub const EBADF: Errno = Errno(libc::EBADF);
+    pub const EROFS: Errno = Errno(libc::EROFS);
+    pub const EIO: Errno = Errno(libc::EIO);
+    pub const ELOOP: Errno = Errno(libc::ELOOP);
+}
+
+pub type FsResult<T> = std::result::Result<T, Errno>;
+
+/// The three kinds of inode the archive holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileKind {
+    Directory,
+    RegularFile,
+    Symlink,
+}
+
+impl FileKind {
+    /// The `S_IFMT` bits of this kind.
+    pub fn type_bits(self) -> u32 {
+        match self {
+            FileKind::Directory => libc::S_IFDIR,
+            FileKind::RegularFile => libc::S_IFREG,
+            FileKind::Symlink => libc::S_IFLNK,
+        }
+    }
+}
+
+/// An inode's attributes, with how long the kernel may cache them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Attr {
+    pub ino: u64,
+    pub kind: FileKind,
+    pub size: u64,
+    /// 512-byte blocks: `ceil(size / 512)`.
+    pub blocks: u64,
+    /// Permission bits (`mode & 0o7777`).
+    pub perm: u16,
+    pub nlink: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub mtime: SystemTime,
+    pub blksize: u32,
+    pub ttl: Duration,
+}
+
+impl Attr {
+    /// `st_mode`: type bits and permission bits.
+    pub fn mode(&self) -> u32 {
+        self.kind.type_bits() | u32::from(self.perm)
+    }
+}
+
+/// One directory listing entry; `next_offset` is what the kernel passes back to continue after it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirEntry<'a> {
+    pub ino: u64,
+    pub next_offset: u64,
+    pub kind: FileKind,
+    pub name: &'a [u8],
+}
+
+/// The reply to an open: a handle and how the kernel should cache the file's pages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Opened {
+    pub fh: u64,
+    /// Keep the page cache across opens (archive files never change).
+    pub keep_cache: bool,
+    /// Bypass the page cache (the stats file changes on every open and has no fixed size).
+    pub direct_io: bool,
+}
+
+/// `statfs` numbers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StatFs {
+    pub blocks: u64,
+    pub files: u64,
+    pub bsize: u32,
+    pub namelen: u32,
+}
+
+/// Settings of the filesystem layer.
+#[derive(Debug, Clone)]
+pub struct FsOptions {
+    /// Owner reported for every inode (default: the mounting user).
+    pub uid: u32,
+    pub gid: u32,
+    /// Bytes kept decoded ahead of a sequential reader (0 disables readahead).
+    pub readahead_bytes: u64,
+    /// Bytes per readahead batch handed to the engine at once.
+    pub readahead_batch_bytes: u64,
+    /// Background threads decoding readahead batches.
+    pub readahead_threads: usize,
+    /// Attribute and entry cache lifetime for archive inodes (immutable, so long).
+    pub ttl: Duration,
+}
+
+impl Default for FsOptions {
+    fn default() -> Self {
+        // SAFETY: geteuid/getegid have no preconditions and cannot fail.
+        let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+        FsOptions {
+            uid,
+            gid,
+            readahead_bytes: 8 << 20,
+            readahead_batch_bytes: 2 << 20,
+            readahead_threads: 2,
+            ttl: Duration::from_secs(24 * 3600),
+        }
+    }
+}
+
+/// Name of the reserved directory in the root, and of the stats file in it.
+pub const RESERVED_DIR: &[u8] = b".aceapex";
+pub const STATS_FILE: &[u8] = b"stats";
+/// Directory size reported by `stat` (the traditional one block).
+const DIR_SIZE: u64 = 4096;
+
+/// What an open handle refers to.
+enum Handle {
+    File {
+        id: EntryId,
+        size: u64,
+        seq: Mutex<SequentialState>,
+    },
+    /// A stats snapshot taken at open, so that one reader sees one consistent document.
+    Stats {
+        snapshot: Vec<u8>,
+    },
+}
+
+/// The filesystem over one backend.
+pub struct AcxFs<B: Backend> {
+    backend: Arc<B>,
+    options: FsOptions,
+    /// Per entry: link count (directories: 2 + subdirectories).
+    nlink: Vec<u32>,
+    reserved_dir_ino: u64,
+    stats_ino: u64,
+    /// Entry id of a real root `.aceapex` that the reserved directory hides, if any.
+    hidden_root_entry: Option<EntryId>,
+    mounted_at: SystemTime,
+    started: Instant,
+    handles: Mutex<HashMap<u64, Arc<Handle>>>,
+    next_fh: AtomicU64,
+    stats: Arc<FsStats>,
+    readahead: ReadaheadPool,
+    /// Corrupt blocks already logged (each is logged once; bounded so a ruined archive cannot grow it).
+    logged_corrupt: Mutex<HashSet<u64>>,
+}
+
+const MAX_LOGGED_CORRUPT: usize = 4096;
+
+impl<B: Backend> AcxFs<B> {
+    pub fn new(backend: Arc<B>, options: FsOptions) -> AcxFs<B> {
+        let tree = backend.tree();
+        let nlink = link_counts(tree);
+        let entry_count = tree.entries.len() as u64;
+        let hidden_root_entry = tree.lookup(0, RESERVED_DIR);
+        if hidden_root_entry.is_some() {
+            tracing::warn!(
+                "{}: the archive's /.aceapex is hidden by the reserved stats directory",
+                backend.source_name()
+            );
+        }
+        let queue = 4 * options.readahead_threads.max(1);
+        let readahead =
+            ReadaheadPool::new(if options.readahead_bytes > 0 { options.readahead_threads } else { 0 }, queue);
+        AcxFs {
+            backend,
+            nlink,
+            reserved_dir_ino: entry_count + 1,
+            stats_ino: entry_count + 2,
+            hidden_root_entry,
+            mounted_at: SystemTime::now(),
+            started: Instant::now(),
+            handles: Mutex::new(HashMap::new()),
+            next_fh: AtomicU64::new(1),
+            stats: Arc::new(FsStats::default()),
+            readahead,
+            logged_corrupt: Mutex::new(HashSet::new()),
+            options,
+        }
+    }
+
+    pub fn backend(&self) -> &Arc<B> {
+        &self.backend
+    }
+
+    pub fn options(&self) -> &FsOptions {
+        &self.options
+    }
+
+    fn tree(&self) -> &Tree {
+        self.backend.tree()
+    }
+
+    /// The tree entry behind `ino`, or `None` for the reserved inodes and unknown numbers.
+    fn entry_id(&self, ino: u64) -> Option<EntryId> {
+        let id = ino.checked_sub(1)?;
+        if id < self.tree().entries.len() as u64 {
+            Some(id as EntryId)
+        } else {
+            None
+        }
+    }
+
+    fn ino_of(id: EntryId) -> u64 {
+        u64::from(id) + 1
+    }
+
+    /// Attributes of inode `ino`.
+    pub fn getattr(&self, ino: u64) -> FsResult<Attr> {
+        if ino == self.reserved_dir_ino {
+            return Ok(self.synthetic_attr(ino, FileKind::Directory, DIR_SIZE, 0o555, 2));
+        }
+        if ino == self.stats_ino {
+            // The size is that of a fresh snapshot; the file is opened direct_io, so readers read to EOF anyway.
+            let size = self.stats_snapshot().len() as u64;
+            let mut attr = self.synthetic_attr(ino, FileKind::RegularFile, size, 0o444, 1);
+            attr.ttl = Duration::ZERO;
+            return Ok(attr);
+        }
+        let id = self.entry_id(ino).ok_or(Errno::ENOENT)?;
+        let entry = &self.tree().entries[id as usize];
+        let (kind, size) = match &entry.kind {
+            EntryKind::Dir => (FileKind::Directory, DIR_SIZE),
+            EntryKind::File { size, .. } => (FileKind::RegularFile, *size),
+            EntryKind::Symlink { target } => (FileKind::Symlink, target.len() as u64),
+        };
+        let mut nlink = self.nlink[id as usize];
+        if id == 0 {
+            nlink += 1; // the reserved directory
+        }
+        Ok(Attr {
+            ino,
+            kind,
+            size,
+            blocks: size.div_ceil(512),
+            perm: (entry.mode & 0o7777) as u16,
+            nlink,
+            uid: self.options.uid,
+            gid: self.options.gid,
+            mtime: system_time(entry.mtime_sec, entry.mtime_nsec),
+            blksize: self.backend.block_size(),
+            ttl: self.options.ttl,
+        })
+    }
+
+    fn synthetic_attr(&self, ino: u64, kind: FileKind, size: u64, perm: u16, nlink: u32) -> Attr {
+        Attr {
+            ino,
+            kind,
+            size,
+            blocks: size.div_ceil(512),
+            perm,
+            nlink,
+            uid: self.options.uid,
+            gid: self.options.gid,
+            mtime: self.mounted_at,
+            blksize: 4096,
+            ttl: self.options.ttl,
+        }
+    }
+
+    /// The child `name` of directory `parent`.
+    pub fn lookup(&self, parent: u64, name: &[u8]) -> FsResult<Attr> {
+        if parent == self.reserved_dir_ino {
+            return match name {
+                STATS_FILE => self.getattr(self.stats_ino),
+                b"." => self.getattr(parent),
+                b".." => self.getattr(1),
+                _ => Err(Errno::ENOENT),
+            };
+        }
+        let dir = self.entry_id(parent).ok_or(if parent == self.stats_ino { Errno::ENOTDIR } else { Errno::ENOENT })?;
+        let tree = self.tree();
+        if !matches!(tree.entries[dir as usize].kind, EntryKind::Dir) {
+            return Err(Errno::ENOTDIR);
+        }
+        match name {
+            b"." => return self.getattr(parent),
+            b".." => return self.getattr(Self::ino_of(tree.entries[dir as usize].parent)),
+            _ => {}
+        }
+        if dir == 0 && name == RESERVED_DIR {
+            return self.getattr(self.reserved_dir_ino);
+        }
+        let child = tree.lookup(dir, name).ok_or(Errno::ENOENT)?;
+        self.getattr(Self::ino_of(child))
+    }
+
+    /// The target of symlink `ino`.
+    pub fn readlink(&self, ino: u64) -> FsResult<&[u8]> {
+        let id = self.entry_id(ino).ok_or(Errno::EINVAL)?;
+        match &self.tree().entries[id as usize].kind {
+            EntryKind::Symlink { target } => Ok(target),
+            _ => Err(Errno::EINVAL),
+        }
+    }
+
+    /// Lists directory `ino` from position `offset` (0 = start; positions are stable: ".", "..", then the
+    /// children in name order, then, in the root, the reserved directory). `add` returns true when the reply
+    /// buffer is full, which ends the listing for this call.
+    pub fn readdir(&self, ino: u64, offset: u64, mut add: impl FnMut(DirEntry<'_>) -> bool) -> FsResult<()> {
+        if ino == self.reserved_dir_ino {
+            let entries: [(u64, FileKind, &[u8]); 3] = [
+                (ino, FileKind::Directory, b"."),
+                (1, FileKind::Directory, b".."),
+                (self.stats_ino, FileKind::RegularFile, STATS_FILE),
+            ];
+            for (pos, (ino, kind, name)) in entries.iter().enumerate().skip(offset as usize) {
+                if add(DirEntry { ino: *ino, next_offset: pos as u64 + 1, kind: *kind, name }) {
+                    break;
+                }
+            }
+            return Ok(());
+        }
+        let id = self.entry_id(ino).ok_or(Errno::ENOENT)?;
+        let tree = self.tree();
+        let entry = &tree.entries[id as usize];
+        if !matches!(entry.kind, EntryKind::Dir) {
+            return Err(Errno::ENOTDIR);
+        }
+        let children: &[EntryId] = tree.children.get(id as usize).map_or(&[], Vec::as_slice);
+        let listed = children.len() as u64 + 2 + u64::from(id == 0);
+        let mut pos = offset;
+        while pos < listed {
+            let next_offset = pos + 1;
+            let full = match pos {
+                0 => add(DirEntry { ino, next_offset, kind: FileKind::Directory, name: b"." }),
+                1 => add(DirEntry {
+                    ino: Self::ino_of(entry.parent),
+                    next_offset,
+                    kind: FileKind::Directory,
+                    name: b"..",
+                }),
+                p if p - 2 < children.len() as u64 => {
+                    let child = children[(p - 2) as usize];
+                    if Some(child) == self.hidden_root_entry {
+                        false
+                    } else {
+                        let e = &tree.entries[child as usize];
+                        add(DirEntry { ino: Self::ino_of(child), next_offset, kind: kind_of(&e.kind), name: &e.name })
+                    }
+                }
+                _ => add(DirEntry {
+                    ino: self.reserved_dir_ino,
+                    next_offset,
+                    kind: FileKind::Directory,
+                    name: RESERVED_DIR,
+                }),
+            };
+            if full {
+                break;
+            }
+            pos += 1;
+        }
+        Ok(())
+    }
+
+    /// Opens inode `ino` with open(2) `flags`; only read-only opens of regular files succeed.
+    pub fn open(&self, ino: u64, flags: i32) -> FsResult<Opened> {
+        let wants_write = flags & libc::O_ACCMODE != libc::O_RDONLY || flags & (libc::O_TRUNC | libc::O_APPEND) != 0;
+        let handle = if ino == self.stats_ino {
+            Handle::Stats { snapshot: self.stats_snapshot() }
+        } else if ino == self.reserved_dir_ino {
+            return Err(Errno::EISDIR);
+        } else {
+            let id = self.entry_id(ino).ok_or(Errno::ENOENT)?;
+            match &self.tree().entries[id as usize].kind {
+                EntryKind::File { size, .. } => Handle::File { id, size: *size, seq: Mutex::default() },
+                EntryKind::Dir => return Err(Errno::EISDIR),
+                EntryKind::Symlink { .. } => return Err(Errno::ELOOP),
+            }
+        };
+        if wants_write {
+            return Err(Errno::EROFS);
+        }
+        let direct_io = matches!(handle, Handle::Stats { .. });
+        let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+        lock(&self.handles).insert(fh, Arc::new(handle));
+        FsStats::add(&self.stats.opens, 1);
+        Ok(Opened { fh, keep_cache: !direct_io, direct_io })
+    }
+
+    /// Forgets handle `fh`.
+    pub fn release(&self, fh: u64) {
+        lock(&self.handles).remove(&fh);
+    }
+
+    /// Open handles (for tests and stats).
+    pub fn open_handles(&self) -> usize {
+        lock(&self.handles).len()
+    }
+
+    /// Reads up to `size` bytes of `ino` at `offset` through handle `fh` into `out` (replacing its contents);
+    /// `out` ends shorter only at end of file.
+    pub fn read(&self, ino: u64, fh: u64, offset: u64, size: u32, out: &mut Vec<u8>) -> FsResult<()> {
+        let started = Instant::now();
+        let result = self.read_inner(ino, fh, offset, size, out);
+        self.stats.read_latency.record(started.elapsed());
+        FsStats::add(&self.stats.reads, 1);
+        match result {
+            Ok(()) => FsStats::add(&self.stats.bytes_served, out.len() as u64),
+            Err(_) => FsStats::add(&self.stats.read_errors, 1),
+        }
+        result
+    }
+
+    fn read_inner(&self, ino: u64, fh: u64, offset: u64, size: u32, out: &mut Vec<u8>) -> FsResult<()> {
+        out.clear();
+        let handle = lock(&self.handles).get(&fh).cloned().ok_or(Errno::EBADF)?;
+        match &*handle {
+            Handle::Stats { snapshot } => {
+                if ino != self.stats_ino {
+                    return Err(Errno::EBADF);
+                }
+                let start = (offset.min(snapshot.len() as u64)) as usize;
+                let end = start.saturating_add(size as usize).min(snapshot.len());
+                out.extend_from_slice(&snapshot[start..end]);
+                Ok(())
+            }
+            Handle::File { id, size: file_size, seq } => {
+                if Self::ino_of(*id) != ino {
+                    return Err(Errno::EBADF);
+                }
+                if offset >= *file_size {
+                    return Ok(());
+                }
+                let len = (u64::from(size)).min(file_size - offset) as usize;
+                self.plan_readahead(*id, *file_size, seq, offset, len as u64);
+                out.resize(len, 0);
+                let mut done = 0;
+                while done < len {
+                    match self.backend.read_file(*id, offset + done as u64, &mut out[done..]) {
+                        Ok(0) => break, // the file is shorter than its entry says: end of file
+                        Ok(n) => done += n.min(len - done),
+                        Err(e) => {
+                            out.clear();
+                            return Err(self.read_error(*id, offset + done as u64, &e));
+                        }
+                    }
+                }
+                out.truncate(done);
+                Ok(())
+            }
+        }
+    }
+
+    /// Feeds the handle's sequential detector and queues readahead for what it asks.
+    fn plan_readahead(&self, id: EntryId, file_size: u64, seq: &Mutex<SequentialState>, offset: u64, len: u64) {
+        if !self.readahead.enabled() {
+            return;
+        }
+        let wanted = lock(seq).on_read(offset, len, self.options.readahead_bytes, file_size);
+        let Some(range) = wanted else { return };
+        let blocks = self.backend.blocks_for(id, range);
+        let batch = (self.options.readahead_batch_bytes / u64::from(self.backend.block_size().max(1))).max(1);
+        let mut start = blocks.start;
+        while start < blocks.end {
+            let end = start.saturating_add(batch).min(blocks.end);
+            self.submit_prefetch(start..end);
+            start = end;
+        }
+    }
+
+    fn submit_prefetch(&self, blocks: Range<u64>) {
+        let backend = Arc::clone(&self.backend);
+        let stats = Arc::clone(&self.stats);
+        let count = blocks.end - blocks.start;
+        let job = Box::new(move || {
+            let ids: Vec<u64> = blocks.collect();
+            if let Err(e) = backend.prefetch(&ids) {
+                // The reader that needs these blocks will get (and log) the error itself.
+                tracing::debug!("readahead failed: {e}");
+                FsStats::add(&stats.readahead_errors, 1);
+            }
+        });
+        if self.readahead.try_submit(job) {
+            FsStats::add(&self.stats.readahead_batches, 1);
+            FsStats::add(&self.stats.readahead_blocks, count);
+        } else {
+            FsStats::add(&self.stats.readahead_dropped, 1);
+        }
+    }
+
+    /// Turns a backend error into an errno, logging corrupt blocks once each and other errors every time.
+    fn read_error(&self, id: EntryId, offset: u64, error: &Error) -> Errno {
+        match error {
+            Error::CorruptBlock { block, .. } => {
+                let mut logged = lock(&self.logged_corrupt);
+                if logged.len() < MAX_LOGGED_CORRUPT && logged.insert(*block) {
+                    tracing::error!("{error}");
+                }
+            }
+            _ => {
+                let path = String::from_utf8_lossy(&self.tree().path_of(id)).into_owned();
+                tracing::error!("read of /{path} at offset {offset} failed: {error}");
+            }
+        }
+        Errno(error.errno())
+    }
+
+    /// `statfs`: decoded size in blocks, entry count, nothing free.
+    pub fn statfs(&self) -> StatFs {
+        let bsize = self.backend.block_size().max(512);
+        StatFs {
+            blocks: self.backend.total_len().div_ceil(u64::from(bsize)),
+            files: self.tree().entries.len() as u64 + 2,
+            bsize,
+            namelen: 255,
+        }
+    }
+
+    /// The stats document: this layer's counters and the backend's, pretty-printed JSON with a final newline.
+    pub fn stats_snapshot(&self) -> Vec<u8> {
+        let doc = serde_json::json!({
+            "archive": self.backend.source_name(),
+            "uptime_s": self.started.elapsed().as_secs_f64(),
+            "open_handles": self.open_handles(),
+            "fs": self.stats.to_json(),
+            "archive_stats": self.backend.stats_json(),
+        });
+        let mut text = serde_json::to_vec_pretty(&doc).unwrap_or_default();
+        text.push(b'\n');
+        text
+    }
+}
+
+fn kind_of(kind: &EntryKind) -> FileKind {
+    match kind {
+        EntryKind::Dir => FileKind::Directory,
+        EntryKind::File { .. } => FileKind::RegularFile,
+        EntryKind::Symlink { .. } => FileKind::Symlink,
+    }
+}
+
+/// Link counts: 1 for files and symlinks, 2 + subdirectories for directories.
+fn link_counts(tree: &Tree) -> Vec<u32> {
+    let mut nlink: Vec<u32> =
+        tree.entries.iter().map(|e| if matches!(e.kind, EntryKind::Dir) { 2 } else { 1 }).collect();
+    for e in tree.entries.iter().skip(1) {
+        if matches!(e.kind, EntryKind::Dir) {
+            if let Some(n) = nlink.get_mut(e.parent as usize) {
+                *n = n.saturating_add(1);
+            }
+        }
+    }
+    nlink
+}
+
+/// A timestamp from the tree's seconds and nanoseconds (before the epoch allowed).
+fn system_time(sec: i64, nsec: u32) -> SystemTime {
+    let nanos = Duration::from_nanos(u64::from(nsec.min(999_999_999)));
+    let whole = Duration::from_secs(sec.unsigned_abs());
+    let base = if sec >= 0 { UNIX_EPOCH.checked_add(whole) } else { UNIX_EPOCH.checked_sub(whole) };
+    // Out-of-range times (beyond what the platform represents) show as the epoch rather than panicking.
+    base.and_then(|t| t.checked_add(nanos)).unwrap_or(UNIX_EPOCH)
+}
+
+/// Locks a mutex, recovering the data if a panicking thread poisoned it (the data here stays consistent).
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+#[cfg(test)]
+mod tests;
