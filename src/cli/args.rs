@@ -73,9 +73,9 @@ pub struct PackArgs {
     /// Block size, the random-access granularity: a power of two from 4K to 1M.
     #[arg(long, value_name = "SIZE", value_parser = block_log_arg)]
     pub block_size: Option<u8>,
-    /// Compression level (higher: slower match search, better ratio).
-    #[arg(long, value_name = "N")]
-    pub level: Option<u32>,
+    /// Compression level 1..=9 (higher: slower match search, better ratio).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(1..=9))]
+    pub level: Option<u8>,
     /// Most matches any byte may resolve through (bounds the cost of a cold random read), 1..=255.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(1..=255))]
     pub max_depth: Option<u8>,

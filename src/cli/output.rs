@@ -17,6 +17,8 @@ pub enum CliError {
     Usage(String),
     /// Anything the library reported (exit status 1).
     Lib(Error),
+    /// A runtime failure already described by the command's output, with a one-line summary (exit status 1).
+    Failed(String),
 }
 
 impl From<Error> for CliError {

@@ -1,0 +1,132 @@
+//! Measurements for `bench/run.sh`, printed as tab-separated values.
+//!
+//! - `acxbench decode ARCHIVE [--runs N]`: decodes the whole logical stream with the sequential CPU decoder
+//!   (all cores unless `RAYON_NUM_THREADS=1`), checks every block's hash, prints `bytes<TAB>best seconds`.
+//! - `acxbench randread ARCHIVE [--reads N] [--size S] [--seed X]`: cold random reads. For each read the
+//!   archive is opened afresh (no decoded or parsed block survives from the previous read), then `S` bytes at a
+//!   random position near the start, the middle or the end of the stream are decoded through the random-access
+//!   path and timed. Prints one line per region: `region<TAB>reads<TAB>p50 µs<TAB>p99 µs<TAB>max µs`.
+//!
+//! The OS page cache is not dropped (that needs privileges): "cold" means cold in the process.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+
+use aceapex::engine::cpu::{CpuEngine, DEFAULT_WINDOW_BYTES};
+use aceapex::format::ArchiveData;
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+struct Args {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    Decode {
+        archive: PathBuf,
+        #[arg(long, default_value_t = 1)]
+        runs: u32,
+    },
+    Randread {
+        archive: PathBuf,
+        #[arg(long, default_value_t = 200)]
+        reads: usize,
+        #[arg(long, default_value_t = 4096)]
+        size: u64,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let result = match args.command {
+        Cmd::Decode { archive, runs } => decode(&archive, runs),
+        Cmd::Randread { archive, reads, size, seed } => randread(&archive, reads, size, seed),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("acxbench: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn decode(path: &PathBuf, runs: u32) -> aceapex::Result<()> {
+    let data = Arc::new(ArchiveData::open(path)?);
+    let total = data.footer.total_len;
+    let parallel = rayon::current_num_threads() > 1;
+    let mut best = f64::INFINITY;
+    for _ in 0..runs.max(1) {
+        // A fresh engine per run: nothing decoded in an earlier run helps a later one.
+        let engine = CpuEngine::new(data.clone());
+        let started = Instant::now();
+        let mut bytes = 0u64;
+        engine.decode_sequential(0, data.block_count(), parallel, DEFAULT_WINDOW_BYTES, |_, block| {
+            bytes += block?.len() as u64;
+            Ok(())
+        })?;
+        best = best.min(started.elapsed().as_secs_f64());
+        if bytes != total {
+            return Err(aceapex::Error::InvalidArgument(format!("decoded {bytes} of {total} bytes")));
+        }
+    }
+    println!("{total}\t{best:.6}");
+    Ok(())
+}
+
+/// xorshift64*: the read positions are reproducible for a given seed.
+struct Rng(u64);
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % n.max(1)
+    }
+}
+
+fn randread(path: &PathBuf, reads: usize, size: u64, seed: u64) -> aceapex::Result<()> {
+    let total = ArchiveData::open(path)?.footer.total_len;
+    if total < size {
+        return Err(aceapex::Error::InvalidArgument(format!("stream of {total} bytes is shorter than one read")));
+    }
+    let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    // Each region is the 1% of the stream (at least 64 reads' worth) at the start, middle and end.
+    let span = (total / 100).max(size * 64).min(total - size + 1);
+    let regions = [("start", 0), ("middle", (total - span) / 2), ("end", total - span)];
+    for (name, base) in regions {
+        let mut micros = Vec::with_capacity(reads);
+        for _ in 0..reads {
+            let pos = base + rng.below(span.saturating_sub(size) + 1);
+            let data = Arc::new(ArchiveData::open(path)?);
+            let engine = CpuEngine::new(data.clone());
+            let started = Instant::now();
+            read_range(&engine, &data, pos, size)?;
+            micros.push(started.elapsed().as_secs_f64() * 1e6);
+        }
+        micros.sort_by(f64::total_cmp);
+        let pct = |p: f64| micros[((micros.len() - 1) as f64 * p).round() as usize];
+        println!("{name}\t{reads}\t{:.0}\t{:.0}\t{:.0}", pct(0.5), pct(0.99), pct(1.0));
+    }
+    Ok(())
+}
+
+/// Decodes (and verifies) the blocks covering `[pos, pos + size)`, as a cold read does.
+fn read_range(engine: &CpuEngine, data: &ArchiveData, pos: u64, size: u64) -> aceapex::Result<()> {
+    let log = data.header.block_log;
+    let first = pos >> log;
+    let last = (pos + size - 1) >> log;
+    let mut buf = Vec::new();
+    for id in first..=last {
+        buf.resize(data.block_len(id) as usize, 0);
+        engine.decode_block(id, &mut buf)?;
+    }
+    std::hint::black_box(&buf);
+    Ok(())
+}
