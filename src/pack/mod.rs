@@ -1,3 +1,368 @@
-//! The packer.
+//! The packer: inputs → tree + logical stream → global matches → optimal parse → depth bound → table groups →
+//! archive.
+//!
+//! - [`input`]: walks the inputs into tree entries and the pieces of the logical stream.
+//! - [`stream`]: the logical stream as one mapped slice, and file-backed scratch space.
+//! - [`ldm`]: the long-distance matcher (repeats at any distance, bounded table).
+//! - [`matcher`]: hash chains over a local window (short and medium matches).
+//! - [`cost`] and [`parser`]: the price model and the per-block optimal parse.
+//! - [`depth`]: the sequential pass that enforces the reference-depth bound.
+//!
+//! Work is split into fixed-size pieces that do not depend on the thread count — chunks of the stream processed
+//! one after the other (memory stays bounded), segments inside a chunk parsed in parallel, table groups encoded
+//! in parallel — and every sequential step (long-match search, depth pass, writing) runs in stream order, so the
+//! archive is byte-identical for any `--threads`.
 
+pub mod cost;
+pub mod depth;
 pub mod fai;
+pub mod input;
+pub mod ldm;
+pub mod matcher;
+pub mod parser;
+pub mod stream;
+#[cfg(test)]
+mod tests;
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use rayon::prelude::*;
+use xxhash_rust::xxh3::xxh3_64;
+
+use crate::codec::block::{count_symbols, encode_block};
+use crate::codec::tables::{SymbolStats, TableSet};
+use crate::error::{Error, Result};
+use crate::format::tree::Tree;
+use crate::format::writer::ArchiveWriter;
+use crate::format::Header;
+use ldm::{Ldm, LdmParams, LongMatch};
+use matcher::{ChainMatcher, ChainParams};
+use parser::{BlockTokens, ParseParams, SegmentParser};
+
+/// Packing options (the `aceapex pack` flags).
+#[derive(Debug, Clone)]
+pub struct PackOptions {
+    /// Block size `2^block_log` (12..=20).
+    pub block_log: u8,
+    /// 1 (fast) ..= 9 (strongest).
+    pub level: u8,
+    /// Reference-depth bound written into the header (1..=255).
+    pub max_depth: u8,
+    /// Worker threads; 0 = all cores. Does not change the output.
+    pub threads: usize,
+    /// Bound on the packer's own working memory in bytes (tables, per-chunk buffers); the input itself is mapped.
+    pub memory: u64,
+    /// Interleaved rANS lanes per block (1, 2, 4, 8, 16, 32).
+    pub rans_lanes: u8,
+    /// Blocks per table group: `2^group_log`.
+    pub group_log: u8,
+    /// Show a progress bar on a terminal.
+    pub progress: bool,
+}
+
+impl Default for PackOptions {
+    fn default() -> Self {
+        PackOptions {
+            block_log: 14,
+            level: 6,
+            max_depth: 16,
+            threads: 0,
+            memory: 1 << 30,
+            rans_lanes: 32,
+            group_log: 6,
+            progress: false,
+        }
+    }
+}
+
+/// What a pack did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PackReport {
+    pub input_bytes: u64,
+    pub archive_bytes: u64,
+    pub files: u64,
+    pub blocks: u64,
+    pub matches: u64,
+    pub literals: u64,
+    pub max_depth_seen: u8,
+    pub seconds: f64,
+}
+
+/// Bytes parsed by one task: one chain matcher and one price model per segment.
+const SEGMENT_BYTES: u64 = 4 << 20;
+/// Segments per chunk (the unit of the sequential long-match scan and of buffered tokens).
+const SEGMENTS_PER_CHUNK: u64 = 4;
+
+/// Everything the level decides.
+#[derive(Debug, Clone, Copy)]
+struct LevelParams {
+    chain: ChainParams,
+    /// Bytes before a segment that its chain matcher indexes.
+    window: u64,
+    parse: ParseParams,
+    ldm_window: usize,
+    ldm_sample_log: u32,
+}
+
+/// Shortest match per distance class (`< 2^12, 2^16, …`): a far source costs its distance's extra bits, so
+/// short far matches never pay; the parser prices every candidate anyway, these only prune.
+const MIN_MATCH: [u8; 8] = [3, 4, 6, 8, 10, 12, 14, 16];
+
+fn level_params(level: u8) -> LevelParams {
+    let (short_depth, long_depth, sufficient_len, window, rep_count, ldm_sample_log) = match level {
+        0..=2 => (1, 2, 32, 256 << 10, 2, 5),
+        3..=4 => (2, 4, 48, 512 << 10, 2, 4),
+        5..=6 => (4, 8, 64, 1 << 20, 4, 3),
+        7..=8 => (8, 16, 128, 2 << 20, 4, 3),
+        _ => (16, 48, 256, 4 << 20, 4, 2),
+    };
+    LevelParams {
+        chain: ChainParams { short_depth, long_depth, hash_log: 20 },
+        window,
+        parse: ParseParams { sufficient_len, min_match: MIN_MATCH, rep_count },
+        ldm_window: 20,
+        ldm_sample_log,
+    }
+}
+
+/// Checks the options against the format's limits.
+fn validate(opts: &PackOptions) -> Result<()> {
+    let bad = |what: String| Err(Error::InvalidArgument(what));
+    if !(12..=20).contains(&opts.block_log) {
+        return bad(format!("block_log {} is outside 12..=20", opts.block_log));
+    }
+    if !(1..=9).contains(&opts.level) {
+        return bad(format!("level {} is outside 1..=9", opts.level));
+    }
+    if opts.max_depth == 0 {
+        return bad("max_depth must be at least 1".into());
+    }
+    if ![1, 2, 4, 8, 16, 32].contains(&opts.rans_lanes) {
+        return bad(format!("rans_lanes {} is not one of 1, 2, 4, 8, 16, 32", opts.rans_lanes));
+    }
+    if opts.group_log > 12 {
+        return bad(format!("group_log {} exceeds 12", opts.group_log));
+    }
+    // A chunk's tokens, literals and payloads are buffered: about four bytes of memory per chunk byte.
+    if chunk_bytes(opts) * 4 > opts.memory {
+        return bad(format!(
+            "a chunk of {} bytes (at least one table group, 2^(block_log + group_log)) does not fit the memory bound {}",
+            chunk_bytes(opts),
+            opts.memory
+        ));
+    }
+    Ok(())
+}
+
+/// The unit of sequential processing: whole segments and whole table groups.
+fn chunk_bytes(opts: &PackOptions) -> u64 {
+    let group_bytes = 1u64 << (opts.block_log + opts.group_log);
+    (SEGMENT_BYTES * SEGMENTS_PER_CHUNK).max(group_bytes)
+}
+
+/// The long-distance table: a quarter of the memory bound, no bigger than the input needs.
+fn ldm_params(opts: &PackOptions, level: &LevelParams, total_len: u64) -> LdmParams {
+    let bucket_log = 2;
+    let budget_entries = (opts.memory / 4 / 8).max(1 << 12);
+    let needed_entries = (total_len >> level.ldm_sample_log).max(1 << 12) * 2;
+    let entries = budget_entries.min(needed_entries);
+    let table_log = (63 - entries.leading_zeros()).saturating_sub(bucket_log).clamp(8, 36);
+    LdmParams { window: level.ldm_window, sample_log: level.ldm_sample_log, table_log, bucket_log }
+}
+
+/// Packs `inputs` into the archive `output`.
+pub fn pack(inputs: &[PathBuf], output: &Path, opts: &PackOptions) -> Result<PackReport> {
+    validate(opts)?;
+    let started = Instant::now();
+    let gathered = input::gather(inputs, &fai::fasta_index)?;
+    let files = gathered.entries.iter().filter(|e| matches!(e.kind, crate::format::tree::EntryKind::File { .. })).count();
+    let total_len = gathered.total_len;
+    if total_len > crate::format::MAX_TOTAL_LEN {
+        return Err(Error::InvalidArgument(format!("inputs total {total_len} bytes, more than the format's 2^40")));
+    }
+    let tree = Tree::from_entries(gathered.entries).map_err(|e| Error::InvalidArgument(format!("input tree: {e}")))?;
+    let scratch_dir = match output.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let stream = stream::LogicalStream::build(&gathered.pieces, total_len, &scratch_dir)?;
+    let level = level_params(opts.level);
+    let header = Header {
+        block_log: opts.block_log,
+        max_depth: opts.max_depth,
+        rans_lanes: opts.rans_lanes,
+        group_log: opts.group_log,
+        min_match: level.parse.min_match,
+    };
+    let mut writer = ArchiveWriter::create(output, header)?;
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(opts.threads)
+        .build()
+        .map_err(|e| Error::InvalidArgument(format!("thread pool: {e}")))?;
+    let mut depth_map = stream::ScratchBytes::new(total_len, &scratch_dir)?;
+    let mut report = PackReport { input_bytes: total_len, files: files as u64, ..Default::default() };
+    let tables = pool.install(|| {
+        let mut run = Packing::new(stream.bytes(), opts, level, depth_map.bytes_mut());
+        run.run(&mut writer, &mut report)
+    })?;
+    report.archive_bytes = writer.finish(total_len, &tables, &tree)?;
+    report.seconds = started.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+/// One packing run over the logical stream.
+struct Packing<'a> {
+    data: &'a [u8],
+    opts: &'a PackOptions,
+    level: LevelParams,
+    ldm: Ldm,
+    /// Long matches found in earlier chunks that reach into the current one.
+    carry: Vec<LongMatch>,
+    depth: depth::DepthPass<'a>,
+    progress: Option<indicatif::ProgressBar>,
+}
+
+impl<'a> Packing<'a> {
+    fn new(data: &'a [u8], opts: &'a PackOptions, level: LevelParams, depth_map: &'a mut [u8]) -> Self {
+        let progress = (opts.progress && std::io::stderr().is_terminal()).then(|| {
+            let bar = indicatif::ProgressBar::new(data.len() as u64);
+            bar.set_style(
+                indicatif::ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {bytes_per_sec} eta {eta}")
+                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            );
+            bar
+        });
+        Packing {
+            data,
+            opts,
+            level,
+            ldm: Ldm::new(ldm_params(opts, &level, data.len() as u64)),
+            carry: Vec::new(),
+            depth: depth::DepthPass::new(data, depth_map, opts.max_depth),
+            progress,
+        }
+    }
+
+    /// Packs every chunk and returns the table sets, one per group.
+    fn run(&mut self, writer: &mut ArchiveWriter, report: &mut PackReport) -> Result<Vec<TableSet>> {
+        let total = self.data.len() as u64;
+        let chunk = chunk_bytes(self.opts);
+        let mut tables = Vec::new();
+        let mut start = 0;
+        while start < total {
+            let end = (start + chunk).min(total);
+            let blocks = self.parse_chunk(start, end);
+            let blocks = self.bound_depth(start, blocks);
+            for b in &blocks {
+                report.matches += b.tokens.len() as u64 - 1;
+                report.literals += b.literals.len() as u64;
+            }
+            self.encode_chunk(start, &blocks, writer, &mut tables)?;
+            report.blocks += blocks.len() as u64;
+            if let Some(bar) = &self.progress {
+                bar.set_position(end);
+            }
+            start = end;
+        }
+        if let Some(bar) = &self.progress {
+            bar.finish_and_clear();
+        }
+        report.max_depth_seen = self.depth.max_seen;
+        Ok(tables)
+    }
+
+    /// Parses and depth-bounds the whole stream without encoding (tests and measurements).
+    #[cfg(test)]
+    fn tokens(&mut self) -> Vec<BlockTokens> {
+        let total = self.data.len() as u64;
+        let chunk = chunk_bytes(self.opts);
+        let mut all = Vec::new();
+        let mut start = 0;
+        while start < total {
+            let end = (start + chunk).min(total);
+            let blocks = self.parse_chunk(start, end);
+            all.extend(self.bound_depth(start, blocks));
+            start = end;
+        }
+        all
+    }
+
+    /// Finds long matches (sequentially) and parses the chunk's segments (in parallel); returns every block's
+    /// tokens in stream order.
+    fn parse_chunk(&mut self, start: u64, end: u64) -> Vec<BlockTokens> {
+        let mut found = Vec::new();
+        self.ldm.scan(self.data, start, end, &mut found);
+        let mut long = std::mem::take(&mut self.carry);
+        long.retain(|m| m.end() > start);
+        long.extend(found);
+        long.sort_by_key(|m| (m.start, m.back));
+        let segments: Vec<(u64, u64)> =
+            (start..end).step_by(SEGMENT_BYTES as usize).map(|s| (s, (s + SEGMENT_BYTES).min(end))).collect();
+        let block = 1u64 << self.opts.block_log;
+        let (data, level) = (self.data, self.level);
+        let per_segment: Vec<Vec<BlockTokens>> = segments
+            .par_iter()
+            .map(|&(s, e)| {
+                let seg_long: Vec<LongMatch> = long.iter().filter(|m| m.start < e && m.end() > s).copied().collect();
+                let base = s.saturating_sub(level.window);
+                let chain = ChainMatcher::new(data, base, e, level.chain);
+                let mut parser = SegmentParser::new(data, level.parse, chain, &seg_long);
+                (s..e).step_by(block as usize).map(|b| parser.parse_block(b, (b + block).min(e))).collect()
+            })
+            .collect();
+        self.carry = long.into_iter().filter(|m| m.end() > end).collect();
+        per_segment.into_iter().flatten().collect()
+    }
+
+    /// Runs the depth pass over the chunk's blocks in order.
+    fn bound_depth(&mut self, start: u64, blocks: Vec<BlockTokens>) -> Vec<BlockTokens> {
+        let block = 1u64 << self.opts.block_log;
+        blocks.into_iter().enumerate().map(|(i, b)| self.depth.apply(start + i as u64 * block, b)).collect()
+    }
+
+    /// Builds each group's tables, encodes and hashes its blocks (groups in parallel), then writes them in order.
+    fn encode_chunk(
+        &self,
+        start: u64,
+        blocks: &[BlockTokens],
+        writer: &mut ArchiveWriter,
+        tables: &mut Vec<TableSet>,
+    ) -> Result<()> {
+        let block = 1usize << self.opts.block_log;
+        let per_group = 1usize << self.opts.group_log;
+        let lanes = self.opts.rans_lanes as u32;
+        let data = self.data;
+        let encoded: Vec<(TableSet, Vec<(Vec<u8>, u64)>)> = blocks
+            .par_chunks(per_group)
+            .enumerate()
+            .map(|(g, group)| {
+                let mut stats = SymbolStats::default();
+                for b in group {
+                    count_symbols(&b.tokens, &b.literals, &mut stats);
+                }
+                let set = TableSet::from_stats(&stats);
+                let payloads = group
+                    .par_iter()
+                    .enumerate()
+                    .map(|(k, b)| {
+                        let at = start as usize + (g * per_group + k) * block;
+                        let bytes = &data[at..(at + block).min(data.len())];
+                        let mut payload = Vec::new();
+                        encode_block(&b.tokens, &b.literals, &set, lanes, &mut payload);
+                        (payload, xxh3_64(bytes))
+                    })
+                    .collect();
+                (set, payloads)
+            })
+            .collect();
+        for (set, payloads) in encoded {
+            for (payload, hash) in payloads {
+                writer.push_block(&payload, hash)?;
+            }
+            tables.push(set);
+        }
+        Ok(())
+    }
+}

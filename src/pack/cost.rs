@@ -1,0 +1,152 @@
+//! The parser's price model: what a literal, a literal-run length, a match length and a distance cost in bits,
+//! estimated from the statistics of the data being packed.
+//!
+//! Prices are fixed point in 1/256 bit (the same unit as [`crate::codec::logcode::cost`]). Code prices come from
+//! adaptive counts: the parser starts a segment from a prior (literal counts of the block's own bytes, generic
+//! shapes for the codes) and folds in the symbols of every block it has parsed, with decay, so the prices follow
+//! the data the way the group's rANS tables will.
+
+use crate::codec::block::Token;
+use crate::codec::logcode;
+
+pub const PRICE_ONE: u32 = 1 << logcode::COST_FRAC_BITS;
+const LL_CODES: usize = 64;
+const ML_CODES: usize = 64;
+const OF_CODES: usize = 96;
+
+/// Adaptive symbol counts (code level) for the four alphabets.
+#[derive(Debug, Clone)]
+pub struct Counts {
+    pub lit: [u32; 256],
+    pub ll: [u32; LL_CODES],
+    pub ml: [u32; ML_CODES],
+    pub of: [u32; OF_CODES],
+}
+
+impl Counts {
+    /// A prior with no knowledge of the data's matches: short runs and lengths likely, distances flat-ish.
+    pub fn prior() -> Counts {
+        let mut c = Counts { lit: [1; 256], ll: [1; LL_CODES], ml: [1; ML_CODES], of: [4; OF_CODES] };
+        for (i, v) in c.ll.iter_mut().enumerate() {
+            *v = (64 >> (i / 2).min(6)).max(1);
+        }
+        for (i, v) in c.ml.iter_mut().enumerate() {
+            *v = (64 >> (i / 3).min(6)).max(1);
+        }
+        c
+    }
+
+    /// Replaces the literal counts with a histogram of `bytes` (plus one so every byte stays codable).
+    pub fn set_literals_from(&mut self, bytes: &[u8]) {
+        self.lit = [1; 256];
+        for &b in bytes {
+            self.lit[b as usize] += 1;
+        }
+    }
+
+    /// Adds a parsed block's symbols.
+    pub fn add_tokens(&mut self, tokens: &[Token], literals: &[u8]) {
+        for t in tokens {
+            self.ll[logcode::code_of(t.lit_len as u64) as usize] += 1;
+            if t.match_len > 0 {
+                self.ml[logcode::code_of(t.match_len as u64 - 2) as usize] += 1;
+                self.of[(logcode::code_of(t.back - 1) as usize).min(OF_CODES - 1)] += 1;
+            }
+        }
+        for &b in literals {
+            self.lit[b as usize] += 1;
+        }
+    }
+
+    /// Halves every count (keeps at least 1) so recent blocks weigh more than old ones.
+    pub fn decay(&mut self) {
+        let halve = |s: &mut [u32]| s.iter_mut().for_each(|v| *v = (*v / 2).max(1));
+        halve(&mut self.lit);
+        halve(&mut self.ll);
+        halve(&mut self.ml);
+        halve(&mut self.of);
+    }
+}
+
+/// Price tables derived from [`Counts`].
+#[derive(Debug, Clone)]
+pub struct Prices {
+    pub lit: [u32; 256],
+    pub ll: [u32; LL_CODES],
+    pub ml: [u32; ML_CODES],
+    pub of: [u32; OF_CODES],
+    /// `ll_len[l]`: price of a literal run of length `l` for small `l` (the common case, precomputed).
+    ll_len: Vec<u32>,
+    /// `ml_len[len]`: price of a match length for `len < ml_len.len()`.
+    ml_len: Vec<u32>,
+}
+
+/// Literal-run lengths with a precomputed price.
+const LL_CACHE: usize = 1024;
+/// Match lengths with a precomputed price.
+const ML_CACHE: usize = 4096;
+
+fn entropy_prices<const N: usize>(counts: &[u32; N]) -> [u32; N] {
+    let total: u64 = counts.iter().map(|&c| c as u64).sum();
+    let mut out = [0u32; N];
+    for (o, &c) in out.iter_mut().zip(counts) {
+        // A 12-bit rANS table cannot give a symbol less than 1/4096, so no price exceeds 12 bits.
+        let p = (c.max(1) as f64 / total.max(1) as f64).max(1.0 / 4096.0);
+        *o = ((-p.log2()) * PRICE_ONE as f64).round().max(PRICE_ONE as f64 / 16.0) as u32;
+    }
+    out
+}
+
+impl Prices {
+    pub fn from_counts(c: &Counts) -> Prices {
+        let mut p = Prices {
+            lit: entropy_prices(&c.lit),
+            ll: entropy_prices(&c.ll),
+            ml: entropy_prices(&c.ml),
+            of: entropy_prices(&c.of),
+            ll_len: Vec::new(),
+            ml_len: Vec::new(),
+        };
+        p.ll_len = (0..LL_CACHE as u64).map(|l| logcode::cost(l, &p.ll)).collect();
+        p.ml_len = (0..ML_CACHE as u64).map(|len| if len < 2 { u32::MAX } else { logcode::cost(len - 2, &p.ml) }).collect();
+        p
+    }
+
+    #[inline]
+    pub fn lit_run(&self, len: u32) -> u32 {
+        match self.ll_len.get(len as usize) {
+            Some(&c) => c,
+            None => logcode::cost(len as u64, &self.ll),
+        }
+    }
+
+    #[inline]
+    pub fn match_len(&self, len: u32) -> u32 {
+        match self.ml_len.get(len as usize) {
+            Some(&c) => c,
+            None => logcode::cost(len as u64 - 2, &self.ml),
+        }
+    }
+
+    #[inline]
+    pub fn distance(&self, back: u64) -> u32 {
+        logcode::cost(back - 1, &self.of)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prices_follow_counts() {
+        let mut c = Counts::prior();
+        c.set_literals_from(&[b'A'; 100_000]);
+        let p = Prices::from_counts(&c);
+        assert!(p.lit[b'A' as usize] < PRICE_ONE / 4);
+        assert!(p.lit[b'C' as usize] > 9 * PRICE_ONE);
+        // Distances: far sources cost their extra bits.
+        assert!(p.distance(1 << 30) > p.distance(100) + 20 * PRICE_ONE);
+        assert!(p.match_len(3) < p.match_len(5000));
+    }
+}

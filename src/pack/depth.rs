@@ -1,0 +1,161 @@
+//! The reference-depth bound (FORMAT.md §1): a sequential pass in stream order that gives every byte its depth
+//! (0 for a literal, 1 + the depth of the byte it copies) and turns the bytes of any match that would exceed
+//! `max_depth` into literals — the forced-literal approach. The match around a forced literal is split into
+//! pieces with the same distance; pieces too short to pay for a token become literals too.
+//!
+//! The pass is O(n) over the stream, touches one depth byte per stream byte (a file-backed map for large inputs)
+//! and is deterministic, so the archive does not depend on how parsing was spread over threads.
+
+use crate::codec::block::Token;
+use crate::pack::parser::BlockTokens;
+
+/// Match pieces shorter than this after a split are coded as literals (a token costs more than it saves).
+const MIN_PIECE: u32 = 4;
+
+/// Depth bookkeeping over the whole stream.
+pub struct DepthPass<'a> {
+    data: &'a [u8],
+    depth: &'a mut [u8],
+    max_depth: u8,
+    pub max_seen: u8,
+    /// Bytes forced to be literals so far.
+    pub forced: u64,
+}
+
+impl<'a> DepthPass<'a> {
+    /// `depth` must be as long as `data`; blocks are then passed in stream order.
+    pub fn new(data: &'a [u8], depth: &'a mut [u8], max_depth: u8) -> Self {
+        debug_assert_eq!(data.len(), depth.len());
+        DepthPass { data, depth, max_depth: max_depth.max(1), max_seen: 0, forced: 0 }
+    }
+
+    /// Checks the block starting at `start` and rewrites its tokens where a match would go too deep.
+    pub fn apply(&mut self, start: u64, block: BlockTokens) -> BlockTokens {
+        let mut out = BlockTokens {
+            tokens: Vec::with_capacity(block.tokens.len()),
+            literals: Vec::with_capacity(block.literals.len()),
+        };
+        let mut pos = start as usize;
+        let mut run = 0u32;
+        let mut lit_at = 0usize;
+        for t in &block.tokens {
+            let lits = t.lit_len as usize;
+            out.literals.extend_from_slice(&block.literals[lit_at..lit_at + lits]);
+            self.depth[pos..pos + lits].fill(0);
+            lit_at += lits;
+            pos += lits;
+            run += t.lit_len;
+            if t.match_len > 0 {
+                self.place_match(pos, t.match_len, t.back, &mut run, &mut out);
+                pos += t.match_len as usize;
+            }
+        }
+        out.tokens.push(Token { lit_len: run, match_len: 0, back: 0 });
+        out
+    }
+
+    /// Writes the depths of a match at `dst` and emits it as one or more pieces plus forced literals.
+    fn place_match(&mut self, dst: usize, len: u32, back: u64, run: &mut u32, out: &mut BlockTokens) {
+        let back_us = back as usize;
+        let mut piece_start = 0u32;
+        for k in 0..len {
+            let at = dst + k as usize;
+            // Source of byte k of the current piece: the period restarts at the piece start.
+            let src = dst + piece_start as usize - back_us + ((k - piece_start) as usize % back_us);
+            let d = self.depth[src] as u32 + 1;
+            if d <= self.max_depth as u32 {
+                self.depth[at] = d as u8;
+                continue;
+            }
+            self.close_piece(dst, piece_start, k, back, run, out);
+            self.depth[at] = 0;
+            out.literals.push(self.data[at]);
+            *run += 1;
+            self.forced += 1;
+            piece_start = k + 1;
+        }
+        self.close_piece(dst, piece_start, len, back, run, out);
+    }
+
+    /// Emits match bytes `[from, to)` as a token, or as literals when the piece is too short.
+    fn close_piece(&mut self, dst: usize, from: u32, to: u32, back: u64, run: &mut u32, out: &mut BlockTokens) {
+        if from == to {
+            return;
+        }
+        let range = dst + from as usize..dst + to as usize;
+        let whole = from == 0 && to - from >= 2;
+        if to - from < MIN_PIECE && !whole {
+            out.literals.extend_from_slice(&self.data[range.clone()]);
+            self.depth[range].fill(0);
+            *run += to - from;
+            return;
+        }
+        let piece_max = self.depth[range].iter().copied().max().unwrap_or(0);
+        self.max_seen = self.max_seen.max(piece_max);
+        out.tokens.push(Token { lit_len: *run, match_len: to - from, back });
+        *run = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Applies tokens the way FORMAT.md §1 defines them and returns each byte's depth.
+    fn replay(data: &[u8], blocks: &[(u64, BlockTokens)]) -> (Vec<u8>, Vec<u8>) {
+        let mut out = vec![0u8; data.len()];
+        let mut depth = vec![0u8; data.len()];
+        for (start, b) in blocks {
+            let mut pos = *start as usize;
+            let mut lit = 0;
+            for t in &b.tokens {
+                for _ in 0..t.lit_len {
+                    out[pos] = b.literals[lit];
+                    depth[pos] = 0;
+                    pos += 1;
+                    lit += 1;
+                }
+                let src = pos - t.back as usize;
+                for k in 0..t.match_len as usize {
+                    out[pos + k] = out[src + k % t.back as usize];
+                    depth[pos + k] = depth[src + k % t.back as usize] + 1;
+                }
+                pos += t.match_len as usize;
+            }
+        }
+        (out, depth)
+    }
+
+    #[test]
+    fn chains_of_copies_are_cut_at_the_bound() {
+        // "abcd" then 40 tokens each copying the previous 4 bytes: depth grows by one per copy.
+        let unit = b"abcdefgh";
+        let data: Vec<u8> = unit.iter().cycle().take(8 * 41).copied().collect();
+        let mut tokens = vec![Token { lit_len: 8, match_len: 8, back: 8 }];
+        tokens.extend((0..39).map(|_| Token { lit_len: 0, match_len: 8, back: 8 }));
+        tokens.push(Token::default());
+        let block = BlockTokens { tokens, literals: unit.to_vec() };
+        let mut depth = vec![0u8; data.len()];
+        let mut pass = DepthPass::new(&data, &mut depth, 5);
+        let fixed = pass.apply(0, block);
+        assert!(pass.forced > 0);
+        assert_eq!(pass.max_seen, 5);
+        let (out, depth) = replay(&data, &[(0, fixed)]);
+        assert_eq!(out, data);
+        assert!(depth.iter().all(|&d| d <= 5));
+    }
+
+    #[test]
+    fn periodic_fill_depth_uses_the_period() {
+        // One literal 'N' then a periodic fill of 1000 bytes with back 1: every byte has depth 1.
+        let data = vec![b'N'; 1001];
+        let block =
+            BlockTokens { tokens: vec![Token { lit_len: 1, match_len: 1000, back: 1 }, Token::default()], literals: vec![b'N'] };
+        let mut depth = vec![0u8; data.len()];
+        let mut pass = DepthPass::new(&data, &mut depth, 1);
+        let fixed = pass.apply(0, block.clone());
+        assert_eq!(fixed, block);
+        assert_eq!(pass.forced, 0);
+        assert_eq!(pass.max_seen, 1);
+    }
+}

@@ -1,0 +1,186 @@
+//! The short-range matcher: hash chains over a local window, for the short and medium matches the parser prices.
+//!
+//! Two chains are kept. The short chain hashes 5 bytes and is walked only a few steps (short matches pay only when
+//! near); the long chain hashes 12 bytes, which on low-entropy data such as DNA (2 bits a base) still separates
+//! real repeats from chance hits, and is walked deeper. Far sources beyond the window come from
+//! [`crate::pack::ldm`]. Positions are stored relative to the window start as `u32 + 1` (0 = empty).
+
+/// A match candidate at some position: `len` bytes from `back` bytes before it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Candidate {
+    pub back: u64,
+    pub len: u32,
+}
+
+/// Bytes hashed by the short chain.
+const SHORT_HASH_LEN: usize = 5;
+// The long chain hashes 12 bytes: `long_hash` reads 8 + 4.
+/// Positions closer than this to the end of the stream are not indexed (every hash read stays in bounds).
+const TAIL_GUARD: usize = 16;
+
+/// How hard the matcher looks.
+#[derive(Debug, Clone, Copy)]
+pub struct ChainParams {
+    pub short_depth: u32,
+    pub long_depth: u32,
+    pub hash_log: u32,
+}
+
+pub struct ChainMatcher<'a> {
+    data: &'a [u8],
+    base: u64,
+    next_insert: u64,
+    params: ChainParams,
+    short_head: Vec<u32>,
+    long_head: Vec<u32>,
+    short_chain: Vec<u32>,
+    long_chain: Vec<u32>,
+}
+
+#[inline]
+fn read_u64(data: &[u8], p: usize) -> u64 {
+    u64::from_le_bytes(data[p..p + 8].try_into().expect("8 bytes"))
+}
+
+#[inline]
+fn read_u32(data: &[u8], p: usize) -> u32 {
+    u32::from_le_bytes(data[p..p + 4].try_into().expect("4 bytes"))
+}
+
+/// Number of equal bytes at `a` and `b` (`b < a`), up to `limit` bytes.
+#[inline]
+pub fn common_len(data: &[u8], a: usize, b: usize, limit: usize) -> usize {
+    let limit = limit.min(data.len() - a);
+    let mut n = 0;
+    while n + 8 <= limit {
+        let x = read_u64(data, a + n) ^ read_u64(data, b + n);
+        if x != 0 {
+            return n + (x.trailing_zeros() / 8) as usize;
+        }
+        n += 8;
+    }
+    while n < limit && data[a + n] == data[b + n] {
+        n += 1;
+    }
+    n
+}
+
+impl<'a> ChainMatcher<'a> {
+    /// A matcher that can index positions `[base, end)` of `data`.
+    pub fn new(data: &'a [u8], base: u64, end: u64, params: ChainParams) -> Self {
+        let span = (end - base) as usize;
+        ChainMatcher {
+            data,
+            base,
+            next_insert: base,
+            params,
+            short_head: vec![0; 1 << params.hash_log],
+            long_head: vec![0; 1 << params.hash_log],
+            short_chain: vec![0; span],
+            long_chain: vec![0; span],
+        }
+    }
+
+    #[inline]
+    fn short_hash(&self, p: usize) -> usize {
+        let v = read_u64(self.data, p) << (64 - 8 * SHORT_HASH_LEN);
+        (v.wrapping_mul(0xcf1b_bcdc_b7a5_6463) >> (64 - self.params.hash_log)) as usize
+    }
+
+    #[inline]
+    fn long_hash(&self, p: usize) -> usize {
+        let a = read_u64(self.data, p);
+        let b = read_u32(self.data, p + 8) as u64;
+        let v = a.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ b.wrapping_mul(0xc2b2_ae3d_27d4_eb4f).rotate_left(31);
+        (v.wrapping_mul(0xff51_afd7_ed55_8ccd) >> (64 - self.params.hash_log)) as usize
+    }
+
+    /// Indexes every position before `pos` not indexed yet.
+    pub fn insert_until(&mut self, pos: u64) {
+        let stop = pos.min((self.data.len().saturating_sub(TAIL_GUARD)) as u64).min(self.base + self.short_chain.len() as u64);
+        while self.next_insert < stop {
+            let p = self.next_insert as usize;
+            let rel = (self.next_insert - self.base) as usize;
+            let tag = rel as u32 + 1;
+            let hs = self.short_hash(p);
+            self.short_chain[rel] = self.short_head[hs];
+            self.short_head[hs] = tag;
+            let hl = self.long_hash(p);
+            self.long_chain[rel] = self.long_head[hl];
+            self.long_head[hl] = tag;
+            self.next_insert += 1;
+        }
+    }
+
+    /// Appends to `out` the candidates at `pos` (which must not be indexed yet) whose length beats every closer
+    /// candidate, each at most `limit` bytes long. Candidates come out with strictly increasing length.
+    pub fn find(&mut self, pos: u64, limit: u32, out: &mut Vec<Candidate>) {
+        self.insert_until(pos);
+        let p = pos as usize;
+        if p + TAIL_GUARD > self.data.len() || pos < self.base || limit < 4 {
+            return;
+        }
+        let mut best = 3u32;
+        let first = self.long_head[self.long_hash(p)];
+        self.walk(first, true, pos, limit, &mut best, out);
+        let first = self.short_head[self.short_hash(p)];
+        self.walk(first, false, pos, limit, &mut best, out);
+        out.sort_unstable_by_key(|c| c.len);
+    }
+
+    fn walk(&self, mut tag: u32, long: bool, pos: u64, limit: u32, best: &mut u32, out: &mut Vec<Candidate>) {
+        let (depth, chain) = if long {
+            (self.params.long_depth, &self.long_chain)
+        } else {
+            (self.params.short_depth, &self.short_chain)
+        };
+        let p = pos as usize;
+        for _ in 0..depth {
+            if tag == 0 {
+                break;
+            }
+            let src = self.base as usize + tag as usize - 1;
+            let len = common_len(self.data, p, src, limit as usize) as u32;
+            if len > *best {
+                *best = len;
+                out.push(Candidate { back: (p - src) as u64, len });
+                if len >= limit {
+                    break;
+                }
+            }
+            tag = chain[tag as usize - 1];
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PARAMS: ChainParams = ChainParams { short_depth: 4, long_depth: 16, hash_log: 12 };
+
+    #[test]
+    fn finds_repeats_with_increasing_lengths() {
+        let mut data = b"the quick brown fox jumps; the quick brown cat; the quick brown fox jumps over".to_vec();
+        data.extend_from_slice(&[0u8; 32]);
+        let mut m = ChainMatcher::new(&data, 0, data.len() as u64, PARAMS);
+        let pos = data.windows(9).rposition(|w| w == b"the quick").unwrap() as u64;
+        let mut out = Vec::new();
+        m.find(pos, 1000, &mut out);
+        let best = out.last().unwrap();
+        assert_eq!(best.back, pos);
+        assert_eq!(best.len as usize, "the quick brown fox jumps".len());
+        assert!(out.windows(2).all(|w| w[0].len < w[1].len));
+        for c in &out {
+            let s = (pos - c.back) as usize;
+            assert_eq!(data[s..s + c.len as usize], data[pos as usize..pos as usize + c.len as usize]);
+        }
+    }
+
+    #[test]
+    fn common_len_limits() {
+        let data = [1u8, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2];
+        assert_eq!(common_len(&data, 1, 0, 100), 10);
+        assert_eq!(common_len(&data, 1, 0, 3), 3);
+    }
+}

@@ -1,0 +1,272 @@
+//! The optimal parser: per block, a price-based shortest path over byte positions (zstd btopt / lzma style).
+//!
+//! Node `i` of a block holds the cheapest known way to code the block's first `i` bytes, *including* the price of
+//! the literal-run code of the token still open at `i`. From each node the parser tries one literal (the run code's
+//! price changes from `LL(l)` to `LL(l+1)`) and every candidate match: all lengths from the class minimum up to the
+//! candidate's length, each length with the nearest source that reaches it. Candidates come from three places:
+//!
+//! - the hash chains of [`crate::pack::matcher`] (the recent window);
+//! - the repeats of [`crate::pack::ldm`] that cover the position (any distance);
+//! - recently seen distances and their neighbours `±1`: a FASTA line break or a one-base indel shifts an alignment
+//!   by one, and without repeat-offset codes in the format the shifted source must be found, not assumed.
+//!
+//! A match of at least `sufficient_len` bytes is taken at once (the classic cut that keeps long repeats linear).
+//! Matches are capped at the block end, so none crosses a block boundary. After each block the symbols it chose
+//! are folded into the price model, so prices track the data.
+
+use crate::codec::block::Token;
+use crate::pack::cost::{Counts, Prices};
+use crate::pack::ldm::LongMatch;
+use crate::pack::matcher::{common_len, Candidate, ChainMatcher};
+
+/// The parser's knobs, derived from the level.
+#[derive(Debug, Clone, Copy)]
+pub struct ParseParams {
+    pub sufficient_len: u32,
+    /// Shortest match per distance class (FORMAT.md §1).
+    pub min_match: [u8; 8],
+    /// Distances remembered for the `±1` neighbour search.
+    pub rep_count: usize,
+}
+
+/// One block's parse: tokens (the literal-only one last) and its literal bytes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BlockTokens {
+    pub tokens: Vec<Token>,
+    pub literals: Vec<u8>,
+}
+
+/// Distance class of a back distance (FORMAT.md §1): `< 2^12, 2^16, … , 2^36`, then the rest.
+#[inline]
+pub fn distance_class(back: u64) -> usize {
+    let bits = 64 - back.leading_zeros() as usize;
+    if bits <= 12 {
+        0
+    } else {
+        ((bits - 13) / 4 + 1).min(7)
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Node {
+    /// Total price in 1/256 bit (u64: a 1 MiB block of 12-bit literals would overflow u32).
+    price: u64,
+    lit_len: u32,
+    match_len: u32,
+    back: u64,
+}
+
+const UNREACHED: Node = Node { price: u64::MAX, lit_len: 0, match_len: 0, back: 0 };
+/// Most candidates kept per position after pruning.
+const MAX_CANDIDATES: usize = 16;
+/// Halve the adaptive counts once this many literals have been counted, so prices follow recent data.
+const DECAY_LITERALS: u32 = 1 << 17;
+
+/// Parses the blocks of one segment in order, carrying the price model from block to block.
+pub struct SegmentParser<'a> {
+    data: &'a [u8],
+    params: ParseParams,
+    chain: ChainMatcher<'a>,
+    counts: Counts,
+    nodes: Vec<Node>,
+    cands: Vec<Candidate>,
+    /// Long matches overlapping the segment, sorted by start; `ldm_next` is the first not yet activated.
+    ldm: &'a [LongMatch],
+    ldm_next: usize,
+    active: Vec<LongMatch>,
+    reps: Vec<u64>,
+    first_block: bool,
+}
+
+impl<'a> SegmentParser<'a> {
+    pub fn new(data: &'a [u8], params: ParseParams, chain: ChainMatcher<'a>, ldm: &'a [LongMatch]) -> Self {
+        SegmentParser {
+            data,
+            params,
+            chain,
+            counts: Counts::prior(),
+            nodes: Vec::new(),
+            cands: Vec::with_capacity(64),
+            ldm,
+            ldm_next: 0,
+            active: Vec::new(),
+            reps: Vec::new(),
+            first_block: true,
+        }
+    }
+
+    /// Parses the block `[start, end)`; blocks must be given in stream order.
+    pub fn parse_block(&mut self, start: u64, end: u64) -> BlockTokens {
+        if self.first_block {
+            self.counts.set_literals_from(&self.data[start as usize..end as usize]);
+            self.first_block = false;
+        }
+        let prices = Prices::from_counts(&self.counts);
+        let n = (end - start) as usize;
+        self.nodes.clear();
+        self.nodes.resize(n + 1, UNREACHED);
+        self.nodes[0] = Node { price: prices.lit_run(0) as u64, ..UNREACHED };
+        let mut i = 0;
+        while i < n {
+            i = self.expand(start, i, n, &prices);
+        }
+        let out = self.backtrack(start, n);
+        self.counts.add_tokens(&out.tokens, &out.literals);
+        if self.counts.lit.iter().sum::<u32>() > DECAY_LITERALS {
+            self.counts.decay();
+        }
+        out
+    }
+
+    /// Relaxes the edges out of node `i` and returns the next node to expand.
+    fn expand(&mut self, start: u64, i: usize, n: usize, prices: &Prices) -> usize {
+        let here = self.nodes[i];
+        let pos = start + i as u64;
+        let lit = here.price - prices.lit_run(here.lit_len) as u64
+            + prices.lit_run(here.lit_len + 1) as u64
+            + prices.lit[self.data[pos as usize] as usize] as u64;
+        if lit < self.nodes[i + 1].price {
+            self.nodes[i + 1] = Node { price: lit, lit_len: here.lit_len + 1, match_len: 0, back: 0 };
+        }
+        let limit = (n - i) as u32;
+        self.gather(pos, limit);
+        let Some(longest) = self.cands.last().copied() else {
+            return i + 1;
+        };
+        let base = here.price + prices.lit_run(0) as u64;
+        if longest.len >= self.params.sufficient_len {
+            self.relax(i, longest.len, longest, base, prices);
+            return i + longest.len as usize;
+        }
+        let mut from_len = 2;
+        for k in 0..self.cands.len() {
+            let c = self.cands[k];
+            let min_len = (self.params.min_match[distance_class(c.back)] as u32).max(from_len);
+            let dist = base + prices.distance(c.back) as u64;
+            for len in min_len..=c.len {
+                let price = dist + prices.match_len(len) as u64;
+                let node = &mut self.nodes[i + len as usize];
+                if price < node.price {
+                    *node = Node { price, lit_len: 0, match_len: len, back: c.back };
+                }
+            }
+            from_len = from_len.max(c.len + 1);
+        }
+        i + 1
+    }
+
+    fn relax(&mut self, i: usize, len: u32, c: Candidate, base: u64, prices: &Prices) {
+        let price = base + prices.distance(c.back) as u64 + prices.match_len(len) as u64;
+        let node = &mut self.nodes[i + len as usize];
+        if price < node.price {
+            *node = Node { price, lit_len: 0, match_len: len, back: c.back };
+        }
+    }
+
+    /// Collects the candidates at `pos` into `self.cands`: increasing distance and increasing length, so that
+    /// every length is served by the nearest source that reaches it.
+    fn gather(&mut self, pos: u64, limit: u32) {
+        self.cands.clear();
+        self.chain.find(pos, limit, &mut self.cands);
+        self.collect_long(pos, limit);
+        self.collect_reps(pos, limit);
+        if self.cands.is_empty() {
+            return;
+        }
+        self.cands.sort_unstable_by_key(|c| (c.back, std::cmp::Reverse(c.len)));
+        let mut best = 0;
+        self.cands.retain(|c| {
+            let keep = c.len > best;
+            best = best.max(c.len);
+            keep
+        });
+        if self.cands.len() > MAX_CANDIDATES {
+            let drop = self.cands.len() - MAX_CANDIDATES;
+            self.cands.drain(..drop);
+        }
+        let longest = self.cands.last().expect("non-empty").back;
+        if let Some(at) = self.reps.iter().position(|&r| r == longest) {
+            self.reps.remove(at);
+        }
+        self.reps.insert(0, longest);
+        self.reps.truncate(self.params.rep_count);
+    }
+
+    /// Adds the long repeats covering `pos`.
+    fn collect_long(&mut self, pos: u64, limit: u32) {
+        while let Some(m) = self.ldm.get(self.ldm_next) {
+            if m.start > pos {
+                break;
+            }
+            self.active.push(*m);
+            self.ldm_next += 1;
+        }
+        self.active.retain(|m| m.end() > pos);
+        for m in &self.active {
+            if m.start <= pos {
+                let len = (m.end() - pos).min(limit as u64) as u32;
+                if len >= 4 {
+                    self.cands.push(Candidate { back: m.back, len });
+                }
+            }
+        }
+    }
+
+    /// Tries recently used distances and their `±1` neighbours.
+    fn collect_reps(&mut self, pos: u64, limit: u32) {
+        let p = pos as usize;
+        if p + 4 > self.data.len() {
+            return;
+        }
+        let head = &self.data[p..p + 4];
+        for (k, &r) in self.reps.iter().enumerate() {
+            let shifts: &[i64] = if k < 2 { &[0, -1, 1] } else { &[0] };
+            for &s in shifts {
+                let back = r as i64 + s;
+                if back < 1 || back as u64 > pos {
+                    continue;
+                }
+                let src = p - back as usize;
+                if self.data[src..src + 4] != *head {
+                    continue;
+                }
+                let len = common_len(self.data, p, src, limit as usize) as u32;
+                if len >= 4 {
+                    self.cands.push(Candidate { back: back as u64, len });
+                }
+            }
+        }
+    }
+
+    /// Follows the cheapest path back from the block end and emits its tokens.
+    fn backtrack(&self, start: u64, n: usize) -> BlockTokens {
+        let mut steps = Vec::new();
+        let mut j = n;
+        while j > 0 {
+            let node = self.nodes[j];
+            if node.match_len == 0 {
+                steps.push((0u32, 0u64));
+                j -= 1;
+            } else {
+                steps.push((node.match_len, node.back));
+                j -= node.match_len as usize;
+            }
+        }
+        let mut out = BlockTokens::default();
+        let mut pos = start as usize;
+        let mut run = 0u32;
+        for &(len, back) in steps.iter().rev() {
+            if len == 0 {
+                out.literals.push(self.data[pos]);
+                run += 1;
+                pos += 1;
+            } else {
+                out.tokens.push(Token { lit_len: run, match_len: len, back });
+                run = 0;
+                pos += len as usize;
+            }
+        }
+        out.tokens.push(Token { lit_len: run, match_len: 0, back: 0 });
+        out
+    }
+}

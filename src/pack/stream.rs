@@ -1,0 +1,156 @@
+//! The logical stream as one byte slice without holding it in anonymous memory, and file-backed scratch space.
+//!
+//! A single input file is mapped directly. Several pieces are copied into an unlinked temporary file next to the
+//! output and that file is mapped, so a 10 GiB input costs page cache, not heap. Scratch buffers proportional to
+//! the input (the per-byte depth map) use the same kind of unlinked file.
+
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::error::{Error, Result};
+use crate::pack::input::Piece;
+
+/// The concatenated bytes of all regular files, in entry order.
+pub struct LogicalStream {
+    map: Option<memmap2::Mmap>,
+}
+
+impl LogicalStream {
+    /// Builds the stream from `pieces`; temporary files go into `scratch_dir`.
+    pub fn build(pieces: &[Piece], total_len: u64, scratch_dir: &Path) -> Result<LogicalStream> {
+        if total_len == 0 {
+            return Ok(LogicalStream { map: None });
+        }
+        let nonempty: Vec<&Piece> = pieces.iter().filter(|p| !p.is_empty()).collect();
+        let file = match nonempty.as_slice() {
+            [Piece::Disk { path, size }] => {
+                let f = File::open(path).map_err(|e| Error::io(path, e))?;
+                check_size(path, &f, *size)?;
+                f
+            }
+            _ => concatenate(&nonempty, scratch_dir)?,
+        };
+        // SAFETY: mapped read-only; inputs modified while packing are the user's race (at worst SIGBUS or bytes
+        // that differ from the recorded sizes, which `check_size` catches in the common case of a size change).
+        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(scratch_dir, e))?;
+        if map.len() as u64 != total_len {
+            return Err(Error::Input {
+                path: scratch_dir.to_path_buf(),
+                detail: format!("inputs changed while packing: expected {total_len} bytes, mapped {}", map.len()),
+            });
+        }
+        #[cfg(unix)]
+        let _ = map.advise(memmap2::Advice::Sequential);
+        Ok(LogicalStream { map: Some(map) })
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        self.map.as_deref().unwrap_or(&[])
+    }
+}
+
+fn check_size(path: &Path, f: &File, size: u64) -> Result<()> {
+    let now = f.metadata().map_err(|e| Error::io(path, e))?.len();
+    if now != size {
+        return Err(Error::Input { path: path.to_path_buf(), detail: format!("changed size while packing: {size} -> {now}") });
+    }
+    Ok(())
+}
+
+/// Copies all pieces into one unlinked temporary file.
+fn concatenate(pieces: &[&Piece], scratch_dir: &Path) -> Result<File> {
+    let (file, tmp_path) = scratch_file(scratch_dir)?;
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, &file);
+    for piece in pieces {
+        match piece {
+            Piece::Disk { path, size } => {
+                let mut f = File::open(path).map_err(|e| Error::io(path, e))?;
+                check_size(path, &f, *size)?;
+                let copied = std::io::copy(&mut f, &mut out).map_err(|e| Error::io(path, e))?;
+                if copied != *size {
+                    return Err(Error::Input {
+                        path: path.clone(),
+                        detail: format!("changed size while packing: {size} -> {copied}"),
+                    });
+                }
+            }
+            Piece::Generated(bytes) => out.write_all(bytes).map_err(|e| Error::io(&tmp_path, e))?,
+        }
+    }
+    out.flush().map_err(|e| Error::io(&tmp_path, e))?;
+    drop(out);
+    Ok(file)
+}
+
+/// Creates a new, already unlinked, read-write file in `dir`. The path is returned only for error messages.
+pub fn scratch_file(dir: &Path) -> Result<(File, PathBuf)> {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    for _ in 0..100 {
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let path = dir.join(format!(".aceapex-pack-{}-{n}.tmp", std::process::id()));
+        match std::fs::OpenOptions::new().read(true).write(true).create_new(true).open(&path) {
+            Ok(f) => {
+                std::fs::remove_file(&path).map_err(|e| Error::io(&path, e))?;
+                return Ok((f, path));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(Error::io(&path, e)),
+        }
+    }
+    Err(Error::Input { path: dir.to_path_buf(), detail: "could not create a scratch file".into() })
+}
+
+/// A zero-filled, writable, file-backed byte buffer of `len` bytes (e.g. one depth byte per stream byte).
+pub struct ScratchBytes {
+    map: Option<memmap2::MmapMut>,
+}
+
+impl ScratchBytes {
+    pub fn new(len: u64, dir: &Path) -> Result<ScratchBytes> {
+        if len == 0 {
+            return Ok(ScratchBytes { map: None });
+        }
+        let (file, path) = scratch_file(dir)?;
+        file.set_len(len).map_err(|e| Error::io(&path, e))?;
+        // SAFETY: the file is private to this process (created exclusively and already unlinked).
+        let map = unsafe { memmap2::MmapMut::map_mut(&file) }.map_err(|e| Error::io(&path, e))?;
+        Ok(ScratchBytes { map: Some(map) })
+    }
+
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
+        self.map.as_deref_mut().unwrap_or(&mut [])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn single_file_and_concatenation() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("a");
+        std::fs::write(&a, b"hello ").unwrap();
+        let one = [Piece::Disk { path: a.clone(), size: 6 }];
+        assert_eq!(LogicalStream::build(&one, 6, dir.path()).unwrap().bytes(), b"hello ");
+        let two = [Piece::Disk { path: a, size: 6 }, Piece::Generated(b"world".to_vec())];
+        assert_eq!(LogicalStream::build(&two, 11, dir.path()).unwrap().bytes(), b"hello world");
+        assert_eq!(LogicalStream::build(&[], 0, dir.path()).unwrap().bytes(), b"");
+        // No scratch files are left behind.
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+        let mut s = ScratchBytes::new(10, dir.path()).unwrap();
+        s.bytes_mut()[9] = 7;
+        assert_eq!(s.bytes_mut()[..], [0, 0, 0, 0, 0, 0, 0, 0, 0, 7]);
+    }
+
+    #[test]
+    fn detects_size_change() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("a");
+        std::fs::write(&a, b"hello").unwrap();
+        let err = LogicalStream::build(&[Piece::Disk { path: a, size: 3 }], 3, dir.path()).err().unwrap();
+        assert!(err.to_string().contains("changed size"), "{err}");
+    }
+}

@@ -1,0 +1,180 @@
+//! End-to-end checks of the packer's token pipeline (parse + depth bound) against a reference token replay, and
+//! of whole archives.
+
+use super::*;
+use crate::codec::block::Token;
+use proptest::prelude::*;
+
+/// Replays tokens exactly as FORMAT.md §1 defines them; checks every structural rule on the way and returns the
+/// decoded stream and the depth of each byte.
+fn replay(blocks: &[BlockTokens], block_len: usize, total: usize) -> (Vec<u8>, Vec<u8>) {
+    let mut out = vec![0u8; total];
+    let mut depth = vec![0u8; total];
+    for (i, b) in blocks.iter().enumerate() {
+        let start = i * block_len;
+        let end = (start + block_len).min(total);
+        let mut pos = start;
+        let mut lit = 0;
+        let last = b.tokens.last().expect("a final token");
+        assert_eq!((last.match_len, last.back), (0, 0), "block {i} must end with a literal-only token");
+        for t in &b.tokens {
+            for _ in 0..t.lit_len {
+                out[pos] = b.literals[lit];
+                depth[pos] = 0;
+                pos += 1;
+                lit += 1;
+            }
+            if t.match_len == 0 {
+                continue;
+            }
+            assert!(t.match_len >= 2, "match shorter than 2");
+            assert!(t.back >= 1 && t.back as usize <= pos, "source before the stream start");
+            assert!(pos + t.match_len as usize <= end, "match crosses the end of block {i}");
+            let src = pos - t.back as usize;
+            for k in 0..t.match_len as usize {
+                out[pos + k] = out[src + k % t.back as usize];
+                depth[pos + k] = depth[src + k % t.back as usize] + 1;
+            }
+            pos += t.match_len as usize;
+        }
+        assert_eq!(pos, end, "block {i} decodes to the wrong length");
+        assert_eq!(lit, b.literals.len());
+    }
+    (out, depth)
+}
+
+fn tokens_for(data: &[u8], opts: &PackOptions) -> (Vec<BlockTokens>, u8) {
+    let mut depth_map = vec![0u8; data.len()];
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(opts.threads).build().unwrap();
+    pool.install(|| {
+        let mut run = Packing::new(data, opts, level_params(opts.level), &mut depth_map);
+        let blocks = run.tokens();
+        (blocks, run.depth.max_seen)
+    })
+}
+
+fn check_roundtrip(data: &[u8], opts: &PackOptions) -> Vec<BlockTokens> {
+    let (blocks, max_seen) = tokens_for(data, opts);
+    assert_eq!(blocks.len(), data.len().div_ceil(1 << opts.block_log));
+    let (out, depth) = replay(&blocks, 1 << opts.block_log, data.len());
+    assert!(out == data, "tokens do not reproduce the input");
+    let deepest = depth.iter().copied().max().unwrap_or(0);
+    assert!(deepest <= opts.max_depth, "depth {deepest} > bound {}", opts.max_depth);
+    assert_eq!(deepest, max_seen);
+    blocks
+}
+
+fn xorshift(n: usize, seed: u64, alphabet: &[u8]) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            alphabet[(x % alphabet.len() as u64) as usize]
+        })
+        .collect()
+}
+
+/// DNA-like data with far repeats, mutations and runs: exercises every candidate source.
+fn genome_like(n: usize, seed: u64) -> Vec<u8> {
+    let base = xorshift(n / 3, seed, b"ACGT");
+    let mut out = base.clone();
+    let mut x = seed;
+    while out.len() < n {
+        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        let from = (x >> 33) as usize % base.len();
+        let len = 50 + (x >> 20) as usize % 3000;
+        let mut piece = base[from..(from + len).min(base.len())].to_vec();
+        for k in (0..piece.len()).step_by(97) {
+            piece[k] = b"ACGTN"[(k + (x as usize)) % 5];
+        }
+        out.extend_from_slice(&piece);
+        out.extend(std::iter::repeat_n(b'N', (x >> 50) as usize % 300));
+    }
+    out.truncate(n);
+    out
+}
+
+fn small_opts() -> PackOptions {
+    PackOptions { block_log: 12, memory: 256 << 20, ..Default::default() }
+}
+
+#[test]
+fn edge_cases_roundtrip() {
+    let opts = small_opts();
+    let b = 1usize << opts.block_log;
+    let cases: Vec<Vec<u8>> = vec![
+        vec![],
+        vec![7],
+        xorshift(b, 1, b"ACGT"),
+        xorshift(b + 1, 2, b"ACGT"),
+        vec![0; 5 * b + 17],
+        xorshift(3 * b, 3, &(0..=255).collect::<Vec<u8>>()),
+        b"ab".iter().cycle().take(3 * b).copied().collect(),
+        xorshift(997, 4, b"ACGT").iter().cycle().take(20 * b).copied().collect(),
+        xorshift(3 * b + 5, 5, b"ACGT").iter().cycle().take(9 * b).copied().collect(),
+    ];
+    for (i, data) in cases.iter().enumerate() {
+        let blocks = check_roundtrip(data, &opts);
+        if i == 4 {
+            let literals: usize = blocks.iter().map(|b| b.literals.len()).sum();
+            assert!(literals < 100, "all zeros should be mostly periodic fills, got {literals} literals");
+        }
+    }
+}
+
+#[test]
+fn depth_bound_holds_on_chains_of_copies() {
+    // Each 2000-byte piece copies the previous one with a change: long copy chains.
+    let mut data = xorshift(2000, 9, b"ACGT");
+    for k in 0..60 {
+        let mut next = data[data.len() - 2000..].to_vec();
+        next[(k * 31) % 2000] ^= 0x20;
+        data.extend(next);
+    }
+    for max_depth in [1, 3, 16] {
+        let opts = PackOptions { max_depth, ..small_opts() };
+        check_roundtrip(&data, &opts);
+    }
+}
+
+#[test]
+fn output_does_not_depend_on_threads() {
+    let data = genome_like(3 << 20, 11);
+    let one = tokens_for(&data, &PackOptions { threads: 1, ..small_opts() }).0;
+    let two = tokens_for(&data, &PackOptions { threads: 3, ..small_opts() }).0;
+    assert!(one == two);
+    let (out, _) = replay(&one, 1 << 12, data.len());
+    assert!(out == data);
+}
+
+#[test]
+fn levels_roundtrip_and_far_repeats_are_found() {
+    let data = genome_like(1 << 20, 12);
+    for level in [1, 6, 9] {
+        let blocks = check_roundtrip(&data, &PackOptions { level, ..small_opts() });
+        let literals: usize = blocks.iter().map(|b| b.literals.len()).sum();
+        // Two thirds of the data are copies of the first third.
+        assert!(literals < data.len() / 2, "level {level}: {literals} literals of {}", data.len());
+        let far = blocks.iter().flat_map(|b| &b.tokens).filter(|t: &&Token| t.back > 1 << 18).count();
+        assert!(far > 0, "level {level} found no far match");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+    #[test]
+    fn random_inputs_roundtrip(
+        seed in any::<u64>(),
+        len in 0usize..40_000,
+        alphabet in 1usize..6,
+        period in 1usize..300,
+        max_depth in 1u8..5,
+    ) {
+        let mut data = xorshift(len / 2, seed, &b"ACGTN"[..alphabet]);
+        let tail: Vec<u8> = data.iter().take(period).cycle().take(len - len / 2).copied().collect();
+        data.extend(tail);
+        check_roundtrip(&data, &PackOptions { max_depth, ..small_opts() });
+    }
+}
