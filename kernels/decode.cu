@@ -1,0 +1,615 @@
+// aceapex GPU seek kernels (FORMAT.md §3), compiled at run time by NVRTC for the GPU's own architecture.
+//
+// Two paths share the block parser:
+//
+//  * Full decode (device-resident throughput): `parse_blocks` over every block writes each block's literals to
+//    their final stream positions and its tokens to flat arrays; `copy_round` is then launched up to
+//    max_depth + 1 times. Every round copies every match (periodic fill); after round r every byte of depth <= r
+//    is final, and a round that changes nothing is a fixpoint, so later rounds exit at once.
+//
+//  * Seek (a batch of requested blocks): `seed_batch` puts the requested blocks on a device worklist; then per
+//    level d = 0..L: `parse_blocks` parses the blocks claimed so far and `expand_ranges` turns the byte ranges
+//    needed at level d into their source ranges at level d+1, claiming (atomically) the blocks that hold them.
+//    The ranges only ever shrink (a range maps to at most as many source bytes), so the work is bounded by the
+//    requested bytes times the depth. `chase_bytes` then resolves every requested byte by following matches
+//    through the parsed blocks (at most L hops) to a literal. `reset_batch` clears the claims.
+//
+// Every length, count and offset read from the archive is checked; a failure is reported once in
+// status[0] = code << 40 | block, and the host turns it into an error (the caller falls back to the CPU).
+//
+// Block metadata (host-validated varint header, 8 u32 per block):
+//   [0,1] payload offset in the file (lo, hi), [2] nmatch, [3] nlit, [4] nwords, [5] extra_len,
+//   [6] header length (the four varints), [7] decoded block length (0xFFFFFFFF: header invalid).
+// Decode tables: per group, per table (LL, ML, OF, LIT), 4096 u32 slot entries
+//   sym | (freq - 1) << 8 | cum << 20, or 0xFFFFFFFF for a slot no symbol covers.
+// Tokens of a parsed block (index tok_off[entry] + t, t < nmatch + 1):
+//   tpos[t] = block offset where token t's literals start, mpos[t] = where its match starts,
+//   back[t] = match distance (0 for the final literal-only token). A match ends at tpos[t + 1].
+
+typedef unsigned char u8;
+typedef unsigned short u16;
+typedef unsigned int u32;
+typedef unsigned long long u64;
+
+#define FULL_MASK 0xFFFFFFFFu
+#define NO_SLOT 0xFFFFFFFFu
+#define CLAIMING 0xFFFFFFFEu
+#define BAD_ENTRY 0xFFFFFFFFu
+#define META_WORDS 8
+
+// Error codes (mirrored in src/engine/gpu.rs).
+#define E_HEADER 1       // block header failed host validation
+#define E_SYMBOL 2       // a slot no symbol covers (or an unused table)
+#define E_WORDS 3        // the rANS word stream ran out
+#define E_FINAL 4        // final states != 2^16 or words left over
+#define E_EXTRA 5        // extra-bits stream length or padding wrong
+#define E_SUMS 6         // literal / length sums disagree with the header
+#define E_BACK 7         // a match reaches before the stream start
+#define E_DEPTH 8        // more than max_depth hops
+#define E_UNPARSED 9     // a needed block was not parsed (worklist overflow)
+#define E_WORKLIST 10    // worklist or token pool capacity exceeded
+#define E_RANGES 11      // range list capacity exceeded
+#define E_VALUE 12       // a length value out of range
+
+// Variant switches for the time breakdown (parse_blocks `mode`).
+#define MODE_FULL 0
+#define MODE_ENTROPY_ONLY 1  // rANS decode only: symbols are not stored, nothing is parsed
+#define MODE_NO_LITERALS 2   // entropy + token parse, literal bytes decoded but not written
+
+__device__ __forceinline__ void report(u64* status, u32 code, u64 block) {
+    atomicCAS(&status[0], 0ull, ((u64)code << 40) | (block & 0xFFFFFFFFFFull));
+}
+
+__device__ __forceinline__ u32 load_u32_le(const u8* p) {
+    return (u32)p[0] | ((u32)p[1] << 8) | ((u32)p[2] << 16) | ((u32)p[3] << 24);
+}
+
+__device__ __forceinline__ u32 load_u16_le(const u8* p) { return (u32)p[0] | ((u32)p[1] << 8); }
+
+// Extra bits used by a log code (FORMAT.md §3.2): codes < 16 carry none, else h - 1 with h = 4 + (c - 16) / 2.
+__device__ __forceinline__ u32 extra_bits_of(u32 code) { return code < 16 ? 0u : 3u + (code - 16u) / 2u; }
+
+__device__ __forceinline__ u64 log_value(u32 code, u64 extra) {
+    if (code < 16) return code;
+    u32 h = 4 + (code - 16) / 2;
+    u64 m = (code - 16) & 1;
+    return (1ull << h) + (m << (h - 1)) + extra;
+}
+
+// Reads `n` (<= 57) bits LSB-first at bit offset `pos`; the caller has checked pos + n <= 8 * len.
+__device__ __forceinline__ u64 read_bits(const u8* extra, u64 pos, u32 n) {
+    if (n == 0) return 0;
+    u64 byte = pos >> 3;
+    u32 shift = (u32)(pos & 7);
+    u32 nbytes = (shift + n + 7) >> 3;
+    u64 acc = 0;
+    for (u32 i = 0; i < nbytes; i++) acc |= (u64)extra[byte + i] << (8 * i);
+    return (acc >> shift) & ((1ull << n) - 1);
+}
+
+__device__ __forceinline__ u32 warp_inclusive_scan(u32 v) {
+    u32 lane = threadIdx.x & 31;
+#pragma unroll
+    for (u32 d = 1; d < 32; d <<= 1) {
+        u32 o = __shfl_up_sync(FULL_MASK, v, d);
+        if (lane >= d) v += o;
+    }
+    return v;
+}
+
+// Index of the last token whose start `arr[t]` <= key, among arr[lo..hi) (arr non-decreasing, arr[lo] <= key).
+__device__ __forceinline__ u32 last_le(const u32* arr, u32 lo, u32 hi, u32 key) {
+    while (hi - lo > 1) {
+        u32 mid = lo + (hi - lo) / 2;
+        if (arr[mid] <= key) lo = mid; else hi = mid;
+    }
+    return lo;
+}
+
+// Everything the kernels share, passed by value. Mirrored field for field by `KernelCtx` in
+// src/engine/gpu.rs (pointers are 64-bit device addresses; keep the order and types in step).
+struct Ctx {
+    const u8* file;       // archive bytes [0, tables_offset)
+    const u32* meta;      // META_WORDS per block
+    const u32* dtab;      // decode tables, 4 * 4096 entries per group
+    u32* worklist;        // entry -> block id
+    u64* tok_off;         // entry -> index of its first token
+    u32* tpos;            // token arrays (see above)
+    u32* mpos;
+    u64* back;
+    u8* bytes;            // entry e's decoded bytes at e << block_log
+    u32* slot_of_block;   // block id -> entry, NO_SLOT or CLAIMING; null on the full path
+    u32* counters;        // see counter_* below
+    u64* pool_used;       // token storage handed out
+    u64* status;          // [0]: first error, code << 40 | block
+    u64* rsrc0;           // range lists, double-buffered by level parity
+    u64* rsrc1;
+    u32* rlen0;
+    u32* rlen1;
+    u64 pool_cap;         // token storage available
+    u64 nblocks;
+    u32 wl_cap;           // worklist entries available
+    u32 range_cap;        // ranges per level available
+    u32 lanes;            // rANS lanes K
+    u32 block_log;
+    u32 group_log;
+    u32 max_depth;
+};
+
+// counters[0]: worklist entries claimed; counters[2 + d]: first entry of level d (d <= max_depth + 1);
+// counters[2 + (max_depth + 2) + d]: ranges needed at level d.
+__device__ __forceinline__ u32* level_begin(const Ctx& c, u32 d) { return c.counters + 2 + d; }
+__device__ __forceinline__ u32* range_count(const Ctx& c, u32 d) { return c.counters + 2 + (c.max_depth + 2) + d; }
+__device__ __forceinline__ bool failed(const Ctx& c) { return *(volatile u64*)c.status != 0; }
+
+// One warp decodes one block: rANS (a lane per interleaved state), token parse by warp prefix sums, literals to
+// their block offsets in `bytes` (block-local buffer of 2^block_log bytes).
+__device__ void parse_one(const Ctx& c, u32 id, u64 tok_base, u8* bytes, u32 mode) {
+    const u8* file = c.file;
+    const u32* meta = c.meta;
+    const u32 lanes = c.lanes, block_log = c.block_log;
+    u64* status = c.status;
+    const u32 lane = threadIdx.x & 31;
+    const u32* m = meta + (u64)id * META_WORDS;
+    const u32 block_len = m[7];
+    if (block_len == BAD_ENTRY) {
+        if (lane == 0) report(status, E_HEADER, id);
+        return;
+    }
+    const u64 payload = (u64)m[0] | ((u64)m[1] << 32);
+    const u32 nmatch = m[2], nlit = m[3], nwords = m[4], extra_len = m[5], hdr_len = m[6];
+    const u32 ntok = nmatch + 1;
+    const u64 S = 3ull * nmatch + 1 + nlit;
+    const u8* states = file + payload + hdr_len;
+    const u8* words = states + 4 * lanes;
+    const u8* extra = words + 2ull * nwords;
+    const u32* tab = c.dtab + (u64)(id >> c.group_log) * 4 * 4096;
+    const u64 block_start = (u64)id << block_log;
+    u32* tp = c.tpos + tok_base;
+    u32* mp = c.mpos + tok_base;
+    u64* bk = c.back + tok_base;
+    bool bad = false;
+
+    // Phase A: entropy-decode the LL, ML and OF codes (symbols [0, 3 nmatch + 1)) into the token arrays, and
+    // keep going into the literals up to the end of the step that holds the last code: those (at most one per
+    // lane) wait in `pending` until the tokens are parsed.
+    const bool lane_active = lane < lanes;
+    u32 x = lane_active ? load_u32_le(states + 4 * lane) : 0;
+    u32 wpos = 0;
+    const u64 ncodes = 3ull * nmatch + 1;
+    const u64 code_steps = (ncodes + lanes - 1) / lanes;
+    const u64 steps = (S + lanes - 1) / lanes;
+    int pending = -1;  // literal byte decoded in the last code step, or -1
+    u64 pending_idx = 0;
+
+    for (u64 j = 0; j < steps; j++) {
+        if (j == code_steps && mode != MODE_ENTROPY_ONLY) break;
+        u64 i = j * lanes + lane;
+        bool act = lane_active && i < S;
+        if (act) {
+            u32 slot = x & 4095u;
+            u32 which = i < nmatch + 1ull ? 0 : (i < 2ull * nmatch + 1 ? 1 : (i < ncodes ? 2 : 3));
+            u32 e = tab[which * 4096 + slot];
+            if (e == 0xFFFFFFFFu) {
+                bad = true;
+                act = false;
+            } else {
+                u32 sym = e & 0xFF, freq = ((e >> 8) & 0xFFF) + 1, cum = e >> 20;
+                x = freq * (x >> 12) + slot - cum;
+                if (mode != MODE_ENTROPY_ONLY) {
+                    if (which == 0) tp[i] = sym;
+                    else if (which == 1) mp[i - (nmatch + 1)] = sym;
+                    else if (which == 2) bk[i - (2ull * nmatch + 1)] = sym;
+                    else { pending = (int)sym; pending_idx = i - ncodes; }
+                } else if (which == 3 && sym == 0x100) {
+                    bad = true;  // never true: keeps the decode from being optimised away in this variant
+                }
+            }
+        }
+        bool need = act && x < 65536u;
+        u32 mask = __ballot_sync(FULL_MASK, need);
+        if (need) {
+            u32 idx = wpos + __popc(mask & ((1u << lane) - 1));
+            if (idx >= nwords) bad = true;
+            else x = (x << 16) | load_u16_le(words + 2ull * idx);
+        }
+        wpos += __popc(mask);
+    }
+    if (__any_sync(FULL_MASK, bad)) {
+        if (lane == 0) report(status, E_SYMBOL, id);
+        return;
+    }
+    if (mode == MODE_ENTROPY_ONLY) {
+        bool fin = !lane_active || x == 65536u;
+        if (!__all_sync(FULL_MASK, fin) || wpos != nwords) {
+            if (lane == 0) report(status, E_FINAL, id);
+        }
+        if (lane == 0) tp[0] = wpos;  // a visible result, so the decode is not dead code
+        return;
+    }
+    __syncwarp();
+
+    // Phase B: codes -> values with extra bits; token offsets and literal indices by warp prefix sums. The
+    // literal index of each token is kept in mpos until the literals are placed.
+    u64 bit_run = 0;
+    u32 lit_run = 0, pos_run = 0;
+    const u64 extra_bits_total = 8ull * extra_len;
+    for (u32 c = 0; c < ntok; c += 32) {
+        u32 t = c + lane;
+        bool has = t < ntok;
+        bool has_match = t < nmatch;
+        u32 llc = has ? tp[t] : 0;
+        u32 mlc = has_match ? mp[t] : 0;
+        u32 ofc = has_match ? (u32)bk[t] : 0;
+        u32 nb_ll = extra_bits_of(llc), nb_ml = has_match ? extra_bits_of(mlc) : 0;
+        u32 nb_of = has_match ? extra_bits_of(ofc) : 0;
+        u32 nb = nb_ll + nb_ml + nb_of;
+        u32 incl = warp_inclusive_scan(nb);
+        u64 bitpos = bit_run + incl - nb;
+        bit_run += __shfl_sync(FULL_MASK, incl, 31);
+        u64 lit = 0, len = 0, dist = 0;
+        if (has) {
+            if (bitpos + nb > extra_bits_total) {
+                bad = true;
+            } else {
+                lit = log_value(llc, read_bits(extra, bitpos, nb_ll));
+                if (has_match) {
+                    len = log_value(mlc, read_bits(extra, bitpos + nb_ll, nb_ml)) + 2;
+                    dist = log_value(ofc, read_bits(extra, bitpos + nb_ll + nb_ml, nb_of)) + 1;
+                }
+            }
+        }
+        if (lit > block_len || len > block_len) {
+            bad = true;
+            lit = 0;
+            len = 0;
+        }
+        u32 lit32 = (u32)lit, span = (u32)(lit + len);
+        u32 lit_incl = warp_inclusive_scan(lit32);
+        u32 span_incl = warp_inclusive_scan(span);
+        u32 my_lit = lit_run + lit_incl - lit32;
+        u32 my_pos = pos_run + span_incl - span;
+        lit_run += __shfl_sync(FULL_MASK, lit_incl, 31);
+        pos_run += __shfl_sync(FULL_MASK, span_incl, 31);
+        if (lit_run > block_len || pos_run > block_len) bad = true;
+        if (has) {
+            u64 dst = block_start + my_pos + lit;
+            if (dist > dst) bad = true;
+            tp[t] = my_pos;
+            mp[t] = my_lit;
+            bk[t] = dist;
+        }
+        if (__any_sync(FULL_MASK, bad)) break;
+    }
+    if (__any_sync(FULL_MASK, bad)) {
+        if (lane == 0) report(status, E_VALUE, id);
+        return;
+    }
+    // The extra stream must be consumed to its last byte, whose unused high bits are zero.
+    if (bit_run > extra_bits_total || (bit_run + 7) / 8 != extra_len ||
+        (extra_len > 0 && (bit_run & 7) != 0 && (extra[extra_len - 1] >> (bit_run & 7)) != 0)) {
+        if (lane == 0) report(status, E_EXTRA, id);
+        return;
+    }
+    if (lit_run != nlit || pos_run != block_len) {
+        if (lane == 0) report(status, E_SUMS, id);
+        return;
+    }
+    __syncwarp();
+
+    // Phase C: the literals. Literal l goes to tpos[t] + l - litidx[t] for the last token t with litidx[t] <= l.
+    u32 cursor = 0;  // token of the first literal of the current step (monotone)
+    auto place = [&](u64 l, u32 sym) {
+        u32 t = last_le(mp, cursor, ntok, (u32)l);
+        if (mode != MODE_NO_LITERALS) bytes[tp[t] + ((u32)l - mp[t])] = (u8)sym;
+        return t;
+    };
+    {
+        // The largest token used by this step's literals bounds every later literal's token from below.
+        u32 t = pending >= 0 ? place(pending_idx, (u32)pending) : 0u;
+        cursor = __reduce_max_sync(FULL_MASK, t);
+    }
+    for (u64 j = code_steps; j < steps; j++) {
+        u64 i = j * lanes + lane;
+        bool act = lane_active && i < S;
+        u32 t_used = 0xFFFFFFFFu;
+        if (act) {
+            u32 slot = x & 4095u;
+            u32 e = tab[3 * 4096 + slot];
+            if (e == 0xFFFFFFFFu) {
+                bad = true;
+                act = false;
+            } else {
+                u32 sym = e & 0xFF, freq = ((e >> 8) & 0xFFF) + 1, cum = e >> 20;
+                x = freq * (x >> 12) + slot - cum;
+                t_used = place(i - ncodes, sym);
+            }
+        }
+        bool need = act && x < 65536u;
+        u32 mask = __ballot_sync(FULL_MASK, need);
+        if (need) {
+            u32 idx = wpos + __popc(mask & ((1u << lane) - 1));
+            if (idx >= nwords) bad = true;
+            else x = (x << 16) | load_u16_le(words + 2ull * idx);
+        }
+        wpos += __popc(mask);
+        // Literals of the next step come after all of this step's: the largest token used is a lower bound.
+        u32 tm = __reduce_max_sync(FULL_MASK, t_used == 0xFFFFFFFFu ? 0u : t_used);
+        if (tm > cursor) cursor = tm;
+    }
+    bool fin = !lane_active || x == 65536u;
+    if (__any_sync(FULL_MASK, bad) || !__all_sync(FULL_MASK, fin) || wpos != nwords) {
+        if (lane == 0) report(status, __any_sync(FULL_MASK, bad) ? E_WORDS : E_FINAL, id);
+        return;
+    }
+    __syncwarp();
+
+    // Phase D: literal index -> match start. mpos[t] = tpos[t] + (litidx[t + 1] - litidx[t]).
+    for (u32 c = 0; c < ntok; c += 32) {
+        u32 t = c + lane;
+        u32 v = 0;
+        if (t < ntok) {
+            u32 next = t + 1 < ntok ? mp[t + 1] : nlit;
+            v = tp[t] + (next - mp[t]);
+        }
+        __syncwarp();
+        if (t < ntok) mp[t] = v;
+        __syncwarp();
+    }
+}
+
+
+// Parses worklist entries [level_begin(level), count): a warp per entry. Entry e's bytes go to
+// bytes + e << block_log and its tokens to tok_off[e]. Marks each parsed block's slot for the later levels.
+extern "C" __global__ void parse_blocks(Ctx c, u32 level, u32 mode) {
+    const u32 begin = *level_begin(c, level);
+    const u32 end = min(c.counters[0], c.wl_cap);
+    if (blockIdx.x == 0 && threadIdx.x == 0) *level_begin(c, level + 1) = end;
+    const u32 warps_per_cta = blockDim.x / 32;
+    const u32 warp = blockIdx.x * warps_per_cta + threadIdx.x / 32;
+    const u32 nwarps = gridDim.x * warps_per_cta;
+    for (u32 e = begin + warp; e < end; e += nwarps) {
+        u32 id = c.worklist[e];
+        parse_one(c, id, c.tok_off[e], c.bytes + ((u64)e << c.block_log), mode);
+        if ((threadIdx.x & 31) == 0 && c.slot_of_block) c.slot_of_block[id] = e;
+    }
+}
+
+// Puts the requested blocks on the worklist (entries 0..n, n <= wl_cap), allocating their token storage.
+extern "C" __global__ void seed_batch(Ctx c, const u32* ids, u32 n) {
+    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i == 0) c.counters[0] = n;
+    if (i >= n) return;
+    u32 id = ids[i];
+    if (id >= c.nblocks) {
+        report(c.status, E_UNPARSED, id);
+        return;
+    }
+    c.worklist[i] = id;
+    c.slot_of_block[id] = CLAIMING;
+    u64 need = (u64)c.meta[(u64)id * META_WORDS + 2] + 1;
+    u64 off = atomicAdd(c.pool_used, need);
+    if (off + need > c.pool_cap) {
+        report(c.status, E_WORKLIST, id);
+        off = 0;
+    }
+    c.tok_off[i] = off;
+}
+
+// Claims block b for parsing at the next level (at most once per batch).
+__device__ void claim_block(const Ctx& c, u32 b) {
+    if (atomicCAS(&c.slot_of_block[b], NO_SLOT, CLAIMING) != NO_SLOT) return;
+    u32 e = atomicAdd(&c.counters[0], 1u);
+    if (e >= c.wl_cap) {
+        report(c.status, E_WORKLIST, b);
+        c.slot_of_block[b] = NO_SLOT;  // not on the worklist, so reset_batch would not clear it
+        return;
+    }
+    u64 need = (u64)c.meta[(u64)b * META_WORDS + 2] + 1;
+    u64 off = atomicAdd(c.pool_used, need);
+    if (off + need > c.pool_cap) {
+        report(c.status, E_WORKLIST, b);
+        off = 0;
+    }
+    c.worklist[e] = b;
+    c.tok_off[e] = off;
+}
+
+// Appends the source range [src, src + len) to level `next`'s list, split at block boundaries, and claims the
+// blocks it lies in.
+__device__ void emit_range(const Ctx& c, u32 next, u64 src, u32 len) {
+    u64* rsrc = (next & 1) ? c.rsrc1 : c.rsrc0;
+    u32* rlen = (next & 1) ? c.rlen1 : c.rlen0;
+    while (len > 0) {
+        u64 b = src >> c.block_log;
+        if (b >= c.nblocks) {
+            report(c.status, E_BACK, b);
+            return;
+        }
+        u32 piece = (u32)min((u64)len, ((b + 1) << c.block_log) - src);
+        u32 idx = atomicAdd(range_count(c, next), 1u);
+        if (idx >= c.range_cap) {
+            report(c.status, E_RANGES, b);
+            return;
+        }
+        rsrc[idx] = src;
+        rlen[idx] = piece;
+        claim_block(c, (u32)b);
+        src += piece;
+        len -= piece;
+    }
+}
+
+// The source bytes of match-relative bytes [k0, k1) of a match from `msrc` at distance `dist` and length `len`
+// (periodic fill: byte k comes from msrc + k mod dist).
+__device__ void emit_match_sources(const Ctx& c, u32 next, u64 msrc, u64 dist, u32 len, u32 k0, u32 k1) {
+    if (dist >= (u64)len) {
+        emit_range(c, next, msrc + k0, k1 - k0);
+        return;
+    }
+    u32 p = (u32)dist;
+    if (k1 - k0 >= p) {
+        emit_range(c, next, msrc, p);
+        return;
+    }
+    u32 a0 = k0 % p, a1 = a0 + (k1 - k0);
+    if (a1 <= p) {
+        emit_range(c, next, msrc + a0, a1 - a0);
+    } else {  // wraps around the period
+        emit_range(c, next, msrc + a0, p - a0);
+        emit_range(c, next, msrc, a1 - p);
+    }
+}
+
+// Level d -> d + 1: for every byte range needed at level d (for d = 0: each requested block), the source ranges
+// of the match bytes in it. A warp per range, a lane per overlapping token.
+extern "C" __global__ void expand_ranges(Ctx c, u32 level) {
+    if (failed(c)) return;
+    const u32 nranges = level == 0 ? *level_begin(c, 1) : min(*range_count(c, level), c.range_cap);
+    const u64* rsrc = (level & 1) ? c.rsrc1 : c.rsrc0;
+    const u32* rlen = (level & 1) ? c.rlen1 : c.rlen0;
+    const u32 warps_per_cta = blockDim.x / 32;
+    const u32 warp = blockIdx.x * warps_per_cta + threadIdx.x / 32;
+    const u32 nwarps = gridDim.x * warps_per_cta;
+    const u32 lane = threadIdx.x & 31;
+    for (u32 r = warp; r < nranges; r += nwarps) {
+        u64 src;
+        u32 len;
+        if (level == 0) {
+            u32 id = c.worklist[r];
+            src = (u64)id << c.block_log;
+            len = c.meta[(u64)id * META_WORDS + 7];
+        } else {
+            src = rsrc[r];
+            len = rlen[r];
+        }
+        u64 b = src >> c.block_log;
+        u32 s = b < c.nblocks ? c.slot_of_block[b] : NO_SLOT;
+        if (s >= c.wl_cap) {
+            if (lane == 0) report(c.status, E_UNPARSED, b);
+            continue;
+        }
+        u64 bstart = b << c.block_log;
+        u32 lo = (u32)(src - bstart), hi = lo + len;
+        u32 ntok = c.meta[b * META_WORDS + 2] + 1;
+        u64 tb = c.tok_off[s];
+        const u32* tp = c.tpos + tb;
+        u32 t0 = last_le(tp, 0, ntok, lo);
+        // The final token (t = ntok - 1) has no match.
+        for (u32 t = t0 + lane; t + 1 < ntok && tp[t] < hi; t += 32) {
+            u32 ms = c.mpos[tb + t], me = tp[t + 1];
+            u32 a = max(ms, lo), z = min(me, hi);
+            if (a >= z) continue;
+            u64 dist = c.back[tb + t];
+            if (dist == 0 || dist > bstart + ms) {
+                report(c.status, E_BACK, b);
+                continue;
+            }
+            emit_match_sources(c, level + 1, bstart + ms - dist, dist, me - ms, a - ms, z - ms);
+        }
+    }
+}
+
+// Resolves every byte of the requested blocks (entries 0..n) by following matches to a literal through the
+// parsed blocks: a thread per byte, at most max_depth hops. Output: out[(e << block_log) + offset].
+extern "C" __global__ void chase_bytes(Ctx c, u32 n, u8* out) {
+    if (failed(c)) return;
+    const u64 total = (u64)n << c.block_log;
+    const u64 mask = (1ull << c.block_log) - 1;
+    for (u64 g = (u64)blockIdx.x * blockDim.x + threadIdx.x; g < total; g += (u64)gridDim.x * blockDim.x) {
+        u32 id = c.worklist[g >> c.block_log];
+        u32 off = (u32)(g & mask);
+        if (off >= c.meta[(u64)id * META_WORDS + 7]) continue;
+        u64 p = ((u64)id << c.block_log) + off;
+        for (u32 hops = 0;; hops++) {
+            u64 b = p >> c.block_log;
+            u32 s = b < c.nblocks ? c.slot_of_block[b] : NO_SLOT;
+            if (s >= c.wl_cap) {
+                report(c.status, E_UNPARSED, b);
+                break;
+            }
+            u64 tb = c.tok_off[s];
+            u32 ntok = c.meta[b * META_WORDS + 2] + 1;
+            u32 o = (u32)(p & mask);
+            u32 t = last_le(c.tpos + tb, 0, ntok, o);
+            u32 ms = c.mpos[tb + t];
+            if (o < ms || t + 1 == ntok) {
+                out[g] = c.bytes[((u64)s << c.block_log) + o];
+                break;
+            }
+            u64 dist = c.back[tb + t];
+            if (hops == c.max_depth || dist == 0) {
+                report(c.status, hops == c.max_depth ? E_DEPTH : E_BACK, b);
+                break;
+            }
+            u32 k = o - ms;
+            u64 kk = dist > k ? k : k % (u32)dist;  // dist <= k < 2^20 here
+            p = (b << c.block_log) + ms + kk - dist;  // >= 0: parse checked dist <= match start
+        }
+    }
+}
+
+// Clears the batch's claims (the host zeroes the counters after it).
+extern "C" __global__ void reset_batch(Ctx c) {
+    u32 n = min(c.counters[0], c.wl_cap);
+    for (u32 e = blockIdx.x * blockDim.x + threadIdx.x; e < n; e += gridDim.x * blockDim.x)
+        c.slot_of_block[c.worklist[e]] = NO_SLOT;
+}
+
+// One round of match copies over all blocks of the full decode (c.bytes is the whole stream): a warp per block,
+// a lane per short match, the whole warp per long one. changed[round] is set when a byte changed; a round whose
+// predecessor changed nothing exits at once (the output is already the fixpoint).
+extern "C" __global__ void copy_round(Ctx c, u32 n, u32 round, u32* changed) {
+    if (failed(c)) return;
+    if (round > 0 && *(volatile u32*)&changed[round - 1] == 0) return;
+    const u32 warps_per_cta = blockDim.x / 32;
+    const u32 warp = blockIdx.x * warps_per_cta + threadIdx.x / 32;
+    const u32 nwarps = gridDim.x * warps_per_cta;
+    const u32 lane = threadIdx.x & 31;
+    u8* out = c.bytes;
+    bool any = false;
+    for (u32 e = warp; e < n; e += nwarps) {
+        u32 nmatch = c.meta[(u64)e * META_WORDS + 2];
+        u64 tb = c.tok_off[e];
+        u64 bstart = (u64)e << c.block_log;
+        for (u32 t0 = 0; t0 < nmatch; t0 += 32) {
+            u32 t = t0 + lane;
+            u32 len = 0;
+            u64 dst = 0, src = 0, dist = 1;
+            if (t < nmatch) {
+                u32 ms = c.mpos[tb + t];
+                len = c.tpos[tb + t + 1] - ms;
+                dist = c.back[tb + t];
+                dst = bstart + ms;
+                src = dst - dist;  // parse checked 1 <= dist <= dst
+            }
+            bool longm = len > 32;
+            if (!longm) {
+                for (u32 k = 0; k < len; k++) {
+                    u8 v = out[src + (dist > k ? k : k % (u32)dist)];
+                    if (out[dst + k] != v) {
+                        out[dst + k] = v;
+                        any = true;
+                    }
+                }
+            }
+            u32 lmask = __ballot_sync(FULL_MASK, longm);
+            while (lmask) {
+                u32 l = __ffs(lmask) - 1;
+                lmask &= lmask - 1;
+                u64 d2 = __shfl_sync(FULL_MASK, dst, l);
+                u64 s2 = __shfl_sync(FULL_MASK, src, l);
+                u64 di2 = __shfl_sync(FULL_MASK, dist, l);
+                u32 l2 = __shfl_sync(FULL_MASK, len, l);
+                for (u32 k = lane; k < l2; k += 32) {
+                    u8 v = out[s2 + (di2 > k ? k : k % (u32)di2)];
+                    if (out[d2 + k] != v) {
+                        out[d2 + k] = v;
+                        any = true;
+                    }
+                }
+            }
+        }
+    }
+    if (__any_sync(FULL_MASK, any) && lane == 0) changed[round] = 1;
+}

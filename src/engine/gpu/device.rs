@@ -1,0 +1,666 @@
+//! The CUDA side of the GPU engine: context, NVRTC-compiled module, device-resident archive, scratch buffers and
+//! the launch sequences of kernels/decode.cu.
+//!
+//! Nothing here is reached without a working driver: [`Device::open`] is the only entry and runs inside the
+//! engine's panic guard. Every driver call's error is turned into [`Error::Gpu`]; a batch that fails leaves the
+//! device in a state from which the next batch starts clean (the batch's last launches reset it).
+
+use std::sync::{Arc, OnceLock};
+
+use cudarc::driver::sys::CUevent_flags;
+use cudarc::driver::{
+    CudaContext, CudaEvent, CudaFunction, CudaSlice, CudaStream, DevicePtr, DeviceRepr, LaunchConfig, PinnedHostSlice,
+    PushKernelArg,
+};
+use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions, Ptx};
+
+use super::prep::{self, BlockMeta};
+use crate::error::{Error, Result};
+use crate::format::ArchiveData;
+
+/// The kernel source, embedded so that the binary is self-contained.
+const KERNEL_SOURCE: &str = include_str!("../../../kernels/decode.cu");
+
+/// Threads per CTA for the warp-per-item kernels.
+const CTA_THREADS: u32 = 128;
+/// Fixed grid of the kernels whose work count lives on the device (later seek levels).
+const LEVEL_GRID: u32 = 1024;
+/// Most blocks requested in one launch sequence; larger requests are split.
+pub const MAX_BATCH: usize = 1024;
+/// Most blocks one seek sequence may parse (requested plus sources), bounding the scratch memory.
+const WORKLIST_CAP: u64 = 32768;
+
+/// Error codes written by the kernels (kernels/decode.cu `E_*`).
+fn describe(code: u32) -> &'static str {
+    match code {
+        1 => "block header invalid",
+        2 => "rANS symbol from a slot no symbol covers",
+        3 => "rANS word stream ran out",
+        4 => "rANS final state or word count wrong",
+        5 => "extra-bits stream length or padding wrong",
+        6 => "literal or length sums disagree with the block",
+        7 => "match source before the stream start",
+        8 => "reference depth exceeded",
+        9 => "a needed source block was not parsed",
+        10 => "seek worklist or token pool full",
+        11 => "seek range list full",
+        12 => "length value out of range",
+        _ => "unknown kernel error",
+    }
+}
+
+/// A failure reported by the kernels through the status word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KernelFault {
+    pub code: u32,
+    pub block: u64,
+}
+
+impl KernelFault {
+    pub fn from_status(word: u64) -> Option<KernelFault> {
+        (word != 0).then(|| KernelFault { code: (word >> 40) as u32, block: word & 0xFF_FFFF_FFFF })
+    }
+
+    /// Capacity faults: the batch was too large for the scratch buffers, a smaller one may pass.
+    pub fn is_capacity(&self) -> bool {
+        matches!(self.code, 9..=11)
+    }
+
+    pub fn into_error(self) -> Error {
+        Error::Gpu(format!("kernel fault {} ({}) at block {}", self.code, describe(self.code), self.block))
+    }
+}
+
+/// The kernels' shared arguments, field for field `struct Ctx` in kernels/decode.cu.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+struct KernelCtx {
+    file: u64,
+    meta: u64,
+    dtab: u64,
+    worklist: u64,
+    tok_off: u64,
+    tpos: u64,
+    mpos: u64,
+    back: u64,
+    bytes: u64,
+    slot_of_block: u64,
+    counters: u64,
+    pool_used: u64,
+    status: u64,
+    rsrc0: u64,
+    rsrc1: u64,
+    rlen0: u64,
+    rlen1: u64,
+    pool_cap: u64,
+    nblocks: u64,
+    wl_cap: u32,
+    range_cap: u32,
+    lanes: u32,
+    block_log: u32,
+    group_log: u32,
+    max_depth: u32,
+}
+
+// SAFETY: KernelCtx is #[repr(C)], made only of u64/u32 fields in the order and with the alignment of the CUDA
+// struct `Ctx` (8-byte pointers first, then 32-bit fields, 176 bytes in all), so passing it by value as a
+// kernel parameter matches the kernel's layout.
+unsafe impl DeviceRepr for KernelCtx {}
+
+/// Which stages a full decode runs, for the time breakdown (kernels/decode.cu `MODE_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FullVariant {
+    /// rANS decode of every symbol only.
+    EntropyOnly,
+    /// Entropy decode and token parse, literal bytes not written, no match copies.
+    ParseNoLiterals,
+    /// Entropy decode, parse and literal placement, no match copies.
+    ParseOnly,
+    /// Everything: the decoded stream is complete.
+    Full,
+}
+
+/// Timing of one full decode.
+#[derive(Debug, Clone, Copy)]
+pub struct FullRun {
+    /// Device time between events around the launches (entropy decoding included).
+    pub device_ms: f32,
+    /// Copy rounds that did work (the last one found the fixpoint).
+    pub rounds: u32,
+}
+
+/// Buffers of the device-resident full decode, allocated on first use.
+struct FullBuffers {
+    worklist: CudaSlice<u32>,
+    tok_off: CudaSlice<u64>,
+    tpos: CudaSlice<u32>,
+    mpos: CudaSlice<u32>,
+    back: CudaSlice<u64>,
+    bytes: CudaSlice<u8>,
+    counters: CudaSlice<u32>,
+    status: CudaSlice<u64>,
+    changed: CudaSlice<u32>,
+    counters_init: Vec<u32>,
+}
+
+/// Scratch of the seek path, sized at open.
+struct SeekBuffers {
+    worklist: CudaSlice<u32>,
+    tok_off: CudaSlice<u64>,
+    tpos: CudaSlice<u32>,
+    mpos: CudaSlice<u32>,
+    back: CudaSlice<u64>,
+    bytes: CudaSlice<u8>,
+    slot_of_block: CudaSlice<u32>,
+    counters: CudaSlice<u32>,
+    pool_used: CudaSlice<u64>,
+    status: CudaSlice<u64>,
+    rsrc: [CudaSlice<u64>; 2],
+    rlen: [CudaSlice<u32>; 2],
+    ids: CudaSlice<u32>,
+    out: CudaSlice<u8>,
+    host_ids: PinnedHostSlice<u32>,
+    host_out: PinnedHostSlice<u8>,
+    host_status: PinnedHostSlice<u64>,
+    wl_cap: u32,
+    range_cap: u32,
+    pool_cap: u64,
+}
+
+struct Kernels {
+    parse: CudaFunction,
+    seed: CudaFunction,
+    expand: CudaFunction,
+    chase: CudaFunction,
+    reset: CudaFunction,
+    copy_round: CudaFunction,
+}
+
+/// The GPU with one archive resident on it.
+pub struct Device {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    kernels: Kernels,
+    file: CudaSlice<u8>,
+    meta: CudaSlice<u32>,
+    dtab: CudaSlice<u32>,
+    meta_host: BlockMeta,
+    nblocks: u64,
+    lanes: u32,
+    block_log: u32,
+    group_log: u32,
+    max_depth: u32,
+    seek: SeekBuffers,
+    full: Option<FullBuffers>,
+    events: (CudaEvent, CudaEvent),
+    /// Name and compute capability, for the log line.
+    pub description: String,
+}
+
+fn gpu<E: std::fmt::Debug>(what: &'static str) -> impl FnOnce(E) -> Error {
+    move |e| Error::Gpu(format!("{what}: {e:?}"))
+}
+
+/// The NVRTC architecture option for a compute capability (kernels need warp reductions: sm_80 or later).
+fn arch_for(major: i32, minor: i32) -> Result<&'static str> {
+    Ok(match (major, minor) {
+        (8, 0) => "sm_80",
+        (8, 6) => "sm_86",
+        (8, 7) => "sm_87",
+        (8, 9) => "sm_89",
+        (9, 0) => "sm_90",
+        (10, 0) => "sm_100",
+        (12, 0) => "sm_120",
+        _ => {
+            return Err(Error::Gpu(format!("compute capability {major}.{minor} is not supported (need 8.x or newer)")))
+        }
+    })
+}
+
+/// Compiles the kernels once per process and architecture.
+fn compiled_ptx(arch: &'static str) -> Result<Ptx> {
+    static PTX: OnceLock<std::result::Result<(&'static str, Ptx), String>> = OnceLock::new();
+    let entry = PTX.get_or_init(|| {
+        let opts = CompileOptions { arch: Some(arch), options: vec!["-std=c++17".into()], ..Default::default() };
+        compile_ptx_with_opts(KERNEL_SOURCE, opts).map(|p| (arch, p)).map_err(|e| format!("NVRTC: {e}"))
+    });
+    match entry {
+        Ok((a, ptx)) if *a == arch => Ok(ptx.clone()),
+        Ok((a, _)) => Err(Error::Gpu(format!("kernels were compiled for {a}, this GPU needs {arch}"))),
+        Err(e) => Err(Error::Gpu(e.clone())),
+    }
+}
+
+/// Compiles the kernel source for `arch` without a GPU (NVRTC only): lets tests check the .cu file.
+pub fn compile_check(arch: &'static str) -> std::result::Result<usize, String> {
+    let opts = CompileOptions { arch: Some(arch), options: vec!["-std=c++17".into()], ..Default::default() };
+    compile_ptx_with_opts(KERNEL_SOURCE, opts).map(|p| p.to_src().len()).map_err(|e| format!("{e}"))
+}
+
+fn grid_for(items: u64, per_cta: u64, cap: u32) -> u32 {
+    items.div_ceil(per_cta).clamp(1, cap as u64) as u32
+}
+
+impl Device {
+    /// Creates the context, compiles and loads the kernels, uploads the archive and allocates the seek scratch.
+    pub fn open(data: &ArchiveData) -> Result<Device> {
+        let ctx = CudaContext::new(0).map_err(gpu("no CUDA device"))?;
+        // SAFETY: event tracking only matters with several streams; this engine uses one stream, in order, and
+        // disables tracking before allocating anything.
+        unsafe { ctx.disable_event_tracking() };
+        let (major, minor) = ctx.compute_capability().map_err(gpu("compute capability"))?;
+        let name = ctx.name().unwrap_or_else(|_| "unknown GPU".into());
+        let arch = arch_for(major, minor)?;
+        let module = ctx.load_module(compiled_ptx(arch)?).map_err(gpu("loading the kernels"))?;
+        let load = |n: &str| module.load_function(n).map_err(gpu("kernel missing"));
+        let kernels = Kernels {
+            parse: load("parse_blocks")?,
+            seed: load("seed_batch")?,
+            expand: load("expand_ranges")?,
+            chase: load("chase_bytes")?,
+            reset: load("reset_batch")?,
+            copy_round: load("copy_round")?,
+        };
+        let stream = ctx.default_stream();
+
+        let meta_host = prep::block_meta(data);
+        let payload_end = data.footer.tables_offset as usize;
+        let file = stream.clone_htod(&data.map[..payload_end]).map_err(gpu("uploading payloads"))?;
+        let meta = stream.clone_htod(&meta_host.words).map_err(gpu("uploading block metadata"))?;
+        let dtab = stream.clone_htod(&prep::decode_tables(&data.tables)).map_err(gpu("uploading tables"))?;
+        let nblocks = data.block_count();
+        let header = &data.header;
+        let seek = SeekBuffers::new(&ctx, &stream, data, &meta_host)?;
+        let events = (
+            ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(gpu("event"))?,
+            ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(gpu("event"))?,
+        );
+        stream.synchronize().map_err(gpu("upload"))?;
+        Ok(Device {
+            description: format!("{name} (sm_{major}{minor})"),
+            ctx,
+            stream,
+            kernels,
+            file,
+            meta,
+            dtab,
+            meta_host,
+            nblocks,
+            lanes: header.rans_lanes as u32,
+            block_log: header.block_log as u32,
+            group_log: header.group_log as u32,
+            max_depth: header.max_depth as u32,
+            seek,
+            full: None,
+            events,
+        })
+    }
+
+    fn base_ctx(&self) -> KernelCtx {
+        KernelCtx {
+            file: self.ptr(&self.file),
+            meta: self.ptr(&self.meta),
+            dtab: self.ptr(&self.dtab),
+            nblocks: self.nblocks,
+            lanes: self.lanes,
+            block_log: self.block_log,
+            group_log: self.group_log,
+            max_depth: self.max_depth,
+            ..Default::default()
+        }
+    }
+
+    fn ptr<T>(&self, s: &CudaSlice<T>) -> u64 {
+        let (p, _sync) = s.device_ptr(&self.stream);
+        p
+    }
+
+    fn counters_len(&self) -> usize {
+        2 + 2 * (self.max_depth as usize + 2)
+    }
+
+    fn seek_ctx(&self) -> KernelCtx {
+        let s = &self.seek;
+        KernelCtx {
+            worklist: self.ptr(&s.worklist),
+            tok_off: self.ptr(&s.tok_off),
+            tpos: self.ptr(&s.tpos),
+            mpos: self.ptr(&s.mpos),
+            back: self.ptr(&s.back),
+            bytes: self.ptr(&s.bytes),
+            slot_of_block: self.ptr(&s.slot_of_block),
+            counters: self.ptr(&s.counters),
+            pool_used: self.ptr(&s.pool_used),
+            status: self.ptr(&s.status),
+            rsrc0: self.ptr(&s.rsrc[0]),
+            rsrc1: self.ptr(&s.rsrc[1]),
+            rlen0: self.ptr(&s.rlen[0]),
+            rlen1: self.ptr(&s.rlen[1]),
+            pool_cap: s.pool_cap,
+            wl_cap: s.wl_cap,
+            range_cap: s.range_cap,
+            ..self.base_ctx()
+        }
+    }
+
+    /// Largest batch one seek sequence takes.
+    pub fn max_batch(&self) -> usize {
+        MAX_BATCH.min(self.seek.wl_cap as usize)
+    }
+
+    /// Decodes blocks `ids` (distinct, at most [`Device::max_batch`]) through the seek path and returns their
+    /// bytes, each at `e << block_log` of the returned slice, plus the device time of the sequence in ms.
+    /// The bytes are not verified here.
+    pub fn seek_batch(&mut self, ids: &[u64]) -> Result<std::result::Result<(&[u8], f32), KernelFault>> {
+        let n = ids.len();
+        if n == 0 || n > self.max_batch() {
+            return Err(Error::Gpu(format!("seek batch of {n} blocks (1..={} allowed)", self.max_batch())));
+        }
+        {
+            let host_ids = self.seek.host_ids.as_mut_slice().map_err(gpu("pinned ids"))?;
+            for (slot, &id) in host_ids.iter_mut().zip(ids) {
+                *slot = u32::try_from(id).ok().filter(|&v| (v as u64) < self.nblocks).ok_or_else(|| {
+                    Error::InvalidArgument(format!("block {id} out of range ({} blocks)", self.nblocks))
+                })?;
+            }
+        }
+        let c = self.seek_ctx();
+        let stream = self.stream.clone();
+        let launch_err = gpu("kernel launch");
+        self.events.0.record(&stream).map_err(gpu("event"))?;
+        stream.memcpy_htod(&self.seek.host_ids, &mut self.seek.ids).map_err(gpu("ids upload"))?;
+        let ids_ptr = self.ptr(&self.seek.ids);
+        let n32 = n as u32;
+        let warps_per_cta = CTA_THREADS / 32;
+        // SAFETY (all launches below): the arguments match the kernels' signatures in kernels/decode.cu
+        // (a Ctx by value, then the listed scalars/pointers); every pointer in `c` refers to a live allocation
+        // of this Device sized as the Ctx capacities say, and the kernels bound every index by those capacities.
+        unsafe {
+            let cfg = LaunchConfig {
+                grid_dim: (grid_for(n as u64, 128, 65535), 1, 1),
+                block_dim: (128, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            stream
+                .launch_builder(&self.kernels.seed)
+                .arg(&c)
+                .arg(&ids_ptr)
+                .arg(&n32)
+                .launch(cfg)
+                .map_err(launch_err)?;
+            for level in 0..=self.max_depth {
+                let grid = if level == 0 { grid_for(n as u64, warps_per_cta as u64, LEVEL_GRID) } else { LEVEL_GRID };
+                let cfg = LaunchConfig { grid_dim: (grid, 1, 1), block_dim: (CTA_THREADS, 1, 1), shared_mem_bytes: 0 };
+                let mode = 0u32;
+                stream
+                    .launch_builder(&self.kernels.parse)
+                    .arg(&c)
+                    .arg(&level)
+                    .arg(&mode)
+                    .launch(cfg)
+                    .map_err(gpu("parse launch"))?;
+                if level < self.max_depth {
+                    stream
+                        .launch_builder(&self.kernels.expand)
+                        .arg(&c)
+                        .arg(&level)
+                        .launch(cfg)
+                        .map_err(gpu("expand launch"))?;
+                }
+            }
+            let out_ptr = self.ptr(&self.seek.out);
+            let bytes = (n as u64) << self.block_log;
+            let cfg = LaunchConfig {
+                grid_dim: (grid_for(bytes, 256, 132 * 32), 1, 1),
+                block_dim: (256, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            stream
+                .launch_builder(&self.kernels.chase)
+                .arg(&c)
+                .arg(&n32)
+                .arg(&out_ptr)
+                .launch(cfg)
+                .map_err(gpu("chase launch"))?;
+        }
+        let bytes = n << self.block_log;
+        stream.memcpy_dtoh(&self.seek.out.slice(..bytes), &mut self.seek.host_out).map_err(gpu("result copy"))?;
+        stream.memcpy_dtoh(&self.seek.status, &mut self.seek.host_status).map_err(gpu("status copy"))?;
+        self.events.1.record(&stream).map_err(gpu("event"))?;
+        // Clean state for the next batch: claims, counters, pool and status.
+        // SAFETY: as above; reset_batch reads counters/worklist and writes slot_of_block within wl_cap/nblocks.
+        unsafe {
+            let cfg = LaunchConfig { grid_dim: (64, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
+            stream.launch_builder(&self.kernels.reset).arg(&c).launch(cfg).map_err(gpu("reset launch"))?;
+        }
+        stream.memset_zeros(&mut self.seek.counters).map_err(gpu("reset"))?;
+        stream.memset_zeros(&mut self.seek.pool_used).map_err(gpu("reset"))?;
+        stream.memset_zeros(&mut self.seek.status).map_err(gpu("reset"))?;
+        stream.synchronize().map_err(gpu("seek batch"))?;
+        let device_ms = self.events.0.elapsed_ms(&self.events.1).map_err(gpu("event timing"))?;
+        let status = self.seek.host_status.as_slice().map_err(gpu("pinned status"))?[0];
+        if let Some(fault) = KernelFault::from_status(status) {
+            return Ok(Err(fault));
+        }
+        let out = self.seek.host_out.as_slice().map_err(gpu("pinned output"))?;
+        Ok(Ok((&out[..bytes], device_ms)))
+    }
+
+    fn ensure_full(&mut self) -> Result<()> {
+        if self.full.is_some() {
+            return Ok(());
+        }
+        let n = self.nblocks as usize;
+        let stream = &self.stream;
+        let mut tok_off = Vec::with_capacity(n);
+        let mut acc = 0u64;
+        for row in self.meta_host.words.chunks_exact(prep::META_WORDS) {
+            tok_off.push(acc);
+            acc += row[2] as u64 + 1;
+        }
+        let ids: Vec<u32> = (0..n as u32).collect();
+        let mut counters_init = vec![0u32; self.counters_len()];
+        counters_init[0] = n as u32;
+        let tokens = acc.max(1) as usize;
+        // SAFETY: plain device allocations of plain integer types; every element the kernels read is written
+        // first (tokens by parse, bytes by parse and copy rounds) or uploaded/zeroed here.
+        let (tpos, mpos, back, bytes) = unsafe {
+            (
+                stream.alloc::<u32>(tokens + 1).map_err(gpu("alloc tokens"))?,
+                stream.alloc::<u32>(tokens + 1).map_err(gpu("alloc tokens"))?,
+                stream.alloc::<u64>(tokens + 1).map_err(gpu("alloc tokens"))?,
+                stream.alloc::<u8>(n << self.block_log).map_err(gpu("alloc output"))?,
+            )
+        };
+        self.full = Some(FullBuffers {
+            worklist: stream.clone_htod(&ids).map_err(gpu("upload"))?,
+            tok_off: stream.clone_htod(&tok_off).map_err(gpu("upload"))?,
+            tpos,
+            mpos,
+            back,
+            bytes,
+            counters: stream.clone_htod(&counters_init).map_err(gpu("upload"))?,
+            status: stream.alloc_zeros::<u64>(1).map_err(gpu("alloc"))?,
+            changed: stream.alloc_zeros::<u32>(self.max_depth as usize + 2).map_err(gpu("alloc"))?,
+            counters_init,
+        });
+        Ok(())
+    }
+
+    /// Decodes the whole archive device-resident (entropy decoding inside the timed region), stopping after the
+    /// stages `variant` names. `poison` fills the output with a byte first, so unwritten bytes show up.
+    pub fn full_decode(
+        &mut self,
+        variant: FullVariant,
+        poison: Option<u8>,
+    ) -> Result<std::result::Result<FullRun, KernelFault>> {
+        self.ensure_full()?;
+        let n = self.nblocks as u32;
+        let stream = self.stream.clone();
+        let full = self.full.as_mut().expect("ensured above");
+        stream.memcpy_htod(&full.counters_init, &mut full.counters).map_err(gpu("reset"))?;
+        stream.memset_zeros(&mut full.status).map_err(gpu("reset"))?;
+        stream.memset_zeros(&mut full.changed).map_err(gpu("reset"))?;
+        if let Some(byte) = poison {
+            let (p, _s) = full.bytes.device_ptr(&stream);
+            // SAFETY: p is the start of `full.bytes`, which holds exactly num_bytes bytes.
+            unsafe { cudarc::driver::result::memset_d8_async(p, byte, full.bytes.num_bytes(), stream.cu_stream()) }
+                .map_err(gpu("poison"))?;
+        }
+        let full = self.full.as_ref().expect("ensured above");
+        let c = KernelCtx {
+            worklist: self.ptr(&full.worklist),
+            tok_off: self.ptr(&full.tok_off),
+            tpos: self.ptr(&full.tpos),
+            mpos: self.ptr(&full.mpos),
+            back: self.ptr(&full.back),
+            bytes: self.ptr(&full.bytes),
+            counters: self.ptr(&full.counters),
+            status: self.ptr(&full.status),
+            wl_cap: n,
+            ..self.base_ctx()
+        };
+        let changed_ptr = self.ptr(&full.changed);
+        let mode: u32 = match variant {
+            FullVariant::EntropyOnly => 1,
+            FullVariant::ParseNoLiterals => 2,
+            FullVariant::ParseOnly | FullVariant::Full => 0,
+        };
+        let rounds = if variant == FullVariant::Full { self.max_depth + 1 } else { 0 };
+        self.events.0.record(&stream).map_err(gpu("event"))?;
+        // SAFETY: arguments match parse_blocks(Ctx, u32, u32) and copy_round(Ctx, u32, u32, u32*); `c` points at
+        // the full-decode buffers sized for all blocks and tokens (tok_off is their exact prefix sum).
+        unsafe {
+            let warps_per_cta = (CTA_THREADS / 32) as u64;
+            let cfg = LaunchConfig {
+                grid_dim: (grid_for(n as u64, warps_per_cta, 1 << 20), 1, 1),
+                block_dim: (CTA_THREADS, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            let level = 0u32;
+            stream
+                .launch_builder(&self.kernels.parse)
+                .arg(&c)
+                .arg(&level)
+                .arg(&mode)
+                .launch(cfg)
+                .map_err(gpu("parse launch"))?;
+            for round in 0..rounds {
+                stream
+                    .launch_builder(&self.kernels.copy_round)
+                    .arg(&c)
+                    .arg(&n)
+                    .arg(&round)
+                    .arg(&changed_ptr)
+                    .launch(cfg)
+                    .map_err(gpu("copy launch"))?;
+            }
+        }
+        self.events.1.record(&stream).map_err(gpu("event"))?;
+        stream.synchronize().map_err(gpu("full decode"))?;
+        let device_ms = self.events.0.elapsed_ms(&self.events.1).map_err(gpu("event timing"))?;
+        let status = stream.clone_dtoh(&full.status).map_err(gpu("status copy"))?[0];
+        if let Some(fault) = KernelFault::from_status(status) {
+            return Ok(Err(fault));
+        }
+        let changed = stream.clone_dtoh(&full.changed).map_err(gpu("status copy"))?;
+        if rounds > 0 && changed[self.max_depth as usize] != 0 {
+            return Ok(Err(KernelFault { code: 8, block: 0 }));
+        }
+        let used = changed.iter().take_while(|&&c| c != 0).count() as u32 + (rounds > 0) as u32;
+        Ok(Ok(FullRun { device_ms, rounds: used }))
+    }
+
+    /// Copies the full decode's output (the whole stream) into `host` (pinned), returning the device→host ms.
+    pub fn full_output(&mut self, host: &mut PinnedHostSlice<u8>, total_len: usize) -> Result<f32> {
+        let full = self.full.as_ref().ok_or_else(|| Error::Gpu("no full decode has run".into()))?;
+        if host.len() < total_len || full.bytes.len() < total_len {
+            return Err(Error::Gpu("output buffer too small".into()));
+        }
+        self.events.0.record(&self.stream).map_err(gpu("event"))?;
+        self.stream.memcpy_dtoh(&full.bytes.slice(..total_len), host).map_err(gpu("output copy"))?;
+        self.events.1.record(&self.stream).map_err(gpu("event"))?;
+        self.stream.synchronize().map_err(gpu("output copy"))?;
+        self.events.0.elapsed_ms(&self.events.1).map_err(gpu("event timing"))
+    }
+
+    /// Page-locked host memory for results (not write-combined: the host reads it).
+    pub fn alloc_host(&self, len: usize) -> Result<PinnedHostSlice<u8>> {
+        // SAFETY: the buffer is written by device copies before the host reads it (callers synchronise).
+        unsafe { self.ctx.alloc_pinned_with_flags::<u8>(len.max(1), 0) }.map_err(gpu("pinned alloc"))
+    }
+}
+
+impl SeekBuffers {
+    fn new(
+        ctx: &Arc<CudaContext>,
+        stream: &Arc<CudaStream>,
+        data: &ArchiveData,
+        meta: &BlockMeta,
+    ) -> Result<SeekBuffers> {
+        let nblocks = data.block_count();
+        let block_log = data.header.block_log as u32;
+        let wl_cap = nblocks.min(WORKLIST_CAP).max(1) as u32;
+        let batch = MAX_BATCH.min(wl_cap as usize);
+        // Each level's ranges hold at most the requested bytes; a quarter of that is plenty in practice and an
+        // overflow only splits the batch.
+        let range_cap = ((batch << block_log) / 4).max(1024) as u32;
+        let pool_cap = meta.total_tokens.min(wl_cap as u64 * meta.max_tokens).max(meta.max_tokens).max(1);
+        let counters_len = 2 + 2 * (data.header.max_depth as usize + 2);
+        let g = gpu("seek scratch allocation");
+        // SAFETY: device buffers of plain integers; the kernels write tokens/bytes/ranges before reading them, and
+        // the counters, pool, status and slot map are initialised below.
+        let (worklist, tok_off, tpos, mpos, back, bytes, rsrc, rlen, ids, out) = unsafe {
+            (
+                stream.alloc::<u32>(wl_cap as usize).map_err(g)?,
+                stream.alloc::<u64>(wl_cap as usize).map_err(gpu("alloc"))?,
+                stream.alloc::<u32>(pool_cap as usize).map_err(gpu("alloc"))?,
+                stream.alloc::<u32>(pool_cap as usize).map_err(gpu("alloc"))?,
+                stream.alloc::<u64>(pool_cap as usize).map_err(gpu("alloc"))?,
+                stream.alloc::<u8>((wl_cap as usize) << block_log).map_err(gpu("alloc"))?,
+                [
+                    stream.alloc::<u64>(range_cap as usize).map_err(gpu("alloc"))?,
+                    stream.alloc::<u64>(range_cap as usize).map_err(gpu("alloc"))?,
+                ],
+                [
+                    stream.alloc::<u32>(range_cap as usize).map_err(gpu("alloc"))?,
+                    stream.alloc::<u32>(range_cap as usize).map_err(gpu("alloc"))?,
+                ],
+                stream.alloc::<u32>(batch).map_err(gpu("alloc"))?,
+                stream.alloc::<u8>(batch << block_log).map_err(gpu("alloc"))?,
+            )
+        };
+        let slot_of_block = stream.clone_htod(&vec![u32::MAX; nblocks.max(1) as usize]).map_err(gpu("alloc"))?;
+        // SAFETY: pinned host buffers; ids are written by the host before upload, results by device copies
+        // before the host reads them after a synchronize.
+        let (host_ids, host_out, host_status) = unsafe {
+            (
+                ctx.alloc_pinned_with_flags::<u32>(batch, 0).map_err(gpu("pinned alloc"))?,
+                ctx.alloc_pinned_with_flags::<u8>(batch << block_log, 0).map_err(gpu("pinned alloc"))?,
+                ctx.alloc_pinned_with_flags::<u64>(1, 0).map_err(gpu("pinned alloc"))?,
+            )
+        };
+        Ok(SeekBuffers {
+            worklist,
+            tok_off,
+            tpos,
+            mpos,
+            back,
+            bytes,
+            slot_of_block,
+            counters: stream.alloc_zeros::<u32>(counters_len).map_err(gpu("alloc"))?,
+            pool_used: stream.alloc_zeros::<u64>(1).map_err(gpu("alloc"))?,
+            status: stream.alloc_zeros::<u64>(1).map_err(gpu("alloc"))?,
+            rsrc,
+            rlen,
+            ids,
+            out,
+            host_ids,
+            host_out,
+            host_status,
+            wl_cap,
+            range_cap,
+            pool_cap,
+        })
+    }
+}
