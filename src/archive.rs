@@ -1,1 +1,298 @@
 //! Opening an archive and reading any byte range of any file (the random-access contract, DESIGN-NOTES §3).
+//!
+//! [`Archive`] ties the pieces together: the validated file ([`ArchiveData`]), the host LRU of decoded blocks
+//! ([`BlockCache`]) and the engines. Every read maps its range to block ids, takes the cached ones and decodes
+//! the missing ones in one engine batch (single-flight, so concurrent readers of a cold block share a decode).
+//!
+//! Engines: the CPU engine always exists; a GPU engine is tried when asked for (`Gpu` or `Auto`) and, when it
+//! cannot start, the archive says so in one warning and serves from the CPU. Bytes from an engine other than
+//! the CPU reference are checked against the block hashes here, and a block the GPU got wrong or failed on is
+//! decoded again on the CPU — so a read returns correct bytes or a `CorruptBlock` error for that block only.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use xxhash_rust::xxh3::xxh3_64;
+
+use crate::cache::{Block, BlockCache, CacheStats};
+use crate::engine::cpu::{CpuEngine, DEFAULT_WINDOW_BYTES};
+use crate::engine::gpu::GpuEngine;
+use crate::engine::{BlockEngine, DecoderChoice};
+use crate::error::{DecodeError, Error, Result};
+use crate::format::tree::{EntryId, EntryKind, Tree};
+use crate::format::ArchiveData;
+
+/// With `DecoderChoice::Auto`, batches of at least this many blocks go to the GPU, smaller ones to the CPU
+/// (one cold block decodes faster on the CPU than a kernel launch plus transfers).
+pub const AUTO_GPU_MIN_BATCH: usize = 4;
+/// Blocks decoded per batch by a long `read_stream`, so memory stays bounded for any read size.
+const READ_BATCH_BLOCKS: usize = 1024;
+
+/// How to open an archive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ArchiveOptions {
+    /// Byte budget of the decoded-block cache.
+    pub cache_bytes: u64,
+    pub decoder: DecoderChoice,
+}
+
+impl Default for ArchiveOptions {
+    fn default() -> Self {
+        ArchiveOptions { cache_bytes: 256 << 20, decoder: DecoderChoice::Auto }
+    }
+}
+
+/// An opened archive. `Send + Sync`: one instance serves every thread of a filesystem.
+pub struct Archive {
+    data: Arc<ArchiveData>,
+    cache: Arc<BlockCache>,
+    cpu: CpuEngine,
+    gpu: Option<Box<dyn BlockEngine>>,
+    choice: DecoderChoice,
+    engine_name: String,
+    /// Set once a GPU failure has been logged, so a failing GPU does not flood the log.
+    gpu_failure_logged: AtomicBool,
+}
+
+impl Archive {
+    /// Opens with the default options (256 MiB cache, decoder `auto`).
+    pub fn open(path: impl AsRef<std::path::Path>) -> Result<Archive> {
+        Archive::open_with(path, ArchiveOptions::default())
+    }
+
+    pub fn open_with(path: impl AsRef<std::path::Path>, options: ArchiveOptions) -> Result<Archive> {
+        let data = Arc::new(ArchiveData::open(path)?);
+        let cache = Arc::new(BlockCache::new(options.cache_bytes));
+        let cpu = CpuEngine::with_decoded(data.clone(), cache.clone());
+        let gpu = match options.decoder {
+            DecoderChoice::Cpu => None,
+            DecoderChoice::Gpu | DecoderChoice::Auto => start_gpu(&data, options.decoder),
+        };
+        let engine_name = match (&gpu, options.decoder) {
+            (None, _) => "cpu",
+            (Some(_), DecoderChoice::Auto) => "gpu+cpu",
+            (Some(_), _) => "gpu",
+        }
+        .to_string();
+        Ok(Archive {
+            data,
+            cache,
+            cpu,
+            gpu,
+            choice: options.decoder,
+            engine_name,
+            gpu_failure_logged: AtomicBool::new(false),
+        })
+    }
+
+    pub fn data(&self) -> &Arc<ArchiveData> {
+        &self.data
+    }
+
+    pub fn tree(&self) -> &Tree {
+        &self.data.tree
+    }
+
+    /// Logical stream length.
+    pub fn total_len(&self) -> u64 {
+        self.data.footer.total_len
+    }
+
+    /// "cpu", "gpu", or "gpu+cpu" (auto with a working GPU: batches on the GPU, single cold blocks on the CPU).
+    pub fn engine_name(&self) -> &str {
+        &self.engine_name
+    }
+
+    pub fn stats(&self) -> CacheStats {
+        self.cache.stats()
+    }
+
+    /// Fills `buf` with stream bytes `[pos, pos + buf.len())`, which must lie inside the stream.
+    pub fn read_stream(&self, pos: u64, buf: &mut [u8]) -> Result<()> {
+        let end = self.checked_end(pos, buf.len() as u64)?;
+        if buf.is_empty() {
+            return Ok(());
+        }
+        let log = self.data.header.block_log;
+        let ids: Vec<u64> = ((pos >> log)..=((end - 1) >> log)).collect();
+        let mut written = 0usize;
+        for chunk in ids.chunks(READ_BATCH_BLOCKS) {
+            let blocks = self.cache.get_many(chunk, |missing| self.decode_batch(missing))?;
+            for (&id, block) in chunk.iter().zip(&blocks) {
+                let block_start = self.data.block_start(id);
+                let from = (pos + written as u64 - block_start) as usize;
+                let take = (buf.len() - written).min(block.len() - from);
+                buf[written..written + take].copy_from_slice(&block[from..from + take]);
+                written += take;
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads file `id` at `offset` into `buf`: the number of bytes read (short at end of file, 0 past it).
+    pub fn read_file(&self, id: EntryId, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        let (start, size) = self.file_range(id)?;
+        if offset >= size {
+            return Ok(0);
+        }
+        let n = (size - offset).min(buf.len() as u64) as usize;
+        self.read_stream(start + offset, &mut buf[..n])?;
+        Ok(n)
+    }
+
+    /// The stream range `(offset, size)` of regular file `id`.
+    pub fn file_range(&self, id: EntryId) -> Result<(u64, u64)> {
+        let tree = self.tree();
+        let entry = tree.entry(id).ok_or_else(|| Error::NotFound(format!("entry {id}")))?;
+        let name = || String::from_utf8_lossy(&tree.path_of(id)).into_owned();
+        match entry.kind {
+            EntryKind::File { offset, size, .. } => Ok((offset, size)),
+            EntryKind::Dir => Err(Error::IsDirectory(name())),
+            EntryKind::Symlink { .. } => Err(Error::InvalidArgument(format!("{}: is a symlink", name()))),
+        }
+    }
+
+    /// Decoded block `id`, through the cache.
+    pub fn block(&self, id: u64) -> Result<Block> {
+        self.check_block_id(id)?;
+        self.cache.get_or_decode(id, || {
+            self.decode_batch(&[id]).pop().unwrap_or_else(|| Err(Error::InvalidArgument("empty batch".into())))
+        })
+    }
+
+    /// Decodes the blocks of `ids` that are not cached in ONE engine batch and caches them (readahead). Ids
+    /// past the end are ignored; failures are not reported here (the read that needs the block reports them).
+    pub fn prefetch(&self, ids: &[u64]) {
+        let mut ids: Vec<u64> = ids.iter().copied().filter(|&id| id < self.data.block_count()).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        self.cache.prefetch(&ids, |missing| self.decode_batch(missing));
+    }
+
+    /// Decodes every block (on all cores) and returns every failure, sorted by block.
+    pub fn verify(&self) -> Vec<Error> {
+        self.cpu.verify_all()
+    }
+
+    /// Streams bytes `[start, start + len)` to `sink` in order, with the sequential decoder (entropy stage on
+    /// all cores ahead of the copy stage). For unpack and cat of large files; bypasses the block cache.
+    pub fn decode_range_sequential(
+        &self,
+        start: u64,
+        len: u64,
+        mut sink: impl FnMut(&[u8]) -> Result<()>,
+    ) -> Result<()> {
+        let end = self.checked_end(start, len)?;
+        if len == 0 {
+            return Ok(());
+        }
+        let log = self.data.header.block_log;
+        let (first, last) = (start >> log, (end - 1) >> log);
+        let mut decoded = 0u64;
+        let result = self.cpu.decode_sequential(first, last + 1, true, DEFAULT_WINDOW_BYTES, |id, block| {
+            let block = block?;
+            decoded += 1;
+            let block_start = self.data.block_start(id);
+            let from = start.saturating_sub(block_start) as usize;
+            let to = (end - block_start).min(block.len() as u64) as usize;
+            sink(&block[from..to])
+        });
+        self.cache.record_decodes(self.cpu.name(), decoded);
+        result
+    }
+
+    fn checked_end(&self, pos: u64, len: u64) -> Result<u64> {
+        pos.checked_add(len).filter(|&end| end <= self.total_len()).ok_or_else(|| {
+            Error::InvalidArgument(format!("range {pos}+{len} is outside the stream of {} bytes", self.total_len()))
+        })
+    }
+
+    fn check_block_id(&self, id: u64) -> Result<()> {
+        if id >= self.data.block_count() {
+            return Err(Error::InvalidArgument(format!("block {id} of {}", self.data.block_count())));
+        }
+        Ok(())
+    }
+
+    /// The engine for a batch of `n` blocks, and whether it is the CPU reference.
+    fn engine_for(&self, n: usize) -> (&dyn BlockEngine, bool) {
+        match (&self.gpu, self.choice) {
+            (Some(gpu), DecoderChoice::Gpu) => (gpu.as_ref(), false),
+            (Some(gpu), DecoderChoice::Auto) if n >= AUTO_GPU_MIN_BATCH => (gpu.as_ref(), false),
+            _ => (&self.cpu, true),
+        }
+    }
+
+    /// Decodes `ids` (each `< block_count`) in one engine batch: one outcome per id. If the batch fails, each
+    /// block is decoded alone on the CPU, so one bad block does not fail its neighbours.
+    fn decode_batch(&self, ids: &[u64]) -> Vec<Result<Block>> {
+        let (engine, is_cpu) = self.engine_for(ids.len());
+        let mut bufs: Vec<Vec<u8>> = ids.iter().map(|&id| vec![0u8; self.data.block_len(id) as usize]).collect();
+        let mut outs: Vec<&mut [u8]> = bufs.iter_mut().map(|b| b.as_mut_slice()).collect();
+        let result = engine.decode_blocks(ids, &mut outs);
+        match result {
+            Ok(()) => {
+                self.cache.record_decodes(engine.name(), ids.len() as u64);
+                ids.iter().zip(bufs).map(|(&id, buf)| self.checked_engine_output(id, buf, is_cpu)).collect()
+            }
+            Err(e) if is_cpu && ids.len() == 1 => vec![Err(e)],
+            Err(e) => {
+                // A corrupt block fails a batch on any engine; only an engine failure is worth a warning.
+                if matches!(e, Error::Gpu(_)) {
+                    self.log_gpu_failure(&e);
+                }
+                ids.iter().map(|&id| self.decode_on_cpu(id)).collect()
+            }
+        }
+    }
+
+    /// Checks a non-reference engine's block against its hash; a mismatch is decoded again on the CPU.
+    fn checked_engine_output(&self, id: u64, buf: Vec<u8>, is_cpu: bool) -> Result<Block> {
+        if is_cpu {
+            return Ok(buf.into());
+        }
+        let expected = self.data.block_hash[id as usize];
+        let actual = xxh3_64(&buf);
+        if expected == actual {
+            return Ok(buf.into());
+        }
+        let redone = self.decode_on_cpu(id);
+        if redone.is_ok() {
+            // The CPU reference got the right bytes, so the other engine was wrong.
+            let detail = format!("block {id}: {}", DecodeError::Checksum { expected, actual });
+            self.log_gpu_failure(&Error::Gpu(detail));
+        }
+        redone
+    }
+
+    fn decode_on_cpu(&self, id: u64) -> Result<Block> {
+        let mut buf = vec![0u8; self.data.block_len(id) as usize];
+        self.cpu.decode_block(id, &mut buf)?;
+        self.cache.record_decodes(self.cpu.name(), 1);
+        Ok(buf.into())
+    }
+
+    fn log_gpu_failure(&self, error: &Error) {
+        if !self.gpu_failure_logged.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                archive = %self.data.path.display(),
+                "GPU engine failed ({error}); decoding on the CPU instead (further GPU failures are not logged)"
+            );
+        }
+    }
+}
+
+/// Tries to start the GPU engine; on failure logs one warning and returns `None` (the CPU engine serves).
+fn start_gpu(data: &Arc<ArchiveData>, choice: DecoderChoice) -> Option<Box<dyn BlockEngine>> {
+    match GpuEngine::try_new(data.clone()) {
+        Ok(gpu) => Some(Box::new(gpu)),
+        Err(e) => {
+            let asked = if choice == DecoderChoice::Gpu { "decoder=gpu was requested but " } else { "" };
+            tracing::warn!("{asked}the GPU engine is unavailable ({e}); decoding on the CPU");
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -6,6 +6,8 @@
 pub mod cursor;
 pub mod header;
 pub mod sections;
+#[cfg(test)]
+pub mod testkit;
 pub mod tree;
 pub mod writer;
 

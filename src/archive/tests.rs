@@ -1,0 +1,440 @@
+//! End-to-end tests of the reader: hand-built archives (token programs → `encode_block` → writer → open) read
+//! back through every path, against the reference bytes; hostile images; corrupt blocks; depth bounds.
+
+use std::path::{Path, PathBuf};
+
+use super::*;
+use crate::engine::cpu::CpuEngine;
+use crate::format::sections::parse_archive;
+use crate::format::testkit::{small_header, Plan, Rng};
+use crate::format::{Footer, FOOTER_LEN};
+
+fn cpu_options(cache_bytes: u64) -> ArchiveOptions {
+    ArchiveOptions { cache_bytes, decoder: DecoderChoice::Cpu }
+}
+
+fn write_plan(dir: &Path, name: &str, plan: &Plan) -> PathBuf {
+    let path = dir.join(name);
+    plan.write(&path);
+    path
+}
+
+/// Reads random ranges through `read_stream` and compares with the reference.
+fn check_random_reads(archive: &Archive, reference: &[u8], rng: &mut Rng, reads: usize) {
+    let total = reference.len() as u64;
+    for _ in 0..reads {
+        let pos = rng.range(0, total);
+        let len = rng.range(0, (total - pos).min(20_000)) as usize;
+        let mut buf = vec![0u8; len];
+        archive.read_stream(pos, &mut buf).unwrap();
+        assert!(buf == reference[pos as usize..pos as usize + len], "read {pos}+{len} differs");
+    }
+}
+
+#[test]
+fn random_archives_read_back_exactly_through_every_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let lanes = [1u8, 2, 4, 8, 16, 32];
+    let depths = [1u8, 2, 3, 8, 255];
+    for seed in 0..12u64 {
+        let mut rng = Rng(seed);
+        let header = small_header(depths[seed as usize % depths.len()], lanes[seed as usize % lanes.len()]);
+        let total = match seed {
+            0 => 0,
+            1 => 4096,
+            2 => 3 * 4096 + 1,
+            _ => rng.range(1, 60_000) as usize,
+        };
+        let plan = Plan::random(header, total, &mut rng);
+        let path = write_plan(dir.path(), &format!("r{seed}.acx"), &plan);
+
+        // Cold: no cache, every cross-block source resolved through tokens.
+        let cold = Archive::open_with(&path, cpu_options(0)).unwrap();
+        check_random_reads(&cold, &plan.stream, &mut rng, 40);
+        // Warm: a cache larger than the stream.
+        let warm = Archive::open_with(&path, cpu_options(1 << 24)).unwrap();
+        check_random_reads(&warm, &plan.stream, &mut rng, 40);
+        assert_eq!(warm.engine_name(), "cpu");
+
+        // Every block alone, in reverse (nothing useful cached before it).
+        for id in (0..cold.data().block_count()).rev() {
+            let start = cold.data().block_start(id) as usize;
+            let block = cold.block(id).unwrap();
+            assert_eq!(&block[..], &plan.stream[start..start + block.len()], "block {id}");
+        }
+
+        // Sequential decode of the whole stream and of an inner range.
+        let mut seq = Vec::new();
+        cold.decode_range_sequential(0, total as u64, |b| {
+            seq.extend_from_slice(b);
+            Ok(())
+        })
+        .unwrap();
+        assert!(seq == plan.stream, "sequential decode differs (seed {seed})");
+        if total > 10 {
+            let (a, b) = (total / 3, total - total / 4);
+            let mut part = Vec::new();
+            cold.decode_range_sequential(a as u64, (b - a) as u64, |x| {
+                part.extend_from_slice(x);
+                Ok(())
+            })
+            .unwrap();
+            assert!(part == plan.stream[a..b]);
+        }
+
+        // Token-level resolution of arbitrary ranges, no block decoded whole.
+        let engine = CpuEngine::new(cold.data().clone());
+        for _ in 0..20 {
+            let pos = rng.range(0, total as u64);
+            let len = rng.range(0, (total as u64 - pos).min(5000)) as usize;
+            let mut buf = vec![0u8; len];
+            engine.resolve_unverified(pos, &mut buf).unwrap();
+            assert!(buf == plan.stream[pos as usize..pos as usize + len]);
+        }
+
+        assert!(cold.verify().is_empty(), "verify found errors in a good archive (seed {seed})");
+    }
+}
+
+#[test]
+fn engine_batches_of_scattered_blocks_match_the_reference() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = Rng(77);
+    let plan = Plan::random(small_header(6, 32), 100_000, &mut rng);
+    let path = write_plan(dir.path(), "b.acx", &plan);
+    let data = Arc::new(ArchiveData::open(&path).unwrap());
+    let engine = CpuEngine::new(data.clone());
+    let ids = [0u64, 3, 4, 5, 6, 7, 8, 12, 20, 21, 24];
+    let mut bufs: Vec<Vec<u8>> = ids.iter().map(|&id| vec![0u8; data.block_len(id) as usize]).collect();
+    let mut outs: Vec<&mut [u8]> = bufs.iter_mut().map(|b| b.as_mut_slice()).collect();
+    engine.decode_blocks(&ids, &mut outs).unwrap();
+    for (&id, buf) in ids.iter().zip(&bufs) {
+        let start = data.block_start(id) as usize;
+        assert_eq!(&buf[..], &plan.stream[start..start + buf.len()]);
+    }
+    // Wrongly sized outputs and out-of-range ids are errors, not panics.
+    let mut short = vec![0u8; 10];
+    assert!(engine.decode_blocks(&[1], &mut [short.as_mut_slice()]).is_err());
+    assert!(engine.decode_blocks(&[999], &mut [short.as_mut_slice()]).is_err());
+}
+
+/// Block 0 literals; block k (1..=levels) copies block k−1 from 4096 + 5 bytes back (sources straddle two
+/// blocks), so the bytes of block k have depth k.
+fn chain_plan(max_depth: u8, levels: usize) -> Plan {
+    let mut plan = Plan::new(small_header(max_depth, 8));
+    let mut rng = Rng(5);
+    let first: Vec<u8> = (0..4096).map(|_| rng.next() as u8).collect();
+    plan.literals(&first[..5]);
+    plan.literals(&first[5..]);
+    for _ in 0..levels {
+        plan.literals(&[0x55; 5]);
+        plan.fill(4096, 4091);
+    }
+    plan
+}
+
+#[test]
+fn deep_chains_resolve_within_the_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = chain_plan(10, 10);
+    assert_eq!(plan.depth.iter().max(), Some(&10));
+    let path = write_plan(dir.path(), "chain.acx", &plan);
+    let archive = Archive::open_with(&path, cpu_options(0)).unwrap();
+    let last = archive.block(10).unwrap();
+    assert_eq!(&last[..], &plan.stream[10 * 4096..]);
+    let mut buf = vec![0u8; 300];
+    archive.read_stream(9 * 4096 - 100, &mut buf).unwrap();
+    assert_eq!(&buf[..], &plan.stream[9 * 4096 - 100..9 * 4096 + 200]);
+}
+
+#[test]
+fn exceeding_the_depth_bound_is_a_corrupt_block() {
+    let dir = tempfile::tempdir().unwrap();
+    // The program needs depth 10 but the header promises 9.
+    let plan = chain_plan(9, 10);
+    let path = write_plan(dir.path(), "deep.acx", &plan);
+    let archive = Archive::open_with(&path, cpu_options(0)).unwrap();
+    for id in 0..10 {
+        assert!(archive.block(id).is_ok(), "block {id} is within the bound");
+    }
+    match archive.block(10) {
+        Err(Error::CorruptBlock { source: DecodeError::DepthExceeded { bound: 9, .. }, .. }) => {}
+        other => panic!("expected DepthExceeded, got {other:?}"),
+    }
+    // Token-level resolution refuses too.
+    let engine = CpuEngine::new(archive.data().clone());
+    let mut buf = vec![0u8; 100];
+    assert!(engine.resolve_unverified(10 * 4096 + 100, &mut buf).is_err());
+}
+
+#[test]
+fn periodic_fills_across_block_boundaries() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut plan = Plan::new(small_header(4, 4));
+    let lits: Vec<u8> = (0..4096u32).map(|i| (i * 7 % 251) as u8).collect();
+    plan.literals(&lits);
+    // Block 1: the period is the last 3 bytes of block 0, repeated.
+    plan.fill(3, 1000);
+    // Period of 1500 bytes starting in block 0 and running into block 1.
+    plan.fill(1500, 3000);
+    plan.literals(b"xy");
+    plan.fill(1, 94); // run of 'y'
+                      // Block 2: a period straddling blocks 0/1, one byte.
+    plan.fill(4096 + 2, 4096);
+    // Block 3: short tail from far back.
+    plan.fill(3 * 4096 - 10, 50);
+    let path = write_plan(dir.path(), "p.acx", &plan);
+    let archive = Archive::open_with(&path, cpu_options(0)).unwrap();
+    let mut all = vec![0u8; plan.stream.len()];
+    archive.read_stream(0, &mut all).unwrap();
+    assert!(all == plan.stream);
+    let engine = CpuEngine::new(archive.data().clone());
+    for (pos, len) in [(4096, 10), (4099, 7), (5096, 3000), (8192, 4096), (8190, 4), (3 * 4096, 50)] {
+        let mut buf = vec![0u8; len];
+        engine.resolve_unverified(pos, &mut buf).unwrap();
+        assert_eq!(&buf[..], &plan.stream[pos as usize..pos as usize + len], "range {pos}+{len}");
+    }
+}
+
+#[test]
+fn read_file_semantics() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = Plan::random(small_header(8, 32), 20_000, &mut Rng(9));
+    let path = write_plan(dir.path(), "f.acx", &plan);
+    let archive = Archive::open(&path).unwrap(); // Auto: no GPU here, so the CPU serves.
+    let tree = archive.tree();
+    let rest = tree.resolve_path(b"d/rest").unwrap();
+    let third = 20_000 / 3;
+    let mut buf = vec![0u8; 100];
+    assert_eq!(archive.read_file(rest, 0, &mut buf).unwrap(), 100);
+    assert_eq!(&buf[..], &plan.stream[third..third + 100]);
+    // Short read at the end, 0 past it.
+    let size = 20_000 - third as u64;
+    assert_eq!(archive.read_file(rest, size - 30, &mut buf).unwrap(), 30);
+    assert_eq!(&buf[..30], &plan.stream[20_000 - 30..]);
+    assert_eq!(archive.read_file(rest, size, &mut buf).unwrap(), 0);
+    assert_eq!(archive.read_file(rest, u64::MAX, &mut buf).unwrap(), 0);
+    let empty = tree.resolve_path(b"d/empty").unwrap();
+    assert_eq!(archive.read_file(empty, 0, &mut buf).unwrap(), 0);
+    assert!(matches!(archive.read_file(0, 0, &mut buf), Err(Error::IsDirectory(_))));
+    assert!(matches!(archive.read_file(999, 0, &mut buf), Err(Error::NotFound(_))));
+    let link = tree.resolve_path(b"d/link").unwrap();
+    assert!(archive.read_file(link, 0, &mut buf).is_err());
+    assert!(archive.read_stream(19_990, &mut buf).is_err(), "range past the stream");
+    assert!(archive.block(archive.data().block_count()).is_err());
+}
+
+#[test]
+fn prefetch_decodes_once_and_reads_hit() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = Plan::random(small_header(8, 16), 40_000, &mut Rng(3));
+    let path = write_plan(dir.path(), "c.acx", &plan);
+    let archive = Archive::open_with(&path, cpu_options(1 << 24)).unwrap();
+    archive.prefetch(&[2, 3, 4, 4, 999]);
+    assert_eq!(archive.stats().decodes.get("cpu"), Some(&3));
+    for id in [2, 3, 4] {
+        archive.block(id).unwrap();
+    }
+    let stats = archive.stats();
+    assert_eq!((stats.hits, stats.decodes.get("cpu").copied()), (3, Some(3)));
+    assert_eq!(stats.entries, 3);
+}
+
+#[test]
+fn concurrent_readers_get_correct_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = Plan::random(small_header(12, 32), 200_000, &mut Rng(11));
+    let path = write_plan(dir.path(), "t.acx", &plan);
+    // A small cache so that threads race on misses and evictions.
+    let archive = Archive::open_with(&path, cpu_options(5 * 4096)).unwrap();
+    std::thread::scope(|s| {
+        for t in 0..6 {
+            let (archive, plan) = (&archive, &plan);
+            s.spawn(move || check_random_reads(archive, &plan.stream, &mut Rng(100 + t), 60));
+        }
+    });
+}
+
+/// Blocks 0..5, each literals and in-block matches only, so a bad block affects nobody else.
+fn independent_blocks_plan() -> Plan {
+    let mut plan = Plan::new(small_header(4, 8));
+    let mut rng = Rng(21);
+    for _ in 0..6 {
+        let lits: Vec<u8> = (0..100).map(|_| rng.next() as u8).collect();
+        plan.literals(&lits);
+        for _ in 0..20 {
+            plan.fill(rng.range(1, 100), 150);
+            plan.literals(&[rng.next() as u8; 3]);
+        }
+        let room = plan.room();
+        plan.fill(50, room);
+    }
+    plan
+}
+
+#[test]
+fn a_corrupt_block_fails_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = independent_blocks_plan();
+    let path = write_plan(dir.path(), "bad.acx", &plan);
+    let data = ArchiveData::open(&path).unwrap();
+    let (from, to) = (data.payload_offset(2) as usize, data.payload_end[2] as usize);
+    drop(data);
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[(from + to) / 2] ^= 0x24;
+    std::fs::write(&path, &bytes).unwrap();
+
+    let archive = Archive::open_with(&path, cpu_options(1 << 20)).unwrap();
+    match archive.block(2) {
+        Err(Error::CorruptBlock { block: 2, offset, path: p, .. }) => {
+            assert_eq!((offset, p), (from as u64, path.clone()));
+        }
+        other => panic!("expected CorruptBlock for block 2, got {other:?}"),
+    }
+    for id in [0, 1, 3, 4, 5] {
+        let start = id as usize * 4096;
+        assert_eq!(&archive.block(id).unwrap()[..], &plan.stream[start..start + 4096]);
+    }
+    let mut buf = vec![0u8; 3 * 4096];
+    assert!(matches!(archive.read_stream(4096, &mut buf), Err(Error::CorruptBlock { block: 2, .. })));
+    // A batch containing the bad block still delivers its neighbours.
+    archive.prefetch(&[1, 2, 3]);
+    let errors = archive.verify();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(matches!(errors[0], Error::CorruptBlock { block: 2, .. }));
+    let mut seq_err = None;
+    let r = archive.decode_range_sequential(0, plan.stream.len() as u64, |_| Ok(()));
+    if let Err(e) = r {
+        seq_err = Some(e);
+    }
+    assert!(matches!(seq_err, Some(Error::CorruptBlock { block: 2, .. })));
+}
+
+/// A valid archive image and its reference stream, for the hostile-input tests.
+fn sample_image(dir: &Path) -> (Vec<u8>, Plan) {
+    let plan = Plan::random(small_header(5, 4), 30_000, &mut Rng(42));
+    let path = write_plan(dir, "img.acx", &plan);
+    (std::fs::read(path).unwrap(), plan)
+}
+
+#[test]
+fn truncated_or_extended_images_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (image, _) = sample_image(dir.path());
+    assert!(parse_archive(&image).is_ok());
+    for cut in 0..image.len() {
+        assert!(parse_archive(&image[..cut]).is_err(), "truncation to {cut} accepted");
+    }
+    let mut longer = image.clone();
+    longer.push(0);
+    assert!(parse_archive(&longer).is_err());
+    // Through the file API too.
+    let path = dir.path().join("short.acx");
+    std::fs::write(&path, &image[..image.len() - 1]).unwrap();
+    assert!(matches!(Archive::open(&path), Err(Error::Format { .. })));
+    assert!(matches!(Archive::open(dir.path().join("missing.acx")), Err(Error::Io { .. })));
+}
+
+#[test]
+fn flipped_metadata_bytes_are_refused_and_flipped_payloads_never_yield_wrong_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (image, plan) = sample_image(dir.path());
+    let parsed = parse_archive(&image).unwrap();
+    let tables_offset = parsed.footer.tables_offset as usize;
+    let path = dir.path().join("flip.acx");
+    for pos in 0..image.len() {
+        let in_payloads = (64..tables_offset).contains(&pos);
+        // Every metadata byte, every 13th payload byte (each payload test decodes the whole archive).
+        if in_payloads && pos % 13 != 0 {
+            continue;
+        }
+        let mut bad = image.clone();
+        bad[pos] ^= 1 << (pos % 8);
+        let result = parse_archive(&bad);
+        if !in_payloads {
+            assert!(result.is_err(), "flip at metadata byte {pos} accepted");
+            continue;
+        }
+        assert!(result.is_ok(), "payloads are checked at decode time, not at open");
+        std::fs::write(&path, &bad).unwrap();
+        let archive = Archive::open_with(&path, cpu_options(0)).unwrap();
+        for id in 0..archive.data().block_count() {
+            if let Ok(block) = archive.block(id) {
+                let start = id as usize * 4096;
+                assert_eq!(&block[..], &plan.stream[start..start + block.len()], "flip at {pos}, block {id}");
+            }
+        }
+    }
+}
+
+/// Rewrites the footer of `image` with `edit` applied and a valid checksum.
+fn with_footer(image: &[u8], edit: impl FnOnce(&mut Footer)) -> Vec<u8> {
+    let mut out = image.to_vec();
+    let at = out.len() - FOOTER_LEN;
+    let mut footer = parse_archive(image).unwrap().footer;
+    edit(&mut footer);
+    out[at..].copy_from_slice(&footer.to_bytes());
+    out
+}
+
+/// Rewrites the index section with `edit` applied to its u64 words and a valid checksum.
+fn with_index(image: &[u8], edit: impl FnOnce(&mut Vec<u64>)) -> Vec<u8> {
+    let footer = parse_archive(image).unwrap().footer;
+    let (from, to) = (footer.index_offset as usize, image.len() - FOOTER_LEN - 8);
+    let mut words: Vec<u64> = image[from..to].chunks(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect();
+    edit(&mut words);
+    let mut section: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+    let sum = xxhash_rust::xxh3::xxh3_64(&section);
+    section.extend_from_slice(&sum.to_le_bytes());
+    let mut out = image[..from].to_vec();
+    out.extend_from_slice(&section);
+    out.extend_from_slice(&image[image.len() - FOOTER_LEN..]);
+    out
+}
+
+#[test]
+fn lying_counts_sizes_and_offsets_with_valid_checksums_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (image, _) = sample_image(dir.path());
+    let blocks = parse_archive(&image).unwrap().payload_end.len();
+    let lies: Vec<(&str, Vec<u8>)> = vec![
+        ("one block more", with_footer(&image, |f| f.total_len += 4096)),
+        ("one block less", with_footer(&image, |f| f.total_len -= 4096)),
+        ("huge total_len", with_footer(&image, |f| f.total_len = u64::MAX)),
+        ("tables_offset shifted", with_footer(&image, |f| f.tables_offset -= 1)),
+        ("tree_offset shifted", with_footer(&image, |f| f.tree_offset += 1)),
+        ("index_offset shifted", with_footer(&image, |f| f.index_offset -= 8)),
+        ("offsets reversed", with_footer(&image, |f| std::mem::swap(&mut f.tree_offset, &mut f.index_offset))),
+        ("file_len lies", with_footer(&image, |f| f.file_len -= 1)),
+        ("payload_end decreasing", with_index(&image, |w| w.swap(1, 2))),
+        ("payload too large", with_index(&image, |w| w[0] = 64 + 2 * 4096 + 4097)),
+        ("last payload_end", with_index(&image, |w| w[blocks - 1] -= 1)),
+        ("payload_end past the file", with_index(&image, |w| w[0] = u64::MAX)),
+    ];
+    for (what, bad) in lies {
+        assert!(parse_archive(&bad).is_err(), "{what}: accepted");
+    }
+}
+
+#[test]
+fn lying_table_section_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (image, _) = sample_image(dir.path());
+    let footer = parse_archive(&image).unwrap().footer;
+    let (from, to) = (footer.tables_offset as usize, footer.tree_offset as usize - 8);
+    let reseal = |edit: &dyn Fn(&mut Vec<u8>)| {
+        let mut body = image[from..to].to_vec();
+        edit(&mut body);
+        let mut out = image.clone();
+        out[from..to].copy_from_slice(&body);
+        let sum = xxhash_rust::xxh3::xxh3_64(&body);
+        out[to..to + 8].copy_from_slice(&sum.to_le_bytes());
+        out
+    };
+    // group_table_end[0] past the section, and equal to 0 (a group with an empty table set).
+    assert!(parse_archive(&reseal(&|b| b[0..4].copy_from_slice(&u32::MAX.to_le_bytes()))).is_err());
+    assert!(parse_archive(&reseal(&|b| b[0..4].copy_from_slice(&0u32.to_le_bytes()))).is_err());
+    // A frequency byte changed: the set no longer sums to 4096 (or no longer parses).
+    let groups = parse_archive(&image).unwrap().tables.len();
+    assert!(parse_archive(&reseal(&|b| b[4 * groups + 2] ^= 0x01)).is_err());
+}

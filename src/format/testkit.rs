@@ -1,0 +1,221 @@
+//! Test support: hand-built archives from explicit token programs, with the reference bytes computed by the
+//! byte-wise definition of FORMAT.md §1 (literals, periodic fills, reference depth).
+//!
+//! This is deliberately independent of the packer: tests of the reader must not share the packer's bugs.
+
+use std::path::Path;
+
+use xxhash_rust::xxh3::xxh3_64;
+
+use super::tree::{Entry, EntryKind, Tree};
+use super::writer::ArchiveWriter;
+use super::Header;
+use crate::codec::block::{count_symbols, encode_block, Token};
+use crate::codec::tables::{SymbolStats, TableSet};
+
+/// A small deterministic PRNG (SplitMix64), so failures reproduce from a seed.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `[lo, hi]` (`lo ≤ hi`).
+    pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.next() % (hi - lo + 1)
+    }
+}
+
+/// One block's tokens and literals, as the packer would hand them to `encode_block`.
+#[derive(Debug, Clone, Default)]
+pub struct PlannedBlock {
+    pub tokens: Vec<Token>,
+    pub literals: Vec<u8>,
+}
+
+/// A token program and the stream it decodes to.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub header: Header,
+    pub blocks: Vec<PlannedBlock>,
+    /// The reference decoded stream.
+    pub stream: Vec<u8>,
+    /// Reference depth of every byte.
+    pub depth: Vec<u8>,
+}
+
+impl Plan {
+    /// An empty program for a stream of blocks of `header.block_size()`.
+    pub fn new(header: Header) -> Plan {
+        Plan { header, blocks: Vec::new(), stream: Vec::new(), depth: Vec::new() }
+    }
+
+    fn block_size(&self) -> usize {
+        self.header.block_size() as usize
+    }
+
+    fn current(&mut self) -> &mut PlannedBlock {
+        // The previous block is full (or there is none yet): start the next one.
+        if self.blocks.len() * self.block_size() <= self.stream.len() {
+            self.blocks.push(PlannedBlock::default());
+        }
+        self.blocks.last_mut().expect("pushed above")
+    }
+
+    /// Room left in the current block.
+    pub fn room(&self) -> usize {
+        self.block_size() - self.stream.len() % self.block_size()
+    }
+
+    /// Appends literal bytes (must fit in the current block).
+    pub fn literals(&mut self, bytes: &[u8]) {
+        assert!(bytes.len() <= self.room(), "literals cross a block boundary");
+        if bytes.is_empty() {
+            return;
+        }
+        let block = self.current();
+        match block.tokens.last_mut() {
+            Some(t) if t.match_len == 0 => t.lit_len += bytes.len() as u32,
+            _ => block.tokens.push(Token { lit_len: bytes.len() as u32, match_len: 0, back: 0 }),
+        }
+        block.literals.extend_from_slice(bytes);
+        self.stream.extend_from_slice(bytes);
+        self.depth.extend(std::iter::repeat_n(0, bytes.len()));
+    }
+
+    /// Appends a match (periodic fill) of `len ≥ 2` bytes from `back` bytes before (must fit in the block).
+    pub fn fill(&mut self, back: u64, len: usize) {
+        let dst = self.stream.len();
+        assert!(len >= 2 && len <= self.room() && back >= 1 && back as usize <= dst, "bad fill {back}/{len}");
+        let block = self.current();
+        match block.tokens.last_mut() {
+            Some(t) if t.match_len == 0 => {
+                t.match_len = len as u32;
+                t.back = back;
+            }
+            _ => block.tokens.push(Token { lit_len: 0, match_len: len as u32, back }),
+        }
+        let src = dst - back as usize;
+        for k in 0..len {
+            let from = src + k % back as usize;
+            self.stream.push(self.stream[from]);
+            self.depth.push(self.depth[from].saturating_add(1));
+        }
+    }
+
+    /// Deepest reference depth over the bytes a fill of `len` from `back` would read.
+    pub fn source_depth(&self, back: u64, len: usize) -> u8 {
+        let src = self.stream.len() - back as usize;
+        let period = (back as usize).min(len);
+        self.depth[src..src + period].iter().copied().max().unwrap_or(0)
+    }
+
+    /// Closes every block with its literal-only token (`encode_block` needs one last).
+    fn finished_blocks(&self) -> Vec<PlannedBlock> {
+        self.blocks
+            .iter()
+            .cloned()
+            .map(|mut b| {
+                if b.tokens.last().is_none_or(|t| t.match_len != 0) {
+                    b.tokens.push(Token::default());
+                }
+                b
+            })
+            .collect()
+    }
+
+    /// A random program of `total_len` bytes: literal runs from a small alphabet and matches at any distance
+    /// (near, far, cross-block, periodic), keeping every byte within `max_depth`.
+    pub fn random(header: Header, total_len: usize, rng: &mut Rng) -> Plan {
+        let mut plan = Plan::new(header);
+        while plan.stream.len() < total_len {
+            let room = plan.room().min(total_len - plan.stream.len());
+            let lits = rng.range(0, 12).min(room as u64) as usize;
+            let bytes: Vec<u8> = (0..lits).map(|_| b"ACGTacgtN\n"[rng.range(0, 9) as usize]).collect();
+            plan.literals(&bytes);
+            let room = plan.room().min(total_len - plan.stream.len());
+            let pos = plan.stream.len() as u64;
+            if room < 2 || pos == 0 {
+                continue;
+            }
+            let len = rng.range(2, room.min(200) as u64) as usize;
+            let back = match rng.range(0, 3) {
+                0 => rng.range(1, pos.min(8)),   // short period: periodic fill
+                1 => rng.range(1, pos.min(300)), // near
+                _ => rng.range(1, pos),          // anywhere earlier, usually another block
+            };
+            if plan.source_depth(back, len) < plan.header.max_depth {
+                plan.fill(back, len);
+            }
+        }
+        plan
+    }
+
+    /// Writes the archive to `path` with files covering the stream (and a directory, an empty file and a
+    /// symlink); returns the archive length.
+    pub fn write(&self, path: &Path) -> u64 {
+        let header = self.header;
+        let blocks = self.finished_blocks();
+        let group = 1usize << header.group_log;
+        let tables: Vec<TableSet> = blocks
+            .chunks(group)
+            .map(|g| {
+                let mut stats = SymbolStats::default();
+                for b in g {
+                    count_symbols(&b.tokens, &b.literals, &mut stats);
+                }
+                TableSet::from_stats(&stats)
+            })
+            .collect();
+        let mut writer = ArchiveWriter::create(path, header).unwrap();
+        let bs = self.block_size();
+        for (i, b) in blocks.iter().enumerate() {
+            let mut payload = Vec::new();
+            encode_block(&b.tokens, &b.literals, &tables[i / group], header.rans_lanes.into(), &mut payload);
+            let decoded = &self.stream[i * bs..((i + 1) * bs).min(self.stream.len())];
+            writer.push_block(&payload, xxh3_64(decoded)).unwrap();
+        }
+        writer.finish(self.stream.len() as u64, &tables, &sample_tree(self.stream.len() as u64)).unwrap()
+    }
+}
+
+/// `/all.bin` (the whole stream), `/d/first` (first third), `/d/rest` (the rest), `/d/empty`, `/d/link`.
+pub fn sample_tree(total_len: u64) -> Tree {
+    let base = Entry {
+        parent: 0,
+        name: Vec::new(),
+        kind: EntryKind::Dir,
+        mode: 0o755,
+        mtime_sec: 1_700_000_000,
+        mtime_nsec: 0,
+        flags: 0,
+    };
+    let file = |parent, name: &str, offset, size| Entry {
+        parent,
+        name: name.as_bytes().to_vec(),
+        kind: EntryKind::File { offset, size, transform: 0 },
+        mode: 0o644,
+        ..base.clone()
+    };
+    let third = total_len / 3;
+    Tree::from_entries(vec![
+        base.clone(),
+        file(0, "all.bin", 0, total_len),
+        Entry { name: b"d".to_vec(), ..base.clone() },
+        file(2, "first", 0, third),
+        file(2, "rest", third, total_len - third),
+        file(2, "empty", total_len, 0),
+        Entry { parent: 2, name: b"link".to_vec(), kind: EntryKind::Symlink { target: b"first".to_vec() }, ..base },
+    ])
+    .unwrap()
+}
+
+/// A test header: 4 KiB blocks, groups of 2 blocks.
+pub fn small_header(max_depth: u8, lanes: u8) -> Header {
+    Header { block_log: 12, max_depth, rans_lanes: lanes, group_log: 1, min_match: [2; 8] }
+}
