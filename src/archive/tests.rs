@@ -123,7 +123,7 @@ fn engine_batches_of_scattered_blocks_match_the_reference() {
 fn chain_plan(max_depth: u8, levels: usize) -> Plan {
     let mut plan = Plan::new(small_header(max_depth, 8));
     let mut rng = Rng(5);
-    let first: Vec<u8> = (0..4096).map(|_| rng.next() as u8).collect();
+    let first: Vec<u8> = (0..4096).map(|_| rng.next_u64() as u8).collect();
     plan.literals(&first[..5]);
     plan.literals(&first[5..]);
     for _ in 0..levels {
@@ -260,11 +260,11 @@ fn independent_blocks_plan() -> Plan {
     let mut plan = Plan::new(small_header(4, 8));
     let mut rng = Rng(21);
     for _ in 0..6 {
-        let lits: Vec<u8> = (0..100).map(|_| rng.next() as u8).collect();
+        let lits: Vec<u8> = (0..100).map(|_| rng.next_u64() as u8).collect();
         plan.literals(&lits);
         for _ in 0..20 {
             plan.fill(rng.range(1, 100), 150);
-            plan.literals(&[rng.next() as u8; 3]);
+            plan.literals(&[rng.next_u64() as u8; 3]);
         }
         let room = plan.room();
         plan.fill(50, room);

@@ -341,6 +341,6 @@ mod tests {
         assert!(w.copy_out(12, 0, &mut out));
         assert_eq!(out, [7, 8]);
         assert!(!w.copy_out(12, 1, &mut out), "out of range");
-        assert_eq!(w.recycle().capacity() >= 3, true);
+        assert!(w.recycle().capacity() >= 3);
     }
 }

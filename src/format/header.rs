@@ -172,7 +172,7 @@ impl Footer {
         if self.file_len != real_file_len {
             return Err(invalid("file_len", format!("footer says {}, the file has {real_file_len}", self.file_len)));
         }
-        let footer_start = self.file_len.checked_sub(FOOTER_LEN as u64).unwrap_or(0);
+        let footer_start = self.file_len.saturating_sub(FOOTER_LEN as u64);
         let order = [HEADER_LEN as u64, self.tables_offset, self.tree_offset, self.index_offset, footer_start];
         if self.file_len < (HEADER_LEN + FOOTER_LEN) as u64 || order.windows(2).any(|w| w[0] > w[1]) {
             return Err(invalid(
