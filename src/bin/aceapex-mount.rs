@@ -1,1 +1,387 @@
-fn main() {}
+//! `aceapex-mount ARCHIVE MOUNTPOINT [-f] [-o opt,…]`: serves an `.acx` archive as a read-only filesystem.
+//!
+//! Without `-f` the daemon forks before anything starts a thread, and the parent waits until the child has
+//! opened the archive and completed the mount: every error reaches the terminal, and the parent exits 0 only
+//! once the filesystem is usable (what mount(8) and fstab expect of a `fuse.` helper). SIGINT, SIGTERM and
+//! SIGHUP unmount cleanly. Exit status: 0 after a clean unmount, 1 on any error, 2 on bad usage.
+//!
+//! fstab: `/data/g.acx /mnt/g fuse.aceapex-mount ro,allow_other,cache_size=1G 0 0` — mount(8) runs
+//! `mount.fuse`, which runs `aceapex-mount /data/g.acx /mnt/g -o ro,allow_other,cache_size=1G`.
+
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use aceapex::fs::archive_backend::ArchiveBackend;
+use aceapex::fs::options::MountOptions;
+use aceapex::fs::{AcxFs, FsOptions};
+use aceapex::fuse::{self, MountSettings};
+
+const USAGE: &str = "usage: aceapex-mount ARCHIVE MOUNTPOINT [-f] [-o OPTION[,OPTION…]]
+
+Mounts an .acx archive read-only at MOUNTPOINT.
+
+  -f            stay in the foreground (logs go to stderr)
+  -d            foreground with debug logs
+  -o OPTIONS    comma-separated mount options:
+                  allow_other, allow_root, default_permissions, uid=N, gid=N,
+                  cache_size=SIZE (decoded-block cache, e.g. 512M, 2G), threads=N (FUSE workers),
+                  decoder=cpu|gpu|auto, readahead=SIZE, log=FILE (daemon log file)
+                ro and the usual fstab options (defaults, nofail, noauto, user, _netdev, x-systemd.*)
+                are accepted and ignored; rw is refused.
+  -h, --help    this text";
+
+/// Default decoded-block cache when `cache_size=` is not given.
+const DEFAULT_CACHE_BYTES: u64 = 1 << 30;
+/// How long a signalled daemon waits for the session to end after unmounting before it exits anyway.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+
+/// The parsed command line.
+struct Args {
+    archive: PathBuf,
+    mountpoint: PathBuf,
+    foreground: bool,
+    debug: bool,
+    options: MountOptions,
+}
+
+/// Why the daemon stops: a message for the user and the exit status.
+struct Failure {
+    message: String,
+    code: u8,
+}
+
+impl Failure {
+    fn new(message: impl Into<String>) -> Failure {
+        Failure { message: message.into(), code: 1 }
+    }
+
+    fn usage(message: impl Into<String>) -> Failure {
+        Failure { message: format!("{}\n\n{USAGE}", message.into()), code: 2 }
+    }
+}
+
+fn parse_args(argv: impl Iterator<Item = String>) -> Result<Args, Failure> {
+    let mut positional = Vec::new();
+    let mut options = MountOptions::default();
+    let (mut foreground, mut debug) = (false, false);
+    let mut argv = argv.peekable();
+    while let Some(arg) = argv.next() {
+        match arg.as_str() {
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                std::process::exit(0);
+            }
+            "-f" => foreground = true,
+            "-d" => (foreground, debug) = (true, true),
+            "-o" => {
+                let list = argv.next().ok_or_else(|| Failure::usage("-o needs an argument"))?;
+                options.parse_into(&list).map_err(Failure::usage)?;
+            }
+            // mount.fuse style "-oopts", and single-threaded "-s" which we ignore (threads= decides).
+            o if o.starts_with("-o") => options.parse_into(&o[2..]).map_err(Failure::usage)?,
+            "-s" => {}
+            o if o.starts_with('-') && o.len() > 1 => return Err(Failure::usage(format!("unknown flag {o}"))),
+            _ => positional.push(PathBuf::from(arg)),
+        }
+    }
+    match <[PathBuf; 2]>::try_from(positional) {
+        Ok([archive, mountpoint]) => Ok(Args { archive, mountpoint, foreground, debug, options }),
+        Err(p) => Err(Failure::usage(format!("expected ARCHIVE and MOUNTPOINT, got {} argument(s)", p.len()))),
+    }
+}
+
+/// Checks everything about the mountpoint and FUSE that can be checked before mounting, so that each problem
+/// gets one clear message instead of a bare errno from mount(2).
+fn check_mountpoint(mountpoint: &Path) -> Result<PathBuf, Failure> {
+    let shown = mountpoint.display();
+    let meta = std::fs::metadata(mountpoint).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => Failure::new(format!("mountpoint {shown} does not exist")),
+        _ => Failure::new(format!("mountpoint {shown}: {e}")),
+    })?;
+    if !meta.is_dir() {
+        return Err(Failure::new(format!("mountpoint {shown} is not a directory")));
+    }
+    let canonical = mountpoint.canonicalize().map_err(|e| Failure::new(format!("mountpoint {shown}: {e}")))?;
+    if is_mount_point(&canonical) {
+        return Err(Failure::new(format!("mountpoint {shown} is busy: something is already mounted there")));
+    }
+    let mut entries = std::fs::read_dir(&canonical).map_err(|e| Failure::new(format!("mountpoint {shown}: {e}")))?;
+    if entries.next().is_some() {
+        return Err(Failure::new(format!("mountpoint {shown} is busy: the directory is not empty")));
+    }
+    if let Err(e) = std::fs::OpenOptions::new().read(true).write(true).open("/dev/fuse") {
+        return Err(Failure::new(format!(
+            "no FUSE access: cannot open /dev/fuse ({e}); is the fuse module loaded and fuse3 installed?"
+        )));
+    }
+    Ok(canonical)
+}
+
+/// True if `path` (canonical) is the mount point of some mount, per /proc/self/mountinfo.
+fn is_mount_point(path: &Path) -> bool {
+    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else { return false };
+    let wanted = path.as_os_str().as_encoded_bytes();
+    info.lines().filter_map(|line| line.split(' ').nth(4)).any(|field| unescape_mountinfo(field) == wanted)
+}
+
+/// mountinfo escapes space, tab, newline and backslash as `\ooo` octal.
+fn unescape_mountinfo(field: &str) -> Vec<u8> {
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let octal =
+            bytes.get(i + 1..i + 4).filter(|d| bytes[i] == b'\\' && d.iter().all(|c| (b'0'..=b'7').contains(c)));
+        match octal {
+            Some(d) => {
+                out.push(d.iter().fold(0u8, |acc, c| acc.wrapping_mul(8).wrapping_add(c - b'0')));
+                i += 4;
+            }
+            None => {
+                out.push(bytes[i]);
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
+/// The signals that unmount, blocked in every thread so that one thread can wait for them.
+fn shutdown_signals() -> libc::sigset_t {
+    // SAFETY: sigemptyset/sigaddset initialise and fill a local sigset_t; no other state is touched.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+            libc::sigaddset(&mut set, sig);
+        }
+        set
+    }
+}
+
+fn block_shutdown_signals() {
+    let set = shutdown_signals();
+    // SAFETY: blocks signals for the calling thread; threads created later inherit the mask.
+    unsafe {
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+    }
+}
+
+/// Waits for a shutdown signal; returns its number.
+fn wait_for_shutdown_signal() -> i32 {
+    let set = shutdown_signals();
+    let mut sig: libc::c_int = 0;
+    loop {
+        // SAFETY: `set` is initialised and `sig` is a valid out-pointer; sigwait only writes `sig`.
+        if unsafe { libc::sigwait(&set, &mut sig) } == 0 {
+            return sig;
+        }
+    }
+}
+
+/// The daemon side of the fork: the write end of the pipe the waiting parent reads one status byte from.
+struct ParentNotifier(Option<std::fs::File>);
+
+impl ParentNotifier {
+    fn report(&mut self, ok: bool) {
+        if let Some(mut pipe) = self.0.take() {
+            let _ = pipe.write_all(&[u8::from(ok)]);
+        }
+    }
+}
+
+/// Forks. The parent waits for the child's status byte and exits with 0 (mounted) or 1; the child returns
+/// the notifier to report through. Must run before any thread is started.
+fn daemonize() -> Result<ParentNotifier, Failure> {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 writes two fds into the array on success.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(Failure::new(format!("pipe: {}", std::io::Error::last_os_error())));
+    }
+    // SAFETY: both fds were just created by pipe2 and are owned by nothing else.
+    let (read_end, write_end) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    // SAFETY: the process is single-threaded here (no thread has been started yet), so the child is a
+    // complete copy and may go on running Rust code.
+    match unsafe { libc::fork() } {
+        -1 => Err(Failure::new(format!("fork: {}", std::io::Error::last_os_error()))),
+        0 => {
+            drop(read_end);
+            Ok(ParentNotifier(Some(std::fs::File::from(write_end))))
+        }
+        _child => {
+            drop(write_end);
+            let mut status = [0u8; 1];
+            let mounted = matches!(std::fs::File::from(read_end).read(&mut status), Ok(1)) && status[0] == 1;
+            // The child printed its own error message; the parent only carries the status.
+            std::process::exit(if mounted { 0 } else { 1 });
+        }
+    }
+}
+
+/// Detaches the daemon from the terminal: new session, cwd /, stdin and stdout to /dev/null, stderr to the
+/// log file if one was given, else /dev/null.
+fn detach(log_file: Option<&Path>) -> Result<(), Failure> {
+    // SAFETY: setsid has no memory-safety preconditions; failing (already a group leader) is harmless.
+    unsafe {
+        libc::setsid();
+    }
+    let _ = std::env::set_current_dir("/");
+    let null = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null")
+        .map_err(|e| Failure::new(format!("/dev/null: {e}")))?;
+    let err_target = match log_file {
+        Some(path) => std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(|e| Failure::new(format!("log file {}: {e}", path.display())))?,
+        None => null.try_clone().map_err(|e| Failure::new(format!("/dev/null: {e}")))?,
+    };
+    for (target, fd) in [(&null, 0), (&null, 1), (&err_target, 2)] {
+        // SAFETY: dup2 onto the standard descriptors; both fds are valid and open.
+        unsafe {
+            libc::dup2(target.as_raw_fd(), fd);
+        }
+    }
+    Ok(())
+}
+
+fn init_logging(debug: bool) {
+    let default = if debug { "debug" } else { "info" };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("ACEAPEX_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(false).try_init();
+}
+
+fn fs_options(options: &MountOptions) -> FsOptions {
+    let mut fs = FsOptions::default();
+    if let Some(uid) = options.uid {
+        fs.uid = uid;
+    }
+    if let Some(gid) = options.gid {
+        fs.gid = gid;
+    }
+    if let Some(bytes) = options.readahead_bytes {
+        fs.readahead_bytes = bytes;
+    }
+    fs
+}
+
+fn default_threads() -> usize {
+    std::thread::available_parallelism().map_or(4, |n| n.get()).clamp(2, 16)
+}
+
+/// Opens, mounts and serves until unmounted or signalled.
+fn serve(args: &Args, canonical_mountpoint: &Path, notifier: &mut ParentNotifier) -> Result<(), Failure> {
+    let cache_bytes = args.options.cache_bytes.unwrap_or(DEFAULT_CACHE_BYTES);
+    if args.options.decoder == aceapex::engine::DecoderChoice::Gpu {
+        tracing::warn!("decoder=gpu: the GPU engine is not wired into the mount yet; decoding on the CPU");
+    }
+    let backend = ArchiveBackend::open(&args.archive, cache_bytes).map_err(|e| Failure::new(e.to_string()))?;
+    let fs = Arc::new(AcxFs::new(Arc::new(backend), fs_options(&args.options)));
+    let settings = MountSettings {
+        threads: args.options.threads.unwrap_or_else(default_threads),
+        allow_other: args.options.allow_other,
+        allow_root: args.options.allow_root,
+        default_permissions: args.options.default_permissions,
+        fsname: args.archive.canonicalize().unwrap_or_else(|_| args.archive.clone()).display().to_string(),
+    };
+    let mut session = fuse::mount(fs, canonical_mountpoint, &settings).map_err(|e| {
+        Failure::new(format!("cannot mount {} on {}: {e}", args.archive.display(), args.mountpoint.display()))
+    })?;
+    tracing::info!(
+        "mounted {} on {} ({} threads, cache {} MiB)",
+        args.archive.display(),
+        canonical_mountpoint.display(),
+        settings.threads,
+        cache_bytes >> 20
+    );
+    if !args.foreground {
+        detach(args.options.log_file.as_deref())?;
+    }
+    notifier.report(true);
+
+    let mut unmounter = session.unmount_callable();
+    let mountpoint = canonical_mountpoint.to_path_buf();
+    let session_ended = Arc::new(AtomicBool::new(false));
+    let ended = Arc::clone(&session_ended);
+    std::thread::Builder::new()
+        .name("acx-signals".to_string())
+        .spawn(move || {
+            let sig = wait_for_shutdown_signal();
+            tracing::info!("signal {sig}: unmounting {}", mountpoint.display());
+            if let Err(e) = unmounter.unmount() {
+                // Busy (a process has a file open or its cwd inside): detach lazily so the mount goes away.
+                tracing::warn!("unmount failed ({e}); detaching lazily");
+                lazy_unmount(&mountpoint);
+            }
+            // A lazily detached filesystem lives on while files are open in it; the session would wait for
+            // them forever. Give it a moment, then exit: closing /dev/fuse ends the connection.
+            let deadline = Instant::now() + SHUTDOWN_GRACE;
+            while !ended.load(Ordering::SeqCst) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            if !ended.load(Ordering::SeqCst) {
+                tracing::info!("files are still open in the detached mount; closing the FUSE connection");
+                std::process::exit(0);
+            }
+        })
+        .map_err(|e| Failure::new(format!("cannot start the signal thread: {e}")))?;
+
+    let result = session.run();
+    session_ended.store(true, Ordering::SeqCst);
+    result.map_err(|e| Failure::new(format!("FUSE session ended with an error: {e}")))?;
+    tracing::info!("unmounted {}", canonical_mountpoint.display());
+    Ok(())
+}
+
+fn lazy_unmount(mountpoint: &Path) {
+    let Ok(c_path) = std::ffi::CString::new(mountpoint.as_os_str().as_encoded_bytes()) else { return };
+    // SAFETY: c_path is a valid NUL-terminated path for the duration of the call.
+    if unsafe { libc::umount2(c_path.as_ptr(), libc::MNT_DETACH) } != 0 {
+        let _ = std::process::Command::new("fusermount3").arg("-u").arg("-z").arg(mountpoint).status();
+    }
+}
+
+fn main() -> ExitCode {
+    let args = match parse_args(std::env::args().skip(1)) {
+        Ok(args) => args,
+        Err(f) => return fail(&f),
+    };
+    let canonical = match check_mountpoint(&args.mountpoint) {
+        Ok(path) => path,
+        Err(f) => return fail(&f),
+    };
+    block_shutdown_signals();
+    let mut notifier = if args.foreground {
+        ParentNotifier(None)
+    } else {
+        match daemonize() {
+            Ok(notifier) => notifier,
+            Err(f) => return fail(&f),
+        }
+    };
+    init_logging(args.debug);
+    for ignored in &args.options.ignored {
+        tracing::debug!("ignoring mount option {ignored}");
+    }
+    match serve(&args, &canonical, &mut notifier) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(f) => {
+            notifier.report(false);
+            fail(&f)
+        }
+    }
+}
+
+fn fail(f: &Failure) -> ExitCode {
+    eprintln!("aceapex-mount: {}", f.message);
+    ExitCode::from(f.code)
+}

@@ -12,6 +12,7 @@
 //! - A corrupt block fails only the reads that touch it (EIO) and is logged once with archive, block id and
 //!   payload offset; everything else keeps working.
 
+pub mod archive_backend;
 pub mod memory;
 pub mod options;
 pub mod readahead;
