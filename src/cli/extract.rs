@@ -22,8 +22,8 @@ use crate::format::tree::{EntryId, EntryKind, Tree};
 
 /// Where the bytes of regular files come from (the archive, or a test double).
 pub trait FileSource {
-    /// Writes all `size` bytes of file entry `id` to `out` (a fresh, empty file).
-    fn write_file(&self, id: EntryId, size: u64, out: &mut File) -> Result<()>;
+    /// Writes all bytes of file entry `id` to `out`, a fresh, empty file at `out_path` (for error messages).
+    fn write_file(&self, id: EntryId, out: &mut File, out_path: &Path) -> Result<()>;
 }
 
 /// What `unpack` may do beyond the plain tree.
@@ -98,7 +98,7 @@ impl Walk<'_> {
             }
             EntryKind::File { size, .. } => {
                 let mut file = create_file(parent_fd, &name).map_err(|e| Error::io(self.disk_path(id), e))?;
-                source.write_file(id, *size, &mut file)?;
+                source.write_file(id, &mut file, &self.disk_path(id))?;
                 set_mode_and_mtime(file.as_raw_fd(), entry.mode, entry.mtime_sec, entry.mtime_nsec)
                     .map_err(|e| Error::io(self.disk_path(id), e))?;
                 self.report.files += 1;
@@ -290,9 +290,10 @@ mod tests {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
     /// Serves each file's bytes as its entry id repeated `size` times.
-    struct Pattern;
-    impl FileSource for Pattern {
-        fn write_file(&self, id: EntryId, size: u64, out: &mut File) -> Result<()> {
+    struct Pattern<'a>(&'a Tree);
+    impl FileSource for Pattern<'_> {
+        fn write_file(&self, id: EntryId, out: &mut File, _: &Path) -> Result<()> {
+            let EntryKind::File { size, .. } = self.0.entries[id as usize].kind else { panic!("not a file") };
             out.write_all(&vec![id as u8; size as usize]).map_err(|e| Error::io("test", e))
         }
     }
@@ -327,7 +328,7 @@ mod tests {
             entry(0, b"\xffname", file(0), 0o755),
         ]);
         let dir = tempfile::tempdir().unwrap();
-        let report = extract_tree(&t, &Pattern, dir.path(), ExtractOptions::default()).unwrap();
+        let report = extract_tree(&t, &Pattern(&t), dir.path(), ExtractOptions::default()).unwrap();
         assert_eq!(report, ExtractReport { dirs: 1, files: 2, symlinks: 1, bytes: 3, skipped_generated: 0 });
         assert_eq!(std::fs::read(dir.path().join("ro/f")).unwrap(), vec![2u8; 3]);
         let meta = std::fs::metadata(dir.path().join("ro/f")).unwrap();
@@ -358,7 +359,7 @@ mod tests {
             ],
             children: vec![vec![1, 2], vec![], vec![3], vec![]],
         };
-        let err = extract_tree(&t, &Pattern, dir.path(), ExtractOptions::default()).unwrap_err();
+        let err = extract_tree(&t, &Pattern(&t), dir.path(), ExtractOptions::default()).unwrap_err();
         assert!(matches!(err, Error::Io { .. }), "{err}");
         assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0, "wrote outside the target");
 
@@ -372,7 +373,7 @@ mod tests {
             children: vec![vec![1, 2], vec![], vec![]],
         };
         let dir2 = tempfile::tempdir().unwrap();
-        assert!(extract_tree(&t, &Pattern, dir2.path(), ExtractOptions::default()).is_err());
+        assert!(extract_tree(&t, &Pattern(&t), dir2.path(), ExtractOptions::default()).is_err());
         assert!(!outside.path().join("f").exists(), "wrote through a symlink");
     }
 
@@ -383,13 +384,13 @@ mod tests {
         for bad in [&b".."[..], b".", b"a/b", b"", b"a\0b"] {
             let t = tree(vec![entry(0, b"", EntryKind::Dir, 0o755), entry(0, bad, file(1), 0o644)]);
             let dir = tempfile::tempdir().unwrap();
-            let err = extract_tree(&t, &Pattern, &dir.path().join("sub"), ExtractOptions::default()).unwrap_err();
+            let err = extract_tree(&t, &Pattern(&t), &dir.path().join("sub"), ExtractOptions::default()).unwrap_err();
             assert!(matches!(err, Error::Format { .. }), "{bad:?}: {err}");
         }
         let t = tree(vec![entry(0, b"", EntryKind::Dir, 0o755), entry(0, b"f", file(1), 0o644)]);
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("f"), b"keep").unwrap();
-        assert!(extract_tree(&t, &Pattern, dir.path(), ExtractOptions::default()).is_err());
+        assert!(extract_tree(&t, &Pattern(&t), dir.path(), ExtractOptions::default()).is_err());
         assert_eq!(std::fs::read(dir.path().join("f")).unwrap(), b"keep");
     }
 
@@ -406,7 +407,7 @@ mod tests {
         entries.push(entry(0, b"z", file(2), 0o600));
         let t = tree(entries);
         let dir = tempfile::tempdir().unwrap();
-        let report = extract_tree(&t, &Pattern, dir.path(), ExtractOptions::default()).unwrap();
+        let report = extract_tree(&t, &Pattern(&t), dir.path(), ExtractOptions::default()).unwrap();
         assert_eq!((report.dirs, report.files), (300, 301));
         let deep: PathBuf = std::iter::repeat_n("d", 300).collect::<PathBuf>().join("f");
         assert_eq!(std::fs::read(dir.path().join(deep)).unwrap().len(), 1);
@@ -418,9 +419,9 @@ mod tests {
         fai.flags = 1;
         let t = tree(vec![entry(0, b"", EntryKind::Dir, 0o755), fai]);
         let dir = tempfile::tempdir().unwrap();
-        let report = extract_tree(&t, &Pattern, dir.path(), ExtractOptions::default()).unwrap();
+        let report = extract_tree(&t, &Pattern(&t), dir.path(), ExtractOptions::default()).unwrap();
         assert_eq!((report.files, report.skipped_generated), (0, 1));
-        let report = extract_tree(&t, &Pattern, dir.path(), ExtractOptions { include_generated: true }).unwrap();
+        let report = extract_tree(&t, &Pattern(&t), dir.path(), ExtractOptions { include_generated: true }).unwrap();
         assert_eq!(report.files, 1);
     }
 }

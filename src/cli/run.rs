@@ -1,0 +1,212 @@
+//! The subcommands, each a small function over the library. They return [`CliError`]; `main` maps it to the
+//! documented exit status.
+
+use std::fs::File;
+use std::io::{IsTerminal, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+use super::args::{CatArgs, Command, InfoArgs, LsArgs, PackArgs, UnpackArgs, VerifyArgs};
+use super::extract::{extract_tree, ExtractOptions, FileSource};
+use super::output::{CliError, Stdout};
+use crate::archive::{Archive, ArchiveOptions};
+use crate::engine::DecoderChoice;
+use crate::error::Error;
+use crate::format::tree::{EntryId, EntryKind};
+use crate::pack::{pack, PackOptions};
+
+/// Bytes moved per read call when streaming a file out (`cat`, small files in `unpack`).
+const CHUNK: usize = 1 << 20;
+
+pub fn run(command: Command) -> Result<(), CliError> {
+    match command {
+        Command::Pack(a) => pack_cmd(a),
+        Command::Unpack(a) => unpack_cmd(a),
+        Command::Cat(a) => cat_cmd(a),
+        Command::Ls(a) => ls_cmd(a),
+        Command::Info(a) => info_cmd(a),
+        Command::Verify(a) => verify_cmd(a),
+    }
+}
+
+fn open(path: &Path, decoder: DecoderChoice) -> Result<Archive, CliError> {
+    let opts = ArchiveOptions { decoder, ..ArchiveOptions::default() };
+    Ok(Archive::open_with(path, opts)?)
+}
+
+fn pack_cmd(a: PackArgs) -> Result<(), CliError> {
+    let mut opts = PackOptions::default();
+    if let Some(v) = a.block_size {
+        opts.block_log = v;
+    }
+    if let Some(v) = a.level {
+        opts.level = v;
+    }
+    if let Some(v) = a.max_depth {
+        opts.max_depth = v;
+    }
+    if let Some(v) = a.threads {
+        opts.threads = v;
+    }
+    if let Some(v) = a.memory {
+        opts.memory = v;
+    }
+    if let Some(v) = a.lanes {
+        opts.rans_lanes = v;
+    }
+    if let Some(v) = a.group_log {
+        opts.group_log = v;
+    }
+    opts.progress = !a.quiet && std::io::stderr().is_terminal();
+    let report = pack(&a.inputs, &a.output, &opts)?;
+    if !a.quiet {
+        let ratio =
+            if report.archive_bytes == 0 { 0.0 } else { report.input_bytes as f64 / report.archive_bytes as f64 };
+        let speed = if report.seconds > 0.0 { report.input_bytes as f64 / report.seconds / 1e6 } else { 0.0 };
+        let line = format!(
+            "{}: {} files, {} -> {} bytes, ratio {ratio:.3}, {} blocks, {:.2} s ({speed:.1} MB/s)\n",
+            a.output.display(),
+            report.files,
+            report.input_bytes,
+            report.archive_bytes,
+            report.blocks,
+            report.seconds,
+        );
+        // The summary is for people: on stderr, and a closed stderr is no reason to fail a finished pack.
+        let _ = std::io::stderr().write_all(line.as_bytes());
+    }
+    Ok(())
+}
+
+/// Files at least this large are streamed with the sequential decoder (entropy stage on all cores ahead of the
+/// copy stage); smaller ones are read through the block cache, which also serves their neighbours.
+const SEQUENTIAL_MIN_BYTES: u64 = 4 << 20;
+
+/// Streams `len` bytes of the logical stream from `start` to `sink`, in order, with the faster path for the size.
+fn stream_range(
+    archive: &Archive,
+    start: u64,
+    len: u64,
+    sink: &mut dyn FnMut(&[u8]) -> Result<(), CliError>,
+) -> Result<(), CliError> {
+    if len >= SEQUENTIAL_MIN_BYTES {
+        // The decoder's callback returns the library's error type; a sink error is parked here and returned
+        // as it was (a broken pipe must stay a broken pipe).
+        let mut sink_error: Option<CliError> = None;
+        let result = archive.decode_range_sequential(start, len, |bytes| {
+            sink(bytes).map_err(|e| {
+                sink_error = Some(e);
+                Error::InvalidArgument("output failed".into())
+            })
+        });
+        return match (result, sink_error) {
+            (_, Some(e)) => Err(e),
+            (Err(e), None) => Err(e.into()),
+            (Ok(()), None) => Ok(()),
+        };
+    }
+    let mut buf = vec![0u8; CHUNK.min(len as usize)];
+    let mut pos = start;
+    let end = start + len;
+    while pos < end {
+        let n = ((end - pos) as usize).min(buf.len());
+        archive.read_stream(pos, &mut buf[..n])?;
+        sink(&buf[..n])?;
+        pos += n as u64;
+    }
+    Ok(())
+}
+
+/// Serves file bytes to the extractor from an opened archive.
+struct ArchiveSource<'a>(&'a Archive);
+
+impl FileSource for ArchiveSource<'_> {
+    fn write_file(&self, id: EntryId, out: &mut File, out_path: &Path) -> crate::Result<()> {
+        let (start, size) = self.0.file_range(id)?;
+        let mut write =
+            |bytes: &[u8]| out.write_all(bytes).map_err(|e| CliError::Lib(Error::io(out_path.to_path_buf(), e)));
+        match stream_range(self.0, start, size, &mut write) {
+            Ok(()) => Ok(()),
+            Err(CliError::Lib(e)) => Err(e),
+            // Only library errors come out of a sink that writes a file; keep any other one readable.
+            Err(other) => {
+                Err(Error::Io { path: out_path.to_path_buf(), source: std::io::Error::other(format!("{other:?}")) })
+            }
+        }
+    }
+}
+
+fn unpack_cmd(a: UnpackArgs) -> Result<(), CliError> {
+    let archive = open(&a.archive, a.decoder.decoder)?;
+    let opts = ExtractOptions { include_generated: a.with_generated };
+    extract_tree(archive.tree(), &ArchiveSource(&archive), &a.dir, opts)?;
+    Ok(())
+}
+
+fn cat_cmd(a: CatArgs) -> Result<(), CliError> {
+    let archive = open(&a.archive, a.decoder.decoder)?;
+    let id = super::resolve::resolve_following(archive.tree(), a.path.as_os_str().as_bytes())?;
+    let shown = a.path.display().to_string();
+    let size = match archive.tree().entry(id).map(|e| &e.kind) {
+        Some(EntryKind::File { size, .. }) => *size,
+        Some(EntryKind::Dir) => return Err(Error::IsDirectory(shown).into()),
+        _ => return Err(Error::NotFound(shown).into()),
+    };
+    let (file_start, _) = archive.file_range(id)?;
+    let from = a.offset.min(size);
+    let to = match a.length {
+        Some(len) => from.saturating_add(len).min(size),
+        None => size,
+    };
+    let mut out = Stdout::new();
+    stream_range(&archive, file_start + from, to - from, &mut |bytes| out.write(bytes))?;
+    out.flush()
+}
+
+fn ls_cmd(a: LsArgs) -> Result<(), CliError> {
+    // Listing decodes nothing: no engine choice, no GPU start-up.
+    let archive = open(&a.archive, DecoderChoice::Cpu)?;
+    let tree = archive.tree();
+    let mut out = Stdout::new();
+    for id in super::listing::depth_first(tree) {
+        out.line(&super::listing::listing_line(tree, id, a.long))?;
+    }
+    out.flush()
+}
+
+fn info_cmd(a: InfoArgs) -> Result<(), CliError> {
+    let archive = open(&a.archive, DecoderChoice::Cpu)?;
+    let report = super::info::gather(archive.data());
+    let mut out = Stdout::new();
+    if a.json {
+        let json = serde_json::to_string_pretty(&report)
+            .map_err(|e| CliError::Failed(format!("cannot serialise the report: {e}")))?;
+        out.line(json.as_bytes())?;
+    } else {
+        out.write(super::info::render_text(&report).as_bytes())?;
+    }
+    out.flush()
+}
+
+fn verify_cmd(a: VerifyArgs) -> Result<(), CliError> {
+    let archive = open(&a.archive, a.decoder.decoder)?;
+    let errors = archive.verify();
+    let blocks = archive.data().block_count();
+    let mut out = Stdout::new();
+    for e in &errors {
+        let line = match e {
+            Error::CorruptBlock { block, offset, source, .. } => {
+                format!("bad block {block} (payload offset {offset}): {source}")
+            }
+            other => format!("error: {other}"),
+        };
+        out.line(line.as_bytes())?;
+    }
+    if errors.is_empty() {
+        out.line(format!("{}: OK ({blocks} blocks)", a.archive.display()).as_bytes())?;
+        out.flush()
+    } else {
+        out.flush()?;
+        Err(CliError::Failed(format!("{}: {} of {blocks} blocks are corrupt", a.archive.display(), errors.len())))
+    }
+}

@@ -1,0 +1,215 @@
+//! The `aceapex` binary end to end: pack → unpack reproduces the tree exactly (bytes, modes, mtimes, symlinks,
+//! odd names); ls, cat, info and verify print what they should; exit codes follow the documented contract.
+
+mod common;
+
+use std::ffi::OsStr;
+use std::io::Read;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use common::{assert_exit, run};
+
+fn pack_tree(input: &Path, out: &Path, extra: &[&str]) {
+    let mut args: Vec<&OsStr> = vec![OsStr::new("pack"), input.as_os_str(), OsStr::new("-o"), out.as_os_str()];
+    args.extend(extra.iter().map(OsStr::new));
+    args.push(OsStr::new("--quiet"));
+    let out = run(&args);
+    assert_exit(&out, 0, "pack");
+}
+
+#[test]
+fn pack_unpack_reproduces_the_tree() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("edge");
+    common::write_edge_cases(&input, 4096);
+    let archive = dir.path().join("edge.acx");
+    pack_tree(&input, &archive, &["--block-size", "4K", "--threads", "2"]);
+
+    let dest = dir.path().join("out");
+    let out = run(&[OsStr::new("unpack"), archive.as_os_str(), OsStr::new("-C"), dest.as_os_str()]);
+    assert_exit(&out, 0, "unpack");
+    common::assert_same_tree(&input, &dest.join("edge"));
+
+    // Unpacking again into the same place must refuse to overwrite, not clobber.
+    let again = run(&[OsStr::new("unpack"), archive.as_os_str(), OsStr::new("-C"), dest.as_os_str()]);
+    assert_exit(&again, 1, "unpack over existing files");
+    common::assert_same_tree(&input, &dest.join("edge"));
+
+    // ls lists every entry once; -l shows modes and symlink targets.
+    let ls = run(&[OsStr::new("ls"), archive.as_os_str()]);
+    assert_exit(&ls, 0, "ls");
+    let lines: Vec<&[u8]> = ls.stdout.split(|&b| b == b'\n').filter(|l| !l.is_empty()).collect();
+    let original = common::snapshot(&input);
+    // Generated sidecars are listed too (a random small file that happens to look like FASTA gets one).
+    let long = run(&[OsStr::new("ls"), OsStr::new("-l"), archive.as_os_str()]);
+    assert_exit(&long, 0, "ls -l");
+    let text = String::from_utf8_lossy(&long.stdout);
+    let generated = text.lines().filter(|l| l.ends_with("[generated]")).count();
+    // A name with a newline spans two lines; every other entry is one line, plus the top directory.
+    assert_eq!(lines.len(), original.len() + 1 + 1 + generated, "ls line count");
+    assert!(text.contains("edge/links/to_dna -> ../dna"), "{text}");
+    assert!(text.contains("dr-xr-xr-x"), "read-only directory mode missing");
+    assert!(text.lines().any(|l| l.starts_with("-r--r--r--") && l.contains("edge/period_3")), "mode of period_3");
+
+    // cat of a few files, whole and by range, and through a symlink inside the archive.
+    for name in ["dna", "zeros", "empty", "one_byte", "period_larger_than_block"] {
+        let want = std::fs::read(input.join(name)).unwrap();
+        let path = format!("edge/{name}");
+        let cat = run(&[OsStr::new("cat"), archive.as_os_str(), OsStr::new(&path)]);
+        assert_exit(&cat, 0, "cat");
+        assert!(cat.stdout == want, "cat {name}");
+        let (off, len) = (want.len() / 3, 5000);
+        let ranged = run(&[
+            OsStr::new("cat"),
+            archive.as_os_str(),
+            OsStr::new(&path),
+            OsStr::new("--offset"),
+            OsStr::new(&off.to_string()),
+            OsStr::new("--length"),
+            OsStr::new(&len.to_string()),
+        ]);
+        assert_exit(&ranged, 0, "cat range");
+        assert_eq!(ranged.stdout, want[off..(off + len).min(want.len())], "cat {name} range");
+    }
+    let via_link = run(&[OsStr::new("cat"), archive.as_os_str(), OsStr::new("edge/links/to_dna")]);
+    assert_exit(&via_link, 0, "cat through a symlink");
+    assert!(via_link.stdout == std::fs::read(input.join("dna")).unwrap());
+
+    common::make_removable(dir.path());
+}
+
+#[test]
+fn info_and_verify_on_a_good_archive() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("data.txt");
+    std::fs::write(&input, common::dna_like(&mut common::Rng::new(3), 200_000)).unwrap();
+    let archive = dir.path().join("d.acx");
+    pack_tree(&input, &archive, &["--block-size", "16K"]);
+
+    let info = run(&[OsStr::new("info"), OsStr::new("--json"), archive.as_os_str()]);
+    assert_exit(&info, 0, "info --json");
+    let json: serde_json::Value = serde_json::from_slice(&info.stdout).expect("info --json prints JSON");
+    assert_eq!(json["block_size"], 16384);
+    assert_eq!(json["blocks"], 13); // ceil(200000 / 16384)
+    assert_eq!(json["original_bytes"], 200_000);
+    assert_eq!(json["archive_bytes"], std::fs::metadata(&archive).unwrap().len());
+    assert_eq!(json["entries"]["files"], 1);
+    let ratio = json["ratio"].as_f64().unwrap();
+    assert!(ratio > 1.5, "DNA-like text should compress, ratio {ratio}");
+    let streams = &json["streams"];
+    assert_eq!(streams["unreadable_blocks"], 0);
+
+    let text = run(&[OsStr::new("info"), archive.as_os_str()]);
+    assert_exit(&text, 0, "info");
+    assert!(String::from_utf8_lossy(&text.stdout).contains("ratio:"));
+
+    let verify = run(&[OsStr::new("verify"), archive.as_os_str()]);
+    assert_exit(&verify, 0, "verify");
+}
+
+#[test]
+fn usage_errors_exit_2_and_runtime_errors_exit_1() {
+    let dir = tempfile::tempdir().unwrap();
+    for args in [
+        &["frobnicate"][..],
+        &["pack"],
+        &["pack", "x", "-o", "y.acx", "--block-size", "3K"],
+        &["pack", "x", "-o", "y.acx", "--level", "99"],
+        &["cat", "x.acx", "p", "--decoder", "tpu"],
+        &["ls"],
+    ] {
+        assert_exit(&run(args), 2, &format!("{args:?}"));
+    }
+    let missing = dir.path().join("missing.acx");
+    for args in [vec!["ls"], vec!["info"], vec!["verify"], vec!["cat"]] {
+        let mut argv: Vec<&OsStr> = args.iter().map(OsStr::new).collect();
+        argv.push(missing.as_os_str());
+        if args[0] == "cat" {
+            argv.push(OsStr::new("f"));
+        }
+        let out = run(&argv);
+        assert_exit(&out, 1, &format!("{args:?} on a missing archive"));
+        assert!(!out.stderr.is_empty(), "an error message is printed");
+    }
+    // A file that is not an archive.
+    let junk = dir.path().join("junk.acx");
+    std::fs::write(&junk, b"not an archive at all, just text that is long enough to have a header.....").unwrap();
+    assert_exit(&run(&[OsStr::new("info"), junk.as_os_str()]), 1, "info on junk");
+
+    // A path that is not in the archive, and a directory.
+    let input = dir.path().join("f");
+    std::fs::write(&input, b"hello").unwrap();
+    let archive = dir.path().join("f.acx");
+    pack_tree(&input, &archive, &[]);
+    assert_exit(&run(&[OsStr::new("cat"), archive.as_os_str(), OsStr::new("nope")]), 1, "cat missing path");
+    assert_exit(&run(&[OsStr::new("cat"), archive.as_os_str(), OsStr::new("/")]), 1, "cat a directory");
+
+    let help = run(&["--help"]);
+    assert_exit(&help, 0, "--help");
+    assert!(String::from_utf8_lossy(&help.stdout).contains("Exit status"));
+}
+
+#[test]
+fn broken_pipe_is_quiet() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("big");
+    std::fs::write(&input, common::dna_like(&mut common::Rng::new(5), 3 << 20)).unwrap();
+    let archive = dir.path().join("big.acx");
+    pack_tree(&input, &archive, &[]);
+    let mut child = Command::new(common::bin())
+        .arg("cat")
+        .arg("--decoder")
+        .arg("cpu")
+        .arg(&archive)
+        .arg("big")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 10];
+    child.stdout.as_mut().unwrap().read_exact(&mut first).unwrap();
+    drop(child.stdout.take()); // The reader goes away, like `| head -c 10`.
+    let mut stderr = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "stderr: {stderr}");
+    assert!(stderr.is_empty(), "a closed pipe is not an error: {stderr}");
+}
+
+#[test]
+fn unpack_refuses_to_write_through_existing_symlinks() {
+    // The target directory already contains a symlink named like an archive entry, pointing outside: unpack
+    // must fail on it rather than write through it.
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("top");
+    std::fs::create_dir(&input).unwrap();
+    std::fs::write(input.join("file"), b"payload").unwrap();
+    let archive = dir.path().join("t.acx");
+    pack_tree(&input, &archive, &[]);
+    let outside = dir.path().join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    let dest = dir.path().join("dest");
+    std::fs::create_dir(&dest).unwrap();
+    std::os::unix::fs::symlink(&outside, dest.join("top")).unwrap();
+    let out = run(&[OsStr::new("unpack"), archive.as_os_str(), OsStr::new("-C"), dest.as_os_str()]);
+    assert_exit(&out, 1, "unpack through a planted symlink");
+    assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0, "wrote outside the target directory");
+}
+
+#[test]
+fn non_utf8_paths_round_trip_through_cat() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("n");
+    std::fs::create_dir(&input).unwrap();
+    let name = OsStr::from_bytes(b"caf\xe9.txt");
+    std::fs::write(input.join(name), b"bytes").unwrap();
+    let archive = dir.path().join("n.acx");
+    pack_tree(&input, &archive, &[]);
+    let mut path = b"n/".to_vec();
+    path.extend_from_slice(name.as_bytes());
+    let out = run(&[OsStr::new("cat"), archive.as_os_str(), OsStr::from_bytes(&path)]);
+    assert_exit(&out, 0, "cat non-UTF-8 path");
+    assert_eq!(out.stdout, b"bytes");
+}
