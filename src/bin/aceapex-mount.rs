@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use aceapex::fs::archive_backend::ArchiveBackend;
+use aceapex::archive::{Archive, ArchiveOptions};
 use aceapex::fs::options::MountOptions;
 use aceapex::fs::{AcxFs, FsOptions};
 use aceapex::fuse::{self, MountSettings};
@@ -281,11 +281,10 @@ fn default_threads() -> usize {
 /// Opens, mounts and serves until unmounted or signalled.
 fn serve(args: &Args, canonical_mountpoint: &Path, notifier: &mut ParentNotifier) -> Result<(), Failure> {
     let cache_bytes = args.options.cache_bytes.unwrap_or(DEFAULT_CACHE_BYTES);
-    if args.options.decoder == aceapex::engine::DecoderChoice::Gpu {
-        tracing::warn!("decoder=gpu: the GPU engine is not wired into the mount yet; decoding on the CPU");
-    }
-    let backend = ArchiveBackend::open(&args.archive, cache_bytes).map_err(|e| Failure::new(e.to_string()))?;
-    let fs = Arc::new(AcxFs::new(Arc::new(backend), fs_options(&args.options)));
+    let archive = Archive::open_with(&args.archive, ArchiveOptions { cache_bytes, decoder: args.options.decoder })
+        .map_err(|e| Failure::new(e.to_string()))?;
+    let engine = archive.engine_name().to_string();
+    let fs = Arc::new(AcxFs::new(Arc::new(archive), fs_options(&args.options)));
     let settings = MountSettings {
         threads: args.options.threads.unwrap_or_else(default_threads),
         allow_other: args.options.allow_other,
@@ -297,7 +296,7 @@ fn serve(args: &Args, canonical_mountpoint: &Path, notifier: &mut ParentNotifier
         Failure::new(format!("cannot mount {} on {}: {e}", args.archive.display(), args.mountpoint.display()))
     })?;
     tracing::info!(
-        "mounted {} on {} ({} threads, cache {} MiB)",
+        "mounted {} on {} ({} threads, cache {} MiB, decoder {engine})",
         args.archive.display(),
         canonical_mountpoint.display(),
         settings.threads,

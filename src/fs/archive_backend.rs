@@ -1,140 +1,139 @@
-//! The archive as a [`Backend`]: regular files' byte ranges mapped onto blocks of the logical stream, blocks
-//! served from the shared cache and decoded by the CPU engine on a miss (batched for readahead).
-//!
-//! This is the filesystem's direct binding to the archive pieces ([`ArchiveData`], [`BlockCache`],
-//! [`CpuEngine`]); it only needs what FORMAT.md §2.5 says about files (stored bytes at
-//! `[offset, offset + size)` of the stream).
+//! The opened [`Archive`] as the filesystem's [`Backend`]: reads go through the archive's single-flight block
+//! cache and its engines; readahead maps a file range onto the blocks of the logical stream that hold it.
 
 use std::ops::Range;
-use std::path::Path;
-use std::sync::Arc;
 
 use super::Backend;
-use crate::cache::{Block, BlockCache};
-use crate::engine::cpu::CpuEngine;
-use crate::engine::BlockEngine;
-use crate::error::{Error, Result};
+use crate::archive::Archive;
 use crate::format::tree::{EntryId, EntryKind, Tree};
-use crate::format::ArchiveData;
 
-/// An opened archive served through a block cache.
-pub struct ArchiveBackend {
-    data: Arc<ArchiveData>,
-    cache: Arc<BlockCache>,
-    engine: CpuEngine,
-}
-
-impl ArchiveBackend {
-    /// Opens and validates the archive at `path` (every section checksum; block payloads are checked as they
-    /// are decoded), with a decoded-block cache of `cache_bytes`.
-    pub fn open(path: &Path, cache_bytes: u64) -> Result<ArchiveBackend> {
-        let data = Arc::new(ArchiveData::open(path)?);
-        let cache = Arc::new(BlockCache::new(cache_bytes));
-        let engine = CpuEngine::with_decoded(Arc::clone(&data), Arc::clone(&cache) as _);
-        Ok(ArchiveBackend { data, cache, engine })
-    }
-
-    pub fn data(&self) -> &Arc<ArchiveData> {
-        &self.data
-    }
-
-    /// Stored-bytes stream range of file `id`, or an error for anything else.
-    fn file_range(&self, id: EntryId) -> Result<(u64, u64)> {
-        match self.data.tree.entry(id).map(|e| &e.kind) {
-            Some(EntryKind::File { offset, size, transform: 0 }) => Ok((*offset, *size)),
-            Some(EntryKind::File { transform, .. }) => {
-                Err(Error::InvalidArgument(format!("entry {id}: file transform {transform} is not supported")))
-            }
-            Some(_) => Err(Error::IsDirectory(format!("entry {id}"))),
-            None => Err(Error::NotFound(format!("entry {id}"))),
-        }
-    }
-
-    fn decode_one(&self, id: u64) -> Result<Block> {
-        let mut out = vec![0u8; self.data.block_len(id) as usize];
-        self.engine.decode_block(id, &mut out)?;
-        self.cache.record_decodes(self.engine.name(), 1);
-        Ok(out.into())
-    }
-
-    fn decode_batch(&self, ids: &[u64]) -> Vec<Result<Block>> {
-        let mut bufs: Vec<Vec<u8>> = ids.iter().map(|&id| vec![0u8; self.data.block_len(id) as usize]).collect();
-        let mut slices: Vec<&mut [u8]> = bufs.iter_mut().map(Vec::as_mut_slice).collect();
-        match self.engine.decode_blocks(ids, &mut slices) {
-            Ok(()) => {
-                self.cache.record_decodes(self.engine.name(), ids.len() as u64);
-                bufs.into_iter().map(|b| Ok(b.into())).collect()
-            }
-            // A batch fails as a whole; decode one by one so that good blocks still land in the cache.
-            Err(_) => ids.iter().map(|&id| self.decode_one(id)).collect(),
-        }
-    }
-}
-
-impl Backend for ArchiveBackend {
+impl Backend for Archive {
     fn tree(&self) -> &Tree {
-        &self.data.tree
+        Archive::tree(self)
     }
 
-    fn read_file(&self, id: EntryId, offset: u64, buf: &mut [u8]) -> Result<usize> {
-        let (start, size) = self.file_range(id)?;
-        if offset >= size || buf.is_empty() {
-            return Ok(0);
-        }
-        let len = (size - offset).min(buf.len() as u64) as usize;
-        let block_log = self.data.header.block_log;
-        let first = start + offset;
-        let last = first + len as u64 - 1;
-        let ids: Vec<u64> = ((first >> block_log)..=(last >> block_log)).collect();
-        let blocks = self.cache.get_many(&ids, |missing| self.decode_batch(missing))?;
-        let mut done = 0;
-        for (id, block) in ids.iter().zip(&blocks) {
-            let block_start = id << block_log;
-            let from = (first + done as u64 - block_start) as usize;
-            let take = (block.len().saturating_sub(from)).min(len - done);
-            if take == 0 {
-                return Err(Error::InvalidArgument(format!("block {id} is shorter than the file says")));
-            }
-            buf[done..done + take].copy_from_slice(&block[from..from + take]);
-            done += take;
-        }
-        Ok(done)
+    fn read_file(&self, id: EntryId, offset: u64, buf: &mut [u8]) -> crate::Result<usize> {
+        Archive::read_file(self, id, offset, buf)
     }
 
     fn blocks_for(&self, id: EntryId, range: Range<u64>) -> Range<u64> {
-        let Ok((start, size)) = self.file_range(id) else { return 0..0 };
-        let (from, to) = (range.start.min(size), range.end.min(size));
+        // Only stored files map linearly onto the stream; transformed ones (genome mode) get no readahead.
+        let Some(EntryKind::File { offset: start, size, transform: 0 }) = self.tree().entry(id).map(|e| &e.kind) else {
+            return 0..0;
+        };
+        let (from, to) = (range.start.min(*size), range.end.min(*size));
         if from >= to {
             return 0..0;
         }
-        let block_log = self.data.header.block_log;
+        let block_log = self.data().header.block_log;
         ((start + from) >> block_log)..((start + to - 1) >> block_log) + 1
     }
 
-    fn prefetch(&self, blocks: &[u64]) -> Result<()> {
-        let ids: Vec<u64> = blocks.iter().copied().filter(|&b| b < self.data.block_count()).collect();
-        self.cache.prefetch(&ids, |missing| self.decode_batch(missing));
+    fn prefetch(&self, blocks: &[u64]) -> crate::Result<()> {
+        Archive::prefetch(self, blocks);
         Ok(())
     }
 
     fn stats_json(&self) -> serde_json::Value {
+        let data = self.data();
         serde_json::json!({
-            "engine": self.engine.name(),
-            "block_size": self.data.header.block_size(),
-            "blocks": self.data.block_count(),
-            "cache": self.cache.stats(),
+            "engine": self.engine_name(),
+            "block_size": data.header.block_size(),
+            "blocks": data.block_count(),
+            "total_len": data.footer.total_len,
+            "cache": self.stats(),
         })
     }
 
     fn source_name(&self) -> String {
-        self.data.path.display().to_string()
+        self.data().path.display().to_string()
     }
 
     fn total_len(&self) -> u64 {
-        self.data.footer.total_len
+        Archive::total_len(self)
     }
 
     fn block_size(&self) -> u32 {
-        self.data.header.block_size() as u32
+        self.data().header.block_size() as u32
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The filesystem layer over a real packed archive (no mount).
+
+    use std::path::PathBuf;
+    use std::sync::Arc;
+
+    use crate::archive::{Archive, ArchiveOptions};
+    use crate::engine::DecoderChoice;
+    use crate::fs::{AcxFs, Backend, FileKind, FsOptions};
+
+    fn packed(dir: &std::path::Path) -> (PathBuf, Vec<u8>, Vec<u8>) {
+        let src = dir.join("in");
+        std::fs::create_dir_all(src.join("sub")).unwrap();
+        let fasta: Vec<u8> = {
+            // A repetitive sequence wrapped at 60 columns: indexable FASTA with plenty of matches.
+            let seq: Vec<u8> = (0..30_000).map(|i| b"ACGTTGCAAC"[(i * i / 7) % 10]).collect();
+            let mut out = b">s1 test\n".to_vec();
+            for line in seq.chunks(60) {
+                out.extend_from_slice(line);
+                out.push(b'\n');
+            }
+            out
+        };
+        let blob: Vec<u8> = (0..200_000u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
+        std::fs::write(src.join("g.fa"), &fasta).unwrap();
+        std::fs::write(src.join("sub/blob"), &blob).unwrap();
+        let archive = dir.join("t.acx");
+        crate::pack::pack(std::slice::from_ref(&src), &archive, &crate::pack::PackOptions::default()).unwrap();
+        (archive, fasta, blob)
+    }
+
+    #[test]
+    fn fs_over_packed_archive_reads_exact_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, fasta, blob) = packed(dir.path());
+        let archive =
+            Archive::open_with(&path, ArchiveOptions { cache_bytes: 1 << 20, decoder: DecoderChoice::Cpu }).unwrap();
+        let fs = AcxFs::new(Arc::new(archive), FsOptions::default());
+        let top = fs.lookup(1, b"in").unwrap();
+        assert_eq!(top.kind, FileKind::Directory);
+        let g = fs.lookup(top.ino, b"g.fa").unwrap();
+        assert_eq!(g.size, fasta.len() as u64);
+        let fai = fs.lookup(top.ino, b"g.fa.fai").unwrap();
+        let sub = fs.lookup(top.ino, b"sub").unwrap();
+        let b = fs.lookup(sub.ino, b"blob").unwrap();
+
+        let read = |ino: u64, chunk: u32| {
+            let opened = fs.open(ino, libc::O_RDONLY).unwrap();
+            let mut all = Vec::new();
+            let mut buf = Vec::new();
+            loop {
+                fs.read(ino, opened.fh, all.len() as u64, chunk, &mut buf).unwrap();
+                if buf.is_empty() {
+                    break;
+                }
+                all.extend_from_slice(&buf);
+            }
+            fs.release(opened.fh);
+            all
+        };
+        assert_eq!(read(g.ino, 4096), fasta);
+        assert_eq!(read(b.ino, 128 << 10), blob);
+        assert_eq!(read(fai.ino, 1000), crate::pack::fai::fasta_index(&fasta).unwrap());
+
+        // Random ranges straddling 16 KiB blocks.
+        let opened = fs.open(b.ino, libc::O_RDONLY).unwrap();
+        let mut buf = Vec::new();
+        for (off, len) in [(16383u64, 2u32), (16384, 16384), (199_990, 100), (0, 1), (32767, 40000)] {
+            fs.read(b.ino, opened.fh, off, len, &mut buf).unwrap();
+            let end = (off as usize + len as usize).min(blob.len());
+            assert_eq!(buf, &blob[off as usize..end], "{off}+{len}");
+        }
+        let stats: serde_json::Value = serde_json::from_slice(&fs.stats_snapshot()).unwrap();
+        assert_eq!(stats["archive_stats"]["engine"], "cpu");
+        assert!(stats["archive_stats"]["cache"]["misses"].as_u64().unwrap() > 0);
+        assert!(fs.backend().blocks_for(b.ino as u32 - 1, 0..20000).end > 0);
     }
 }
