@@ -20,13 +20,18 @@ pub struct DepthPass<'a> {
     pub max_seen: u8,
     /// Bytes forced to be literals so far.
     pub forced: u64,
+    /// The most recent match pieces `(dst, len, back)` in stream order, to find a source's own source.
+    recent: Vec<(usize, u32, u64)>,
 }
+
+/// Match pieces remembered for re-pointing (between this many and twice as many are kept).
+const RECENT_PIECES: usize = 1 << 14;
 
 impl<'a> DepthPass<'a> {
     /// `depth` must be as long as `data`; blocks are then passed in stream order.
     pub fn new(data: &'a [u8], depth: &'a mut [u8], max_depth: u8) -> Self {
         debug_assert_eq!(data.len(), depth.len());
-        DepthPass { data, depth, max_depth: max_depth.max(1), max_seen: 0, forced: 0 }
+        DepthPass { data, depth, max_depth: max_depth.max(1), max_seen: 0, forced: 0, recent: Vec::new() }
     }
 
     /// Checks the block starting at `start` and rewrites its tokens where a match would go too deep.
@@ -55,45 +60,100 @@ impl<'a> DepthPass<'a> {
     }
 
     /// Writes the depths of a match at `dst` and emits it as one or more pieces plus forced literals.
+    ///
+    /// When byte `x` would go too deep, its source byte was itself copied; the same content is then usually
+    /// available one level shallower — at the source's own source, or one period further back in a periodic
+    /// run — so the remainder is re-pointed there when that gives a useful piece. Only when no alternative
+    /// exists is `x` forced to a literal.
     fn place_match(&mut self, dst: usize, len: u32, back: u64, run: &mut u32, out: &mut BlockTokens) {
-        let back_us = back as usize;
-        let mut piece_start = 0u32;
-        for k in 0..len {
-            let at = dst + k as usize;
-            // Source of byte k of the current piece: the period restarts at the piece start.
-            let src = dst + piece_start as usize - back_us + ((k - piece_start) as usize % back_us);
+        let end = dst + len as usize;
+        let b = back as usize;
+        let mut piece = dst;
+        let mut x = dst;
+        while x < end {
+            // Source of byte x of the current piece: the period restarts at the piece start.
+            let src = piece - b + ((x - piece) % b);
             let d = self.depth[src] as u32 + 1;
             if d <= self.max_depth as u32 {
-                self.depth[at] = d as u8;
+                self.depth[x] = d as u8;
+                x += 1;
                 continue;
             }
-            self.close_piece(dst, piece_start, k, back, run, out);
-            self.depth[at] = 0;
-            out.literals.push(self.data[at]);
-            *run += 1;
-            self.forced += 1;
-            piece_start = k + 1;
+            self.close_piece(piece, x, back, piece == dst && x == end, run, out);
+            if let Some((alt, r)) = self.alternative(x, end, src, b) {
+                for j in 0..r {
+                    let s = x - alt + (j % alt);
+                    self.depth[x + j] = self.depth[s] + 1;
+                }
+                self.close_piece(x, x + r, alt as u64, false, run, out);
+                x += r;
+            } else {
+                self.depth[x] = 0;
+                out.literals.push(self.data[x]);
+                *run += 1;
+                self.forced += 1;
+                x += 1;
+            }
+            piece = x;
         }
-        self.close_piece(dst, piece_start, len, back, run, out);
+        self.close_piece(piece, end, back, piece == dst, run, out);
     }
 
-    /// Emits match bytes `[from, to)` as a token, or as literals when the piece is too short.
-    fn close_piece(&mut self, dst: usize, from: u32, to: u32, back: u64, run: &mut u32, out: &mut BlockTokens) {
-        if from == to {
+    /// The best other distance for match bytes starting at `x` (source `src` under the original distance `b`):
+    /// returns the distance and how many bytes it serves within the depth bound, if that is a useful piece.
+    fn alternative(&self, x: usize, end: usize, src: usize, b: usize) -> Option<(usize, usize)> {
+        let mut cands = [0usize; 4];
+        let at = self.recent.partition_point(|t| t.0 <= src);
+        if at > 0 {
+            let (t_dst, t_len, t_back) = self.recent[at - 1];
+            if src < t_dst + t_len as usize {
+                let src_of_src = t_dst - t_back as usize + ((src - t_dst) % t_back as usize);
+                cands[0] = x - src_of_src;
+            }
+        }
+        if b < 256 {
+            cands[1] = 2 * b;
+            cands[2] = 3 * b;
+            cands[3] = 4 * b;
+        }
+        let mut best: Option<(usize, usize)> = None;
+        for &alt in cands.iter().filter(|&&a| a > 0 && a <= x) {
+            let mut r = 0;
+            while x + r < end {
+                let s = x - alt + (r % alt);
+                if self.data[x + r] != self.data[s] || self.depth[s] >= self.max_depth {
+                    break;
+                }
+                r += 1;
+            }
+            if r >= MIN_PIECE as usize && best.is_none_or(|(_, br)| r > br) {
+                best = Some((alt, r));
+            }
+        }
+        best
+    }
+
+    /// Emits match bytes `[from, to)` (depths already written) as a token, or as literals when the piece is too
+    /// short to pay for a token (`whole`: the parser's own unsplit match, kept whenever legal).
+    fn close_piece(&mut self, from: usize, to: usize, back: u64, whole: bool, run: &mut u32, out: &mut BlockTokens) {
+        let n = (to - from) as u32;
+        if n == 0 {
             return;
         }
-        let range = dst + from as usize..dst + to as usize;
-        let whole = from == 0 && to - from >= 2;
-        if to - from < MIN_PIECE && !whole {
-            out.literals.extend_from_slice(&self.data[range.clone()]);
-            self.depth[range].fill(0);
-            *run += to - from;
+        if n < MIN_PIECE && !(whole && n >= 2) {
+            out.literals.extend_from_slice(&self.data[from..to]);
+            self.depth[from..to].fill(0);
+            *run += n;
             return;
         }
-        let piece_max = self.depth[range].iter().copied().max().unwrap_or(0);
+        let piece_max = self.depth[from..to].iter().copied().max().unwrap_or(0);
         self.max_seen = self.max_seen.max(piece_max);
-        out.tokens.push(Token { lit_len: *run, match_len: to - from, back });
+        out.tokens.push(Token { lit_len: *run, match_len: n, back });
         *run = 0;
+        if self.recent.len() >= 2 * RECENT_PIECES {
+            self.recent.drain(..RECENT_PIECES);
+        }
+        self.recent.push((from, n, back));
     }
 }
 
@@ -138,7 +198,6 @@ mod tests {
         let mut depth = vec![0u8; data.len()];
         let mut pass = DepthPass::new(&data, &mut depth, 5);
         let fixed = pass.apply(0, block);
-        assert!(pass.forced > 0);
         assert_eq!(pass.max_seen, 5);
         let (out, depth) = replay(&data, &[(0, fixed)]);
         assert_eq!(out, data);

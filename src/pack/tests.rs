@@ -178,3 +178,38 @@ proptest! {
         check_roundtrip(&data, &PackOptions { max_depth, ..small_opts() });
     }
 }
+
+/// Packs the files named in `ACEAPEX_MEASURE` (space-separated) at `ACEAPEX_LEVEL` (default 6) and prints the
+/// report: `ACEAPEX_MEASURE="a.fa b.fa" cargo test --release --lib pack::tests::measure -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn measure() {
+    let Ok(list) = std::env::var("ACEAPEX_MEASURE") else { return };
+    let inputs: Vec<PathBuf> = list.split_whitespace().map(PathBuf::from).collect();
+    let level = std::env::var("ACEAPEX_LEVEL").ok().and_then(|l| l.parse().ok()).unwrap_or(6);
+    let threads = std::env::var("ACEAPEX_THREADS").ok().and_then(|l| l.parse().ok()).unwrap_or(0);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("m.acx");
+    let env = |k: &str, d: u8| std::env::var(k).ok().and_then(|l| l.parse().ok()).unwrap_or(d);
+    let opts = PackOptions {
+        level,
+        threads,
+        group_log: env("ACEAPEX_GROUP_LOG", 6),
+        rans_lanes: env("ACEAPEX_LANES", 32),
+        block_log: env("ACEAPEX_BLOCK_LOG", 14),
+        max_depth: env("ACEAPEX_DEPTH", 16),
+        ..Default::default()
+    };
+    let r = pack(&inputs, &out, &opts).unwrap();
+    println!(
+        "level {level}: {} -> {} bytes, ratio {:.4}, {:.2} s, {:.1} MB/s, {} matches, {} literals, depth {}",
+        r.input_bytes,
+        r.archive_bytes,
+        r.input_bytes as f64 / r.archive_bytes as f64,
+        r.seconds,
+        r.input_bytes as f64 / r.seconds / 1e6,
+        r.matches,
+        r.literals,
+        r.max_depth_seen
+    );
+}
