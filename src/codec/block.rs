@@ -584,6 +584,116 @@ mod tests {
         check_parsed(&parsed, &b, b"GG", 13);
     }
 
+    /// A tiny deterministic generator for the timing tests (no dependency, same data every run).
+    struct XorShift(u64);
+
+    impl XorShift {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+
+        /// Geometric-ish length with the given mean.
+        fn length(&mut self, mean: u64) -> u32 {
+            let u = (self.next() >> 11) as f64 / (1u64 << 53) as f64;
+            (-(1.0 - u).ln() * mean as f64) as u32
+        }
+    }
+
+    /// DNA-like blocks: skewed ACGT literals (≈1.9 bits), short literal runs, median match around 20, sources
+    /// anywhere in a 100 MB stream. `match_share` of the bytes come from matches.
+    fn dna_like_blocks(
+        count: usize,
+        block_len: u32,
+        match_share: f64,
+        rng: &mut XorShift,
+    ) -> Vec<(Vec<Token>, Vec<u8>)> {
+        (0..count)
+            .map(|b| {
+                let start = (b as u64 + 1000) * block_len as u64;
+                let mut tokens = Vec::new();
+                let mut dst = 0u32;
+                let mean_lit = (24.0 * (1.0 - match_share) / match_share.max(0.01)) as u64 + 1;
+                loop {
+                    let lit_len = rng.length(mean_lit).min(block_len - dst);
+                    let match_len = (rng.length(20) + 8).min(block_len - dst - lit_len);
+                    if match_len < 2 || dst + lit_len + match_len == block_len {
+                        tokens.push(Token { lit_len: block_len - dst, match_len: 0, back: 0 });
+                        break;
+                    }
+                    let back = 1 + rng.next() % (start + (dst + lit_len) as u64).min(100_000_000);
+                    tokens.push(Token { lit_len, match_len, back });
+                    dst += lit_len + match_len;
+                }
+                let nlit: u32 = tokens.iter().map(|t| t.lit_len).sum();
+                let literals = (0..nlit)
+                    .map(|_| match rng.next() % 10 {
+                        0..=2 => b'A',
+                        3..=4 => b'C',
+                        5..=6 => b'G',
+                        _ => b'T',
+                    })
+                    .collect();
+                (tokens, literals)
+            })
+            .collect()
+    }
+
+    /// `cargo test --release --lib codec::block::tests::decode_speed -- --ignored --nocapture`
+    #[test]
+    #[ignore = "timing, run in release"]
+    fn decode_speed() {
+        let mut rng = XorShift(0x9e37_79b9_7f4a_7c15);
+        for (name, share) in [("literals only", 0.0), ("30% matched", 0.3), ("70% matched", 0.7)] {
+            for lanes in [1u32, 32] {
+                let block_len = 1u32 << 14;
+                let blocks = dna_like_blocks(256, block_len, share, &mut rng);
+                let mut stats = SymbolStats::default();
+                for (tokens, literals) in &blocks {
+                    count_symbols(tokens, literals, &mut stats);
+                }
+                let tables = TableSet::from_stats(&stats);
+                let payloads: Vec<Vec<u8>> = blocks
+                    .iter()
+                    .map(|(tokens, literals)| {
+                        let mut p = Vec::new();
+                        encode_block(tokens, literals, &tables, lanes, &mut p);
+                        p
+                    })
+                    .collect();
+                let encode_start = std::time::Instant::now();
+                let mut sink = Vec::new();
+                for (tokens, literals) in &blocks {
+                    sink.clear();
+                    encode_block(tokens, literals, &tables, lanes, &mut sink);
+                }
+                let encode_time = encode_start.elapsed();
+                let mut parsed = ParsedBlock::default();
+                let mut best = f64::MAX;
+                for _ in 0..5 {
+                    let t = std::time::Instant::now();
+                    for (i, payload) in payloads.iter().enumerate() {
+                        let start = (i as u64 + 1000) * block_len as u64;
+                        decode_block_into(payload, &tables, lanes, start, block_len, &mut parsed).unwrap();
+                    }
+                    best = best.min(t.elapsed().as_secs_f64());
+                }
+                let bytes = blocks.len() as f64 * block_len as f64;
+                let packed: usize = payloads.iter().map(|p| p.len()).sum();
+                let tokens: usize = blocks.iter().map(|b| b.0.len()).sum();
+                println!(
+                    "{name:>14}, {lanes:>2} lanes: decode {:7.1} MB/s, encode {:6.1} MB/s, ratio {:.2}, {:.1} B/token",
+                    bytes / best / 1e6,
+                    bytes / encode_time.as_secs_f64() / 1e6,
+                    bytes / packed as f64,
+                    bytes / tokens as f64
+                );
+            }
+        }
+    }
+
     fn shapes() -> impl Strategy<Value = Vec<(u32, u32, u64)>> {
         let lit = prop_oneof![4 => 0u32..8, 2 => 0u32..300, 1 => 0u32..70_000];
         let len = prop_oneof![4 => 2u32..20, 2 => 2u32..3000, 1 => 2u32..200_000];

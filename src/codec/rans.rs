@@ -73,6 +73,43 @@ fn decode_step(lookup: &DecodeLookup, x: u32) -> (u8, u32) {
     ((e >> 24) as u8, freq * (x >> SCALE_BITS) + (e & 0xfff))
 }
 
+/// Renormalises `y` with the word `w` when it fell below `2^16`; returns the new state and whether a word was taken.
+///
+/// Written as arithmetic (shift by 0 or 16, mask the word) because LLVM turns an `if` here into a branch, which
+/// mispredicts every few symbols on high-entropy data.
+#[inline(always)]
+fn refill(y: u32, w: u16) -> (u32, usize) {
+    let take = (y < STATE_LOW) as u32;
+    let w = w as u32 & 0u32.wrapping_sub(take);
+    ((y << (take << 4)) | w, take as usize)
+}
+
+/// One symbol on lane state `x`, reading the word at `min(pos, nwords)`: `words[nwords]` is the sentinel, so a
+/// stream that runs out keeps decoding (garbage) and `pos` runs past `nwords`, which [`Decoder::finish`] refuses.
+#[inline(always)]
+fn step_clamped(lookup: &DecodeLookup, x: &mut u32, words: &[u16], nwords: usize, pos: &mut usize) -> u8 {
+    let (s, y) = decode_step(lookup, *x);
+    let (y, took) = refill(y, words[(*pos).min(nwords)]);
+    *pos += took;
+    *x = y;
+    s
+}
+
+/// [`step_clamped`] without the clamp and bounds check.
+///
+/// # Safety
+/// `*pos < words.len()`.
+#[inline(always)]
+unsafe fn step_unchecked(lookup: &DecodeLookup, x: &mut u32, words: &[u16], pos: &mut usize) -> u8 {
+    let (s, y) = decode_step(lookup, *x);
+    // SAFETY: the caller guarantees `*pos < words.len()`.
+    let w = unsafe { *words.get_unchecked(*pos) };
+    let (y, took) = refill(y, w);
+    *pos += took;
+    *x = y;
+    s
+}
+
 /// The encoder's output: the final states (lane 0 first) and the word stream in decoder order.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Encoded {
@@ -182,7 +219,7 @@ impl Decoder {
         let mut lane = self.next % K;
         let mut pos = self.pos;
         let words = &self.words[..];
-        let sentinel = self.nwords;
+        let nwords = self.nwords;
         let mut states: [u32; K] = [0; K];
         states.copy_from_slice(&self.states[..K]);
 
@@ -190,27 +227,26 @@ impl Decoder {
         let head = ((K - lane) % K).min(out.len());
         let (head_out, rest) = out.split_at_mut(head);
         let mut whole = rest.chunks_exact_mut(K);
-        let step = |x: &mut u32, o: &mut u8, pos: &mut usize| {
-            let (s, mut y) = decode_step(lookup, *x);
-            *o = s;
-            let refill = y < STATE_LOW;
-            // Branch-free refill: always load (clamped to the sentinel), select, advance by 0 or 1.
-            let w = words[(*pos).min(sentinel)] as u32;
-            y = if refill { (y << 16) | w } else { y };
-            *pos += refill as usize;
-            *x = y;
-        };
         for o in head_out.iter_mut() {
-            step(&mut states[lane], o, &mut pos);
+            *o = step_clamped(lookup, &mut states[lane], words, nwords, &mut pos);
             lane = (lane + 1) % K;
         }
         for chunk in &mut whole {
-            for (x, o) in states.iter_mut().zip(chunk.iter_mut()) {
-                step(x, o, &mut pos);
+            if pos + K <= nwords {
+                // A step reads at most K words, all before `nwords`: no clamping needed.
+                for (x, o) in states.iter_mut().zip(chunk.iter_mut()) {
+                    // SAFETY: within this step `pos` starts at `p0` with `p0 + K <= nwords` and grows by at most
+                    // one per symbol, so before the k-th symbol (k < K) `pos <= p0 + k < nwords < words.len()`.
+                    *o = unsafe { step_unchecked(lookup, x, words, &mut pos) };
+                }
+            } else {
+                for (x, o) in states.iter_mut().zip(chunk.iter_mut()) {
+                    *o = step_clamped(lookup, x, words, nwords, &mut pos);
+                }
             }
         }
         for o in whole.into_remainder().iter_mut() {
-            step(&mut states[lane], o, &mut pos);
+            *o = step_clamped(lookup, &mut states[lane], words, nwords, &mut pos);
             lane = (lane + 1) % K;
         }
 
