@@ -253,8 +253,14 @@ fn detach(log_file: Option<&Path>) -> Result<(), Failure> {
     Ok(())
 }
 
-fn init_logging(debug: bool) {
-    let default = if debug { "debug" } else { "info" };
+/// Logs go to stderr: the terminal or journal with `-f`, the `log=` file (or nowhere) once detached. A daemon
+/// started by mount(8) keeps quiet on the terminal unless something is wrong, so its default level is warn.
+fn init_logging(debug: bool, foreground: bool) {
+    let default = match (debug, foreground) {
+        (true, _) => "debug",
+        (false, true) => "info",
+        (false, false) => "warn",
+    };
     let filter = tracing_subscriber::EnvFilter::try_from_env("ACEAPEX_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(false).try_init();
@@ -367,7 +373,7 @@ fn main() -> ExitCode {
             Err(f) => return fail(&f),
         }
     };
-    init_logging(args.debug);
+    init_logging(args.debug, args.foreground);
     for ignored in &args.options.ignored {
         tracing::debug!("ignoring mount option {ignored}");
     }
