@@ -303,6 +303,8 @@ mod tests {
     }
 
     /// A literal transcription of FORMAT.md §3.4's step-wise decoder (all lanes decode, then refill in lane order).
+    // Indexed loops on purpose: this mirrors the spec's pseudo-code line by line.
+    #[allow(clippy::needless_range_loop)]
     fn reference_decode(states: &[u32], words: &[u16], segments: &[(usize, &Table)]) -> Result<Vec<u8>, &'static str> {
         let k = states.len();
         let mut x = states.to_vec();
