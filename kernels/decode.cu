@@ -168,7 +168,6 @@ __device__ void parse_one(const Ctx& c, u32 id, u64 tok_base, u8* bytes, u32 mod
     u32* tp = c.tpos + tok_base;
     u32* mp = c.mpos + tok_base;
     u64* bk = c.back + tok_base;
-    bool bad = false;
 
     // Phase A: entropy-decode the LL, ML and OF codes (symbols [0, 3 nmatch + 1)) into the token arrays, and
     // keep going into the literals up to the end of the step that holds the last code: those (at most one per
@@ -176,6 +175,8 @@ __device__ void parse_one(const Ctx& c, u32 id, u64 tok_base, u8* bytes, u32 mod
     const bool lane_active = lane < lanes;
     u32 x = lane_active ? load_u32_le(states + 4 * lane) : 0;
     u32 wpos = 0;
+    // An encoder never leaves a state below 2^16 (the CPU decoder refuses it too).
+    bool bad = lane_active && x < 65536u;
     const u64 ncodes = 3ull * nmatch + 1;
     const u64 code_steps = (ncodes + lanes - 1) / lanes;
     const u64 steps = (S + lanes - 1) / lanes;
@@ -234,8 +235,8 @@ __device__ void parse_one(const Ctx& c, u32 id, u64 tok_base, u8* bytes, u32 mod
     u64 bit_run = 0;
     u32 lit_run = 0, pos_run = 0;
     const u64 extra_bits_total = 8ull * extra_len;
-    for (u32 c = 0; c < ntok; c += 32) {
-        u32 t = c + lane;
+    for (u32 chunk = 0; chunk < ntok; chunk += 32) {
+        u32 t = chunk + lane;
         bool has = t < ntok;
         bool has_match = t < nmatch;
         u32 llc = has ? tp[t] : 0;
@@ -345,8 +346,8 @@ __device__ void parse_one(const Ctx& c, u32 id, u64 tok_base, u8* bytes, u32 mod
     __syncwarp();
 
     // Phase D: literal index -> match start. mpos[t] = tpos[t] + (litidx[t + 1] - litidx[t]).
-    for (u32 c = 0; c < ntok; c += 32) {
-        u32 t = c + lane;
+    for (u32 chunk = 0; chunk < ntok; chunk += 32) {
+        u32 t = chunk + lane;
         u32 v = 0;
         if (t < ntok) {
             u32 next = t + 1 < ntok ? mp[t + 1] : nlit;
@@ -557,21 +558,28 @@ extern "C" __global__ void reset_batch(Ctx c) {
 }
 
 // One round of match copies over all blocks of the full decode (c.bytes is the whole stream): a warp per block,
-// a lane per short match, the whole warp per long one. changed[round] is set when a byte changed; a round whose
-// predecessor changed nothing exits at once (the output is already the fixpoint).
-extern "C" __global__ void copy_round(Ctx c, u32 n, u32 round, u32* changed) {
+// a lane per short match, the whole warp per long one.
+//
+// changed[round] is set when a byte changed, and dirty[round * n + b] when a byte of block b changed. A round
+// whose predecessor changed nothing exits at once (the output is the fixpoint). In round r > 0 a match is only
+// copied again when a block its source lies in changed in round r - 1: otherwise its source bytes hold the
+// values it copied when it last ran (a write racing with that read marked the block dirty in that round).
+extern "C" __global__ void copy_round(Ctx c, u32 n, u32 round, u32* changed, u8* dirty) {
     if (failed(c)) return;
     if (round > 0 && *(volatile u32*)&changed[round - 1] == 0) return;
     const u32 warps_per_cta = blockDim.x / 32;
     const u32 warp = blockIdx.x * warps_per_cta + threadIdx.x / 32;
     const u32 nwarps = gridDim.x * warps_per_cta;
     const u32 lane = threadIdx.x & 31;
+    const u8* dirty_before = round > 0 ? dirty + (u64)(round - 1) * n : nullptr;
+    u8* dirty_now = dirty + (u64)round * n;
     u8* out = c.bytes;
     bool any = false;
     for (u32 e = warp; e < n; e += nwarps) {
         u32 nmatch = c.meta[(u64)e * META_WORDS + 2];
         u64 tb = c.tok_off[e];
         u64 bstart = (u64)e << c.block_log;
+        bool block_changed = false;
         for (u32 t0 = 0; t0 < nmatch; t0 += 32) {
             u32 t = t0 + lane;
             u32 len = 0;
@@ -582,14 +590,19 @@ extern "C" __global__ void copy_round(Ctx c, u32 n, u32 round, u32* changed) {
                 dist = c.back[tb + t];
                 dst = bstart + ms;
                 src = dst - dist;  // parse checked 1 <= dist <= dst
+                if (dirty_before) {
+                    u64 src_end = src + (dist < len ? dist : len) - 1;
+                    if (!dirty_before[src >> c.block_log] && !dirty_before[src_end >> c.block_log]) len = 0;
+                }
             }
             bool longm = len > 32;
+            bool wrote = false;
             if (!longm) {
                 for (u32 k = 0; k < len; k++) {
                     u8 v = out[src + (dist > k ? k : k % (u32)dist)];
                     if (out[dst + k] != v) {
                         out[dst + k] = v;
-                        any = true;
+                        wrote = true;
                     }
                 }
             }
@@ -605,11 +618,14 @@ extern "C" __global__ void copy_round(Ctx c, u32 n, u32 round, u32* changed) {
                     u8 v = out[s2 + (di2 > k ? k : k % (u32)di2)];
                     if (out[d2 + k] != v) {
                         out[d2 + k] = v;
-                        any = true;
+                        wrote = true;
                     }
                 }
             }
+            block_changed |= __any_sync(FULL_MASK, wrote);
         }
+        if (block_changed && lane == 0) dirty_now[e] = 1;
+        any |= block_changed;
     }
-    if (__any_sync(FULL_MASK, any) && lane == 0) changed[round] = 1;
+    if (any && lane == 0) changed[round] = 1;
 }

@@ -140,6 +140,8 @@ struct FullBuffers {
     counters: CudaSlice<u32>,
     status: CudaSlice<u64>,
     changed: CudaSlice<u32>,
+    /// Per round and block: a byte of the block changed in that round.
+    dirty: CudaSlice<u8>,
     counters_init: Vec<u32>,
 }
 
@@ -162,6 +164,7 @@ struct SeekBuffers {
     host_ids: PinnedHostSlice<u32>,
     host_out: PinnedHostSlice<u8>,
     host_status: PinnedHostSlice<u64>,
+    host_counters: PinnedHostSlice<u32>,
     wl_cap: u32,
     range_cap: u32,
     pool_cap: u64,
@@ -193,6 +196,8 @@ pub struct Device {
     seek: SeekBuffers,
     full: Option<FullBuffers>,
     events: (CudaEvent, CudaEvent),
+    /// Source levels the seek path launches first (grows to the deepest level a batch needed).
+    depth_hint: u32,
     /// Name and compute capability, for the log line.
     pub description: String,
 }
@@ -293,6 +298,7 @@ impl Device {
             seek,
             full: None,
             events,
+            depth_hint: 2,
         })
     }
 
@@ -351,99 +357,106 @@ impl Device {
     /// Decodes blocks `ids` (distinct, at most [`Device::max_batch`]) through the seek path and returns their
     /// bytes, each at `e << block_log` of the returned slice, plus the device time of the sequence in ms.
     /// The bytes are not verified here.
+    ///
+    /// The sequence first runs only as many levels as batches so far needed (`depth_hint`); if the last level
+    /// still produced source ranges, the batch is run again with all `max_depth` levels and the hint grows.
     pub fn seek_batch(&mut self, ids: &[u64]) -> Result<std::result::Result<(&[u8], f32), KernelFault>> {
         let n = ids.len();
         if n == 0 || n > self.max_batch() {
             return Err(Error::Gpu(format!("seek batch of {n} blocks (1..={} allowed)", self.max_batch())));
         }
         {
+            let nblocks = self.nblocks;
             let host_ids = self.seek.host_ids.as_mut_slice().map_err(gpu("pinned ids"))?;
             for (slot, &id) in host_ids.iter_mut().zip(ids) {
-                *slot = u32::try_from(id).ok().filter(|&v| (v as u64) < self.nblocks).ok_or_else(|| {
-                    Error::InvalidArgument(format!("block {id} out of range ({} blocks)", self.nblocks))
-                })?;
+                *slot = u32::try_from(id)
+                    .ok()
+                    .filter(|&v| (v as u64) < nblocks)
+                    .ok_or_else(|| Error::InvalidArgument(format!("block {id} out of range ({nblocks} blocks)")))?;
             }
         }
-        let c = self.seek_ctx();
-        let stream = self.stream.clone();
-        let launch_err = gpu("kernel launch");
-        self.events.0.record(&stream).map_err(gpu("event"))?;
-        stream.memcpy_htod(&self.seek.host_ids, &mut self.seek.ids).map_err(gpu("ids upload"))?;
-        let ids_ptr = self.ptr(&self.seek.ids);
-        let n32 = n as u32;
-        let warps_per_cta = CTA_THREADS / 32;
-        // SAFETY (all launches below): the arguments match the kernels' signatures in kernels/decode.cu
-        // (a Ctx by value, then the listed scalars/pointers); every pointer in `c` refers to a live allocation
-        // of this Device sized as the Ctx capacities say, and the kernels bound every index by those capacities.
-        unsafe {
-            let cfg = LaunchConfig {
-                grid_dim: (grid_for(n as u64, 128, 65535), 1, 1),
-                block_dim: (128, 1, 1),
-                shared_mem_bytes: 0,
-            };
-            stream
-                .launch_builder(&self.kernels.seed)
-                .arg(&c)
-                .arg(&ids_ptr)
-                .arg(&n32)
-                .launch(cfg)
-                .map_err(launch_err)?;
-            for level in 0..=self.max_depth {
-                let grid = if level == 0 { grid_for(n as u64, warps_per_cta as u64, LEVEL_GRID) } else { LEVEL_GRID };
-                let cfg = LaunchConfig { grid_dim: (grid, 1, 1), block_dim: (CTA_THREADS, 1, 1), shared_mem_bytes: 0 };
-                let mode = 0u32;
-                stream
-                    .launch_builder(&self.kernels.parse)
-                    .arg(&c)
-                    .arg(&level)
-                    .arg(&mode)
-                    .launch(cfg)
-                    .map_err(gpu("parse launch"))?;
-                if level < self.max_depth {
-                    stream
-                        .launch_builder(&self.kernels.expand)
-                        .arg(&c)
-                        .arg(&level)
-                        .launch(cfg)
-                        .map_err(gpu("expand launch"))?;
-                }
-            }
-            let out_ptr = self.ptr(&self.seek.out);
-            let bytes = (n as u64) << self.block_log;
-            let cfg = LaunchConfig {
-                grid_dim: (grid_for(bytes, 256, 132 * 32), 1, 1),
-                block_dim: (256, 1, 1),
-                shared_mem_bytes: 0,
-            };
-            stream
-                .launch_builder(&self.kernels.chase)
-                .arg(&c)
-                .arg(&n32)
-                .arg(&out_ptr)
-                .launch(cfg)
-                .map_err(gpu("chase launch"))?;
+        let mut levels = self.depth_hint.min(self.max_depth);
+        let mut device_ms = self.run_seek(n, levels)?;
+        let counters = self.seek.host_counters.as_slice().map_err(gpu("pinned counters"))?;
+        let ranges_at = |d: u32| counters[2 + (self.max_depth as usize + 2) + d as usize];
+        if levels < self.max_depth && ranges_at(levels + 1) != 0 {
+            // Sources deeper than the hint: the chase ran short; run again with every level.
+            levels = self.max_depth;
+            device_ms += self.run_seek(n, levels)?;
         }
-        let bytes = n << self.block_log;
-        stream.memcpy_dtoh(&self.seek.out.slice(..bytes), &mut self.seek.host_out).map_err(gpu("result copy"))?;
-        stream.memcpy_dtoh(&self.seek.status, &mut self.seek.host_status).map_err(gpu("status copy"))?;
-        self.events.1.record(&stream).map_err(gpu("event"))?;
-        // Clean state for the next batch: claims, counters, pool and status.
-        // SAFETY: as above; reset_batch reads counters/worklist and writes slot_of_block within wl_cap/nblocks.
-        unsafe {
-            let cfg = LaunchConfig { grid_dim: (64, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
-            stream.launch_builder(&self.kernels.reset).arg(&c).launch(cfg).map_err(gpu("reset launch"))?;
-        }
-        stream.memset_zeros(&mut self.seek.counters).map_err(gpu("reset"))?;
-        stream.memset_zeros(&mut self.seek.pool_used).map_err(gpu("reset"))?;
-        stream.memset_zeros(&mut self.seek.status).map_err(gpu("reset"))?;
-        stream.synchronize().map_err(gpu("seek batch"))?;
-        let device_ms = self.events.0.elapsed_ms(&self.events.1).map_err(gpu("event timing"))?;
+        let counters = self.seek.host_counters.as_slice().map_err(gpu("pinned counters"))?;
+        let deepest = (1..=levels).rev().find(|&d| counters[2 + (self.max_depth as usize + 2) + d as usize] != 0);
+        self.depth_hint = self.depth_hint.max(deepest.unwrap_or(0));
         let status = self.seek.host_status.as_slice().map_err(gpu("pinned status"))?[0];
         if let Some(fault) = KernelFault::from_status(status) {
             return Ok(Err(fault));
         }
         let out = self.seek.host_out.as_slice().map_err(gpu("pinned output"))?;
-        Ok(Ok((&out[..bytes], device_ms)))
+        Ok(Ok((&out[..n << self.block_log], device_ms)))
+    }
+
+    /// One seek launch sequence over the `n` ids already in pinned memory, with `levels` source levels (the
+    /// expansion of level `levels` runs too, unless it is the last, so the caller can see whether it sufficed).
+    /// Results, status and counters land in pinned memory; the device state is reset for the next batch.
+    fn run_seek(&mut self, n: usize, levels: u32) -> Result<f32> {
+        let c = self.seek_ctx();
+        let stream = self.stream.clone();
+        let n32 = n as u32;
+        let ids_ptr = self.ptr(&self.seek.ids);
+        let out_ptr = self.ptr(&self.seek.out);
+        self.events.0.record(&stream).map_err(gpu("event"))?;
+        stream.memcpy_htod(&self.seek.host_ids, &mut self.seek.ids).map_err(gpu("ids upload"))?;
+        let first_level = LaunchConfig {
+            grid_dim: (grid_for(n as u64, (CTA_THREADS / 32) as u64, LEVEL_GRID), 1, 1),
+            block_dim: (CTA_THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let later_level = LaunchConfig { grid_dim: (LEVEL_GRID, 1, 1), ..first_level };
+        let threads = |items: u64, cap: u32| LaunchConfig {
+            grid_dim: (grid_for(items, 256, cap), 1, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mode = 0u32;
+        // SAFETY (all launches below): the arguments match the kernels' signatures in kernels/decode.cu (a Ctx by
+        // value, then the listed scalars and device pointers); every pointer in `c` refers to a live allocation of
+        // this Device sized as the Ctx capacities say, and the kernels bound every index by those capacities.
+        unsafe {
+            let k = &self.kernels;
+            stream
+                .launch_builder(&k.seed)
+                .arg(&c)
+                .arg(&ids_ptr)
+                .arg(&n32)
+                .launch(threads(n as u64, 65535))
+                .map_err(gpu("seed"))?;
+            for level in 0..=levels {
+                let cfg = if level == 0 { first_level } else { later_level };
+                stream.launch_builder(&k.parse).arg(&c).arg(&level).arg(&mode).launch(cfg).map_err(gpu("parse"))?;
+                if level < self.max_depth {
+                    stream.launch_builder(&k.expand).arg(&c).arg(&level).launch(cfg).map_err(gpu("expand"))?;
+                }
+            }
+            let chase_cfg = threads((n as u64) << self.block_log, 132 * 32);
+            stream.launch_builder(&k.chase).arg(&c).arg(&n32).arg(&out_ptr).launch(chase_cfg).map_err(gpu("chase"))?;
+        }
+        let s = &mut self.seek;
+        stream.memcpy_dtoh(&s.out.slice(..n << self.block_log), &mut s.host_out).map_err(gpu("result copy"))?;
+        stream.memcpy_dtoh(&s.status, &mut s.host_status).map_err(gpu("status copy"))?;
+        stream.memcpy_dtoh(&s.counters, &mut s.host_counters).map_err(gpu("counter copy"))?;
+        self.events.1.record(&stream).map_err(gpu("event"))?;
+        // Clean state for the next batch: claims, counters, pool and status.
+        // SAFETY: as above; reset_batch reads the counters and worklist and writes slot_of_block within bounds.
+        unsafe {
+            let cfg = LaunchConfig { grid_dim: (64, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
+            stream.launch_builder(&self.kernels.reset).arg(&c).launch(cfg).map_err(gpu("reset"))?;
+        }
+        let s = &mut self.seek;
+        stream.memset_zeros(&mut s.counters).map_err(gpu("reset"))?;
+        stream.memset_zeros(&mut s.pool_used).map_err(gpu("reset"))?;
+        stream.memset_zeros(&mut s.status).map_err(gpu("reset"))?;
+        stream.synchronize().map_err(gpu("seek batch"))?;
+        self.events.0.elapsed_ms(&self.events.1).map_err(gpu("event timing"))
     }
 
     fn ensure_full(&mut self) -> Result<()> {
@@ -482,6 +495,7 @@ impl Device {
             counters: stream.clone_htod(&counters_init).map_err(gpu("upload"))?,
             status: stream.alloc_zeros::<u64>(1).map_err(gpu("alloc"))?,
             changed: stream.alloc_zeros::<u32>(self.max_depth as usize + 2).map_err(gpu("alloc"))?,
+            dirty: stream.alloc_zeros::<u8>((self.max_depth as usize + 2) * n.max(1)).map_err(gpu("alloc"))?,
             counters_init,
         });
         Ok(())
@@ -501,6 +515,7 @@ impl Device {
         stream.memcpy_htod(&full.counters_init, &mut full.counters).map_err(gpu("reset"))?;
         stream.memset_zeros(&mut full.status).map_err(gpu("reset"))?;
         stream.memset_zeros(&mut full.changed).map_err(gpu("reset"))?;
+        stream.memset_zeros(&mut full.dirty).map_err(gpu("reset"))?;
         if let Some(byte) = poison {
             let (p, _s) = full.bytes.device_ptr(&stream);
             // SAFETY: p is the start of `full.bytes`, which holds exactly num_bytes bytes.
@@ -521,6 +536,7 @@ impl Device {
             ..self.base_ctx()
         };
         let changed_ptr = self.ptr(&full.changed);
+        let dirty_ptr = self.ptr(&full.dirty);
         let mode: u32 = match variant {
             FullVariant::EntropyOnly => 1,
             FullVariant::ParseNoLiterals => 2,
@@ -528,7 +544,7 @@ impl Device {
         };
         let rounds = if variant == FullVariant::Full { self.max_depth + 1 } else { 0 };
         self.events.0.record(&stream).map_err(gpu("event"))?;
-        // SAFETY: arguments match parse_blocks(Ctx, u32, u32) and copy_round(Ctx, u32, u32, u32*); `c` points at
+        // SAFETY: arguments match parse_blocks(Ctx, u32, u32) and copy_round(Ctx, u32, u32, u32*, u8*); `c` points at
         // the full-decode buffers sized for all blocks and tokens (tok_off is their exact prefix sum).
         unsafe {
             let warps_per_cta = (CTA_THREADS / 32) as u64;
@@ -552,6 +568,7 @@ impl Device {
                     .arg(&n)
                     .arg(&round)
                     .arg(&changed_ptr)
+                    .arg(&dirty_ptr)
                     .launch(cfg)
                     .map_err(gpu("copy launch"))?;
             }
@@ -633,11 +650,12 @@ impl SeekBuffers {
         let slot_of_block = stream.clone_htod(&vec![u32::MAX; nblocks.max(1) as usize]).map_err(gpu("alloc"))?;
         // SAFETY: pinned host buffers; ids are written by the host before upload, results by device copies
         // before the host reads them after a synchronize.
-        let (host_ids, host_out, host_status) = unsafe {
+        let (host_ids, host_out, host_status, host_counters) = unsafe {
             (
                 ctx.alloc_pinned_with_flags::<u32>(batch, 0).map_err(gpu("pinned alloc"))?,
                 ctx.alloc_pinned_with_flags::<u8>(batch << block_log, 0).map_err(gpu("pinned alloc"))?,
                 ctx.alloc_pinned_with_flags::<u64>(1, 0).map_err(gpu("pinned alloc"))?,
+                ctx.alloc_pinned_with_flags::<u32>(counters_len, 0).map_err(gpu("pinned alloc"))?,
             )
         };
         Ok(SeekBuffers {
@@ -658,6 +676,7 @@ impl SeekBuffers {
             host_ids,
             host_out,
             host_status,
+            host_counters,
             wl_cap,
             range_cap,
             pool_cap,
