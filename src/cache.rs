@@ -300,6 +300,10 @@ impl DecodedBlocks for BlockCache {
             None => false,
         }
     }
+
+    fn contains(&self, id: u64) -> bool {
+        lock(&self.store).lru.contains(&id)
+    }
 }
 
 enum Claim<'a> {

@@ -13,9 +13,11 @@
 //! not re-run its entropy stage.
 
 use std::num::NonZeroUsize;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use lru::LruCache;
+use rayon::prelude::*;
 use xxhash_rust::xxh3::xxh3_64;
 
 use crate::codec::block::{decode_block, ParsedBlock};
@@ -27,6 +29,9 @@ pub trait DecodedBlocks: Send + Sync {
     /// Copies `out.len()` bytes of block `id` starting at `offset` into `out` and returns true, or returns
     /// false (touching nothing) when no decoded copy of the block is at hand.
     fn copy_out(&self, id: u64, offset: usize, out: &mut [u8]) -> bool;
+
+    /// Whether a decoded copy of block `id` is at hand (planning only; it may be gone by the time it is read).
+    fn contains(&self, id: u64) -> bool;
 }
 
 /// No decoded blocks at all: every cross-block source is resolved through tokens.
@@ -34,6 +39,10 @@ pub struct NoDecodedBlocks;
 
 impl DecodedBlocks for NoDecodedBlocks {
     fn copy_out(&self, _id: u64, _offset: usize, _out: &mut [u8]) -> bool {
+        false
+    }
+
+    fn contains(&self, _id: u64) -> bool {
         false
     }
 }
@@ -44,6 +53,10 @@ pub struct ChainDecoded<'a>(pub &'a dyn DecodedBlocks, pub &'a dyn DecodedBlocks
 impl DecodedBlocks for ChainDecoded<'_> {
     fn copy_out(&self, id: u64, offset: usize, out: &mut [u8]) -> bool {
         self.0.copy_out(id, offset, out) || self.1.copy_out(id, offset, out)
+    }
+
+    fn contains(&self, id: u64) -> bool {
+        self.0.contains(id) || self.1.contains(id)
     }
 }
 
@@ -65,13 +78,15 @@ impl BlockFault {
 /// LRU of parsed (entropy-decoded) blocks, shared by all threads of one engine.
 pub struct ParsedCache {
     lru: Mutex<LruCache<u64, Arc<ParsedBlock>>>,
+    /// Entropy-stage runs so far (a measure of the work a read caused).
+    parses: AtomicU64,
 }
 
 impl ParsedCache {
     /// Holds up to `capacity` parsed blocks.
     pub fn new(capacity: usize) -> ParsedCache {
         let cap = NonZeroUsize::new(capacity.max(1)).expect("max(1) is non-zero");
-        ParsedCache { lru: Mutex::new(LruCache::new(cap)) }
+        ParsedCache { lru: Mutex::new(LruCache::new(cap)), parses: AtomicU64::new(0) }
     }
 
     /// A capacity that keeps roughly `bytes` of parsed blocks for blocks of `block_size` bytes (a parsed block
@@ -86,6 +101,7 @@ impl ParsedCache {
             return Ok(hit.clone());
         }
         // Parse outside the lock; two threads racing on one block both parse, which is only wasted work.
+        self.parses.fetch_add(1, Ordering::Relaxed);
         let parsed = Arc::new(parse_block(data, id)?);
         self.lock().put(id, parsed.clone());
         Ok(parsed)
@@ -94,6 +110,21 @@ impl ParsedCache {
     /// Inserts a block parsed elsewhere (the sequential decoder parses ahead in parallel).
     pub fn insert(&self, id: u64, parsed: Arc<ParsedBlock>) {
         self.lock().put(id, parsed);
+    }
+
+    /// Whether block `id` is held (does not refresh it).
+    pub fn contains(&self, id: u64) -> bool {
+        self.lock().contains(&id)
+    }
+
+    /// How many blocks this cache can hold.
+    pub fn capacity(&self) -> usize {
+        self.lock().cap().get()
+    }
+
+    /// Entropy-stage runs done through this cache so far.
+    pub fn parses(&self) -> u64 {
+        self.parses.load(Ordering::Relaxed)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, LruCache<u64, Arc<ParsedBlock>>> {
@@ -299,6 +330,100 @@ impl Resolver<'_> {
     }
 }
 
+impl Resolver<'_> {
+    /// Parses, on all cores, the blocks that decoding `ids` will resolve sources through, level by level (at
+    /// most `max_depth` levels), so that the resolution that follows finds them in the parsed LRU instead of
+    /// running their entropy stages one after another. Blocks with a decoded copy at hand are not entered.
+    /// Parse failures are left for the resolution to report. Stops early rather than overflow the LRU.
+    /// `ids` must be sorted.
+    pub fn parse_closure(&self, ids: &[u64]) {
+        let log = self.data.header.block_log;
+        let mut budget = self.parsed.capacity() / 2;
+        let mut ranges: Vec<(u64, u64)> =
+            ids.iter().map(|&id| (self.data.block_start(id), u64::from(self.data.block_len(id)))).collect();
+        for level in 0..=usize::from(self.data.header.max_depth) {
+            ranges = merge_ranges(ranges);
+            // Sources in a block with a decoded copy, or in one of the blocks being decoded (a run copies from its
+            // earlier blocks), need no tokens.
+            ranges.retain(|&(pos, _)| {
+                let id = pos >> log;
+                level == 0 || !(self.decoded.contains(id) || ids.binary_search(&id).is_ok())
+            });
+            let mut missing: Vec<u64> = ranges
+                .iter()
+                .flat_map(|&(pos, len)| (pos >> log)..=((pos + len - 1) >> log))
+                .filter(|&id| id < self.data.block_count() && !self.parsed.contains(id))
+                .collect();
+            missing.sort_unstable();
+            missing.dedup();
+            if missing.len() > budget {
+                return;
+            }
+            budget -= missing.len();
+            let parsed: Vec<(u64, Result<ParsedBlock, BlockFault>)> =
+                missing.into_par_iter().map(|id| (id, parse_block(self.data, id))).collect();
+            for (id, p) in parsed {
+                if let Ok(p) = p {
+                    self.parsed.parses.fetch_add(1, Ordering::Relaxed);
+                    self.parsed.insert(id, Arc::new(p));
+                }
+            }
+            ranges = ranges.par_iter().flat_map_iter(|&(pos, len)| self.source_ranges(pos, len, level == 0)).collect();
+            if ranges.is_empty() {
+                return;
+            }
+        }
+    }
+
+    /// The stream ranges that the matches covering `[pos, pos + len)` copy from. With `top`, the range is a whole
+    /// block being decoded, whose in-block sources come from its own output and need nothing.
+    fn source_ranges(&self, pos: u64, len: u64, top: bool) -> Vec<(u64, u64)> {
+        let log = self.data.header.block_log;
+        let mut out = Vec::new();
+        let (mut cur, end) = (pos, pos + len);
+        while cur < end {
+            let id = cur >> log;
+            let block_start = id << log;
+            let Some(p) = self.parsed.lock().peek(&id).cloned() else { break };
+            let stop = end.min(block_start + u64::from(p.len));
+            let (from, to) = ((cur - block_start) as u32, (stop - block_start) as u32);
+            let mut t = p.token_at(from);
+            while t < p.tokens.len() && p.token_pos[t] < to {
+                let tok = p.tokens[t];
+                let match_at = p.token_pos[t] + tok.lit_len;
+                let (k0, k1) = (from.max(match_at), to.min(p.token_pos[t + 1]));
+                if tok.match_len > 0 && k0 < k1 {
+                    let src = block_start + u64::from(match_at) - tok.back;
+                    let (a, b) = (u64::from(k0 - match_at), u64::from(k1 - match_at));
+                    // A periodic fill reads one period at most.
+                    let (s, n) = if b <= tok.back { (src + a, b - a) } else { (src, tok.back) };
+                    let n = if top { n.min(block_start.saturating_sub(s)) } else { n };
+                    if n > 0 {
+                        out.push((s, n));
+                    }
+                }
+                t += 1;
+            }
+            cur = stop;
+        }
+        out
+    }
+}
+
+/// Sorts ranges and coalesces the ones that overlap or touch.
+fn merge_ranges(mut ranges: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+    ranges.retain(|&(_, len)| len > 0);
+    ranges.sort_unstable();
+    let mut merged: Vec<(u64, u64)> = Vec::with_capacity(ranges.len());
+    for (pos, len) in ranges {
+        match merged.last_mut() {
+            Some((p, l)) if pos <= *p + *l => *l = (*l).max(pos + len - *p),
+            _ => merged.push((pos, len)),
+        }
+    }
+    merged
+}
+
 /// `out[dst + k] = out[src + (k mod (dst − src))]` for `k < len`, inside one buffer (`src < dst`).
 pub fn periodic_copy_within(out: &mut [u8], src: usize, dst: usize, len: usize) {
     let back = dst - src;
@@ -343,6 +468,12 @@ mod tests {
                 assert_eq!(fast, slow, "back {back} len {len}");
             }
         }
+    }
+
+    #[test]
+    fn merge_ranges_coalesces_overlapping_and_touching() {
+        let merged = merge_ranges(vec![(10, 5), (0, 3), (3, 2), (12, 10), (30, 0), (40, 1)]);
+        assert_eq!(merged, vec![(0, 5), (10, 12), (40, 1)]);
     }
 
     #[test]
