@@ -1,0 +1,283 @@
+//! The bodies of the codec fuzz targets, as plain functions so that the seed corpora also replay as ordinary
+//! tests on stable (`cargo test --manifest-path fuzz/Cargo.toml --no-default-features`).
+//!
+//! Every target has two modes picked by the top bit of the first byte:
+//!
+//! - **hostile** (bit clear): the rest is an untrusted stream for the decoder. The decoder must return `Err` or a
+//!   result that satisfies the format's invariants; `rans_decode` also checks it against a slow, literal
+//!   transcription of FORMAT.md §3.4 (the layout the GPU kernel implements), so a fast-path bug cannot hide.
+//! - **round trip** (bit set): the rest describes valid input for the encoder; decoding what it wrote must give it
+//!   back exactly.
+//!
+//! A panic in any of these functions is a finding.
+
+use aceapex::codec::block::{self, ParsedBlock, Token};
+use aceapex::codec::rans;
+use aceapex::codec::tables::{SymbolStats, Table, TableSet};
+
+/// Lane count from a selector byte: one of 1, 2, 4, 8, 16, 32.
+fn lanes_of(selector: u8) -> usize {
+    1 << ((selector & 0x7f) % 6)
+}
+
+/// Reads `N` bytes at `*at` (zero-padded past the end) and advances.
+fn take<const N: usize>(data: &[u8], at: &mut usize) -> [u8; N] {
+    let mut out = [0u8; N];
+    for (i, b) in out.iter_mut().enumerate() {
+        *b = data.get(*at + i).copied().unwrap_or(0);
+    }
+    *at += N;
+    out
+}
+
+/// A table built from up to `n` count bytes (all zero gives a single-symbol table on symbol 0).
+fn table_from_bytes(counts: &[u8]) -> Table {
+    let mut counts: Vec<u64> = counts.iter().map(|&c| c as u64).collect();
+    if counts.iter().all(|&c| c == 0) {
+        counts = vec![1];
+    }
+    Table::from_counts(&counts)
+}
+
+/// FORMAT.md §3.4 as written: steps of K symbols, every lane decodes, then the lanes below 2^16 refill in lane
+/// order. Returns the symbols, or `None` where the format says the stream is corrupt.
+pub fn reference_rans_decode(states: &[u32], words: &[u16], segments: &[(usize, &Table)]) -> Option<Vec<u8>> {
+    let k = states.len();
+    let mut x = states.to_vec();
+    if x.iter().any(|&s| s < 1 << 16) {
+        return None;
+    }
+    let mut tables = Vec::new();
+    for &(n, t) in segments {
+        if n > 0 && t.freq.is_empty() {
+            return None;
+        }
+        tables.extend(std::iter::repeat_n(t, n));
+    }
+    let total = tables.len();
+    let mut out = vec![0u8; total];
+    let mut pos = 0;
+    for step in 0..total.div_ceil(k) {
+        let active = (0..k).filter(|lane| step * k + lane < total);
+        for lane in active.clone() {
+            let i = step * k + lane;
+            let t = tables[i];
+            let slot = x[lane] & 4095;
+            let s =
+                (0..t.freq.len()).find(|&s| (t.cum[s] as u32) <= slot && slot < t.cum[s] as u32 + t.freq[s] as u32)?;
+            out[i] = s as u8;
+            x[lane] = t.freq[s] as u32 * (x[lane] >> 12) + slot - t.cum[s] as u32;
+        }
+        for lane in active {
+            if x[lane] < 1 << 16 {
+                x[lane] = (x[lane] << 16) | *words.get(pos)? as u32;
+                pos += 1;
+            }
+        }
+    }
+    (pos == words.len() && x.iter().all(|&s| s == 1 << 16)).then_some(out)
+}
+
+/// Decodes with the crate's fast decoder; `None` on any error.
+fn fast_rans_decode(
+    state_bytes: &[u8],
+    word_bytes: &[u8],
+    lanes: usize,
+    segments: &[(usize, &Table)],
+) -> Option<Vec<u8>> {
+    let mut decoder = rans::Decoder::new(state_bytes, word_bytes, lanes).ok()?;
+    let mut out = Vec::new();
+    for &(n, t) in segments {
+        let mut part = vec![0u8; n];
+        decoder.decode(t, &mut part).ok()?;
+        out.extend_from_slice(&part);
+    }
+    decoder.finish().ok()?;
+    Some(out)
+}
+
+/// rANS stage. Hostile layout: `mode, n_a: u16, n_b: u16, k, count[k], states[4·lanes], words...`: `n_a`
+/// symbols with a table from the counts, then `n_b` with a fixed skewed table. Round trip: `mode, split: u8,
+/// symbols...` with a table per side built from its own symbols.
+pub fn rans_decode(data: &[u8]) {
+    let Some(&mode) = data.first() else { return };
+    let lanes = lanes_of(mode);
+    let mut at = 1;
+    if mode & 0x80 != 0 {
+        let [split] = take::<1>(data, &mut at);
+        let symbols = data.get(at..).unwrap_or(&[]);
+        let split = (split as usize).min(symbols.len());
+        let (a, b) = symbols.split_at(split);
+        let count = |s: &[u8]| {
+            let mut c = vec![0u64; 256];
+            s.iter().for_each(|&x| c[x as usize] += 1);
+            Table::from_counts(&c)
+        };
+        let (ta, tb) = (count(a), count(b));
+        let segments = [(a.len(), &ta), (b.len(), &tb)];
+        let encoded = rans::encode(symbols, &segments, lanes);
+        let mut bytes = Vec::new();
+        rans::write_stream(&encoded, &mut bytes);
+        let (sb, wb) = bytes.split_at(4 * lanes);
+        assert_eq!(fast_rans_decode(sb, wb, lanes, &segments).as_deref(), Some(symbols));
+        assert_eq!(reference_rans_decode(&encoded.states, &encoded.words, &segments).as_deref(), Some(symbols));
+        return;
+    }
+    let n_a = u16::from_le_bytes(take::<2>(data, &mut at)) as usize;
+    let n_b = u16::from_le_bytes(take::<2>(data, &mut at)) as usize;
+    let [k] = take::<1>(data, &mut at);
+    let k = k as usize % 33;
+    let counts = data.get(at..(at + k).min(data.len())).unwrap_or(&[]);
+    at += k;
+    let table_a = table_from_bytes(counts);
+    let table_b = Table::from_counts(&[1000, 100, 10, 1]);
+    let rest = data.get(at..).unwrap_or(&[]);
+    if rest.len() < 4 * lanes {
+        return;
+    }
+    let (state_bytes, word_bytes) = rest.split_at(4 * lanes);
+    let word_bytes = &word_bytes[..word_bytes.len() & !1];
+    let segments = [(n_a, &table_a), (n_b, &table_b)];
+    let fast = fast_rans_decode(state_bytes, word_bytes, lanes, &segments);
+    let states: Vec<u32> = state_bytes.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+    let words: Vec<u16> = word_bytes.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]])).collect();
+    assert_eq!(fast, reference_rans_decode(&states, &words, &segments), "fast decoder disagrees with §3.4");
+}
+
+/// A set with every symbol of every alphabet present, for hostile payloads whose own table bytes do not parse.
+fn all_symbols_tables() -> TableSet {
+    let mut stats = SymbolStats::default();
+    stats.ll.iter_mut().for_each(|c| *c = 1);
+    stats.ml.iter_mut().for_each(|c| *c = 1);
+    stats.of.iter_mut().for_each(|c| *c = 1);
+    stats.lit.iter_mut().for_each(|c| *c = 1);
+    TableSet::from_stats(&stats)
+}
+
+/// The invariants every successfully decoded block must satisfy (FORMAT.md §3.3).
+pub fn check_parsed_block(parsed: &ParsedBlock, start: u64, len: u32) {
+    assert_eq!(parsed.start, start);
+    assert_eq!(parsed.len, len);
+    let n = parsed.tokens.len();
+    assert!(n >= 1);
+    assert_eq!(parsed.token_pos.len(), n + 1);
+    assert_eq!(parsed.lit_pos.len(), n);
+    assert_eq!(parsed.token_pos[0], 0);
+    assert_eq!(parsed.token_pos[n], len);
+    let (mut pos, mut lits) = (0u64, 0u64);
+    for (t, token) in parsed.tokens.iter().enumerate() {
+        assert_eq!(parsed.token_pos[t] as u64, pos);
+        assert_eq!(parsed.lit_pos[t] as u64, lits);
+        let dst = start + pos + token.lit_len as u64;
+        if t + 1 < n {
+            assert!(token.match_len >= 2 && token.back >= 1 && token.back <= dst, "token {t}: {token:?}");
+        } else {
+            assert_eq!((token.match_len, token.back), (0, 0));
+        }
+        pos += token.lit_len as u64 + token.match_len as u64;
+        lits += token.lit_len as u64;
+    }
+    assert_eq!(pos, len as u64);
+    assert_eq!(lits, parsed.literals.len() as u64);
+}
+
+/// Block stage. Hostile layout: `mode, block_len: u24, start: u32 (×256), tables_len: u8, tables, payload`.
+/// Round trip: `mode, start: u32, then 5-byte token shapes (lit: u8, len: u16, back: u16)`.
+pub fn block_decode(data: &[u8]) {
+    let Some(&mode) = data.first() else { return };
+    let lanes = lanes_of(mode) as u32;
+    let mut at = 1;
+    if mode & 0x80 != 0 {
+        let start = u32::from_le_bytes(take::<4>(data, &mut at)) as u64;
+        let (tokens, literals) = tokens_from_shapes(start, data.get(at..).unwrap_or(&[]));
+        let mut stats = SymbolStats::default();
+        block::count_symbols(&tokens, &literals, &mut stats);
+        let tables = TableSet::from_stats(&stats);
+        let mut payload = Vec::new();
+        block::encode_block(&tokens, &literals, &tables, lanes, &mut payload);
+        let len: u32 = tokens.iter().map(|t| t.lit_len + t.match_len).sum();
+        let parsed = block::decode_block(&payload, &tables, lanes, start, len).expect("round trip must decode");
+        check_parsed_block(&parsed, start, len);
+        assert_eq!(parsed.tokens, tokens);
+        assert_eq!(parsed.literals, literals);
+        return;
+    }
+    let [a, b, c] = take::<3>(data, &mut at);
+    let len = u32::from_le_bytes([a, b, c, 0]) % ((1 << 20) + 2);
+    let start = (u32::from_le_bytes(take::<4>(data, &mut at)) as u64) << 8;
+    let [tables_len] = take::<1>(data, &mut at);
+    let table_bytes = data.get(at..(at + tables_len as usize).min(data.len())).unwrap_or(&[]);
+    at += tables_len as usize;
+    let tables = TableSet::read(table_bytes).unwrap_or_else(|_| all_symbols_tables());
+    let payload = data.get(at..).unwrap_or(&[]);
+    if let Ok(parsed) = block::decode_block(payload, &tables, lanes, start, len) {
+        check_parsed_block(&parsed, start, len);
+    }
+}
+
+/// Valid tokens from 5-byte shapes, each source inside `[0, dst)`; the block stays under 1 MiB.
+fn tokens_from_shapes(start: u64, shapes: &[u8]) -> (Vec<Token>, Vec<u8>) {
+    let mut tokens = Vec::new();
+    let mut literals = Vec::new();
+    let mut dst = 0u64;
+    for shape in shapes.chunks_exact(5) {
+        let lit_len = shape[0] as u32;
+        let match_len = 2 + u16::from_le_bytes([shape[1], shape[2]]) as u32;
+        let selector = u16::from_le_bytes([shape[3], shape[4]]) as u64;
+        let reach = start + dst + lit_len as u64;
+        if reach == 0 || dst + lit_len as u64 + match_len as u64 > (1 << 20) - 300 {
+            break;
+        }
+        // Small selectors give periodic fills (back < len); large ones reach far back.
+        let back = if selector < 256 { 1 + selector % reach } else { 1 + (selector * 0x9e37_79b9) % reach };
+        literals.extend((0..lit_len).map(|i| shape[(i % 5) as usize]));
+        tokens.push(Token { lit_len, match_len, back });
+        dst += (lit_len + match_len) as u64;
+    }
+    let tail = (shapes.len() % 5) as u32 * 50;
+    literals.extend((0..tail).map(|i| i as u8));
+    tokens.push(Token { lit_len: tail, match_len: 0, back: 0 });
+    (tokens, literals)
+}
+
+/// Table stage. Hostile: the bytes are a serialised table set; if it parses, re-serialising and re-reading must
+/// give it back, and its decode lookups must agree with its frequencies. Round trip: the bytes are 16-bit counts
+/// whose normalised table must be valid (sum 4096, present exactly where counted).
+pub fn tables_read(data: &[u8]) {
+    let Some(&mode) = data.first() else { return };
+    if mode & 0x80 != 0 {
+        let counts: Vec<u64> =
+            data[1..].chunks_exact(2).take(256).map(|c| u16::from_le_bytes([c[0], c[1]]) as u64).collect();
+        let table = Table::from_counts(&counts);
+        let nsym = counts.iter().rposition(|&c| c != 0).map_or(0, |i| i + 1);
+        assert_eq!(table.nsym(), nsym);
+        if nsym > 0 {
+            assert_eq!(table.freq.iter().map(|&f| f as u32).sum::<u32>(), 4096);
+            for (s, &c) in counts[..nsym].iter().enumerate() {
+                assert_eq!(c != 0, table.freq[s] != 0);
+            }
+            check_lookup(&table);
+        }
+        return;
+    }
+    let Ok(set) = TableSet::read(data) else { return };
+    let mut again = Vec::new();
+    set.write(&mut again);
+    assert_eq!(TableSet::read(&again).as_ref(), Ok(&set));
+    for table in [&set.ll, &set.ml, &set.of, &set.lit] {
+        if !table.is_empty() {
+            check_lookup(table);
+        }
+    }
+}
+
+/// Every slot's lookup entry names the symbol whose range holds the slot, with its frequency and offset.
+fn check_lookup(table: &Table) {
+    let lookup = table.decode_lookup();
+    for slot in 0..4096u32 {
+        let e = lookup.entry(slot);
+        let (s, f, bias) = ((e >> 24) as usize, ((e >> 12) & 0xfff) + 1, e & 0xfff);
+        assert_eq!(f, table.freq[s] as u32, "slot {slot}");
+        assert_eq!(table.cum[s] as u32 + bias, slot, "slot {slot}");
+    }
+}

@@ -1,0 +1,173 @@
+//! Replays every seed (and any crash reproducer dropped next to them) through its target, and regenerates the
+//! seed corpora: `cargo test --manifest-path fuzz/Cargo.toml --no-default-features -- --ignored write_seeds`.
+
+use std::path::{Path, PathBuf};
+
+use aceapex::codec::block::{self, Token};
+use aceapex::codec::rans;
+use aceapex::codec::tables::{SymbolStats, Table, TableSet};
+
+type Target = fn(&[u8]);
+
+const TARGETS: [(&str, Target); 3] = [
+    ("rans_decode", aceapex_fuzz::rans_decode),
+    ("block_decode", aceapex_fuzz::block_decode),
+    ("tables_read", aceapex_fuzz::tables_read),
+];
+
+fn seed_dir(target: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("seeds").join(target)
+}
+
+#[test]
+fn replay_seeds() {
+    for (name, target) in TARGETS {
+        let dir = seed_dir(name);
+        let mut count = 0;
+        for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+            let path = entry.unwrap().path();
+            target(&std::fs::read(&path).unwrap());
+            count += 1;
+        }
+        assert!(count >= 4, "{name}: only {count} seeds");
+    }
+}
+
+/// Mutations of each seed that a fuzzer would try first: truncations and single-byte flips.
+#[test]
+fn replay_seed_mutations() {
+    for (name, target) in TARGETS {
+        for entry in std::fs::read_dir(seed_dir(name)).unwrap() {
+            let seed = std::fs::read(entry.unwrap().path()).unwrap();
+            let step = (seed.len() / 64).max(1);
+            for cut in (0..seed.len()).step_by(step) {
+                target(&seed[..cut]);
+            }
+            for at in (1..seed.len()).step_by(step) {
+                let mut flipped = seed.clone();
+                flipped[at] ^= 0x5a;
+                target(&flipped);
+            }
+        }
+    }
+}
+
+fn dna(n: usize, salt: usize) -> Vec<u8> {
+    (0..n).map(|i| b"ACGTTGCAAC"[(i * 7 + salt + i / 13) % 10]).collect()
+}
+
+fn write(target: &str, name: &str, bytes: &[u8]) {
+    let dir = seed_dir(target);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join(name), bytes).unwrap();
+}
+
+/// A hostile-mode `block_decode` input holding a valid block: header fields, its tables, its payload.
+fn block_seed(lanes_log: u8, start: u64, tokens: &[Token], literals: &[u8]) -> Vec<u8> {
+    let mut stats = SymbolStats::default();
+    block::count_symbols(tokens, literals, &mut stats);
+    let tables = TableSet::from_stats(&stats);
+    let mut table_bytes = Vec::new();
+    tables.write(&mut table_bytes);
+    assert!(table_bytes.len() < 256);
+    let len: u32 = tokens.iter().map(|t| t.lit_len + t.match_len).sum();
+    let mut out = vec![lanes_log];
+    out.extend_from_slice(&len.to_le_bytes()[..3]);
+    assert_eq!(start % 256, 0);
+    out.extend_from_slice(&((start >> 8) as u32).to_le_bytes());
+    out.push(table_bytes.len() as u8);
+    out.extend_from_slice(&table_bytes);
+    let lanes = 1u32 << lanes_log;
+    block::encode_block(tokens, literals, &tables, lanes, &mut out);
+    // The seed must decode in hostile mode.
+    assert!(block::decode_block(&out[9 + table_bytes.len()..], &tables, lanes, start, len).is_ok());
+    out
+}
+
+/// A hostile-mode `rans_decode` input holding a valid stream: `n_a` symbols with a table from `counts`.
+fn rans_seed(lanes_log: u8, counts: &[u8], symbols: &[u8]) -> Vec<u8> {
+    let table = Table::from_counts(&counts.iter().map(|&c| c as u64).collect::<Vec<_>>());
+    let encoded = rans::encode(symbols, &[(symbols.len(), &table)], 1 << lanes_log);
+    let mut out = vec![lanes_log];
+    out.extend_from_slice(&(symbols.len() as u16).to_le_bytes());
+    out.extend_from_slice(&0u16.to_le_bytes());
+    out.push(counts.len() as u8);
+    out.extend_from_slice(counts);
+    rans::write_stream(&encoded, &mut out);
+    out
+}
+
+#[test]
+#[ignore = "regenerates fuzz/seeds"]
+fn write_seeds() {
+    // rans_decode: valid hostile-mode streams for several lane counts and skews, and round-trip inputs.
+    let counts = [30u8, 20, 20, 30];
+    let symbols: Vec<u8> = dna(3000, 1).iter().map(|&b| (b >> 1) & 3).collect();
+    for lanes_log in [0u8, 2, 5] {
+        write("rans_decode", &format!("dna_k{}", 1 << lanes_log), &rans_seed(lanes_log, &counts, &symbols));
+    }
+    let skewed: Vec<u8> = (0..2000).map(|i| if i % 17 == 0 { 1 } else { 0 }).collect();
+    write("rans_decode", "skewed_k8", &rans_seed(3, &[200, 12], &skewed));
+    let mut round_trip = vec![0x80 | 5, 100];
+    round_trip.extend(dna(700, 3));
+    write("rans_decode", "round_trip_k32", &round_trip);
+    let mut round_trip = vec![0x80 | 1, 3];
+    round_trip.extend((0..=255u8).chain(0..=255));
+    write("rans_decode", "round_trip_all_bytes_k2", &round_trip);
+
+    // block_decode: valid blocks (literal-only, periodic fills, far matches), then round-trip shapes.
+    write(
+        "block_decode",
+        "literals_k1",
+        &block_seed(0, 0, &[Token { lit_len: 40, match_len: 0, back: 0 }], &dna(40, 0)),
+    );
+    let tokens = [
+        Token { lit_len: 3, match_len: 50, back: 3 },
+        Token { lit_len: 20, match_len: 19, back: 1 },
+        Token { lit_len: 0, match_len: 300, back: 1 << 30 },
+        Token { lit_len: 5, match_len: 0, back: 0 },
+    ];
+    write("block_decode", "periodic_far_k32", &block_seed(5, 1 << 32, &tokens, &dna(28, 2)));
+    let mut tokens = Vec::new();
+    let mut lits = 0;
+    for i in 0..200u32 {
+        tokens.push(Token { lit_len: i % 9, match_len: 2 + i % 40, back: 1 + (i as u64 * 7919) % 5000 });
+        lits += i % 9;
+    }
+    tokens.push(Token { lit_len: 1, match_len: 0, back: 0 });
+    write("block_decode", "many_tokens_k4", &block_seed(2, 8192, &tokens, &dna(lits as usize + 1, 5)));
+    let mut shapes = vec![0x80 | 4, 0, 16, 0, 0];
+    for i in 0..40u8 {
+        shapes.extend_from_slice(&[i % 7, i, 0, i.wrapping_mul(37), i % 3]);
+    }
+    write("block_decode", "round_trip_k16", &shapes);
+
+    // tables_read: serialised sets (typical, single-symbol, all unused, maximal alphabets) and count vectors.
+    let mut stats = SymbolStats::default();
+    block::count_symbols(&tokens, &dna(lits as usize + 1, 5), &mut stats);
+    let mut bytes = Vec::new();
+    TableSet::from_stats(&stats).write(&mut bytes);
+    write("tables_read", "typical", &bytes);
+    write("tables_read", "unused", &[0, 0, 0, 0]);
+    let mut single = SymbolStats::default();
+    single.ll[0] = 1;
+    single.lit[b'A' as usize] = 9;
+    let mut bytes = Vec::new();
+    TableSet::from_stats(&single).write(&mut bytes);
+    write("tables_read", "single_symbol", &bytes);
+    let mut full = SymbolStats::default();
+    full.ll
+        .iter_mut()
+        .chain(full.ml.iter_mut())
+        .chain(full.of.iter_mut())
+        .chain(full.lit.iter_mut())
+        .for_each(|c| *c = 1);
+    let mut bytes = Vec::new();
+    TableSet::from_stats(&full).write(&mut bytes);
+    write("tables_read", "full_alphabets", &bytes);
+    let mut counts = vec![0x80];
+    for s in 0..256u32 {
+        counts.extend_from_slice(&((s * s) as u16).to_le_bytes());
+    }
+    write("tables_read", "round_trip_counts", &counts);
+}
