@@ -34,6 +34,11 @@ impl<'a> DepthPass<'a> {
         DepthPass { data, depth, max_depth: max_depth.max(1), max_seen: 0, forced: 0, recent: Vec::new() }
     }
 
+    /// The final depths of the stream's first `end` bytes (all blocks before `end` must have been applied).
+    pub fn finished(&self, end: u64) -> &[u8] {
+        &self.depth[..end as usize]
+    }
+
     /// Checks the block starting at `start` and rewrites its tokens where a match would go too deep.
     pub fn apply(&mut self, start: u64, block: BlockTokens) -> BlockTokens {
         let mut out = BlockTokens {

@@ -39,7 +39,7 @@ use crate::format::writer::ArchiveWriter;
 use crate::format::Header;
 use ldm::{Ldm, LdmParams, LongMatch};
 use matcher::{ChainMatcher, ChainParams};
-use parser::{BlockTokens, ParseParams, SegmentParser};
+use parser::{BlockTokens, DepthView, ParseParams, SegmentParser};
 
 /// Packing options (the `aceapex pack` flags).
 #[derive(Debug, Clone)]
@@ -301,14 +301,16 @@ impl<'a> Packing<'a> {
         let segments: Vec<(u64, u64)> =
             (start..end).step_by(SEGMENT_BYTES as usize).map(|s| (s, (s + SEGMENT_BYTES).min(end))).collect();
         let block = 1u64 << self.opts.block_log;
-        let (data, level) = (self.data, self.level);
+        let (data, level, max_depth) = (self.data, self.level, self.opts.max_depth);
+        let outer_depth = self.depth.finished(start);
         let per_segment: Vec<Vec<BlockTokens>> = segments
             .par_iter()
             .map(|&(s, e)| {
                 let seg_long: Vec<LongMatch> = long.iter().filter(|m| m.start < e && m.end() > s).copied().collect();
                 let base = s.saturating_sub(level.window);
                 let chain = ChainMatcher::new(data, base, e, level.chain);
-                let mut parser = SegmentParser::new(data, level.parse, chain, &seg_long);
+                let view = DepthView { max_depth, outer: outer_depth };
+                let mut parser = SegmentParser::new(data, level.parse, chain, &seg_long, (s, e), view);
                 (s..e).step_by(block as usize).map(|b| parser.parse_block(b, (b + block).min(e))).collect()
             })
             .collect();

@@ -76,11 +76,37 @@ pub struct SegmentParser<'a> {
     active: Vec<LongMatch>,
     reps: Vec<u64>,
     first_block: bool,
+    /// First stream position of the segment; `local_depth[p - seg_start]` is the depth of byte `p` as parsed.
+    seg_start: u64,
+    local_depth: Vec<u8>,
+    /// Final depths of everything before the current chunk (read-only while the chunk is parsed).
+    outer_depth: &'a [u8],
+    max_depth: u8,
+}
+
+/// What the parser knows about reference depth: the bound and the final depths before the current chunk.
+/// Sources between the chunk start and the segment start count as depth 0 (they are being parsed in parallel);
+/// the depth pass catches what that misses.
+#[derive(Clone, Copy)]
+pub struct DepthView<'a> {
+    pub max_depth: u8,
+    pub outer: &'a [u8],
 }
 
 impl<'a> SegmentParser<'a> {
-    pub fn new(data: &'a [u8], params: ParseParams, chain: ChainMatcher<'a>, ldm: &'a [LongMatch]) -> Self {
+    pub fn new(
+        data: &'a [u8],
+        params: ParseParams,
+        chain: ChainMatcher<'a>,
+        ldm: &'a [LongMatch],
+        segment: (u64, u64),
+        depth: DepthView<'a>,
+    ) -> Self {
         SegmentParser {
+            seg_start: segment.0,
+            local_depth: vec![0; (segment.1 - segment.0) as usize],
+            outer_depth: depth.outer,
+            max_depth: depth.max_depth.max(1),
             data,
             params,
             chain,
@@ -111,6 +137,7 @@ impl<'a> SegmentParser<'a> {
             i = self.expand(start, i, n, &prices);
         }
         let out = self.backtrack(start, n);
+        self.record_depths(start, &out);
         self.counts.add_tokens(&out.tokens, &out.literals);
         if self.counts.lit.iter().sum::<u32>() > DECAY_LITERALS {
             self.counts.decay();
@@ -122,6 +149,14 @@ impl<'a> SegmentParser<'a> {
     fn expand(&mut self, start: u64, i: usize, n: usize, prices: &Prices) -> usize {
         let here = self.nodes[i];
         let pos = start + i as u64;
+        if here.match_len > 0 {
+            // The best path into node i is final now: estimate the depth of the byte before it.
+            let first = pos - here.match_len as u64;
+            let src = first - here.back + (here.match_len as u64 - 1) % here.back;
+            self.set_depth(pos - 1, self.depth_at(src) + 1);
+        } else if i > 0 {
+            self.set_depth(pos - 1, 0);
+        }
         let lit = here.price - prices.lit_run(here.lit_len) as u64
             + prices.lit_run(here.lit_len + 1) as u64
             + prices.lit[self.data[pos as usize] as usize] as u64;
@@ -136,6 +171,10 @@ impl<'a> SegmentParser<'a> {
         let base = here.price + prices.lit_run(0) as u64;
         if longest.len >= self.params.sufficient_len {
             self.relax(i, longest.len, longest, base, prices);
+            for k in 0..longest.len as u64 {
+                let d = self.depth_at(pos - longest.back + k % longest.back) + 1;
+                self.set_depth(pos + k, d);
+            }
             return i + longest.len as usize;
         }
         let mut from_len = 2;
@@ -163,6 +202,43 @@ impl<'a> SegmentParser<'a> {
         }
     }
 
+    #[inline]
+    fn depth_at(&self, p: u64) -> u8 {
+        if p >= self.seg_start {
+            self.local_depth[(p - self.seg_start) as usize]
+        } else {
+            self.outer_depth.get(p as usize).copied().unwrap_or(0)
+        }
+    }
+
+    #[inline]
+    fn set_depth(&mut self, p: u64, d: u8) {
+        self.local_depth[(p - self.seg_start) as usize] = d;
+    }
+
+    /// Shortens a candidate to the bytes whose sources are shallow enough to stay within the depth bound.
+    fn cap_by_depth(&self, pos: u64, c: Candidate) -> u32 {
+        let src = pos - c.back;
+        let span = (c.len as u64).min(c.back);
+        (0..span).find(|&k| self.depth_at(src + k) >= self.max_depth).map_or(c.len, |k| k as u32)
+    }
+
+    /// Replaces the block's estimated depths with those of its final tokens.
+    fn record_depths(&mut self, start: u64, block: &BlockTokens) {
+        let mut pos = start;
+        for t in &block.tokens {
+            for _ in 0..t.lit_len {
+                self.set_depth(pos, 0);
+                pos += 1;
+            }
+            for k in 0..t.match_len as u64 {
+                let d = self.depth_at(pos - t.back + k % t.back).saturating_add(1);
+                self.set_depth(pos + k, d);
+            }
+            pos += t.match_len as u64;
+        }
+    }
+
     /// Collects the candidates at `pos` into `self.cands`: increasing distance and increasing length, so that
     /// every length is served by the nearest source that reaches it.
     fn gather(&mut self, pos: u64, limit: u32) {
@@ -170,6 +246,14 @@ impl<'a> SegmentParser<'a> {
         self.chain.find(pos, limit, &mut self.cands);
         self.collect_long(pos, limit);
         self.collect_reps(pos, limit);
+        if self.cands.is_empty() {
+            return;
+        }
+        for k in 0..self.cands.len() {
+            let c = self.cands[k];
+            self.cands[k].len = self.cap_by_depth(pos, c);
+        }
+        self.cands.retain(|c| c.len >= 2);
         if self.cands.is_empty() {
             return;
         }
