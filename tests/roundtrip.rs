@@ -154,7 +154,9 @@ proptest! {
     }
 }
 
-/// Every file of the shared corpus (skipped, with a note, on a clone without it).
+/// Every file of the shared corpus in one archive (skipped, with a note, on a clone without it). Packed at a fast
+/// level so the suite stays quick on 2 cores; the default level is covered on the small yeast files below and by
+/// bench/run.sh on everything.
 #[test]
 fn corpus_round_trip() {
     let Some(corpus) = common::corpus_dir() else {
@@ -165,10 +167,7 @@ fn corpus_round_trip() {
     let plain = dir.path().join("corpus");
     let files = common::unpack_corpus(&corpus, &plain, |_| true);
     assert!(!files.is_empty(), "no .gz files in {}", corpus.display());
-    let out = dir.path().join("corpus.acx");
-    let inputs: Vec<PathBuf> = std::fs::read_dir(&plain).unwrap().map(|e| e.unwrap().path()).collect();
-    pack(&inputs, &out, &PackOptions { threads: 0, ..PackOptions::default() }).unwrap();
-    let archive = Archive::open(&out).unwrap();
+    let archive = pack_corpus(&plain, &dir.path().join("corpus.acx"), 2);
     let checked = assert_files_match(&archive, &plain);
     assert_eq!(checked, files.len() as u64);
     assert!(archive.verify().is_empty(), "verify reported errors on the corpus archive");
@@ -186,4 +185,29 @@ fn corpus_round_trip() {
         let end = (offset + 4096).min(want.len());
         assert_eq!(&buf[..n], &want[offset..end], "{} at {offset}", rel.display());
     }
+}
+
+/// The small yeast files at the default level: the parse and depth bound that users get, on real FASTA.
+#[test]
+fn corpus_yeast_at_default_level() {
+    let Some(corpus) = common::corpus_dir() else {
+        eprintln!("shared corpus not found next to the repository: skipping the yeast round trip");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let plain = dir.path().join("corpus");
+    let files = common::unpack_corpus(&corpus, &plain, |p| p.to_string_lossy().contains("yeast-chrI"));
+    if files.is_empty() {
+        eprintln!("no yeast-chrI files in the corpus: skipping");
+        return;
+    }
+    let archive = pack_corpus(&plain, &dir.path().join("yeast.acx"), PackOptions::default().level);
+    assert_eq!(assert_files_match(&archive, &plain), files.len() as u64);
+    assert!(archive.verify().is_empty());
+}
+
+fn pack_corpus(plain: &Path, out: &Path, level: u8) -> Archive {
+    let inputs: Vec<PathBuf> = std::fs::read_dir(plain).unwrap().map(|e| e.unwrap().path()).collect();
+    pack(&inputs, out, &PackOptions { level, threads: 0, ..PackOptions::default() }).unwrap();
+    Archive::open(out).unwrap()
 }
