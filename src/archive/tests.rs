@@ -438,3 +438,27 @@ fn lying_table_section_is_refused() {
     let groups = parse_archive(&image).unwrap().tables.len();
     assert!(parse_archive(&reseal(&|b| b[4 * groups + 2] ^= 0x01)).is_err());
 }
+
+/// Measurement, not a check: `ACX=path cargo test --lib cold_read_closure -- --ignored --nocapture` prints how
+/// many blocks a cold one-block read parses (the entropy work of the random-access contract) and its time.
+#[test]
+#[ignore]
+fn cold_read_closure() {
+    let Ok(path) = std::env::var("ACX") else { return };
+    let data = Arc::new(ArchiveData::open(&path).unwrap());
+    let count = data.block_count();
+    let mut rng = Rng(1);
+    for _ in 0..10 {
+        let id = rng.range(0, count - 1);
+        let engine = CpuEngine::new(data.clone());
+        let mut buf = vec![0u8; data.block_len(id) as usize];
+        let started = std::time::Instant::now();
+        engine.decode_block(id, &mut buf).unwrap();
+        let took = started.elapsed();
+        println!(
+            "block {id:>6}/{count}: {:>6} blocks parsed, {:>8.2} ms",
+            engine.blocks_parsed(),
+            took.as_secs_f64() * 1e3
+        );
+    }
+}
