@@ -98,7 +98,28 @@ pub fn mount<B: Backend>(
     mountpoint: &Path,
     settings: &MountSettings,
 ) -> io::Result<Session<FuseAdapter<B>>> {
-    Session::new(FuseAdapter::new(fs), mountpoint, &settings.fuser_config())
+    let session = Session::new(FuseAdapter::new(fs), mountpoint, &settings.fuser_config())?;
+    if let Err(e) = raise_kernel_readahead(mountpoint, MAX_READ / 1024) {
+        tracing::debug!("kernel readahead left at its default: {e}");
+    }
+    Ok(session)
+}
+
+/// The kernel caps a FUSE mount's readahead at its backing device's `read_ahead_kb` (128 KiB by default),
+/// whatever `max_readahead` the filesystem asked for; raising it (root only) lets sequential readers get 1 MiB
+/// requests. The device is found in mountinfo (no stat of the mountpoint, which the session must answer).
+pub fn raise_kernel_readahead(mountpoint: &Path, kib: u32) -> io::Result<()> {
+    let canonical = mountpoint.canonicalize()?;
+    let wanted = canonical.to_string_lossy().replace(' ', "\\040");
+    let info = std::fs::read_to_string("/proc/self/mountinfo")?;
+    let device = info
+        .lines()
+        .rev() // the newest mount on that path is the last line
+        .map(|line| line.split(' ').collect::<Vec<_>>())
+        .find(|fields| fields.get(4) == Some(&wanted.as_str()))
+        .and_then(|fields| fields.get(2).map(|d| d.to_string()))
+        .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "mount not in /proc/self/mountinfo"))?;
+    std::fs::write(format!("/sys/class/bdi/{device}/read_ahead_kb"), kib.to_string())
 }
 
 fn errno(e: Errno) -> FuseErrno {
