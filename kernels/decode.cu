@@ -106,6 +106,50 @@ __device__ __forceinline__ u32 last_le(const u32* arr, u32 lo, u32 hi, u32 key) 
     return lo;
 }
 
+// The rANS word stream as a warp reads it: words are consumed in order, at most 32 per step, so each lane keeps
+// one word of the current 32-word window and one of each of the next two, loaded two windows ahead of use to
+// hide memory latency. `take` hands every lane that needs a word the next one in lane order (ballot + popcount).
+struct WordWindow {
+    const u8* words;
+    u32 nwords;
+    u32 base;  // first word of `cur` (a multiple of 32)
+    u32 pos;   // words consumed
+    u32 cur, next, next2;
+
+    __device__ __forceinline__ u32 load(u32 i) const { return i < nwords ? load_u16_le(words + 2ull * i) : 0u; }
+
+    __device__ __forceinline__ void init(const u8* w, u32 n, u32 lane) {
+        words = w;
+        nwords = n;
+        base = 0;
+        pos = 0;
+        cur = load(lane);
+        next = load(32 + lane);
+        next2 = load(64 + lane);
+    }
+
+    // Every lane calls this (warp-collective). Lanes with `need` get their word in *x; a read past the stream's
+    // end sets *bad.
+    __device__ __forceinline__ void take(bool need, u32* x, bool* bad, u32 lane) {
+        u32 mask = __ballot_sync(FULL_MASK, need);
+        u32 idx = pos + __popc(mask & ((1u << lane) - 1));
+        u32 rel = idx - base;  // < 64: pos - base < 32 and at most 31 lanes before this one
+        u32 a = __shfl_sync(FULL_MASK, cur, rel & 31);
+        u32 b = __shfl_sync(FULL_MASK, next, rel & 31);
+        if (need) {
+            if (idx >= nwords) *bad = true;
+            else *x = (*x << 16) | (rel < 32 ? a : b);
+        }
+        pos += __popc(mask);
+        if (pos - base >= 32) {
+            base += 32;
+            cur = next;
+            next = next2;
+            next2 = load(base + 64 + lane);
+        }
+    }
+};
+
 // Everything the kernels share, passed by value. Mirrored field for field by `KernelCtx` in
 // src/engine/gpu.rs (pointers are 64-bit device addresses; keep the order and types in step).
 struct Ctx {
@@ -174,7 +218,8 @@ __device__ void parse_one(const Ctx& c, u32 id, u64 tok_base, u8* bytes, u32 mod
     // lane) wait in `pending` until the tokens are parsed.
     const bool lane_active = lane < lanes;
     u32 x = lane_active ? load_u32_le(states + 4 * lane) : 0;
-    u32 wpos = 0;
+    WordWindow ww;
+    ww.init(words, nwords, lane);
     // An encoder never leaves a state below 2^16 (the CPU decoder refuses it too).
     bool bad = lane_active && x < 65536u;
     const u64 ncodes = 3ull * nmatch + 1;
@@ -207,14 +252,7 @@ __device__ void parse_one(const Ctx& c, u32 id, u64 tok_base, u8* bytes, u32 mod
                 }
             }
         }
-        bool need = act && x < 65536u;
-        u32 mask = __ballot_sync(FULL_MASK, need);
-        if (need) {
-            u32 idx = wpos + __popc(mask & ((1u << lane) - 1));
-            if (idx >= nwords) bad = true;
-            else x = (x << 16) | load_u16_le(words + 2ull * idx);
-        }
-        wpos += __popc(mask);
+        ww.take(act && x < 65536u, &x, &bad, lane);
     }
     if (__any_sync(FULL_MASK, bad)) {
         if (lane == 0) report(status, E_SYMBOL, id);
@@ -222,10 +260,10 @@ __device__ void parse_one(const Ctx& c, u32 id, u64 tok_base, u8* bytes, u32 mod
     }
     if (mode == MODE_ENTROPY_ONLY) {
         bool fin = !lane_active || x == 65536u;
-        if (!__all_sync(FULL_MASK, fin) || wpos != nwords) {
+        if (!__all_sync(FULL_MASK, fin) || ww.pos != nwords) {
             if (lane == 0) report(status, E_FINAL, id);
         }
-        if (lane == 0) tp[0] = wpos;  // a visible result, so the decode is not dead code
+        if (lane == 0) tp[0] = ww.pos;  // a visible result, so the decode is not dead code
         return;
     }
     __syncwarp();
@@ -299,21 +337,30 @@ __device__ void parse_one(const Ctx& c, u32 id, u64 tok_base, u8* bytes, u32 mod
     __syncwarp();
 
     // Phase C: the literals. Literal l goes to tpos[t] + l - litidx[t] for the last token t with litidx[t] <= l.
-    u32 cursor = 0;  // token of the first literal of the current step (monotone)
-    auto place = [&](u64 l, u32 sym) {
-        u32 t = last_le(mp, cursor, ntok, (u32)l);
-        if (mode != MODE_NO_LITERALS) bytes[tp[t] + ((u32)l - mp[t])] = (u8)sym;
-        return t;
+    // A step's literals are consecutive, so their tokens start at `cursor` (the largest token of the step before):
+    // the warp loads litidx[cursor .. cursor + 32) once and each lane searches that window by shuffles, falling
+    // back to a binary search in memory when its token lies beyond the window (runs of literal-less tokens).
+    u32 cursor = 0;
+    auto place_step = [&](bool valid, u32 l, u32 sym) {
+        u32 window = cursor + lane < ntok ? mp[cursor + lane] : 0xFFFFFFFFu;
+        u32 key = valid ? l : 0u;
+        u32 lo = 0;
+#pragma unroll
+        for (u32 s = 16; s > 0; s >>= 1) {
+            u32 v = __shfl_sync(FULL_MASK, window, lo + s);
+            if (v <= key) lo += s;
+        }
+        u32 t = cursor + lo;
+        if (valid && lo == 31) t = last_le(mp, t, ntok, l);
+        if (valid && mode != MODE_NO_LITERALS) bytes[tp[t] + (l - mp[t])] = (u8)sym;
+        u32 tmax = __reduce_max_sync(FULL_MASK, valid ? t : 0u);
+        if (tmax > cursor) cursor = tmax;
     };
-    {
-        // The largest token used by this step's literals bounds every later literal's token from below.
-        u32 t = pending >= 0 ? place(pending_idx, (u32)pending) : 0u;
-        cursor = __reduce_max_sync(FULL_MASK, t);
-    }
+    place_step(pending >= 0, (u32)pending_idx, (u32)pending);
     for (u64 j = code_steps; j < steps; j++) {
         u64 i = j * lanes + lane;
         bool act = lane_active && i < S;
-        u32 t_used = 0xFFFFFFFFu;
+        u32 sym = 0;
         if (act) {
             u32 slot = x & 4095u;
             u32 e = tab[3 * 4096 + slot];
@@ -321,25 +368,16 @@ __device__ void parse_one(const Ctx& c, u32 id, u64 tok_base, u8* bytes, u32 mod
                 bad = true;
                 act = false;
             } else {
-                u32 sym = e & 0xFF, freq = ((e >> 8) & 0xFFF) + 1, cum = e >> 20;
+                u32 freq = ((e >> 8) & 0xFFF) + 1, cum = e >> 20;
+                sym = e & 0xFF;
                 x = freq * (x >> 12) + slot - cum;
-                t_used = place(i - ncodes, sym);
             }
         }
-        bool need = act && x < 65536u;
-        u32 mask = __ballot_sync(FULL_MASK, need);
-        if (need) {
-            u32 idx = wpos + __popc(mask & ((1u << lane) - 1));
-            if (idx >= nwords) bad = true;
-            else x = (x << 16) | load_u16_le(words + 2ull * idx);
-        }
-        wpos += __popc(mask);
-        // Literals of the next step come after all of this step's: the largest token used is a lower bound.
-        u32 tm = __reduce_max_sync(FULL_MASK, t_used == 0xFFFFFFFFu ? 0u : t_used);
-        if (tm > cursor) cursor = tm;
+        place_step(act, (u32)(i - ncodes), sym);
+        ww.take(act && x < 65536u, &x, &bad, lane);
     }
     bool fin = !lane_active || x == 65536u;
-    if (__any_sync(FULL_MASK, bad) || !__all_sync(FULL_MASK, fin) || wpos != nwords) {
+    if (__any_sync(FULL_MASK, bad) || !__all_sync(FULL_MASK, fin) || ww.pos != nwords) {
         if (lane == 0) report(status, __any_sync(FULL_MASK, bad) ? E_WORDS : E_FINAL, id);
         return;
     }
@@ -557,14 +595,16 @@ extern "C" __global__ void reset_batch(Ctx c) {
         c.slot_of_block[c.worklist[e]] = NO_SLOT;
 }
 
-// One round of match copies over all blocks of the full decode (c.bytes is the whole stream): a warp per block,
-// a lane per short match, the whole warp per long one.
+// One round of match copies over all blocks of the full decode (c.bytes is the whole stream). A warp per task of
+// 32 consecutive matches of one block (task_off[e] = first task of block e, a prefix sum over ceil(nmatch / 32)),
+// so that every match of the archive is in flight at once; a lane per short match, the whole warp per long one.
 //
 // changed[round] is set when a byte changed, and dirty[round * n + b] when a byte of block b changed. A round
 // whose predecessor changed nothing exits at once (the output is the fixpoint). In round r > 0 a match is only
 // copied again when a block its source lies in changed in round r - 1: otherwise its source bytes hold the
 // values it copied when it last ran (a write racing with that read marked the block dirty in that round).
-extern "C" __global__ void copy_round(Ctx c, u32 n, u32 round, u32* changed, u8* dirty) {
+extern "C" __global__ void copy_round(Ctx c, u32 n, const u32* task_off, u32 ntasks, u32 round, u32* changed,
+                                      u8* dirty) {
     if (failed(c)) return;
     if (round > 0 && *(volatile u32*)&changed[round - 1] == 0) return;
     const u32 warps_per_cta = blockDim.x / 32;
@@ -575,57 +615,56 @@ extern "C" __global__ void copy_round(Ctx c, u32 n, u32 round, u32* changed, u8*
     u8* dirty_now = dirty + (u64)round * n;
     u8* out = c.bytes;
     bool any = false;
-    for (u32 e = warp; e < n; e += nwarps) {
+    for (u32 task = warp; task < ntasks; task += nwarps) {
+        u32 e = last_le(task_off, 0, n, task);
         u32 nmatch = c.meta[(u64)e * META_WORDS + 2];
         u64 tb = c.tok_off[e];
         u64 bstart = (u64)e << c.block_log;
-        bool block_changed = false;
-        for (u32 t0 = 0; t0 < nmatch; t0 += 32) {
-            u32 t = t0 + lane;
-            u32 len = 0;
-            u64 dst = 0, src = 0, dist = 1;
-            if (t < nmatch) {
-                u32 ms = c.mpos[tb + t];
-                len = c.tpos[tb + t + 1] - ms;
-                dist = c.back[tb + t];
-                dst = bstart + ms;
-                src = dst - dist;  // parse checked 1 <= dist <= dst
-                if (dirty_before) {
-                    u64 src_end = src + (dist < len ? dist : len) - 1;
-                    if (!dirty_before[src >> c.block_log] && !dirty_before[src_end >> c.block_log]) len = 0;
-                }
+        u32 t = (task - task_off[e]) * 32 + lane;
+        u32 len = 0;
+        u64 dst = 0, src = 0, dist = 1;
+        if (t < nmatch) {
+            u32 ms = c.mpos[tb + t];
+            len = c.tpos[tb + t + 1] - ms;
+            dist = c.back[tb + t];
+            dst = bstart + ms;
+            src = dst - dist;  // parse checked 1 <= dist <= dst
+            if (dirty_before) {
+                u64 src_end = src + (dist < len ? dist : len) - 1;
+                if (!dirty_before[src >> c.block_log] && !dirty_before[src_end >> c.block_log]) len = 0;
             }
-            bool longm = len > 32;
-            bool wrote = false;
-            if (!longm) {
-                for (u32 k = 0; k < len; k++) {
-                    u8 v = out[src + (dist > k ? k : k % (u32)dist)];
-                    if (out[dst + k] != v) {
-                        out[dst + k] = v;
-                        wrote = true;
-                    }
-                }
-            }
-            u32 lmask = __ballot_sync(FULL_MASK, longm);
-            while (lmask) {
-                u32 l = __ffs(lmask) - 1;
-                lmask &= lmask - 1;
-                u64 d2 = __shfl_sync(FULL_MASK, dst, l);
-                u64 s2 = __shfl_sync(FULL_MASK, src, l);
-                u64 di2 = __shfl_sync(FULL_MASK, dist, l);
-                u32 l2 = __shfl_sync(FULL_MASK, len, l);
-                for (u32 k = lane; k < l2; k += 32) {
-                    u8 v = out[s2 + (di2 > k ? k : k % (u32)di2)];
-                    if (out[d2 + k] != v) {
-                        out[d2 + k] = v;
-                        wrote = true;
-                    }
-                }
-            }
-            block_changed |= __any_sync(FULL_MASK, wrote);
         }
-        if (block_changed && lane == 0) dirty_now[e] = 1;
-        any |= block_changed;
+        bool longm = len > 32;
+        bool wrote = false;
+        if (!longm) {
+            for (u32 k = 0; k < len; k++) {
+                u8 v = out[src + (dist > k ? k : k % (u32)dist)];
+                if (out[dst + k] != v) {
+                    out[dst + k] = v;
+                    wrote = true;
+                }
+            }
+        }
+        u32 lmask = __ballot_sync(FULL_MASK, longm);
+        while (lmask) {
+            u32 l = __ffs(lmask) - 1;
+            lmask &= lmask - 1;
+            u64 d2 = __shfl_sync(FULL_MASK, dst, l);
+            u64 s2 = __shfl_sync(FULL_MASK, src, l);
+            u64 di2 = __shfl_sync(FULL_MASK, dist, l);
+            u32 l2 = __shfl_sync(FULL_MASK, len, l);
+            for (u32 k = lane; k < l2; k += 32) {
+                u8 v = out[s2 + (di2 > k ? k : k % (u32)di2)];
+                if (out[d2 + k] != v) {
+                    out[d2 + k] = v;
+                    wrote = true;
+                }
+            }
+        }
+        if (__any_sync(FULL_MASK, wrote)) {
+            if (lane == 0) dirty_now[e] = 1;
+            any = true;
+        }
     }
     if (any && lane == 0) changed[round] = 1;
 }

@@ -7,10 +7,13 @@
 
 use std::sync::{Arc, OnceLock};
 
-use cudarc::driver::sys::CUevent_flags;
+use std::collections::HashMap;
+
+use cudarc::driver::result;
+use cudarc::driver::sys::{CUevent_flags, CUgraphInstantiate_flags, CUstreamCaptureMode};
 use cudarc::driver::{
-    CudaContext, CudaEvent, CudaFunction, CudaSlice, CudaStream, DevicePtr, DeviceRepr, LaunchConfig, PinnedHostSlice,
-    PushKernelArg,
+    CudaContext, CudaEvent, CudaFunction, CudaGraph, CudaSlice, CudaStream, DevicePtr, DeviceRepr, LaunchConfig,
+    PinnedHostSlice, PushKernelArg,
 };
 use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions, Ptx};
 
@@ -27,6 +30,8 @@ const CTA_THREADS: u32 = 128;
 const LEVEL_GRID: u32 = 1024;
 /// Most blocks requested in one launch sequence; larger requests are split.
 pub const MAX_BATCH: usize = 1024;
+/// Captured seek graphs kept (one per batch size and level count).
+const MAX_GRAPHS: usize = 64;
 /// Most blocks one seek sequence may parse (requested plus sources), bounding the scratch memory.
 const WORKLIST_CAP: u64 = 32768;
 
@@ -142,6 +147,9 @@ struct FullBuffers {
     changed: CudaSlice<u32>,
     /// Per round and block: a byte of the block changed in that round.
     dirty: CudaSlice<u8>,
+    /// First copy task (32 matches) of each block, and the number of tasks.
+    task_off: CudaSlice<u32>,
+    ntasks: u32,
     counters_init: Vec<u32>,
 }
 
@@ -179,6 +187,13 @@ struct Kernels {
     copy_round: CudaFunction,
 }
 
+/// A captured seek sequence.
+struct SeekGraph(CudaGraph);
+
+// SAFETY: a CUDA graph handle may be launched from any thread (cudarc binds the context first); the engine only
+// touches its graphs while holding the Device mutex, so they are never used from two threads at once.
+unsafe impl Send for SeekGraph {}
+
 /// The GPU with one archive resident on it.
 pub struct Device {
     ctx: Arc<CudaContext>,
@@ -198,6 +213,9 @@ pub struct Device {
     events: (CudaEvent, CudaEvent),
     /// Source levels the seek path launches first (grows to the deepest level a batch needed).
     depth_hint: u32,
+    /// Captured seek sequences by (batch size, levels), and whether capturing works here.
+    graphs: HashMap<(usize, u32), SeekGraph>,
+    use_graphs: bool,
     /// Name and compute capability, for the log line.
     pub description: String,
 }
@@ -266,7 +284,8 @@ impl Device {
             reset: load("reset_batch")?,
             copy_round: load("copy_round")?,
         };
-        let stream = ctx.default_stream();
+        // A stream of our own: graphs cannot be captured on the legacy default stream.
+        let stream = ctx.new_stream().map_err(gpu("stream"))?;
 
         let meta_host = prep::block_meta(data);
         let payload_end = data.footer.tables_offset as usize;
@@ -299,6 +318,8 @@ impl Device {
             full: None,
             events,
             depth_hint: 2,
+            graphs: HashMap::new(),
+            use_graphs: std::env::var_os("ACEAPEX_GPU_NO_GRAPHS").is_none(),
         })
     }
 
@@ -398,14 +419,56 @@ impl Device {
     /// One seek launch sequence over the `n` ids already in pinned memory, with `levels` source levels (the
     /// expansion of level `levels` runs too, unless it is the last, so the caller can see whether it sufficed).
     /// Results, status and counters land in pinned memory; the device state is reset for the next batch.
+    ///
+    /// The sequence (about 2·levels + 8 operations) is captured once per (batch size, levels) as a CUDA graph and
+    /// replayed, which removes the per-launch host overhead; if capturing fails, it is launched directly.
     fn run_seek(&mut self, n: usize, levels: u32) -> Result<f32> {
+        let stream = self.stream.clone();
+        self.events.0.record(&stream).map_err(gpu("event"))?;
+        let key = (n, levels);
+        if self.use_graphs && !self.graphs.contains_key(&key) {
+            match self.capture_seek(n, levels) {
+                Ok(graph) => {
+                    if self.graphs.len() >= MAX_GRAPHS {
+                        self.graphs.clear();
+                    }
+                    self.graphs.insert(key, SeekGraph(graph));
+                }
+                Err(e) => {
+                    tracing::warn!("GPU seek: CUDA graph capture failed ({e}); launching kernels directly");
+                    self.use_graphs = false;
+                }
+            }
+        }
+        match self.graphs.get(&key).filter(|_| self.use_graphs) {
+            Some(graph) => graph.0.launch().map_err(gpu("graph launch"))?,
+            None => self.enqueue_seek(n, levels)?,
+        }
+        self.events.1.record(&stream).map_err(gpu("event"))?;
+        stream.synchronize().map_err(gpu("seek batch"))?;
+        self.events.0.elapsed_ms(&self.events.1).map_err(gpu("event timing"))
+    }
+
+    /// Records the seek sequence for (`n`, `levels`) into a graph.
+    fn capture_seek(&mut self, n: usize, levels: u32) -> Result<CudaGraph> {
+        let stream = self.stream.clone();
+        stream.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED).map_err(gpu("begin capture"))?;
+        let enqueued = self.enqueue_seek(n, levels);
+        let graph = stream.end_capture(CUgraphInstantiate_flags(0)).map_err(gpu("end capture"));
+        enqueued?;
+        graph?.ok_or_else(|| Error::Gpu("capture produced no graph".into()))
+    }
+
+    /// Enqueues the seek sequence on the stream (or into a capture): ids up, seed, levels, chase, results and
+    /// status down, reset. Copies use the pinned buffers' raw pointers, so nothing here waits on the host.
+    fn enqueue_seek(&mut self, n: usize, levels: u32) -> Result<()> {
         let c = self.seek_ctx();
         let stream = self.stream.clone();
+        let cu = stream.cu_stream();
         let n32 = n as u32;
         let ids_ptr = self.ptr(&self.seek.ids);
         let out_ptr = self.ptr(&self.seek.out);
-        self.events.0.record(&stream).map_err(gpu("event"))?;
-        stream.memcpy_htod(&self.seek.host_ids, &mut self.seek.ids).map_err(gpu("ids upload"))?;
+        let out_bytes = n << self.block_log;
         let first_level = LaunchConfig {
             grid_dim: (grid_for(n as u64, (CTA_THREADS / 32) as u64, LEVEL_GRID), 1, 1),
             block_dim: (CTA_THREADS, 1, 1),
@@ -418,10 +481,23 @@ impl Device {
             shared_mem_bytes: 0,
         };
         let mode = 0u32;
-        // SAFETY (all launches below): the arguments match the kernels' signatures in kernels/decode.cu (a Ctx by
-        // value, then the listed scalars and device pointers); every pointer in `c` refers to a live allocation of
-        // this Device sized as the Ctx capacities say, and the kernels bound every index by those capacities.
+        let s = &mut self.seek;
+        let host_ids = s.host_ids.as_mut_slice().map_err(gpu("pinned ids"))?.as_ptr();
+        let host_out = s.host_out.as_mut_slice().map_err(gpu("pinned output"))?.as_mut_ptr();
+        let host_status = s.host_status.as_mut_slice().map_err(gpu("pinned status"))?.as_mut_ptr();
+        let host_counters = s.host_counters.as_mut_slice().map_err(gpu("pinned counters"))?.as_mut_ptr();
+        let counters_len = s.counters.len();
+        let (counters, pool, status) =
+            (self.ptr(&self.seek.counters), self.ptr(&self.seek.pool_used), self.ptr(&self.seek.status));
+        // SAFETY (copies): the pinned buffers hold at least max_batch ids, max_batch << block_log result bytes, one
+        // status word and counters_len counters; n <= max_batch; the device buffers are at least as large. They
+        // live as long as this Device, which outlives every enqueued operation (run_seek synchronises).
+        // SAFETY (launches): the arguments match the kernels' signatures in kernels/decode.cu (a Ctx by value, then
+        // the listed scalars and device pointers); every pointer in `c` refers to a live allocation of this Device
+        // sized as the Ctx capacities say, and the kernels bound every index by those capacities.
         unsafe {
+            result::memcpy_htod_async(ids_ptr, std::slice::from_raw_parts(host_ids, n), cu)
+                .map_err(gpu("ids upload"))?;
             let k = &self.kernels;
             stream
                 .launch_builder(&k.seed)
@@ -437,26 +513,22 @@ impl Device {
                     stream.launch_builder(&k.expand).arg(&c).arg(&level).launch(cfg).map_err(gpu("expand"))?;
                 }
             }
-            let chase_cfg = threads((n as u64) << self.block_log, 132 * 32);
+            let chase_cfg = threads(out_bytes as u64, 132 * 32);
             stream.launch_builder(&k.chase).arg(&c).arg(&n32).arg(&out_ptr).launch(chase_cfg).map_err(gpu("chase"))?;
-        }
-        let s = &mut self.seek;
-        stream.memcpy_dtoh(&s.out.slice(..n << self.block_log), &mut s.host_out).map_err(gpu("result copy"))?;
-        stream.memcpy_dtoh(&s.status, &mut s.host_status).map_err(gpu("status copy"))?;
-        stream.memcpy_dtoh(&s.counters, &mut s.host_counters).map_err(gpu("counter copy"))?;
-        self.events.1.record(&stream).map_err(gpu("event"))?;
-        // Clean state for the next batch: claims, counters, pool and status.
-        // SAFETY: as above; reset_batch reads the counters and worklist and writes slot_of_block within bounds.
-        unsafe {
+            result::memcpy_dtoh_async(std::slice::from_raw_parts_mut(host_out, out_bytes), out_ptr, cu)
+                .map_err(gpu("result copy"))?;
+            result::memcpy_dtoh_async(std::slice::from_raw_parts_mut(host_status, 1), status, cu)
+                .map_err(gpu("status copy"))?;
+            result::memcpy_dtoh_async(std::slice::from_raw_parts_mut(host_counters, counters_len), counters, cu)
+                .map_err(gpu("counter copy"))?;
+            // Clean state for the next batch: claims, counters, pool and status.
             let cfg = LaunchConfig { grid_dim: (64, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
-            stream.launch_builder(&self.kernels.reset).arg(&c).launch(cfg).map_err(gpu("reset"))?;
+            stream.launch_builder(&k.reset).arg(&c).launch(cfg).map_err(gpu("reset"))?;
+            result::memset_d8_async(counters, 0, counters_len * 4, cu).map_err(gpu("reset"))?;
+            result::memset_d8_async(pool, 0, 8, cu).map_err(gpu("reset"))?;
+            result::memset_d8_async(status, 0, 8, cu).map_err(gpu("reset"))?;
         }
-        let s = &mut self.seek;
-        stream.memset_zeros(&mut s.counters).map_err(gpu("reset"))?;
-        stream.memset_zeros(&mut s.pool_used).map_err(gpu("reset"))?;
-        stream.memset_zeros(&mut s.status).map_err(gpu("reset"))?;
-        stream.synchronize().map_err(gpu("seek batch"))?;
-        self.events.0.elapsed_ms(&self.events.1).map_err(gpu("event timing"))
+        Ok(())
     }
 
     fn ensure_full(&mut self) -> Result<()> {
@@ -466,11 +538,15 @@ impl Device {
         let n = self.nblocks as usize;
         let stream = &self.stream;
         let mut tok_off = Vec::with_capacity(n);
-        let mut acc = 0u64;
+        let mut task_off = Vec::with_capacity(n);
+        let (mut acc, mut tasks) = (0u64, 0u64);
         for row in self.meta_host.words.chunks_exact(prep::META_WORDS) {
             tok_off.push(acc);
+            task_off.push(tasks as u32);
             acc += row[2] as u64 + 1;
+            tasks += (row[2] as u64).div_ceil(32);
         }
+        let ntasks = u32::try_from(tasks).map_err(|_| Error::Gpu("too many matches for one full decode".into()))?;
         let ids: Vec<u32> = (0..n as u32).collect();
         let mut counters_init = vec![0u32; self.counters_len()];
         counters_init[0] = n as u32;
@@ -495,6 +571,8 @@ impl Device {
             counters: stream.clone_htod(&counters_init).map_err(gpu("upload"))?,
             status: stream.alloc_zeros::<u64>(1).map_err(gpu("alloc"))?,
             changed: stream.alloc_zeros::<u32>(self.max_depth as usize + 2).map_err(gpu("alloc"))?,
+            task_off: stream.clone_htod(&task_off).map_err(gpu("upload"))?,
+            ntasks,
             dirty: stream.alloc_zeros::<u8>((self.max_depth as usize + 2) * n.max(1)).map_err(gpu("alloc"))?,
             counters_init,
         });
@@ -537,6 +615,8 @@ impl Device {
         };
         let changed_ptr = self.ptr(&full.changed);
         let dirty_ptr = self.ptr(&full.dirty);
+        let task_ptr = self.ptr(&full.task_off);
+        let ntasks = full.ntasks;
         let mode: u32 = match variant {
             FullVariant::EntropyOnly => 1,
             FullVariant::ParseNoLiterals => 2,
@@ -544,7 +624,7 @@ impl Device {
         };
         let rounds = if variant == FullVariant::Full { self.max_depth + 1 } else { 0 };
         self.events.0.record(&stream).map_err(gpu("event"))?;
-        // SAFETY: arguments match parse_blocks(Ctx, u32, u32) and copy_round(Ctx, u32, u32, u32*, u8*); `c` points at
+        // SAFETY: arguments match parse_blocks(Ctx, u32, u32) and copy_round(Ctx, u32, u32*, u32, u32, u32*, u8*); `c` points at
         // the full-decode buffers sized for all blocks and tokens (tok_off is their exact prefix sum).
         unsafe {
             let warps_per_cta = (CTA_THREADS / 32) as u64;
@@ -561,15 +641,18 @@ impl Device {
                 .arg(&mode)
                 .launch(cfg)
                 .map_err(gpu("parse launch"))?;
+            let copy_cfg = LaunchConfig { grid_dim: (grid_for(ntasks as u64, warps_per_cta, 1 << 20), 1, 1), ..cfg };
             for round in 0..rounds {
                 stream
                     .launch_builder(&self.kernels.copy_round)
                     .arg(&c)
                     .arg(&n)
+                    .arg(&task_ptr)
+                    .arg(&ntasks)
                     .arg(&round)
                     .arg(&changed_ptr)
                     .arg(&dirty_ptr)
-                    .launch(cfg)
+                    .launch(copy_cfg)
                     .map_err(gpu("copy launch"))?;
             }
         }
