@@ -10,12 +10,12 @@
 //! decoded again on the CPU — so a read returns correct bytes or a `CorruptBlock` error for that block only.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use xxhash_rust::xxh3::xxh3_64;
 
 use crate::cache::{Block, BlockCache, CacheStats};
-use crate::engine::cpu::{CpuEngine, DEFAULT_WINDOW_BYTES};
+use crate::engine::cpu::{CpuEngine, SeqWindow, DEFAULT_WINDOW_BYTES};
 use crate::engine::gpu::GpuEngine;
 use crate::engine::{BlockEngine, DecoderChoice};
 use crate::error::{DecodeError, Error, Result};
@@ -52,6 +52,9 @@ pub struct Archive {
     engine_name: String,
     /// Set once a GPU failure has been logged, so a failing GPU does not flood the log.
     gpu_failure_logged: AtomicBool,
+    /// The recent blocks of the last sequential run, so that the next one (the next file of an unpack) continues
+    /// it. Taken out while a run uses it; concurrent runs start their own.
+    seq_window: Mutex<Option<SeqWindow>>,
 }
 
 impl Archive {
@@ -82,6 +85,7 @@ impl Archive {
             choice: options.decoder,
             engine_name,
             gpu_failure_logged: AtomicBool::new(false),
+            seq_window: Mutex::new(None),
         })
     }
 
@@ -188,16 +192,24 @@ impl Archive {
         }
         let log = self.data.header.block_log;
         let (first, last) = (start >> log, (end - 1) >> log);
-        let mut decoded = 0u64;
-        let result = self.cpu.decode_sequential(first, last + 1, true, DEFAULT_WINDOW_BYTES, |id, block| {
+        let taken = self.seq_window.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let mut window = taken.unwrap_or_else(|| SeqWindow::new(first, DEFAULT_WINDOW_BYTES >> log));
+        // Blocks still in the window are handed out again, not decoded.
+        let reused = match window.get(first) {
+            Some(_) => window.next_id().min(last + 1) - first,
+            None => 0,
+        };
+        let mut delivered = 0u64;
+        let result = self.cpu.decode_sequential_with(&mut window, first, last + 1, true, |id, block| {
             let block = block?;
-            decoded += 1;
+            delivered += 1;
             let block_start = self.data.block_start(id);
             let from = start.saturating_sub(block_start) as usize;
             let to = (end - block_start).min(block.len() as u64) as usize;
             sink(&block[from..to])
         });
-        self.cache.record_decodes(self.cpu.name(), decoded);
+        *self.seq_window.lock().unwrap_or_else(|p| p.into_inner()) = Some(window);
+        self.cache.record_decodes(self.cpu.name(), delivered.saturating_sub(reused));
         result
     }
 

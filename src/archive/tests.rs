@@ -118,6 +118,33 @@ fn engine_batches_of_scattered_blocks_match_the_reference() {
     assert!(engine.decode_blocks(&[999], &mut [short.as_mut_slice()]).is_err());
 }
 
+#[test]
+fn consecutive_sequential_runs_continue_one_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = Plan::random(small_header(3, 16), 60_000, &mut Rng(8));
+    let path = write_plan(dir.path(), "s.acx", &plan);
+    let archive = Archive::open_with(&path, cpu_options(0)).unwrap();
+    let read = |start: usize, len: usize| {
+        let mut out = Vec::new();
+        archive
+            .decode_range_sequential(start as u64, len as u64, |b| {
+                out.extend_from_slice(b);
+                Ok(())
+            })
+            .unwrap();
+        assert!(out == plan.stream[start..start + len], "range {start}+{len}");
+    };
+    // Three consecutive files: the blocks they share at their boundaries are decoded once.
+    read(0, 10_000);
+    read(10_000, 15_000);
+    read(25_000, 35_000);
+    assert_eq!(archive.stats().decodes.get("cpu"), Some(&15));
+    // Going back, repeating, and jumping all still give the right bytes.
+    for (start, len) in [(5, 100), (30_000, 30_000), (30_000, 30_000), (59_999, 1), (0, 60_000), (4096, 0)] {
+        read(start, len);
+    }
+}
+
 /// Block 0 literals; block k (1..=levels) copies block k−1 from 4096 + 5 bytes back (sources straddle two
 /// blocks), so the bytes of block k have depth k.
 fn chain_plan(max_depth: u8, levels: usize) -> Plan {

@@ -99,17 +99,43 @@ impl CpuEngine {
         end: u64,
         parallel: bool,
         window_bytes: u64,
+        on_block: impl FnMut(u64, Result<&[u8]>) -> Result<()>,
+    ) -> Result<()> {
+        let mut window = SeqWindow::new(first, window_bytes >> self.data.header.block_log);
+        self.decode_sequential_with(&mut window, first, end, parallel, on_block)
+    }
+
+    /// [`decode_sequential`](Self::decode_sequential) continuing from `window`, the recent blocks of an earlier
+    /// run: blocks still in it are handed out without decoding, and a run that starts where the last one ended
+    /// (the next file of an unpack) finds its near sources there instead of resolving them through tokens.
+    pub fn decode_sequential_with(
+        &self,
+        window: &mut SeqWindow,
+        first: u64,
+        end: u64,
+        parallel: bool,
         mut on_block: impl FnMut(u64, Result<&[u8]>) -> Result<()>,
     ) -> Result<()> {
         let end = end.min(self.data.block_count());
-        if first >= end {
+        if !(window.first..=window.next_id()).contains(&first) {
+            *window = SeqWindow::new(first, window.cap as u64);
+        }
+        let mut start = first;
+        while start < end && start < window.next_id() {
+            let Some(block) = window.get(start) else { break };
+            on_block(start, Ok(block))?;
+            start += 1;
+        }
+        if start < window.next_id() {
+            // A failed block inside the window: decode again from there (and report it again).
+            *window = SeqWindow::new(start, window.cap as u64);
+        }
+        if start >= end {
             return Ok(());
         }
         let batch = if parallel { rayon::current_num_threads().max(1) * PARSE_AHEAD_PER_CORE } else { 1 } as u64;
-        let window_blocks = (window_bytes >> self.data.header.block_log).max(1) as usize;
-        let mut window = Window::new(first, window_blocks);
-        let mut parsed = self.parse_batch(first, (first + batch).min(end), parallel);
-        let mut batch_start = first;
+        let mut parsed = self.parse_batch(start, (start + batch).min(end), parallel);
+        let mut batch_start = start;
         while batch_start < end {
             let batch_end = (batch_start + batch).min(end);
             let next_end = (batch_end + batch).min(end);
@@ -118,12 +144,12 @@ impl CpuEngine {
                 // Parse the next batch on other cores while this thread copies the current one.
                 std::thread::scope(|s| -> Result<()> {
                     let ahead = s.spawn(|| self.parse_batch(batch_end, next_end, true));
-                    let copied = self.copy_batch(batch_start, current, &mut window, &mut on_block);
-                    parsed = ahead.join().unwrap_or_else(|_| Vec::new());
+                    let copied = self.copy_batch(batch_start, current, window, &mut on_block);
+                    parsed = ahead.join().map_err(|_| Error::InvalidArgument("entropy stage panicked".into()))?;
                     copied
                 })?;
             } else {
-                self.copy_batch(batch_start, current, &mut window, &mut on_block)?;
+                self.copy_batch(batch_start, current, window, &mut on_block)?;
                 parsed = self.parse_batch(batch_end, next_end, parallel);
             }
             batch_start = batch_end;
@@ -145,7 +171,7 @@ impl CpuEngine {
         &self,
         first: u64,
         parsed: Vec<Result<ParsedBlock, BlockFault>>,
-        window: &mut Window,
+        window: &mut SeqWindow,
         on_block: &mut impl FnMut(u64, Result<&[u8]>) -> Result<()>,
     ) -> Result<()> {
         for (i, parsed) in parsed.into_iter().enumerate() {
@@ -265,17 +291,30 @@ impl DecodedBlocks for RunWindow<'_, '_> {
     }
 }
 
-/// The most recent blocks of a sequential run (`None` for blocks that failed).
-struct Window {
+/// The most recent blocks of a sequential run (`None` for blocks that failed): near sources are plain copies
+/// from here. Kept between runs by [`crate::archive::Archive`] so that consecutive files continue one window.
+pub struct SeqWindow {
     first: u64,
     cap: usize,
     blocks: VecDeque<Option<Vec<u8>>>,
     spare: Option<Vec<u8>>,
 }
 
-impl Window {
-    fn new(first: u64, cap: usize) -> Window {
-        Window { first, cap, blocks: VecDeque::with_capacity(cap), spare: None }
+impl SeqWindow {
+    /// An empty window that will hold blocks `first ..`, at most `cap_blocks` of them.
+    pub fn new(first: u64, cap_blocks: u64) -> SeqWindow {
+        let cap = cap_blocks.clamp(1, 1 << 20) as usize;
+        SeqWindow { first, cap, blocks: VecDeque::new(), spare: None }
+    }
+
+    /// The id of the block the window expects next.
+    pub fn next_id(&self) -> u64 {
+        self.first + self.blocks.len() as u64
+    }
+
+    /// Block `id`'s bytes, if held and good.
+    pub fn get(&self, id: u64) -> Option<&[u8]> {
+        id.checked_sub(self.first).and_then(|i| self.blocks.get(i as usize)).and_then(|b| b.as_deref())
     }
 
     /// An empty buffer, reusing the allocation of the last evicted block.
@@ -287,7 +326,7 @@ impl Window {
 
     /// Appends block `id` (the next one in order).
     fn push(&mut self, id: u64, block: Option<Vec<u8>>) {
-        debug_assert_eq!(id, self.first + self.blocks.len() as u64);
+        debug_assert_eq!(id, self.next_id());
         if self.blocks.len() == self.cap {
             self.spare = self.blocks.pop_front().flatten();
             self.first += 1;
@@ -296,16 +335,13 @@ impl Window {
     }
 }
 
-impl DecodedBlocks for Window {
+impl DecodedBlocks for SeqWindow {
     fn copy_out(&self, id: u64, offset: usize, out: &mut [u8]) -> bool {
-        let Some(Some(buf)) = id.checked_sub(self.first).and_then(|i| self.blocks.get(i as usize)) else {
-            return false;
-        };
-        copy_from(buf, offset, out)
+        self.get(id).is_some_and(|buf| copy_from(buf, offset, out))
     }
 
     fn contains(&self, id: u64) -> bool {
-        matches!(id.checked_sub(self.first).and_then(|i| self.blocks.get(i as usize)), Some(Some(_)))
+        self.get(id).is_some()
     }
 }
 
@@ -341,7 +377,7 @@ mod tests {
 
     #[test]
     fn window_keeps_the_most_recent_blocks() {
-        let mut w = Window::new(10, 2);
+        let mut w = SeqWindow::new(10, 2);
         w.push(10, Some(vec![1, 2, 3]));
         w.push(11, None);
         w.push(12, Some(vec![7, 8]));
