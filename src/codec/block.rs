@@ -1,7 +1,7 @@
 //! Block payloads (FORMAT.md §3): one block's tokens and literals encoded as a single interleaved rANS stream plus
 //! an extra-bits stream, and the parsed form that random access works from.
 
-use crate::codec::tables::{SymbolStats, TableSet, LL_ALPHABET, ML_ALPHABET, OF_ALPHABET};
+use crate::codec::tables::{SymbolStats, TableSet, LIT_ALPHABET, LL_ALPHABET, ML_ALPHABET, OF_ALPHABET};
 use crate::codec::{logcode, rans, varint};
 use crate::error::DecodeError;
 
@@ -194,6 +194,7 @@ pub fn decode_block_into(
     if block_len > MAX_BLOCK_LEN {
         return Err(DecodeError::Limit { what: "block length", value: block_len as u64, limit: MAX_BLOCK_LEN as u64 });
     }
+    check_alphabets(tables)?;
     let layout = PayloadLayout::parse(payload, lanes, block_len)?;
 
     // Entropy stage: codes of all tokens, then the literals straight into the output.
@@ -303,15 +304,22 @@ impl<'a> BitReader<'a> {
     }
 }
 
-/// Base value and extra-bit count of every code below the distance limit, so a field is one lookup and one read.
+/// Base value and extra-bit count of every code, so a field is one lookup and one read. Indexed by the `u8` code
+/// itself, so no bounds check is needed; codes at or above the distance limit (which validated tables cannot
+/// produce) get a base of `2^40`, which no block length can absorb, so the fast parse rejects them without a
+/// branch of its own.
 struct CodeTable {
-    base: [u64; DIST_CODE_LIMIT as usize],
-    nbits: [u8; DIST_CODE_LIMIT as usize],
+    base: [u64; 256],
+    nbits: [u8; 256],
 }
 
+/// The poisoned base of codes outside every alphabet: large enough that one such field overruns any block, small
+/// enough that 3 · 2^19 of them (the most a block has) still sum without overflow.
+const POISON_BASE: u64 = 1 << 40;
+
 const CODE_TABLE: CodeTable = {
-    let mut base = [0u64; DIST_CODE_LIMIT as usize];
-    let mut nbits = [0u8; DIST_CODE_LIMIT as usize];
+    let mut base = [POISON_BASE; 256];
+    let mut nbits = [0u8; 256];
     let mut c = 0;
     while c < DIST_CODE_LIMIT as usize {
         if c < 16 {
@@ -326,18 +334,85 @@ const CODE_TABLE: CodeTable = {
     CodeTable { base, nbits }
 };
 
-/// Decodes one field: the code (checked against its alphabet's limit) plus its extra bits.
+/// Decodes one field without checking its code against the alphabet (see [`CODE_TABLE`]).
 #[inline(always)]
+fn field(code: u8, bits: &mut BitReader) -> u64 {
+    CODE_TABLE.base[code as usize] + bits.read(CODE_TABLE.nbits[code as usize] as u32)
+}
+
+/// Decodes one field: the code (checked against its alphabet's limit) plus its extra bits.
 fn read_field(code: u8, limit: u32, bits: &mut BitReader, what: &'static str, t: usize) -> Result<u64, DecodeError> {
     if code as u32 >= limit {
         return Err(DecodeError::Invalid { what, detail: format!("token {t} has code {code} ≥ {limit}") });
     }
-    let c = code as usize;
-    Ok(CODE_TABLE.base[c] + bits.read(CODE_TABLE.nbits[c] as u32))
+    Ok(field(code, bits))
+}
+
+/// Refuses tables whose alphabets exceed the format's limits, so that every decoded code is inside its alphabet.
+fn check_alphabets(tables: &TableSet) -> Result<(), DecodeError> {
+    for (table, limit, what) in [
+        (&tables.ll, LL_ALPHABET, "LL table nsym"),
+        (&tables.ml, ML_ALPHABET, "ML table nsym"),
+        (&tables.of, OF_ALPHABET, "OF table nsym"),
+        (&tables.lit, LIT_ALPHABET, "LIT table nsym"),
+    ] {
+        if table.nsym() > limit {
+            return Err(DecodeError::Limit { what, value: table.nsym() as u64, limit: limit as u64 });
+        }
+    }
+    Ok(())
 }
 
 /// Turns the decoded codes and the extra bits into tokens with prefix sums, validating FORMAT.md §3.3.
+///
+/// The fast pass has one data-dependent branch per block, not per token: lengths and literal counts only grow, so
+/// checking the totals at the end covers every prefix, and the distance check is folded into a flag. Sums cannot
+/// overflow (at most 2^19 tokens, every field below 2^41). When the flag is raised, the checked pass runs again
+/// to say exactly which token is wrong.
 fn parse_tokens(codes: &[u8], nmatch: usize, extra: &[u8], out: &mut ParsedBlock) -> Result<(), DecodeError> {
+    let (ll, rest) = codes.split_at(nmatch + 1);
+    let (ml, of) = rest.split_at(nmatch);
+    let mut bits = BitReader { bytes: extra, bitpos: 0 };
+    out.tokens.clear();
+    out.token_pos.clear();
+    out.lit_pos.clear();
+    out.tokens.reserve(nmatch + 1);
+    out.token_pos.reserve(nmatch + 2);
+    out.lit_pos.reserve(nmatch + 1);
+
+    let start = out.start;
+    let (mut dst, mut lits, mut bad) = (0u64, 0u64, false);
+    for ((&ll_code, &ml_code), &of_code) in ll.iter().zip(ml).zip(of) {
+        out.token_pos.push(dst as u32);
+        out.lit_pos.push(lits as u32);
+        let lit_len = field(ll_code, &mut bits);
+        let len = field(ml_code, &mut bits) + 2;
+        let back = field(of_code, &mut bits) + 1;
+        lits += lit_len;
+        dst += lit_len;
+        bad |= back > start.saturating_add(dst);
+        dst += len;
+        out.tokens.push(Token { lit_len: lit_len as u32, match_len: len as u32, back });
+    }
+    out.token_pos.push(dst as u32);
+    out.lit_pos.push(lits as u32);
+    let lit_len = field(ll[nmatch], &mut bits);
+    lits += lit_len;
+    dst += lit_len;
+    out.tokens.push(Token { lit_len: lit_len as u32, match_len: 0, back: 0 });
+    out.token_pos.push(dst as u32);
+
+    if bad || dst != out.len as u64 || lits != out.literals.len() as u64 {
+        return Err(parse_tokens_checked(codes, nmatch, extra, out).err().unwrap_or_else(|| DecodeError::Invalid {
+            what: "block tokens",
+            detail: "the fast and the checked parse disagree".to_string(),
+        }));
+    }
+    bits.finish()
+}
+
+/// The token parse with a check at every step, for the exact error message (and as the reference in tests).
+fn parse_tokens_checked(codes: &[u8], nmatch: usize, extra: &[u8], out: &mut ParsedBlock) -> Result<(), DecodeError> {
     let (ll, rest) = codes.split_at(nmatch + 1);
     let (ml, of) = rest.split_at(nmatch);
     let block_len = out.len as u64;
@@ -347,9 +422,6 @@ fn parse_tokens(codes: &[u8], nmatch: usize, extra: &[u8], out: &mut ParsedBlock
     out.tokens.clear();
     out.token_pos.clear();
     out.lit_pos.clear();
-    out.tokens.reserve(nmatch + 1);
-    out.token_pos.reserve(nmatch + 2);
-    out.lit_pos.reserve(nmatch + 1);
 
     // dst: offset in the block where the next token starts; lits: literals used so far. Both stay ≤ block_len
     // ≤ 2^20 (checked per token) and fields are < 2^44, so no sum below can overflow.
