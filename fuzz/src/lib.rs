@@ -275,8 +275,8 @@ pub fn tables_read(data: &[u8]) {
 fn check_lookup(table: &Table) {
     let lookup = table.decode_lookup();
     for slot in 0..4096u32 {
-        let e = lookup.entry(slot);
-        let (s, f, bias) = ((e >> 24) as usize, ((e >> 12) & 0xfff) + 1, e & 0xfff);
+        let (s, f, bias) = lookup.unpack(slot);
+        let s = s as usize;
         assert_eq!(f, table.freq[s] as u32, "slot {slot}");
         assert_eq!(table.cum[s] as u32 + bias, slot, "slot {slot}");
     }

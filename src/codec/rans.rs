@@ -32,7 +32,8 @@ pub fn check_lanes(lanes: u32) -> Result<usize, DecodeError> {
 /// A table's decode lookup: for each of the 4096 slots, the symbol, its frequency and `slot − cum[symbol]`,
 /// packed in one `u32` so the decoder does one load per symbol.
 ///
-/// Layout: bits 0..12 `slot − cum`, bits 12..24 `freq − 1`, bits 24..32 the symbol.
+/// Layout: bits 0..8 the symbol, bits 8..20 `slot − cum`, bits 20..32 `freq − 1`: the symbol is the low byte (a
+/// plain byte store) and the frequency a single shift.
 #[derive(Debug, Clone)]
 pub struct DecodeLookup {
     entries: [u32; SCALE as usize],
@@ -50,17 +51,23 @@ impl DecodeLookup {
                 if slot >= entries.len() {
                     return DecodeLookup { entries };
                 }
-                entries[slot] = ((symbol as u32) << 24) | ((f as u32 - 1) << 12) | bias as u32;
+                entries[slot] = ((f as u32 - 1) << 20) | ((bias as u32) << 8) | symbol as u32;
                 slot += 1;
             }
         }
         DecodeLookup { entries }
     }
 
-    /// The packed entry of `slot` (`slot < 4096`).
+    /// The packed entry of `slot` (only its low 12 bits count).
     #[inline(always)]
     pub fn entry(&self, slot: u32) -> u32 {
         self.entries[(slot & SLOT_MASK) as usize]
+    }
+
+    /// `(symbol, freq, slot − cum[symbol])` of `slot` (only its low 12 bits count), unpacked.
+    pub fn unpack(&self, slot: u32) -> (u8, u32, u32) {
+        let e = self.entry(slot);
+        (e as u8, (e >> 20) + 1, (e >> 8) & 0xfff)
     }
 }
 
@@ -68,9 +75,10 @@ impl DecodeLookup {
 #[inline(always)]
 fn decode_step(lookup: &DecodeLookup, x: u32) -> (u8, u32) {
     let e = lookup.entry(x & SLOT_MASK);
-    let freq = ((e >> 12) & 0xfff) + 1;
+    let freq = (e >> 20) + 1;
+    let bias = (e >> 8) & 0xfff;
     // freq · (x >> 12) + bias < 4096 · 2^20 = 2^32 for any u32 x: no overflow even on hostile states.
-    ((e >> 24) as u8, freq * (x >> SCALE_BITS) + (e & 0xfff))
+    (e as u8, freq * (x >> SCALE_BITS) + bias)
 }
 
 /// Renormalises `y` with the word `w` when it fell below `2^16`; returns the new state and whether a word was taken.
