@@ -69,6 +69,7 @@ mkdir -p "$work/in/fly6"
 n=0
 for f in "$corpus"/fly-chr4/*_genomic.fna.gz; do
   [ -e "$f" ] || continue
+  case "$f" in *_cds_from_genomic.fna.gz) continue ;; esac
   gzip -dc "$f" > "$work/in/fly6/$(basename "${f%.gz}")"
   n=$((n + 1))
 done
@@ -154,7 +155,7 @@ for d in "${datasets[@]}"; do
   orig=$(bytes_of "$src")
 
   log "$d: zstd -19 on independent 16 KiB blocks"
-  rm -rf "$work/blk" "$work/zst" "$work/unz"; mkdir -p "$work/blk" "$work/zst" "$work/unz"
+  rm -rf "$work/blk" "$work/zst"; mkdir -p "$work/blk" "$work/zst"
   split -b 16384 -a 6 -d "$src" "$work/blk/b"
   # One zstd process compresses every block file as its own frame: no process start per block in the timing.
   t0=$(now_ns)
@@ -163,10 +164,13 @@ for d in "${datasets[@]}"; do
   zsize=$(find "$work/zst" -type f -printf '%s\n' | awk '{ s += $1 } END { print s }')
   Z_RATIO[$d]=$(ratio "$orig" "$zsize")
   Z_C[$d]=$(mbps "$orig" $((t1 - t0)))
-  zdec() { (cd "$work/zst" && find . -type f -print0 | xargs -0 zstd -d -T1 -q -f --output-dir-flat "$work/unz"); }
-  Z_D[$d]=$(mbps "$orig" "$(best_of 3 zdec)")
-  cat $(find "$work/unz" -type f | LC_ALL=C sort) | cmp - "$src" >&2 || die "$d: zstd blocks do not round-trip"
-  rm -rf "$work/blk" "$work/zst" "$work/unz"
+  # Decompression reads the frames back to back from one file (zstd decodes concatenated frames in order), so
+  # the timing is the decoder's, not the creation of one output file per block.
+  find "$work/zst" -type f | LC_ALL=C sort | xargs cat > "$work/frames.zst"
+  Z_D[$d]=$(mbps "$orig" "$(best_of 3 zstd -d -T1 -q -c "$work/frames.zst")")
+  zstd -d -q -c "$work/frames.zst" | cmp - "$src" >&2 || die "$d: zstd blocks do not round-trip"
+  rm -f "$work/frames.zst"
+  rm -rf "$work/blk" "$work/zst"
 
   log "$d: bgzip"
   t0=$(now_ns)
