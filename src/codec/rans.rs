@@ -44,18 +44,21 @@ impl DecodeLookup {
     /// frequency 1 — only reachable through a table nobody validated, and rejected by the final state check
     /// with overwhelming probability). Symbols ≥ 256 are not representable and are skipped.
     pub fn build(freq: &[u16]) -> DecodeLookup {
-        let mut entries = [0u32; SCALE as usize];
-        let mut slot = 0usize;
+        let mut lookup = DecodeLookup { entries: [0u32; SCALE as usize] };
+        lookup.rebuild(freq);
+        lookup
+    }
+
+    /// Rebuilds in place for another table (see [`DecodeLookup::build`]).
+    pub fn rebuild(&mut self, freq: &[u16]) {
+        self.entries.fill(0);
+        let mut slots = self.entries.iter_mut();
         for (symbol, &f) in freq.iter().enumerate().take(256) {
-            for bias in 0..f as usize {
-                if slot >= entries.len() {
-                    return DecodeLookup { entries };
-                }
-                entries[slot] = ((f as u32 - 1) << 20) | ((bias as u32) << 8) | symbol as u32;
-                slot += 1;
+            for bias in 0..f as u32 {
+                let Some(slot) = slots.next() else { return };
+                *slot = ((f as u32 - 1) << 20) | (bias << 8) | symbol as u32;
             }
         }
-        DecodeLookup { entries }
     }
 
     /// The packed entry of `slot` (only its low 12 bits count).
@@ -79,6 +82,62 @@ fn decode_step(lookup: &DecodeLookup, x: u32) -> (u8, u32) {
     let bias = (e >> 8) & 0xfff;
     // freq · (x >> 12) + bias < 4096 · 2^20 = 2^32 for any u32 x: no overflow even on hostile states.
     (e as u8, freq * (x >> SCALE_BITS) + bias)
+}
+
+/// How many decode lookups (16 KiB each) a thread keeps: the four tables of a few groups, so that decoding the
+/// blocks of one group in a row builds each lookup once, while memory stays bounded however many groups the
+/// archive has.
+const LOOKUP_CACHE_SLOTS: usize = 16;
+
+/// A cached lookup, found again by the table's address and confirmed by its frequencies (the lookup is a pure
+/// function of them, so a reused address with other frequencies is simply a miss).
+struct CachedLookup {
+    address: usize,
+    freq: Vec<u16>,
+    lookup: Box<DecodeLookup>,
+    last_used: u64,
+}
+
+#[derive(Default)]
+struct LookupCache {
+    slots: Vec<CachedLookup>,
+    clock: u64,
+}
+
+thread_local! {
+    static LOOKUP_CACHE: std::cell::RefCell<LookupCache> = std::cell::RefCell::new(LookupCache::default());
+}
+
+/// Runs `f` with the decode lookup of `table`, from this thread's cache or freshly built into it.
+fn with_lookup<R>(table: &Table, f: impl FnOnce(&DecodeLookup) -> R) -> R {
+    LOOKUP_CACHE.with(|cell| {
+        let Ok(mut cache) = cell.try_borrow_mut() else {
+            // Only reachable if `f` itself decoded; stay correct without the cache.
+            return f(&table.decode_lookup());
+        };
+        cache.clock += 1;
+        let now = cache.clock;
+        let address = table as *const Table as usize;
+        let hit = cache.slots.iter().position(|c| c.address == address && c.freq == table.freq);
+        let index = match hit {
+            Some(i) => i,
+            None if cache.slots.len() < LOOKUP_CACHE_SLOTS => {
+                let lookup = Box::new(table.decode_lookup());
+                cache.slots.push(CachedLookup { address, freq: table.freq.clone(), lookup, last_used: now });
+                cache.slots.len() - 1
+            }
+            None => {
+                let oldest = cache.slots.iter().enumerate().min_by_key(|(_, c)| c.last_used).map_or(0, |(i, _)| i);
+                let slot = &mut cache.slots[oldest];
+                slot.address = address;
+                slot.freq.clone_from(&table.freq);
+                slot.lookup.rebuild(&table.freq);
+                oldest
+            }
+        };
+        cache.slots[index].last_used = now;
+        f(&cache.slots[index].lookup)
+    })
 }
 
 /// Renormalises `y` with the word `w` when it fell below `2^16`; returns the new state and whether a word was taken.
@@ -210,15 +269,14 @@ impl Decoder {
                 detail: format!("symbol {} needs a table the group does not use (nsym = 0)", self.next),
             });
         }
-        let lookup = table.decode_lookup();
-        match self.lanes {
+        with_lookup(table, |lookup| match self.lanes {
             1 => self.decode_lanes::<1>(lookup, out),
             2 => self.decode_lanes::<2>(lookup, out),
             4 => self.decode_lanes::<4>(lookup, out),
             8 => self.decode_lanes::<8>(lookup, out),
             16 => self.decode_lanes::<16>(lookup, out),
             _ => self.decode_lanes::<32>(lookup, out),
-        }
+        });
         Ok(())
     }
 
@@ -417,6 +475,27 @@ mod tests {
         // 17 bits: 65536 · 2^17 overflows once, so exactly one word comes out.
         assert_eq!(enc.words.len(), 1);
         assert_eq!(reference_decode(&enc.states, &enc.words, &[(symbols.len(), &t)]), Ok(symbols.to_vec()));
+    }
+
+    #[test]
+    fn lookup_cache_evicts_and_notices_changed_tables() {
+        // More tables than cache slots, decoded round-robin, then one table changed in place.
+        let mut tables: Vec<Table> =
+            (0..LOOKUP_CACHE_SLOTS as u64 + 5).map(|i| table(&[1, i + 1, 3 * i + 2])).collect();
+        let symbols: Vec<u8> = (0..500).map(|i| (i % 3) as u8).collect();
+        for round in 0..3 {
+            for t in &tables {
+                let enc = encode(&symbols, &[(symbols.len(), t)], 8);
+                assert_eq!(decode_all(&enc, &[(symbols.len(), t)]), Ok(symbols.clone()), "round {round}");
+            }
+        }
+        tables[0] = table(&[5, 1, 1]);
+        let enc = encode(&symbols, &[(symbols.len(), &tables[0])], 8);
+        assert_eq!(decode_all(&enc, &[(symbols.len(), &tables[0])]), Ok(symbols.clone()));
+        let changed = &mut tables[1];
+        *changed = table(&[1, 1, 9]);
+        let enc = encode(&symbols, &[(symbols.len(), &tables[1])], 8);
+        assert_eq!(decode_all(&enc, &[(symbols.len(), &tables[1])]), Ok(symbols));
     }
 
     fn segment_strategy() -> impl Strategy<Value = Vec<(Vec<u64>, Vec<u8>)>> {

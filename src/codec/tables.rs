@@ -8,7 +8,6 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::sync::OnceLock;
 
 use crate::codec::rans::DecodeLookup;
 use crate::codec::{logcode, varint};
@@ -57,25 +56,14 @@ impl SymbolStats {
 }
 
 /// One normalised table, ready for encoding and decoding. Build it with [`Table::from_counts`],
-/// [`Table::from_freqs`] or [`Table::default`] (unused).
-#[derive(Debug, Clone, Default)]
+/// [`Table::from_freqs`] or [`Table::default`] (unused); `cum` must stay the prefix sum of `freq`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Table {
     /// Normalised frequencies (sum 4096), or empty when unused. `freq.len()` is the serialised `nsym`.
     pub freq: Vec<u16>,
     /// `cum[s] = Σ_{r<s} freq[r]`, same length as `freq`.
     pub cum: Vec<u16>,
-    /// The decoder's slot lookup, built on first use so that tables nobody decodes with cost nothing.
-    lookup: OnceLock<Box<DecodeLookup>>,
 }
-
-impl PartialEq for Table {
-    fn eq(&self, other: &Self) -> bool {
-        // The lookup is a pure function of `freq`; whether it was built yet is not part of the value.
-        self.freq == other.freq
-    }
-}
-
-impl Eq for Table {}
 
 impl Table {
     /// Takes frequencies as serialised: empty, or summing to exactly 4096.
@@ -101,7 +89,7 @@ impl Table {
                 c
             })
             .collect();
-        Table { freq, cum, lookup: OnceLock::new() }
+        Table { freq, cum }
     }
 
     /// Normalises symbol counts to 4096 (see the module notes). No counts at all gives the unused table.
@@ -125,9 +113,10 @@ impl Table {
         self.freq.get(s).map_or(0, |&f| f as u32)
     }
 
-    /// The decoder's slot lookup (built once, on first call).
-    pub fn decode_lookup(&self) -> &DecodeLookup {
-        self.lookup.get_or_init(|| Box::new(DecodeLookup::build(&self.freq)))
+    /// Builds the decoder's slot lookup. The rANS decoder keeps recently used ones in a small per-thread cache
+    /// ([`crate::codec::rans`]), so an archive with thousands of table groups does not keep 16 KiB per table.
+    pub fn decode_lookup(&self) -> DecodeLookup {
+        DecodeLookup::build(&self.freq)
     }
 
     /// Estimated cost of coding `s` with this table: `12 − log2(freq)` bits, or [`ABSENT_COST_BITS`].
