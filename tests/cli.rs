@@ -100,6 +100,15 @@ fn info_and_verify_on_a_good_archive() {
     assert!(ratio > 1.5, "DNA-like text should compress, ratio {ratio}");
     let streams = &json["streams"];
     assert_eq!(streams["unreadable_blocks"], 0);
+    // The per-stream split accounts for every payload byte (FORMAT.md §3: heads, states, words, extra bits).
+    let parts: u64 =
+        ["block_headers", "rans_states", "rans_words", "extra_bits"].iter().map(|k| streams[k].as_u64().unwrap()).sum();
+    assert_eq!(parts, json["sections"]["payloads"].as_u64().unwrap(), "stream sizes do not add up to the payloads");
+    let sections: u64 = ["header", "payloads", "tables", "tree", "index", "footer"]
+        .iter()
+        .map(|k| json["sections"][k].as_u64().unwrap())
+        .sum();
+    assert_eq!(sections, json["archive_bytes"].as_u64().unwrap(), "section sizes do not add up to the file");
 
     let text = run(&[OsStr::new("info"), archive.as_os_str()]);
     assert_exit(&text, 0, "info");
