@@ -12,6 +12,13 @@ use crate::pack::parser::BlockTokens;
 /// Match pieces shorter than this after a split are coded as literals (a token costs more than it saves).
 const MIN_PIECE: u32 = 4;
 
+/// Saved statistics of a [`DepthPass`] (see [`DepthPass::rewind`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Checkpoint {
+    max_seen: u8,
+    forced: u64,
+}
+
 /// Depth bookkeeping over the whole stream.
 pub struct DepthPass<'a> {
     data: &'a [u8],
@@ -32,6 +39,19 @@ impl<'a> DepthPass<'a> {
     pub fn new(data: &'a [u8], depth: &'a mut [u8], max_depth: u8) -> Self {
         debug_assert_eq!(data.len(), depth.len());
         DepthPass { data, depth, max_depth: max_depth.max(1), max_seen: 0, forced: 0, recent: Vec::new() }
+    }
+
+    /// The statistics to restore when a chunk's depth pass is run again.
+    pub fn checkpoint(&self) -> Checkpoint {
+        Checkpoint { max_seen: self.max_seen, forced: self.forced }
+    }
+
+    /// Forgets everything applied from stream position `start` on, so those blocks can be applied again.
+    pub fn rewind(&mut self, checkpoint: Checkpoint, start: u64) {
+        self.max_seen = checkpoint.max_seen;
+        self.forced = checkpoint.forced;
+        let keep = self.recent.partition_point(|t| (t.0 as u64) < start);
+        self.recent.truncate(keep);
     }
 
     /// The final depths of the stream's first `end` bytes (all blocks before `end` must have been applied).

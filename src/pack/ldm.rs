@@ -110,7 +110,7 @@ impl Ldm {
         loop {
             let mixed = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
             if self.params.sample_log == 0 || mixed >> sample_shift == 0 {
-                if let Some(m) = self.visit(data, p, mixed, &recent) {
+                for m in self.visit(data, p, mixed, &recent).into_iter().flatten() {
                     recent[recent_next % RECENT] = m;
                     recent_next += 1;
                     out.push(m);
@@ -127,13 +127,14 @@ impl Ldm {
         out[first_len..].sort_by_key(|m| (m.start, m.back));
     }
 
-    /// Looks sample point `p` up, then inserts it. Returns the best verified repeat not already covered by a
-    /// recently recorded one.
-    fn visit(&mut self, data: &[u8], p: u64, mixed: u64, recent: &[LongMatch; RECENT]) -> Option<LongMatch> {
+    /// Looks sample point `p` up, then inserts it. Returns the two longest verified repeats with different
+    /// sources not already covered by a recently recorded one: the second is often an older, shallower copy
+    /// the parser can fall back to when the newest one is too deep (FORMAT.md §1 depth bound).
+    fn visit(&mut self, data: &[u8], p: u64, mixed: u64, recent: &[LongMatch; RECENT]) -> [Option<LongMatch>; 2] {
         let bucket_len = 1usize << self.params.bucket_log;
         let bucket = ((mixed.rotate_left(24) & ((1 << self.params.table_log) - 1)) as usize) << self.params.bucket_log;
         let check = (mixed >> POS_BITS) << POS_BITS;
-        let mut best: Option<LongMatch> = None;
+        let mut best: [Option<LongMatch>; 2] = [None, None];
         let mut oldest = bucket;
         for slot in bucket..bucket + bucket_len {
             let e = self.table[slot];
@@ -149,8 +150,10 @@ impl Ldm {
                 continue;
             }
             if let Some(m) = self.verify(data, p, src) {
-                if best.is_none_or(|b| m.len > b.len) {
-                    best = Some(m);
+                if best[0].is_none_or(|b| m.len > b.len) {
+                    best = [Some(m), best[0]];
+                } else if best[1].is_none_or(|b| m.len > b.len) {
+                    best[1] = Some(m);
                 }
             }
         }

@@ -102,9 +102,11 @@ impl<'a> ChainMatcher<'a> {
             let p = self.next_insert as usize;
             let rel = (self.next_insert - self.base) as usize;
             let tag = rel as u32 + 1;
-            let hs = self.short_hash(p);
-            self.short_chain[rel] = self.short_head[hs];
-            self.short_head[hs] = tag;
+            if self.params.short_depth > 0 {
+                let hs = self.short_hash(p);
+                self.short_chain[rel] = self.short_head[hs];
+                self.short_head[hs] = tag;
+            }
             let hl = self.long_hash(p);
             self.long_chain[rel] = self.long_head[hl];
             self.long_head[hl] = tag;
@@ -123,8 +125,10 @@ impl<'a> ChainMatcher<'a> {
         let mut best = 3u32;
         let first = self.long_head[self.long_hash(p)];
         self.walk(first, true, pos, limit, &mut best, out);
-        let first = self.short_head[self.short_hash(p)];
-        self.walk(first, false, pos, limit, &mut best, out);
+        if self.params.short_depth > 0 {
+            let first = self.short_head[self.short_hash(p)];
+            self.walk(first, false, pos, limit, &mut best, out);
+        }
         out.sort_unstable_by_key(|c| c.len);
     }
 

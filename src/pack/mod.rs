@@ -95,6 +95,9 @@ const SEGMENT_BYTES: u64 = 4 << 20;
 /// Segments per chunk (the unit of the sequential long-match scan and of buffered tokens).
 const SEGMENTS_PER_CHUNK: u64 = 4;
 
+/// A segment is parsed again when more than one byte in this many had to be forced to a literal.
+const REPARSE_FORCED_RATIO: u64 = 2048;
+
 /// Everything the level decides.
 #[derive(Debug, Clone, Copy)]
 struct LevelParams {
@@ -112,19 +115,30 @@ const MIN_MATCH: [u8; 8] = [3, 4, 6, 8, 10, 12, 14, 16];
 
 fn level_params(level: u8) -> LevelParams {
     let (short_depth, long_depth, sufficient_len, window, rep_count, ldm_sample_log) = match level {
-        0..=2 => (1, 2, 32, 256 << 10, 2, 5),
-        3..=4 => (2, 4, 48, 512 << 10, 2, 4),
-        5..=6 => (4, 8, 64, 1 << 20, 4, 3),
-        7..=8 => (8, 16, 128, 2 << 20, 4, 3),
+        0..=2 => (1, 1, 32, 256 << 10, 2, 5),
+        3..=4 => (1, 2, 48, 512 << 10, 2, 4),
+        5..=6 => (1, 4, 64, 1 << 20, 4, 3),
+        7..=8 => (4, 16, 128, 2 << 20, 4, 3),
         _ => (16, 48, 256, 4 << 20, 4, 2),
     };
+    let hash_log = std::env::var("ACEAPEX_HASH_LOG").ok().and_then(|v| v.parse().ok()).unwrap_or(18);
+    let short_depth = std::env::var("ACEAPEX_SD").ok().and_then(|v| v.parse().ok()).unwrap_or(short_depth);
+    let long_depth = std::env::var("ACEAPEX_LD").ok().and_then(|v| v.parse().ok()).unwrap_or(long_depth);
     LevelParams {
-        chain: ChainParams { short_depth, long_depth, hash_log: 20 },
+        chain: ChainParams { short_depth, long_depth, hash_log },
         window,
         parse: ParseParams { sufficient_len, min_match: MIN_MATCH, rep_count },
         ldm_window: 20,
         ldm_sample_log,
     }
+}
+
+/// Whether at least 90 % of the bytes (sampled) are nucleotide letters or line breaks.
+fn looks_like_nucleotides(bytes: &[u8]) -> bool {
+    let sample = bytes.iter().step_by(7);
+    let total = sample.clone().count();
+    let dna = sample.filter(|b| b"ACGTNacgtn\n".contains(b)).count();
+    total > 0 && dna * 10 >= total * 9
 }
 
 /// Checks the options against the format's limits.
@@ -254,7 +268,6 @@ impl<'a> Packing<'a> {
         while start < total {
             let end = (start + chunk).min(total);
             let blocks = self.parse_chunk(start, end);
-            let blocks = self.bound_depth(start, blocks);
             for b in &blocks {
                 report.matches += b.tokens.len() as u64 - 1;
                 report.literals += b.literals.len() as u64;
@@ -282,46 +295,78 @@ impl<'a> Packing<'a> {
         let mut start = 0;
         while start < total {
             let end = (start + chunk).min(total);
-            let blocks = self.parse_chunk(start, end);
-            all.extend(self.bound_depth(start, blocks));
+            all.extend(self.parse_chunk(start, end));
             start = end;
         }
         all
     }
 
-    /// Finds long matches (sequentially) and parses the chunk's segments (in parallel); returns every block's
-    /// tokens in stream order.
+    /// Parses the chunk and bounds its depth. Segments are parsed in parallel, each blind to the depths of the
+    /// segments beside it; when the depth pass then has to force literals in a segment (copy chains across
+    /// segments), that segment is parsed again knowing the depths the first pass produced, and the depth pass
+    /// runs once more over the whole chunk. Every step is deterministic.
     fn parse_chunk(&mut self, start: u64, end: u64) -> Vec<BlockTokens> {
+        let long = self.long_matches(start, end);
+        let segments: Vec<(u64, u64)> =
+            (start..end).step_by(SEGMENT_BYTES as usize).map(|s| (s, (s + SEGMENT_BYTES).min(end))).collect();
+        let mut per_segment = self.parse_segments(&segments, &long, start);
+        let checkpoint = self.depth.checkpoint();
+        let block = 1u64 << self.opts.block_log;
+        let mut redo = Vec::new();
+        for (k, seg) in per_segment.iter().enumerate() {
+            let forced_before = self.depth.forced;
+            for (i, b) in seg.iter().enumerate() {
+                self.depth.apply(segments[k].0 + i as u64 * block, b.clone());
+            }
+            if (self.depth.forced - forced_before) * REPARSE_FORCED_RATIO > segments[k].1 - segments[k].0 {
+                redo.push(k);
+            }
+        }
+        if !redo.is_empty() {
+            let again: Vec<(u64, u64)> = redo.iter().map(|&k| segments[k]).collect();
+            let reparsed = self.parse_segments(&again, &long, end);
+            for (k, blocks) in redo.into_iter().zip(reparsed) {
+                per_segment[k] = blocks;
+            }
+        }
+        self.depth.rewind(checkpoint, start);
+        let blocks: Vec<BlockTokens> = per_segment.into_iter().flatten().collect();
+        blocks.into_iter().enumerate().map(|(i, b)| self.depth.apply(start + i as u64 * block, b)).collect()
+    }
+
+    /// Long matches overlapping `[start, end)`: those carried from earlier chunks plus a sequential scan of this one.
+    fn long_matches(&mut self, start: u64, end: u64) -> Vec<LongMatch> {
         let mut found = Vec::new();
         self.ldm.scan(self.data, start, end, &mut found);
         let mut long = std::mem::take(&mut self.carry);
         long.retain(|m| m.end() > start);
         long.extend(found);
         long.sort_by_key(|m| (m.start, m.back));
-        let segments: Vec<(u64, u64)> =
-            (start..end).step_by(SEGMENT_BYTES as usize).map(|s| (s, (s + SEGMENT_BYTES).min(end))).collect();
+        self.carry = long.iter().filter(|m| m.end() > end).copied().collect();
+        long
+    }
+
+    /// Parses `segments` in parallel. Depths of bytes before `known` are taken from the depth map.
+    fn parse_segments(&self, segments: &[(u64, u64)], long: &[LongMatch], known: u64) -> Vec<Vec<BlockTokens>> {
         let block = 1u64 << self.opts.block_log;
         let (data, level, max_depth) = (self.data, self.level, self.opts.max_depth);
-        let outer_depth = self.depth.finished(start);
-        let per_segment: Vec<Vec<BlockTokens>> = segments
+        let outer_depth = self.depth.finished(known);
+        segments
             .par_iter()
             .map(|&(s, e)| {
                 let seg_long: Vec<LongMatch> = long.iter().filter(|m| m.start < e && m.end() > s).copied().collect();
                 let base = s.saturating_sub(level.window);
-                let chain = ChainMatcher::new(data, base, e, level.chain);
+                let mut chain_params = level.chain;
+                if looks_like_nucleotides(&data[s as usize..e as usize]) {
+                    // Short matches never pay on 2-bit-a-base text; they only lengthen copy chains (depth).
+                    chain_params.short_depth = 0;
+                }
+                let chain = ChainMatcher::new(data, base, e, chain_params);
                 let view = DepthView { max_depth, outer: outer_depth };
                 let mut parser = SegmentParser::new(data, level.parse, chain, &seg_long, (s, e), view);
                 (s..e).step_by(block as usize).map(|b| parser.parse_block(b, (b + block).min(e))).collect()
             })
-            .collect();
-        self.carry = long.into_iter().filter(|m| m.end() > end).collect();
-        per_segment.into_iter().flatten().collect()
-    }
-
-    /// Runs the depth pass over the chunk's blocks in order.
-    fn bound_depth(&mut self, start: u64, blocks: Vec<BlockTokens>) -> Vec<BlockTokens> {
-        let block = 1u64 << self.opts.block_log;
-        blocks.into_iter().enumerate().map(|(i, b)| self.depth.apply(start + i as u64 * block, b)).collect()
+            .collect()
     }
 
     /// Builds each group's tables, encodes and hashes its blocks (groups in parallel), then writes them in order.

@@ -57,6 +57,8 @@ struct Node {
 }
 
 const UNREACHED: Node = Node { price: u64::MAX, lit_len: 0, match_len: 0, back: 0 };
+/// Candidates are compared over at most this many sufficient lengths.
+const SEARCH_FACTOR: u32 = 4;
 /// Most candidates kept per position after pruning.
 const MAX_CANDIDATES: usize = 16;
 /// Halve the adaptive counts once this many literals have been counted, so prices follow recent data.
@@ -163,7 +165,8 @@ impl<'a> SegmentParser<'a> {
         if lit < self.nodes[i + 1].price {
             self.nodes[i + 1] = Node { price: lit, lit_len: here.lit_len + 1, match_len: 0, back: 0 };
         }
-        let limit = (n - i) as u32;
+        // Comparing further than a few sufficient lengths only costs time: a longer match is taken in steps.
+        let limit = ((n - i) as u32).min(self.params.sufficient_len.saturating_mul(SEARCH_FACTOR));
         self.gather(pos, limit);
         let Some(longest) = self.cands.last().copied() else {
             return i + 1;
