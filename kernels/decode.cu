@@ -170,6 +170,7 @@ struct Ctx {
     u64* rsrc1;
     u32* rlen0;
     u32* rlen1;
+    u8* stamps;           // full decode: per stream byte, 0 = unresolved, k >= 1 = final before round k - 1
     u64 pool_cap;         // token storage available
     u64 nblocks;
     u32 wl_cap;           // worklist entries available
@@ -188,7 +189,7 @@ __device__ __forceinline__ bool failed(const Ctx& c) { return *(volatile u64*)c.
 
 // One warp decodes one block: rANS (a lane per interleaved state), token parse by warp prefix sums, literals to
 // their block offsets in `bytes` (block-local buffer of 2^block_log bytes).
-__device__ void parse_one(const Ctx& c, u32 id, u64 tok_base, u8* bytes, u32 mode) {
+__device__ void parse_one(const Ctx& c, u32 id, u64 tok_base, u8* bytes, u8* stamps, u32 mode) {
     const u8* file = c.file;
     const u32* meta = c.meta;
     const u32 lanes = c.lanes, block_log = c.block_log;
@@ -340,19 +341,36 @@ __device__ void parse_one(const Ctx& c, u32 id, u64 tok_base, u8* bytes, u32 mod
     // A step's literals are consecutive, so their tokens start at `cursor` (the largest token of the step before):
     // the warp loads litidx[cursor .. cursor + 32) once and each lane searches that window by shuffles, falling
     // back to a binary search in memory when its token lies beyond the window (runs of literal-less tokens).
-    u32 cursor = 0;
+    // The window (litidx and tpos of tokens wbase .. wbase + 32) stays in registers until the cursor has moved 16
+    // tokens on, so most steps place their literals without a dependent memory read.
+    u32 cursor = 0, wbase = 0;
+    u32 wm = lane < ntok ? mp[lane] : 0xFFFFFFFFu;
+    u32 wt = lane < ntok ? tp[lane] : 0u;
     auto place_step = [&](bool valid, u32 l, u32 sym) {
-        u32 window = cursor + lane < ntok ? mp[cursor + lane] : 0xFFFFFFFFu;
+        if (cursor >= wbase + 16) {  // warp-uniform
+            wbase = cursor;
+            wm = wbase + lane < ntok ? mp[wbase + lane] : 0xFFFFFFFFu;
+            wt = wbase + lane < ntok ? tp[wbase + lane] : 0u;
+        }
         u32 key = valid ? l : 0u;
         u32 lo = 0;
 #pragma unroll
         for (u32 s = 16; s > 0; s >>= 1) {
-            u32 v = __shfl_sync(FULL_MASK, window, lo + s);
+            u32 v = __shfl_sync(FULL_MASK, wm, lo + s);
             if (v <= key) lo += s;
         }
-        u32 t = cursor + lo;
-        if (valid && lo == 31) t = last_le(mp, t, ntok, l);
-        if (valid && mode != MODE_NO_LITERALS) bytes[tp[t] + (l - mp[t])] = (u8)sym;
+        u32 t = wbase + lo;
+        u32 tpt = __shfl_sync(FULL_MASK, wt, lo), mpt = __shfl_sync(FULL_MASK, wm, lo);
+        if (valid && lo == 31) {
+            t = last_le(mp, t, ntok, l);
+            tpt = tp[t];
+            mpt = mp[t];
+        }
+        if (valid && mode != MODE_NO_LITERALS) {
+            u32 o = tpt + (l - mpt);
+            bytes[o] = (u8)sym;
+            if (stamps) stamps[o] = 1;  // literals are final before round 0
+        }
         u32 tmax = __reduce_max_sync(FULL_MASK, valid ? t : 0u);
         if (tmax > cursor) cursor = tmax;
     };
@@ -409,7 +427,8 @@ extern "C" __global__ void parse_blocks(Ctx c, u32 level, u32 mode) {
     const u32 nwarps = gridDim.x * warps_per_cta;
     for (u32 e = begin + warp; e < end; e += nwarps) {
         u32 id = c.worklist[e];
-        parse_one(c, id, c.tok_off[e], c.bytes + ((u64)e << c.block_log), mode);
+        u8* stamps = c.stamps ? c.stamps + ((u64)e << c.block_log) : nullptr;
+        parse_one(c, id, c.tok_off[e], c.bytes + ((u64)e << c.block_log), stamps, mode);
         if ((threadIdx.x & 31) == 0 && c.slot_of_block) c.slot_of_block[id] = e;
     }
 }
@@ -595,76 +614,100 @@ extern "C" __global__ void reset_batch(Ctx c) {
         c.slot_of_block[c.worklist[e]] = NO_SLOT;
 }
 
-// One round of match copies over all blocks of the full decode (c.bytes is the whole stream). A warp per task of
-// 32 consecutive matches of one block (task_off[e] = first task of block e, a prefix sum over ceil(nmatch / 32)),
-// so that every match of the archive is in flight at once; a lane per short match, the whole warp per long one.
+// One round of match resolution of the full decode (c.bytes is the whole stream, c.stamps its per-byte stamps).
 //
-// changed[round] is set when a byte changed, and dirty[round * n + b] when a byte of block b changed. A round
-// whose predecessor changed nothing exits at once (the output is the fixpoint). In round r > 0 a match is only
-// copied again when a block its source lies in changed in round r - 1: otherwise its source bytes hold the
-// values it copied when it last ran (a write racing with that read marked the block dirty in that round).
-extern "C" __global__ void copy_round(Ctx c, u32 n, const u32* task_off, u32 ntasks, u32 round, u32* changed,
-                                      u8* dirty) {
+// A match is resolved once, in the first round r in which all its source bytes are final from earlier kernels
+// (stamp in [1, r + 1]; literals have stamp 1), and its bytes then get stamp r + 2. Stamps written in this round
+// are > r + 1, so a match never trusts a byte that another thread may still be writing. Matches not yet ready go
+// to the next round's list. Round 0 walks every match (a warp per task of 32 consecutive matches of one block,
+// task_off[e] = first task of block e); later rounds walk the list the previous round left.
+//
+// The ready matches of a warp are copied byte-parallel: a warp prefix sum over their lengths flattens them into
+// one run of bytes, 32 consecutive bytes per step, so reads and writes are coalesced whatever the match lengths.
+extern "C" __global__ void resolve_round(Ctx c, u32 n, const u32* task_off, u32 ntasks, u32 round,
+                                         const u64* list_in, u64* list_out, u32* list_counts, u32 list_cap) {
     if (failed(c)) return;
-    if (round > 0 && *(volatile u32*)&changed[round - 1] == 0) return;
+    const u32 items = round == 0 ? ntasks : min(*(volatile u32*)&list_counts[round - 1], list_cap);
     const u32 warps_per_cta = blockDim.x / 32;
     const u32 warp = blockIdx.x * warps_per_cta + threadIdx.x / 32;
     const u32 nwarps = gridDim.x * warps_per_cta;
     const u32 lane = threadIdx.x & 31;
-    const u8* dirty_before = round > 0 ? dirty + (u64)(round - 1) * n : nullptr;
-    u8* dirty_now = dirty + (u64)round * n;
+    const u32 lt_mask = (1u << lane) - 1;
     u8* out = c.bytes;
-    bool any = false;
-    for (u32 task = warp; task < ntasks; task += nwarps) {
-        u32 e = last_le(task_off, 0, n, task);
-        u32 nmatch = c.meta[(u64)e * META_WORDS + 2];
-        u64 tb = c.tok_off[e];
-        u64 bstart = (u64)e << c.block_log;
-        u32 t = (task - task_off[e]) * 32 + lane;
+    u8* stamps = c.stamps;
+    const u32 ready_max = round + 1, stamp_now = round + 2;
+    // Round 0: one task per warp, lanes = 32 consecutive matches. Later: 32 list entries per warp.
+    const u32 per_warp_items = round == 0 ? 1 : 32;
+    const u32 units = (items + per_warp_items - 1) / per_warp_items;
+    for (u32 unit = warp; unit < units; unit += nwarps) {
+        u32 e = 0, t = 0;
+        bool has = false;
+        if (round == 0) {
+            e = last_le(task_off, 0, n, unit);
+            t = (unit - task_off[e]) * 32 + lane;
+            has = t < c.meta[(u64)e * META_WORDS + 2];
+        } else {
+            u32 idx = unit * 32 + lane;
+            if (idx < items) {
+                u64 entry = list_in[idx];
+                e = (u32)(entry >> 32);
+                t = (u32)entry;
+                has = true;
+            }
+        }
         u32 len = 0;
         u64 dst = 0, src = 0, dist = 1;
-        if (t < nmatch) {
+        if (has) {
+            u64 tb = c.tok_off[e];
             u32 ms = c.mpos[tb + t];
             len = c.tpos[tb + t + 1] - ms;
             dist = c.back[tb + t];
-            dst = bstart + ms;
+            dst = ((u64)e << c.block_log) + ms;
             src = dst - dist;  // parse checked 1 <= dist <= dst
-            if (dirty_before) {
-                u64 src_end = src + (dist < len ? dist : len) - 1;
-                if (!dirty_before[src >> c.block_log] && !dirty_before[src_end >> c.block_log]) len = 0;
+        }
+        // Ready when every source byte (one period of a periodic fill) is final from an earlier kernel.
+        bool ready = has;
+        u32 span = (u32)(dist < len ? dist : len);
+        for (u32 k = 0; ready && k < span; k++) {
+            u8 st = stamps[src + k];
+            ready = st != 0 && st <= ready_max;
+        }
+        // Not ready: on to the next round's list (one atomic per warp).
+        bool defer = has && !ready;
+        u32 dmask = __ballot_sync(FULL_MASK, defer);
+        if (dmask) {
+            u32 base = 0;
+            if (lane == 0) base = atomicAdd(&list_counts[round], __popc(dmask));
+            base = __shfl_sync(FULL_MASK, base, 0);
+            u32 slot = base + __popc(dmask & lt_mask);
+            if (defer) {
+                if (slot < list_cap) list_out[slot] = ((u64)e << 32) | t;
+                else report(c.status, E_WORKLIST, e);
             }
         }
-        bool longm = len > 32;
-        bool wrote = false;
-        if (!longm) {
-            for (u32 k = 0; k < len; k++) {
-                u8 v = out[src + (dist > k ? k : k % (u32)dist)];
-                if (out[dst + k] != v) {
-                    out[dst + k] = v;
-                    wrote = true;
-                }
+        // Copy the ready matches byte-parallel.
+        u32 mylen = ready ? len : 0;
+        u32 incl = warp_inclusive_scan(mylen);
+        u32 total = __shfl_sync(FULL_MASK, incl, 31);
+        for (u32 g0 = 0; g0 < total; g0 += 32) {
+            u32 g = g0 + lane;
+            // The lane m whose range [incl_m - len_m, incl_m) holds g: the first with incl_m > g.
+            u32 m = 0;
+#pragma unroll
+            for (u32 step = 16; step > 0; step >>= 1) {
+                u32 v = __shfl_sync(FULL_MASK, incl, m + step - 1);
+                if (v <= g) m += step;
             }
-        }
-        u32 lmask = __ballot_sync(FULL_MASK, longm);
-        while (lmask) {
-            u32 l = __ffs(lmask) - 1;
-            lmask &= lmask - 1;
-            u64 d2 = __shfl_sync(FULL_MASK, dst, l);
-            u64 s2 = __shfl_sync(FULL_MASK, src, l);
-            u64 di2 = __shfl_sync(FULL_MASK, dist, l);
-            u32 l2 = __shfl_sync(FULL_MASK, len, l);
-            for (u32 k = lane; k < l2; k += 32) {
-                u8 v = out[s2 + (di2 > k ? k : k % (u32)di2)];
-                if (out[d2 + k] != v) {
-                    out[d2 + k] = v;
-                    wrote = true;
-                }
+            u64 mdst = __shfl_sync(FULL_MASK, dst, m);
+            u64 msrc = __shfl_sync(FULL_MASK, src, m);
+            u64 mdist = __shfl_sync(FULL_MASK, dist, m);
+            u32 mincl = __shfl_sync(FULL_MASK, incl, m);
+            u32 mlen = __shfl_sync(FULL_MASK, mylen, m);
+            if (g < total) {
+                u32 k = g - (mincl - mlen);
+                out[mdst + k] = out[msrc + (mdist > k ? k : k % (u32)mdist)];
+                stamps[mdst + k] = (u8)stamp_now;
             }
-        }
-        if (__any_sync(FULL_MASK, wrote)) {
-            if (lane == 0) dirty_now[e] = 1;
-            any = true;
         }
     }
-    if (any && lane == 0) changed[round] = 1;
 }

@@ -97,6 +97,7 @@ struct KernelCtx {
     rsrc1: u64,
     rlen0: u64,
     rlen1: u64,
+    stamps: u64,
     pool_cap: u64,
     nblocks: u64,
     wl_cap: u32,
@@ -108,7 +109,7 @@ struct KernelCtx {
 }
 
 // SAFETY: KernelCtx is #[repr(C)], made only of u64/u32 fields in the order and with the alignment of the CUDA
-// struct `Ctx` (8-byte pointers first, then 32-bit fields, 176 bytes in all), so passing it by value as a
+// struct `Ctx` (8-byte pointers first, then 32-bit fields, 184 bytes in all), so passing it by value as a
 // kernel parameter matches the kernel's layout.
 unsafe impl DeviceRepr for KernelCtx {}
 
@@ -144,9 +145,12 @@ struct FullBuffers {
     bytes: CudaSlice<u8>,
     counters: CudaSlice<u32>,
     status: CudaSlice<u64>,
-    changed: CudaSlice<u32>,
-    /// Per round and block: a byte of the block changed in that round.
-    dirty: CudaSlice<u8>,
+    /// Per stream byte: 0 unresolved, k >= 1 final before round k - 1 (see resolve_round).
+    stamps: CudaSlice<u8>,
+    /// Matches left for the next round (block << 32 | token), double-buffered, and the count per round.
+    lists: [CudaSlice<u64>; 2],
+    list_counts: CudaSlice<u32>,
+    list_cap: u32,
     /// First copy task (32 matches) of each block, and the number of tasks.
     task_off: CudaSlice<u32>,
     ntasks: u32,
@@ -184,7 +188,7 @@ struct Kernels {
     expand: CudaFunction,
     chase: CudaFunction,
     reset: CudaFunction,
-    copy_round: CudaFunction,
+    resolve_round: CudaFunction,
 }
 
 /// A captured seek sequence.
@@ -282,7 +286,7 @@ impl Device {
             expand: load("expand_ranges")?,
             chase: load("chase_bytes")?,
             reset: load("reset_batch")?,
-            copy_round: load("copy_round")?,
+            resolve_round: load("resolve_round")?,
         };
         // A stream of our own: graphs cannot be captured on the legacy default stream.
         let stream = ctx.new_stream().map_err(gpu("stream"))?;
@@ -551,14 +555,24 @@ impl Device {
         let mut counters_init = vec![0u32; self.counters_len()];
         counters_init[0] = n as u32;
         let tokens = acc.max(1) as usize;
+        let matches = acc.saturating_sub(n as u64).max(1);
+        let list_cap = u32::try_from(matches).map_err(|_| Error::Gpu("too many matches for one full decode".into()))?;
+        if self.max_depth > 253 {
+            return Err(Error::Gpu("the full decode keeps round stamps in a byte: max_depth must be <= 253".into()));
+        }
         // SAFETY: plain device allocations of plain integer types; every element the kernels read is written
         // first (tokens by parse, bytes by parse and copy rounds) or uploaded/zeroed here.
-        let (tpos, mpos, back, bytes) = unsafe {
+        let (tpos, mpos, back, bytes, stamps, lists) = unsafe {
             (
                 stream.alloc::<u32>(tokens + 1).map_err(gpu("alloc tokens"))?,
                 stream.alloc::<u32>(tokens + 1).map_err(gpu("alloc tokens"))?,
                 stream.alloc::<u64>(tokens + 1).map_err(gpu("alloc tokens"))?,
                 stream.alloc::<u8>(n << self.block_log).map_err(gpu("alloc output"))?,
+                stream.alloc::<u8>(n << self.block_log).map_err(gpu("alloc stamps"))?,
+                [
+                    stream.alloc::<u64>(list_cap as usize).map_err(gpu("alloc lists"))?,
+                    stream.alloc::<u64>(list_cap as usize).map_err(gpu("alloc lists"))?,
+                ],
             )
         };
         self.full = Some(FullBuffers {
@@ -570,10 +584,12 @@ impl Device {
             bytes,
             counters: stream.clone_htod(&counters_init).map_err(gpu("upload"))?,
             status: stream.alloc_zeros::<u64>(1).map_err(gpu("alloc"))?,
-            changed: stream.alloc_zeros::<u32>(self.max_depth as usize + 2).map_err(gpu("alloc"))?,
+            stamps,
+            lists,
+            list_counts: stream.alloc_zeros::<u32>(self.max_depth as usize + 2).map_err(gpu("alloc"))?,
+            list_cap,
             task_off: stream.clone_htod(&task_off).map_err(gpu("upload"))?,
             ntasks,
-            dirty: stream.alloc_zeros::<u8>((self.max_depth as usize + 2) * n.max(1)).map_err(gpu("alloc"))?,
             counters_init,
         });
         Ok(())
@@ -592,8 +608,7 @@ impl Device {
         let full = self.full.as_mut().expect("ensured above");
         stream.memcpy_htod(&full.counters_init, &mut full.counters).map_err(gpu("reset"))?;
         stream.memset_zeros(&mut full.status).map_err(gpu("reset"))?;
-        stream.memset_zeros(&mut full.changed).map_err(gpu("reset"))?;
-        stream.memset_zeros(&mut full.dirty).map_err(gpu("reset"))?;
+        stream.memset_zeros(&mut full.list_counts).map_err(gpu("reset"))?;
         if let Some(byte) = poison {
             let (p, _s) = full.bytes.device_ptr(&stream);
             // SAFETY: p is the start of `full.bytes`, which holds exactly num_bytes bytes.
@@ -610,11 +625,13 @@ impl Device {
             bytes: self.ptr(&full.bytes),
             counters: self.ptr(&full.counters),
             status: self.ptr(&full.status),
+            stamps: if variant == FullVariant::Full { self.ptr(&full.stamps) } else { 0 },
             wl_cap: n,
             ..self.base_ctx()
         };
-        let changed_ptr = self.ptr(&full.changed);
-        let dirty_ptr = self.ptr(&full.dirty);
+        let lists = [self.ptr(&full.lists[0]), self.ptr(&full.lists[1])];
+        let counts_ptr = self.ptr(&full.list_counts);
+        let (list_cap, stamps_ptr, stamps_len) = (full.list_cap, self.ptr(&full.stamps), full.stamps.len());
         let task_ptr = self.ptr(&full.task_off);
         let ntasks = full.ntasks;
         let mode: u32 = match variant {
@@ -624,9 +641,14 @@ impl Device {
         };
         let rounds = if variant == FullVariant::Full { self.max_depth + 1 } else { 0 };
         self.events.0.record(&stream).map_err(gpu("event"))?;
-        // SAFETY: arguments match parse_blocks(Ctx, u32, u32) and copy_round(Ctx, u32, u32*, u32, u32, u32*, u8*); `c` points at
-        // the full-decode buffers sized for all blocks and tokens (tok_off is their exact prefix sum).
+        // SAFETY: arguments match parse_blocks(Ctx, u32, u32) and resolve_round(Ctx, u32, u32*, u32, u32, u64*,
+        // u64*, u32*, u32); `c` points at the full-decode buffers sized for all blocks and tokens (tok_off is their
+        // exact prefix sum), the lists hold every match and the stamps every stream byte.
         unsafe {
+            if variant == FullVariant::Full {
+                // Unresolved until parse stamps the literals (inside the timed region: it is part of the decode).
+                result::memset_d8_async(stamps_ptr, 0, stamps_len, stream.cu_stream()).map_err(gpu("stamps"))?;
+            }
             let warps_per_cta = (CTA_THREADS / 32) as u64;
             let cfg = LaunchConfig {
                 grid_dim: (grid_for(n as u64, warps_per_cta, 1 << 20), 1, 1),
@@ -641,19 +663,24 @@ impl Device {
                 .arg(&mode)
                 .launch(cfg)
                 .map_err(gpu("parse launch"))?;
-            let copy_cfg = LaunchConfig { grid_dim: (grid_for(ntasks as u64, warps_per_cta, 1 << 20), 1, 1), ..cfg };
+            let first_round = LaunchConfig { grid_dim: (grid_for(ntasks as u64, warps_per_cta, 1 << 20), 1, 1), ..cfg };
+            // Later rounds walk lists of unknown length: a grid that fills the GPU, striding over the list.
+            let later_round = LaunchConfig { grid_dim: (132 * 16, 1, 1), ..cfg };
             for round in 0..rounds {
+                let (list_in, list_out) = (lists[(round as usize + 1) % 2], lists[round as usize % 2]);
                 stream
-                    .launch_builder(&self.kernels.copy_round)
+                    .launch_builder(&self.kernels.resolve_round)
                     .arg(&c)
                     .arg(&n)
                     .arg(&task_ptr)
                     .arg(&ntasks)
                     .arg(&round)
-                    .arg(&changed_ptr)
-                    .arg(&dirty_ptr)
-                    .launch(copy_cfg)
-                    .map_err(gpu("copy launch"))?;
+                    .arg(&list_in)
+                    .arg(&list_out)
+                    .arg(&counts_ptr)
+                    .arg(&list_cap)
+                    .launch(if round == 0 { first_round } else { later_round })
+                    .map_err(gpu("resolve launch"))?;
             }
         }
         self.events.1.record(&stream).map_err(gpu("event"))?;
@@ -663,11 +690,12 @@ impl Device {
         if let Some(fault) = KernelFault::from_status(status) {
             return Ok(Err(fault));
         }
-        let changed = stream.clone_dtoh(&full.changed).map_err(gpu("status copy"))?;
-        if rounds > 0 && changed[self.max_depth as usize] != 0 {
+        // list_counts[r]: matches still unresolved after round r; none may be left after the last.
+        let left = stream.clone_dtoh(&full.list_counts).map_err(gpu("status copy"))?;
+        if rounds > 0 && left[self.max_depth as usize] != 0 {
             return Ok(Err(KernelFault { code: 8, block: 0 }));
         }
-        let used = changed.iter().take_while(|&&c| c != 0).count() as u32 + (rounds > 0) as u32;
+        let used = if rounds > 0 { left.iter().take_while(|&&c| c != 0).count() as u32 + 1 } else { 0 };
         Ok(Ok(FullRun { device_ms, rounds: used }))
     }
 
