@@ -145,6 +145,25 @@ fn consecutive_sequential_runs_continue_one_window() {
     }
 }
 
+#[test]
+fn sequential_decoding_with_a_tiny_window_gathers_evicted_sources() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = Plan::random(small_header(6, 8), 150_000, &mut Rng(31));
+    let path = write_plan(dir.path(), "w.acx", &plan);
+    let data = Arc::new(ArchiveData::open(&path).unwrap());
+    for (window_blocks, parallel, first) in [(1u64, true, 0u64), (2, true, 5), (3, false, 0), (64, true, 20)] {
+        let engine = CpuEngine::new(data.clone());
+        let mut out = Vec::new();
+        engine
+            .decode_sequential(first, data.block_count(), parallel, window_blocks * 4096, |_, b| {
+                out.extend_from_slice(b?);
+                Ok(())
+            })
+            .unwrap();
+        assert!(out == plan.stream[first as usize * 4096..], "window {window_blocks}, parallel {parallel}");
+    }
+}
+
 /// Block 0 literals; block k (1..=levels) copies block k−1 from 4096 + 5 bytes back (sources straddle two
 /// blocks), so the bytes of block k have depth k.
 fn chain_plan(max_depth: u8, levels: usize) -> Plan {
@@ -486,6 +505,26 @@ fn cold_read_closure() {
             "block {id:>6}/{count}: {:>6} blocks parsed, {:>8.2} ms",
             engine.blocks_parsed(),
             took.as_secs_f64() * 1e3
+        );
+    }
+}
+
+/// Measurement: `ACX=path cargo test --lib mid_stream_sequential -- --ignored --nocapture` decodes 512 blocks
+/// starting in the middle of the stream and prints the token-level work it caused.
+#[test]
+#[ignore]
+fn mid_stream_sequential() {
+    let Ok(path) = std::env::var("ACX") else { return };
+    let data = Arc::new(ArchiveData::open(&path).unwrap());
+    let first = data.block_count() / 2;
+    for warmup in [0, 512, 2048] {
+        let engine = CpuEngine::new(data.clone());
+        let started = std::time::Instant::now();
+        engine.decode_sequential(first - warmup, first + 512, true, 64 << 20, |_, b| b.map(|_| ())).unwrap();
+        let ms = started.elapsed().as_secs_f64() * 1e3;
+        println!(
+            "512 blocks from {first}, warm-up {warmup}: {} source blocks parsed, {ms:.1} ms",
+            engine.blocks_parsed()
         );
     }
 }

@@ -197,6 +197,18 @@ impl Resolver<'_> {
 
     /// Writes the tokens of an already-parsed block `id` into `out` and checks its `block_hash`.
     pub fn decode_parsed(&self, id: u64, parsed: &ParsedBlock, out: &mut [u8]) -> Result<(), BlockFault> {
+        self.decode_parsed_gathered(id, parsed, out, &FarSources::default())
+    }
+
+    /// [`decode_parsed`](Self::decode_parsed) with the source bytes before `far.boundary` taken from `far`
+    /// (gathered beforehand by [`gather_far`](Self::gather_far), possibly on another thread).
+    pub fn decode_parsed_gathered(
+        &self,
+        id: u64,
+        parsed: &ParsedBlock,
+        out: &mut [u8],
+        far: &FarSources,
+    ) -> Result<(), BlockFault> {
         if out.len() != parsed.len as usize {
             let error = DecodeError::Invalid {
                 what: "output buffer",
@@ -204,7 +216,7 @@ impl Resolver<'_> {
             };
             return Err(BlockFault { block: id, error });
         }
-        self.write_tokens(parsed, out)?;
+        self.write_tokens(id, parsed, out, far)?;
         let expected = self.data.block_hash[id as usize];
         let actual = xxh3_64(out);
         if expected != actual {
@@ -213,11 +225,30 @@ impl Resolver<'_> {
         Ok(())
     }
 
-    /// The tokens of block `id` in order: literals, then each match from `out` itself (in-block source) or from
-    /// resolution (cross-block source).
-    fn write_tokens(&self, p: &ParsedBlock, out: &mut [u8]) -> Result<(), BlockFault> {
+    /// Resolves, into `far.bytes`, the parts of block `p`'s cross-block sources that lie before `boundary`, in
+    /// token order: the part of the work a sequential decoder can do for many blocks in parallel, before the
+    /// copy stage (which then finds every remaining source in its window).
+    pub fn gather_far(&self, p: &ParsedBlock, boundary: u64) -> Result<FarSources, BlockFault> {
+        let mut far = FarSources { boundary, bytes: Vec::new() };
+        let budget = self.data.header.max_depth - 1;
+        for_each_outside_source(p, |src, outside| {
+            let n = far_len(src, outside, boundary);
+            if n == 0 {
+                return Ok(());
+            }
+            let at = far.bytes.len();
+            far.bytes.resize(at + n, 0);
+            self.resolve_range(src, &mut far.bytes[at..], budget)
+        })?;
+        Ok(far)
+    }
+
+    /// The tokens of a block in order: literals, then each match from `out` itself (in-block source), from
+    /// `far` (gathered far sources) or from resolution (other cross-block sources).
+    fn write_tokens(&self, id: u64, p: &ParsedBlock, out: &mut [u8], far: &FarSources) -> Result<(), BlockFault> {
         // Bytes of a cross-block source have depth ≤ max_depth − 1: the match that copies them is one level.
         let source_budget = self.data.header.max_depth - 1;
+        let mut gathered = far.bytes.as_slice();
         for (t, tok) in p.tokens.iter().enumerate() {
             let lit_at = p.token_pos[t] as usize;
             let lit_len = tok.lit_len as usize;
@@ -238,7 +269,14 @@ impl Resolver<'_> {
             // The period starts in an earlier block; part of it may run into this block's written bytes.
             let src = p.start + dst as u64 - back;
             let outside = ((p.start - src) as usize).min(period);
-            self.resolve_range(src, &mut out[dst..dst + outside], source_budget)?;
+            let n = far_len(src, outside, far.boundary);
+            let Some((head, rest)) = gathered.split_at_checked(n) else {
+                let detail = format!("{} gathered bytes left, token {t} needs {n}", gathered.len());
+                return Err(BlockFault { block: id, error: DecodeError::Invalid { what: "far sources", detail } });
+            };
+            out[dst..dst + n].copy_from_slice(head);
+            gathered = rest;
+            self.resolve_range(src + n as u64, &mut out[dst + n..dst + outside], source_budget)?;
             if outside < period {
                 out.copy_within(0..period - outside, dst + outside);
             }
@@ -408,6 +446,37 @@ impl Resolver<'_> {
         }
         out
     }
+}
+
+/// Source bytes gathered ahead of the copy stage: the parts of a block's cross-block sources before
+/// `boundary`, concatenated in token order.
+#[derive(Debug, Clone, Default)]
+pub struct FarSources {
+    pub boundary: u64,
+    pub bytes: Vec<u8>,
+}
+
+/// How many bytes of a source range `[src, src + outside)` lie before `boundary`.
+fn far_len(src: u64, outside: usize, boundary: u64) -> usize {
+    boundary.saturating_sub(src).min(outside as u64) as usize
+}
+
+/// Calls `f(src, outside)` for each match of `p` whose source starts before the block: `outside` is how many
+/// bytes of its period lie before the block.
+fn for_each_outside_source(
+    p: &ParsedBlock,
+    mut f: impl FnMut(u64, usize) -> Result<(), BlockFault>,
+) -> Result<(), BlockFault> {
+    for (t, tok) in p.tokens.iter().enumerate() {
+        let dst = u64::from(p.token_pos[t]) + u64::from(tok.lit_len);
+        if tok.match_len == 0 || tok.back <= dst {
+            continue;
+        }
+        let src = p.start + dst - tok.back;
+        let period = tok.back.min(u64::from(tok.match_len));
+        f(src, (p.start - src).min(period) as usize)?;
+    }
+    Ok(())
 }
 
 /// Sorts ranges and coalesces the ones that overlap or touch.

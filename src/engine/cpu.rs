@@ -17,7 +17,7 @@ use rayon::prelude::*;
 
 use crate::codec::block::ParsedBlock;
 use crate::codec::resolve::{
-    parse_block, BlockFault, ChainDecoded, DecodedBlocks, NoDecodedBlocks, ParsedCache, Resolver,
+    parse_block, BlockFault, ChainDecoded, DecodedBlocks, FarSources, NoDecodedBlocks, ParsedCache, Resolver,
 };
 use crate::engine::BlockEngine;
 use crate::error::{Error, Result};
@@ -144,12 +144,12 @@ impl CpuEngine {
                 // Parse the next batch on other cores while this thread copies the current one.
                 std::thread::scope(|s| -> Result<()> {
                     let ahead = s.spawn(|| self.parse_batch(batch_end, next_end, true));
-                    let copied = self.copy_batch(batch_start, current, window, &mut on_block);
+                    let copied = self.copy_batch(batch_start, current, window, parallel, &mut on_block);
                     parsed = ahead.join().map_err(|_| Error::InvalidArgument("entropy stage panicked".into()))?;
                     copied
                 })?;
             } else {
-                self.copy_batch(batch_start, current, window, &mut on_block)?;
+                self.copy_batch(batch_start, current, window, parallel, &mut on_block)?;
                 parsed = self.parse_batch(batch_end, next_end, parallel);
             }
             batch_start = batch_end;
@@ -167,20 +167,38 @@ impl CpuEngine {
     }
 
     /// The copy stage: writes each parsed block, verifies it, hands it to `on_block` and keeps it in `window`.
+    /// With `parallel`, the sources that will not be in the window (older than it, or evicted while this batch
+    /// is pushed) are first gathered for all blocks of the batch on all cores — resolving them can mean walking
+    /// tokens through many blocks — and the sequential pass is left with plain copies.
     fn copy_batch(
         &self,
         first: u64,
         parsed: Vec<Result<ParsedBlock, BlockFault>>,
         window: &mut SeqWindow,
+        parallel: bool,
         on_block: &mut impl FnMut(u64, Result<&[u8]>) -> Result<()>,
     ) -> Result<()> {
-        for (i, parsed) in parsed.into_iter().enumerate() {
+        let far: Vec<Result<FarSources, BlockFault>> = if parallel {
+            // Blocks below this one may be evicted while the batch is pushed; everything from it on stays.
+            let kept_from = window.first + (window.blocks.len() + parsed.len()).saturating_sub(window.cap) as u64;
+            let boundary = self.data.block_start(kept_from.min(first));
+            let sources = ChainDecoded(&*window, &*self.decoded);
+            let resolver = self.resolver(&sources);
+            parsed
+                .par_iter()
+                .map(|p| p.as_ref().map_err(Clone::clone).and_then(|p| resolver.gather_far(p, boundary)))
+                .collect()
+        } else {
+            parsed.iter().map(|_| Ok(FarSources::default())).collect()
+        };
+        for (i, (parsed, far)) in parsed.into_iter().zip(far).enumerate() {
             let id = first + i as u64;
             let mut buf = window.recycle();
             buf.resize(self.data.block_len(id) as usize, 0);
             let decoded = parsed.and_then(|p| {
+                let far = far?;
                 let sources = ChainDecoded(&*window, &*self.decoded);
-                self.resolver(&sources).decode_parsed(id, &p, &mut buf)
+                self.resolver(&sources).decode_parsed_gathered(id, &p, &mut buf, &far)
             });
             match decoded {
                 Ok(()) => {
