@@ -201,6 +201,12 @@ __device__ void parse_one(const Ctx& c, u32 id, u64 tok_base, u8* bytes, u8* sta
         if (lane == 0) report(status, E_HEADER, id);
         return;
     }
+    if (stamps) {
+        // Every byte of the slot starts unresolved; phase C stamps the literals.
+        uint4* z = (uint4*)stamps;
+        for (u32 i = lane; i < (1u << block_log) / 16; i += 32) z[i] = make_uint4(0, 0, 0, 0);
+        __syncwarp();
+    }
     const u64 payload = (u64)m[0] | ((u64)m[1] << 32);
     const u32 nmatch = m[2], nlit = m[3], nwords = m[4], extra_len = m[5], hdr_len = m[6];
     const u32 ntok = nmatch + 1;
@@ -614,16 +620,101 @@ extern "C" __global__ void reset_batch(Ctx c) {
         c.slot_of_block[c.worklist[e]] = NO_SLOT;
 }
 
-// One round of match resolution of the full decode (c.bytes is the whole stream, c.stamps its per-byte stamps).
+// Address in c.bytes / c.stamps of stream position `pos`. The full decode holds the whole stream; the seek path
+// holds parsed blocks in worklist slots (slot_of_block), of which the first `parsed` are parsed. False when the
+// byte is not held.
+__device__ __forceinline__ bool byte_addr(const Ctx& c, bool seek, u32 parsed, u64 pos, u64* addr) {
+    if (!seek) {
+        *addr = pos;
+        return true;
+    }
+    u64 b = pos >> c.block_log;
+    if (b >= c.nblocks) return false;
+    u32 s = c.slot_of_block[b];
+    if (s >= parsed) return false;  // NO_SLOT, CLAIMING, or claimed but not parsed
+    *addr = ((u64)s << c.block_log) | (pos & ((1ull << c.block_log) - 1));
+    return true;
+}
+
+// One round of match resolution for the 32 matches of a warp (lane: entry e, token t, `has`).
 //
 // A match is resolved once, in the first round r in which all its source bytes are final from earlier kernels
 // (stamp in [1, r + 1]; literals have stamp 1), and its bytes then get stamp r + 2. Stamps written in this round
-// are > r + 1, so a match never trusts a byte that another thread may still be writing. Matches not yet ready go
-// to the next round's list. Round 0 walks every match (a warp per task of 32 consecutive matches of one block,
-// task_off[e] = first task of block e); later rounds walk the list the previous round left.
+// are > r + 1, so a match never trusts a byte another thread may still be writing. Matches not ready go to the
+// next round's list; on the seek path a match whose source is not held at all is dropped (nothing requested
+// depends on it: the level expansion parsed every block a requested byte needs).
 //
-// The ready matches of a warp are copied byte-parallel: a warp prefix sum over their lengths flattens them into
-// one run of bytes, 32 consecutive bytes per step, so reads and writes are coalesced whatever the match lengths.
+// The ready matches are copied byte-parallel: a warp prefix sum over their lengths flattens them into one run of
+// bytes, 32 consecutive bytes per step, so reads and writes are coalesced whatever the match lengths.
+__device__ void resolve_warp(const Ctx& c, bool seek, u32 parsed, u32 round, u32 e, u32 t, bool has, u64* list_out,
+                             u32* list_counts, u32 list_cap) {
+    const u32 lane = threadIdx.x & 31;
+    u8* out = c.bytes;
+    u8* stamps = c.stamps;
+    u32 len = 0;
+    u64 dst = 0, src = 0, dist = 1;  // dst: address of the match in c.bytes; src: stream position of its source
+    if (has) {
+        u32 id = seek ? c.worklist[e] : e;
+        u64 tb = c.tok_off[e];
+        u32 ms = c.mpos[tb + t];
+        len = c.tpos[tb + t + 1] - ms;
+        dist = c.back[tb + t];
+        dst = ((u64)e << c.block_log) + ms;
+        src = ((u64)id << c.block_log) + ms - dist;  // parse checked 1 <= dist <= match start
+    }
+    // Ready when every source byte (one period of a periodic fill) is final from an earlier kernel.
+    bool ready = has, lost = false;
+    u32 span = (u32)(dist < len ? dist : len);
+    for (u32 k = 0; ready && k < span; k++) {
+        u64 a;
+        if (!byte_addr(c, seek, parsed, src + k, &a)) {
+            lost = true;
+            ready = false;
+        } else {
+            u8 st = stamps[a];
+            ready = st != 0 && st <= round + 1;
+        }
+    }
+    bool defer = has && !ready && !lost;
+    u32 dmask = __ballot_sync(FULL_MASK, defer);
+    if (dmask) {
+        u32 base = 0;
+        if (lane == 0) base = atomicAdd(&list_counts[round], __popc(dmask));
+        base = __shfl_sync(FULL_MASK, base, 0);
+        u32 slot = base + __popc(dmask & ((1u << lane) - 1));
+        if (defer) {
+            if (slot < list_cap) list_out[slot] = ((u64)e << 32) | t;
+            else report(c.status, E_WORKLIST, e);
+        }
+    }
+    u32 mylen = ready ? len : 0;
+    u32 incl = warp_inclusive_scan(mylen);
+    u32 total = __shfl_sync(FULL_MASK, incl, 31);
+    for (u32 g0 = 0; g0 < total; g0 += 32) {
+        u32 g = g0 + lane;
+        // The lane m whose range [incl_m - len_m, incl_m) holds g: the first with incl_m > g.
+        u32 m = 0;
+#pragma unroll
+        for (u32 step = 16; step > 0; step >>= 1) {
+            u32 v = __shfl_sync(FULL_MASK, incl, m + step - 1);
+            if (v <= g) m += step;
+        }
+        u64 mdst = __shfl_sync(FULL_MASK, dst, m);
+        u64 msrc = __shfl_sync(FULL_MASK, src, m);
+        u64 mdist = __shfl_sync(FULL_MASK, dist, m);
+        u32 mstart = __shfl_sync(FULL_MASK, incl, m) - __shfl_sync(FULL_MASK, mylen, m);
+        if (g < total) {
+            u32 k = g - mstart;
+            u64 a;
+            byte_addr(c, seek, parsed, msrc + (mdist > k ? k : k % (u32)mdist), &a);  // held: checked above
+            out[mdst + k] = out[a];
+            stamps[mdst + k] = (u8)(round + 2);
+        }
+    }
+}
+
+// Full decode, round `round`: round 0 walks every match (a warp per task of 32 consecutive matches of one block,
+// task_off[e] = first task of block e), later rounds the list the previous round left.
 extern "C" __global__ void resolve_round(Ctx c, u32 n, const u32* task_off, u32 ntasks, u32 round,
                                          const u64* list_in, u64* list_out, u32* list_counts, u32 list_cap) {
     if (failed(c)) return;
@@ -632,13 +723,7 @@ extern "C" __global__ void resolve_round(Ctx c, u32 n, const u32* task_off, u32 
     const u32 warp = blockIdx.x * warps_per_cta + threadIdx.x / 32;
     const u32 nwarps = gridDim.x * warps_per_cta;
     const u32 lane = threadIdx.x & 31;
-    const u32 lt_mask = (1u << lane) - 1;
-    u8* out = c.bytes;
-    u8* stamps = c.stamps;
-    const u32 ready_max = round + 1, stamp_now = round + 2;
-    // Round 0: one task per warp, lanes = 32 consecutive matches. Later: 32 list entries per warp.
-    const u32 per_warp_items = round == 0 ? 1 : 32;
-    const u32 units = (items + per_warp_items - 1) / per_warp_items;
+    const u32 units = round == 0 ? items : (items + 31) / 32;
     for (u32 unit = warp; unit < units; unit += nwarps) {
         u32 e = 0, t = 0;
         bool has = false;
@@ -646,68 +731,45 @@ extern "C" __global__ void resolve_round(Ctx c, u32 n, const u32* task_off, u32 
             e = last_le(task_off, 0, n, unit);
             t = (unit - task_off[e]) * 32 + lane;
             has = t < c.meta[(u64)e * META_WORDS + 2];
-        } else {
-            u32 idx = unit * 32 + lane;
-            if (idx < items) {
-                u64 entry = list_in[idx];
-                e = (u32)(entry >> 32);
-                t = (u32)entry;
-                has = true;
-            }
+        } else if (unit * 32 + lane < items) {
+            u64 entry = list_in[unit * 32 + lane];
+            e = (u32)(entry >> 32);
+            t = (u32)entry;
+            has = true;
         }
-        u32 len = 0;
-        u64 dst = 0, src = 0, dist = 1;
-        if (has) {
-            u64 tb = c.tok_off[e];
-            u32 ms = c.mpos[tb + t];
-            len = c.tpos[tb + t + 1] - ms;
-            dist = c.back[tb + t];
-            dst = ((u64)e << c.block_log) + ms;
-            src = dst - dist;  // parse checked 1 <= dist <= dst
+        resolve_warp(c, false, n, round, e, t, has, list_out, list_counts, list_cap);
+    }
+}
+
+// Seek path, round `round`, over the entries parsed by levels < parsed_level: round 0 walks every match of
+// them (units of 32 matches, max_chunks per entry), later rounds the list the previous round left.
+extern "C" __global__ void seek_resolve(Ctx c, u32 parsed_level, u32 max_chunks, u32 round, const u64* list_in,
+                                        u64* list_out, u32* list_counts, u32 list_cap) {
+    if (failed(c)) return;
+    const u32 parsed = min(*level_begin(c, parsed_level), c.wl_cap);
+    const u64 units = round == 0 ? (u64)parsed * max_chunks
+                                 : (min(*(volatile u32*)&list_counts[round - 1], list_cap) + 31ull) / 32;
+    const u32 items = round == 0 ? 0 : min(*(volatile u32*)&list_counts[round - 1], list_cap);
+    const u32 warps_per_cta = blockDim.x / 32;
+    const u64 warp = (u64)blockIdx.x * warps_per_cta + threadIdx.x / 32;
+    const u64 nwarps = (u64)gridDim.x * warps_per_cta;
+    const u32 lane = threadIdx.x & 31;
+    for (u64 unit = warp; unit < units; unit += nwarps) {
+        u32 e = 0, t = 0;
+        bool has = false;
+        if (round == 0) {
+            e = (u32)(unit / max_chunks);
+            u32 chunk = (u32)(unit % max_chunks);
+            u32 nmatch = c.meta[(u64)c.worklist[e] * META_WORDS + 2];
+            if (chunk * 32 >= nmatch) continue;  // warp-uniform
+            t = chunk * 32 + lane;
+            has = t < nmatch;
+        } else if (unit * 32 + lane < items) {
+            u64 entry = list_in[unit * 32 + lane];
+            e = (u32)(entry >> 32);
+            t = (u32)entry;
+            has = true;
         }
-        // Ready when every source byte (one period of a periodic fill) is final from an earlier kernel.
-        bool ready = has;
-        u32 span = (u32)(dist < len ? dist : len);
-        for (u32 k = 0; ready && k < span; k++) {
-            u8 st = stamps[src + k];
-            ready = st != 0 && st <= ready_max;
-        }
-        // Not ready: on to the next round's list (one atomic per warp).
-        bool defer = has && !ready;
-        u32 dmask = __ballot_sync(FULL_MASK, defer);
-        if (dmask) {
-            u32 base = 0;
-            if (lane == 0) base = atomicAdd(&list_counts[round], __popc(dmask));
-            base = __shfl_sync(FULL_MASK, base, 0);
-            u32 slot = base + __popc(dmask & lt_mask);
-            if (defer) {
-                if (slot < list_cap) list_out[slot] = ((u64)e << 32) | t;
-                else report(c.status, E_WORKLIST, e);
-            }
-        }
-        // Copy the ready matches byte-parallel.
-        u32 mylen = ready ? len : 0;
-        u32 incl = warp_inclusive_scan(mylen);
-        u32 total = __shfl_sync(FULL_MASK, incl, 31);
-        for (u32 g0 = 0; g0 < total; g0 += 32) {
-            u32 g = g0 + lane;
-            // The lane m whose range [incl_m - len_m, incl_m) holds g: the first with incl_m > g.
-            u32 m = 0;
-#pragma unroll
-            for (u32 step = 16; step > 0; step >>= 1) {
-                u32 v = __shfl_sync(FULL_MASK, incl, m + step - 1);
-                if (v <= g) m += step;
-            }
-            u64 mdst = __shfl_sync(FULL_MASK, dst, m);
-            u64 msrc = __shfl_sync(FULL_MASK, src, m);
-            u64 mdist = __shfl_sync(FULL_MASK, dist, m);
-            u32 mincl = __shfl_sync(FULL_MASK, incl, m);
-            u32 mlen = __shfl_sync(FULL_MASK, mylen, m);
-            if (g < total) {
-                u32 k = g - (mincl - mlen);
-                out[mdst + k] = out[msrc + (mdist > k ? k : k % (u32)mdist)];
-                stamps[mdst + k] = (u8)stamp_now;
-            }
-        }
+        resolve_warp(c, true, parsed, round, e, t, has, list_out, list_counts, list_cap);
     }
 }

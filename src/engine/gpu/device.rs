@@ -171,6 +171,10 @@ struct SeekBuffers {
     status: CudaSlice<u64>,
     rsrc: [CudaSlice<u64>; 2],
     rlen: [CudaSlice<u32>; 2],
+    /// Resolution state of the parsed slots (see resolve_warp) and the deferred-match lists.
+    stamps: CudaSlice<u8>,
+    lists: [CudaSlice<u64>; 2],
+    list_counts: CudaSlice<u32>,
     ids: CudaSlice<u32>,
     out: CudaSlice<u8>,
     host_ids: PinnedHostSlice<u32>,
@@ -189,6 +193,7 @@ struct Kernels {
     chase: CudaFunction,
     reset: CudaFunction,
     resolve_round: CudaFunction,
+    seek_resolve: CudaFunction,
 }
 
 /// A captured seek sequence.
@@ -220,6 +225,8 @@ pub struct Device {
     /// Captured seek sequences by (batch size, levels), and whether capturing works here.
     graphs: HashMap<(usize, u32), SeekGraph>,
     use_graphs: bool,
+    /// Resolve seeks byte by byte (chase_bytes) instead of by match rounds: ACEAPEX_GPU_SEEK_CHASE, for comparison.
+    seek_by_chase: bool,
     /// Name and compute capability, for the log line.
     pub description: String,
 }
@@ -287,6 +294,7 @@ impl Device {
             chase: load("chase_bytes")?,
             reset: load("reset_batch")?,
             resolve_round: load("resolve_round")?,
+            seek_resolve: load("seek_resolve")?,
         };
         // A stream of our own: graphs cannot be captured on the legacy default stream.
         let stream = ctx.new_stream().map_err(gpu("stream"))?;
@@ -324,6 +332,7 @@ impl Device {
             depth_hint: 2,
             graphs: HashMap::new(),
             use_graphs: std::env::var_os("ACEAPEX_GPU_NO_GRAPHS").is_none(),
+            seek_by_chase: std::env::var_os("ACEAPEX_GPU_SEEK_CHASE").is_some(),
         })
     }
 
@@ -367,6 +376,7 @@ impl Device {
             rsrc1: self.ptr(&s.rsrc[1]),
             rlen0: self.ptr(&s.rlen[0]),
             rlen1: self.ptr(&s.rlen[1]),
+            stamps: self.ptr(&s.stamps),
             pool_cap: s.pool_cap,
             wl_cap: s.wl_cap,
             range_cap: s.range_cap,
@@ -491,6 +501,11 @@ impl Device {
         let host_status = s.host_status.as_mut_slice().map_err(gpu("pinned status"))?.as_mut_ptr();
         let host_counters = s.host_counters.as_mut_slice().map_err(gpu("pinned counters"))?.as_mut_ptr();
         let counters_len = s.counters.len();
+        let list_counts_len = s.list_counts.len();
+        let list_cap = s.lists[0].len() as u32;
+        let max_chunks = self.meta_host.max_tokens.saturating_sub(1).div_ceil(32).max(1) as u32;
+        let lists = [self.ptr(&self.seek.lists[0]), self.ptr(&self.seek.lists[1])];
+        let list_counts = self.ptr(&self.seek.list_counts);
         let (counters, pool, status) =
             (self.ptr(&self.seek.counters), self.ptr(&self.seek.pool_used), self.ptr(&self.seek.status));
         // SAFETY (copies): the pinned buffers hold at least max_batch ids, max_batch << block_log result bytes, one
@@ -517,9 +532,38 @@ impl Device {
                     stream.launch_builder(&k.expand).arg(&c).arg(&level).launch(cfg).map_err(gpu("expand"))?;
                 }
             }
-            let chase_cfg = threads(out_bytes as u64, 132 * 32);
-            stream.launch_builder(&k.chase).arg(&c).arg(&n32).arg(&out_ptr).launch(chase_cfg).map_err(gpu("chase"))?;
-            result::memcpy_dtoh_async(std::slice::from_raw_parts_mut(host_out, out_bytes), out_ptr, cu)
+            // Resolve: by match-resolution rounds over every parsed slot (the requested blocks are slots 0..n, so
+            // their bytes are then the first n << block_log bytes of the pool), or byte by byte (the chase).
+            let result_ptr = if self.seek_by_chase {
+                let chase_cfg = threads(out_bytes as u64, 132 * 32);
+                stream
+                    .launch_builder(&k.chase)
+                    .arg(&c)
+                    .arg(&n32)
+                    .arg(&out_ptr)
+                    .launch(chase_cfg)
+                    .map_err(gpu("chase"))?;
+                out_ptr
+            } else {
+                let parsed_level = levels + 1;
+                for round in 0..=levels {
+                    let (list_in, list_out) = (lists[(round as usize + 1) % 2], lists[round as usize % 2]);
+                    stream
+                        .launch_builder(&k.seek_resolve)
+                        .arg(&c)
+                        .arg(&parsed_level)
+                        .arg(&max_chunks)
+                        .arg(&round)
+                        .arg(&list_in)
+                        .arg(&list_out)
+                        .arg(&list_counts)
+                        .arg(&list_cap)
+                        .launch(later_level)
+                        .map_err(gpu("seek resolve"))?;
+                }
+                c.bytes
+            };
+            result::memcpy_dtoh_async(std::slice::from_raw_parts_mut(host_out, out_bytes), result_ptr, cu)
                 .map_err(gpu("result copy"))?;
             result::memcpy_dtoh_async(std::slice::from_raw_parts_mut(host_status, 1), status, cu)
                 .map_err(gpu("status copy"))?;
@@ -531,6 +575,7 @@ impl Device {
             result::memset_d8_async(counters, 0, counters_len * 4, cu).map_err(gpu("reset"))?;
             result::memset_d8_async(pool, 0, 8, cu).map_err(gpu("reset"))?;
             result::memset_d8_async(status, 0, 8, cu).map_err(gpu("reset"))?;
+            result::memset_d8_async(list_counts, 0, list_counts_len * 4, cu).map_err(gpu("reset"))?;
         }
         Ok(())
     }
@@ -631,7 +676,7 @@ impl Device {
         };
         let lists = [self.ptr(&full.lists[0]), self.ptr(&full.lists[1])];
         let counts_ptr = self.ptr(&full.list_counts);
-        let (list_cap, stamps_ptr, stamps_len) = (full.list_cap, self.ptr(&full.stamps), full.stamps.len());
+        let list_cap = full.list_cap;
         let task_ptr = self.ptr(&full.task_off);
         let ntasks = full.ntasks;
         let mode: u32 = match variant {
@@ -645,10 +690,6 @@ impl Device {
         // u64*, u32*, u32); `c` points at the full-decode buffers sized for all blocks and tokens (tok_off is their
         // exact prefix sum), the lists hold every match and the stamps every stream byte.
         unsafe {
-            if variant == FullVariant::Full {
-                // Unresolved until parse stamps the literals (inside the timed region: it is part of the decode).
-                result::memset_d8_async(stamps_ptr, 0, stamps_len, stream.cu_stream()).map_err(gpu("stamps"))?;
-            }
             let warps_per_cta = (CTA_THREADS / 32) as u64;
             let cfg = LaunchConfig {
                 grid_dim: (grid_for(n as u64, warps_per_cta, 1 << 20), 1, 1),
@@ -738,6 +779,15 @@ impl SeekBuffers {
         let g = gpu("seek scratch allocation");
         // SAFETY: device buffers of plain integers; the kernels write tokens/bytes/ranges before reading them, and
         // the counters, pool, status and slot map are initialised below.
+        let (stamps, lists) = unsafe {
+            (
+                stream.alloc::<u8>((wl_cap as usize) << block_log).map_err(gpu("alloc"))?,
+                [
+                    stream.alloc::<u64>(pool_cap as usize).map_err(gpu("alloc"))?,
+                    stream.alloc::<u64>(pool_cap as usize).map_err(gpu("alloc"))?,
+                ],
+            )
+        };
         let (worklist, tok_off, tpos, mpos, back, bytes, rsrc, rlen, ids, out) = unsafe {
             (
                 stream.alloc::<u32>(wl_cap as usize).map_err(g)?,
@@ -782,6 +832,9 @@ impl SeekBuffers {
             status: stream.alloc_zeros::<u64>(1).map_err(gpu("alloc"))?,
             rsrc,
             rlen,
+            stamps,
+            lists,
+            list_counts: stream.alloc_zeros::<u32>(data.header.max_depth as usize + 2).map_err(gpu("alloc"))?,
             ids,
             out,
             host_ids,
