@@ -78,18 +78,20 @@ fn pack_cmd(a: PackArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-/// Files at least this large are streamed with the sequential decoder (entropy stage on all cores ahead of the
-/// copy stage); smaller ones are read through the block cache, which also serves their neighbours.
+/// `cat` streams ranges at least this large with the sequential decoder (entropy stage on all cores ahead of the
+/// copy stage); smaller ones are read through the block cache, like a filesystem read.
 const SEQUENTIAL_MIN_BYTES: u64 = 4 << 20;
 
-/// Streams `len` bytes of the logical stream from `start` to `sink`, in order, with the faster path for the size.
+/// Streams `len` bytes of the logical stream from `start` to `sink`, in order: with the sequential decoder when
+/// `sequential`, else through the block cache.
 fn stream_range(
     archive: &Archive,
     start: u64,
     len: u64,
+    sequential: bool,
     sink: &mut dyn FnMut(&[u8]) -> Result<(), CliError>,
 ) -> Result<(), CliError> {
-    if len >= SEQUENTIAL_MIN_BYTES {
+    if sequential {
         // The decoder's callback returns the library's error type; a sink error is parked here and returned
         // as it was (a broken pipe must stay a broken pipe).
         let mut sink_error: Option<CliError> = None;
@@ -117,7 +119,9 @@ fn stream_range(
     Ok(())
 }
 
-/// Serves file bytes to the extractor from an opened archive.
+/// Serves file bytes to the extractor from an opened archive. Every file goes through the sequential decoder:
+/// unpack visits files in stream order, and the archive keeps the decoder's window of recent blocks from one
+/// file to the next, so near sources are plain copies instead of cold random-access resolutions.
 struct ArchiveSource<'a>(&'a Archive);
 
 impl FileSource for ArchiveSource<'_> {
@@ -125,7 +129,7 @@ impl FileSource for ArchiveSource<'_> {
         let (start, size) = self.0.file_range(id)?;
         let mut write =
             |bytes: &[u8]| out.write_all(bytes).map_err(|e| CliError::Lib(Error::io(out_path.to_path_buf(), e)));
-        match stream_range(self.0, start, size, &mut write) {
+        match stream_range(self.0, start, size, true, &mut write) {
             Ok(()) => Ok(()),
             Err(CliError::Lib(e)) => Err(e),
             // Only library errors come out of a sink that writes a file; keep any other one readable.
@@ -159,7 +163,8 @@ fn cat_cmd(a: CatArgs) -> Result<(), CliError> {
         None => size,
     };
     let mut out = Stdout::new();
-    stream_range(&archive, file_start + from, to - from, &mut |bytes| out.write(bytes))?;
+    let len = to - from;
+    stream_range(&archive, file_start + from, len, len >= SEQUENTIAL_MIN_BYTES, &mut |bytes| out.write(bytes))?;
     out.flush()
 }
 
