@@ -11,7 +11,8 @@ pub const EXIT_CODES_HELP: &str = "\
 Exit status:
   0    success (also when the reader of stdout went away early, e.g. `aceapex cat ... | head`)
   1    runtime error: unreadable or corrupt archive, a corrupt block (verify), I/O error, path not found
-  2    usage error: unknown option, bad value, missing argument
+  2    usage error: unknown option, bad value, missing argument, or an argument the archive cannot
+       satisfy (e.g. `cat` of a symlink that points outside the archive)
   101  internal error (a bug in aceapex; please report it with the command that caused it)
 
 Logging goes to stderr; set RUST_LOG (e.g. RUST_LOG=aceapex=debug) for more than warnings.";

@@ -14,7 +14,7 @@
 //! | --- | --- |
 //! | 0 | success, including a reader of stdout that went away early (`aceapex cat … \| head`) |
 //! | 1 | runtime error: unreadable or corrupt archive, a corrupt block (`verify`), I/O, path not found |
-//! | 2 | usage error: unknown option, bad value, missing argument |
+//! | 2 | usage error: bad option or value, missing argument, [`crate::Error::InvalidArgument`] |
 //! | 101 | internal error: a bug (a panic); please report it |
 
 pub mod args;

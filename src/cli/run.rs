@@ -15,7 +15,7 @@ use crate::error::Error;
 use crate::format::tree::{EntryId, EntryKind};
 use crate::pack::{pack, PackOptions};
 
-/// Bytes moved per read call when streaming a file out (`cat`, small files in `unpack`).
+/// Bytes moved per read call when `cat` streams a small range through the block cache.
 const CHUNK: usize = 1 << 20;
 
 pub fn run(command: Command) -> Result<(), CliError> {
