@@ -528,3 +528,62 @@ fn mid_stream_sequential() {
         );
     }
 }
+
+#[test]
+fn archive_is_send_and_sync() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Archive>();
+    assert_send_sync::<ArchiveData>();
+    assert_send_sync::<BlockCache>();
+}
+
+mod hostile {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn image() -> &'static (Vec<u8>, Plan) {
+        static IMAGE: std::sync::OnceLock<(Vec<u8>, Plan)> = std::sync::OnceLock::new();
+        IMAGE.get_or_init(|| {
+            let dir = tempfile::tempdir().unwrap();
+            sample_image(dir.path())
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+        /// Arbitrary bytes are never accepted as an archive and never panic the parser.
+        #[test]
+        fn garbage_is_refused(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
+            prop_assert!(parse_archive(&bytes).is_err());
+        }
+
+        /// Several random byte changes anywhere: opening and reading every block either fails cleanly or
+        /// returns exactly the original bytes.
+        #[test]
+        fn mutated_images_never_panic_or_lie(edits in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..6)) {
+            let (good, plan) = image();
+            let mut bad = good.clone();
+            for (pos, byte) in edits {
+                let pos = pos % bad.len();
+                bad[pos] = byte;
+            }
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("m.acx");
+            std::fs::write(&path, &bad).unwrap();
+            if let Ok(archive) = Archive::open_with(&path, cpu_options(1 << 20)) {
+                for id in 0..archive.data().block_count() {
+                    if let Ok(block) = archive.block(id) {
+                        let start = id as usize * 4096;
+                        prop_assert_eq!(&block[..], &plan.stream[start..start + block.len()]);
+                    }
+                }
+                let mut all = Vec::new();
+                let r = archive.decode_range_sequential(0, archive.total_len(), |b| { all.extend_from_slice(b); Ok(()) });
+                if r.is_ok() {
+                    prop_assert!(all == plan.stream);
+                }
+            }
+        }
+    }
+}

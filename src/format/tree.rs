@@ -69,10 +69,11 @@ impl Tree {
     }
 
     /// The entry's path from the root, '/'-separated, without a leading '/'.
+    /// An unknown id gives an empty path. Parents precede children (validated), so the walk ends.
     pub fn path_of(&self, mut id: EntryId) -> Vec<u8> {
         let mut parts = Vec::new();
         while id != 0 {
-            let e = &self.entries[id as usize];
+            let Some(e) = self.entries.get(id as usize) else { break };
             parts.push(e.name.as_slice());
             id = e.parent;
         }
