@@ -108,7 +108,8 @@ impl Prices {
             ml_len: Vec::new(),
         };
         p.ll_len = (0..LL_CACHE as u64).map(|l| logcode::cost(l, &p.ll)).collect();
-        p.ml_len = (0..ML_CACHE as u64).map(|len| if len < 2 { u32::MAX } else { logcode::cost(len - 2, &p.ml) }).collect();
+        p.ml_len =
+            (0..ML_CACHE as u64).map(|len| if len < 2 { u32::MAX } else { logcode::cost(len - 2, &p.ml) }).collect();
         p
     }
 

@@ -233,8 +233,10 @@ mod tests {
     fn periodic_fill_depth_uses_the_period() {
         // One literal 'N' then a periodic fill of 1000 bytes with back 1: every byte has depth 1.
         let data = vec![b'N'; 1001];
-        let block =
-            BlockTokens { tokens: vec![Token { lit_len: 1, match_len: 1000, back: 1 }, Token::default()], literals: vec![b'N'] };
+        let block = BlockTokens {
+            tokens: vec![Token { lit_len: 1, match_len: 1000, back: 1 }, Token::default()],
+            literals: vec![b'N'],
+        };
         let mut depth = vec![0u8; data.len()];
         let mut pass = DepthPass::new(&data, &mut depth, 1);
         let fixed = pass.apply(0, block.clone());

@@ -102,15 +102,7 @@ fn push_children(stack: &mut Vec<StackItem>, parent: EntryId, kids: Vec<(Vec<u8>
 
 /// The root directory entry: mode 0o755, mtime 0 (it has no counterpart on disk).
 fn root_entry() -> Entry {
-    Entry {
-        parent: 0,
-        name: Vec::new(),
-        kind: EntryKind::Dir,
-        mode: 0o755,
-        mtime_sec: 0,
-        mtime_nsec: 0,
-        flags: 0,
-    }
+    Entry { parent: 0, name: Vec::new(), kind: EntryKind::Dir, mode: 0o755, mtime_sec: 0, mtime_nsec: 0, flags: 0 }
 }
 
 /// The base name an input is stored under; `.`/`..`-like inputs are resolved to their real directory name.
@@ -131,7 +123,10 @@ fn top_level_name(input: &Path) -> Result<Vec<u8>> {
 
 fn check_name(path: &Path, name: &[u8]) -> Result<()> {
     if name.is_empty() || name.len() > MAX_NAME_LEN || name == b"." || name == b".." || name.contains(&0) {
-        return Err(Error::Input { path: path.to_path_buf(), detail: format!("unsupported name ({} bytes)", name.len()) });
+        return Err(Error::Input {
+            path: path.to_path_buf(),
+            detail: format!("unsupported name ({} bytes)", name.len()),
+        });
     }
     Ok(())
 }

@@ -1,8 +1,9 @@
 //! The short-range matcher: hash chains over a local window, for the short and medium matches the parser prices.
 //!
-//! Two chains are kept. The short chain hashes 5 bytes and is walked only a few steps (short matches pay only when
-//! near); the long chain hashes 12 bytes, which on low-entropy data such as DNA (2 bits a base) still separates
-//! real repeats from chance hits, and is walked deeper. Far sources beyond the window come from
+//! Two tables are kept. The short chain hashes 5 bytes and is walked only a few steps (short matches pay only
+//! when near). The long table hashes 12 bytes — on low-entropy data such as DNA (2 bits a base) that still
+//! separates real repeats from chance hits — into rows of the most recent positions with 8-bit tags, so a lookup
+//! costs one cache line and only tag hits touch the data. Far sources beyond the window come from
 //! [`crate::pack::ldm`]. Positions are stored relative to the window start as `u32 + 1` (0 = empty).
 
 /// A match candidate at some position: `len` bytes from `back` bytes before it.
@@ -32,10 +33,21 @@ pub struct ChainMatcher<'a> {
     next_insert: u64,
     params: ChainParams,
     short_head: Vec<u32>,
-    long_head: Vec<u32>,
     short_chain: Vec<u32>,
-    long_chain: Vec<u32>,
+    /// The long table: rows of [`ROW`] recent positions (`rel + 1`, 0 = empty) with an 8-bit tag each, so a
+    /// lookup costs one row and only tag hits touch the data — the walk is bound by memory latency otherwise.
+    long_rows: Vec<u32>,
+    long_tags: Vec<u8>,
+    /// Slot the next insert of each row goes to (rows are rings).
+    long_next: Vec<u8>,
+    row_log: u32,
+    span: usize,
 }
+
+/// How many positions ahead [`ChainMatcher::prefetch_row`] fetches.
+const PREFETCH_AHEAD: usize = 8;
+/// Positions per row of the long table.
+const ROW: usize = 16;
 
 #[inline]
 fn read_u64(data: &[u8], p: usize) -> u64 {
@@ -69,15 +81,20 @@ impl<'a> ChainMatcher<'a> {
     /// A matcher that can index positions `[base, end)` of `data`.
     pub fn new(data: &'a [u8], base: u64, end: u64, params: ChainParams) -> Self {
         let span = (end - base) as usize;
+        let row_log = params.hash_log.saturating_sub(4).max(4);
+        let short = params.short_depth > 0;
         ChainMatcher {
             data,
             base,
             next_insert: base,
             params,
-            short_head: vec![0; 1 << params.hash_log],
-            long_head: vec![0; 1 << params.hash_log],
-            short_chain: vec![0; span],
-            long_chain: vec![0; span],
+            short_head: if short { vec![0; 1 << params.hash_log] } else { Vec::new() },
+            short_chain: if short { vec![0; span] } else { Vec::new() },
+            long_rows: vec![0; ROW << row_log],
+            long_tags: vec![0; ROW << row_log],
+            long_next: vec![0; 1 << row_log],
+            row_log,
+            span,
         }
     }
 
@@ -87,17 +104,19 @@ impl<'a> ChainMatcher<'a> {
         (v.wrapping_mul(0xcf1b_bcdc_b7a5_6463) >> (64 - self.params.hash_log)) as usize
     }
 
+    /// Row and tag of the 12 bytes at `p`.
     #[inline]
-    fn long_hash(&self, p: usize) -> usize {
+    fn long_hash(&self, p: usize) -> (usize, u8) {
         let a = read_u64(self.data, p);
         let b = read_u32(self.data, p + 8) as u64;
         let v = a.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ b.wrapping_mul(0xc2b2_ae3d_27d4_eb4f).rotate_left(31);
-        (v.wrapping_mul(0xff51_afd7_ed55_8ccd) >> (64 - self.params.hash_log)) as usize
+        let v = v.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        ((v >> (64 - self.row_log)) as usize, (v >> 8) as u8)
     }
 
     /// Indexes every position before `pos` not indexed yet.
     pub fn insert_until(&mut self, pos: u64) {
-        let stop = pos.min((self.data.len().saturating_sub(TAIL_GUARD)) as u64).min(self.base + self.short_chain.len() as u64);
+        let stop = pos.min((self.data.len().saturating_sub(TAIL_GUARD)) as u64).min(self.base + self.span as u64);
         while self.next_insert < stop {
             let p = self.next_insert as usize;
             let rel = (self.next_insert - self.base) as usize;
@@ -107,9 +126,11 @@ impl<'a> ChainMatcher<'a> {
                 self.short_chain[rel] = self.short_head[hs];
                 self.short_head[hs] = tag;
             }
-            let hl = self.long_hash(p);
-            self.long_chain[rel] = self.long_head[hl];
-            self.long_head[hl] = tag;
+            let (row, check) = self.long_hash(p);
+            let slot = self.long_next[row] as usize;
+            self.long_rows[row * ROW + slot] = tag;
+            self.long_tags[row * ROW + slot] = check;
+            self.long_next[row] = ((slot + 1) % ROW) as u8;
             self.next_insert += 1;
         }
     }
@@ -122,22 +143,67 @@ impl<'a> ChainMatcher<'a> {
         if p + TAIL_GUARD > self.data.len() || pos < self.base || limit < 4 {
             return;
         }
+        self.prefetch_row(p + PREFETCH_AHEAD);
         let mut best = 3u32;
-        let first = self.long_head[self.long_hash(p)];
-        self.walk(first, true, pos, limit, &mut best, out);
+        self.walk_row(pos, limit, &mut best, out);
         if self.params.short_depth > 0 {
             let first = self.short_head[self.short_hash(p)];
-            self.walk(first, false, pos, limit, &mut best, out);
+            self.walk(first, pos, limit, &mut best, out);
         }
         out.sort_unstable_by_key(|c| c.len);
     }
 
-    fn walk(&self, mut tag: u32, long: bool, pos: u64, limit: u32, best: &mut u32, out: &mut Vec<Candidate>) {
-        let (depth, chain) = if long {
-            (self.params.long_depth, &self.long_chain)
-        } else {
-            (self.params.short_depth, &self.short_chain)
-        };
+    /// Asks the CPU to bring in the row that the lookup at `p` will read: lookups run at nearly every position
+    /// and each row is a cache miss, so fetching a few positions ahead hides most of the latency.
+    #[inline]
+    fn prefetch_row(&self, p: usize) {
+        if p + TAIL_GUARD > self.data.len() {
+            return;
+        }
+        let (row, _) = self.long_hash(p);
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            let rows = self.long_rows[row * ROW..].as_ptr() as *const i8;
+            let tags = self.long_tags[row * ROW..].as_ptr() as *const i8;
+            // SAFETY: both pointers point into live slices (row < 2^row_log); prefetching has no side effects.
+            unsafe {
+                _mm_prefetch(rows, _MM_HINT_T0);
+                _mm_prefetch(tags, _MM_HINT_T0);
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = row;
+    }
+
+    /// Tries the long table's row for `pos`, newest position first (so distances increase).
+    fn walk_row(&self, pos: u64, limit: u32, best: &mut u32, out: &mut Vec<Candidate>) {
+        let p = pos as usize;
+        let (row, check) = self.long_hash(p);
+        let newest = self.long_next[row] as usize + ROW - 1;
+        for i in 0..(self.params.long_depth as usize).min(ROW) {
+            let slot = row * ROW + (newest - i) % ROW;
+            let tag = self.long_rows[slot];
+            if tag == 0 {
+                break;
+            }
+            if self.long_tags[slot] != check {
+                continue;
+            }
+            let src = self.base as usize + tag as usize - 1;
+            let len = common_len(self.data, p, src, limit as usize) as u32;
+            if len > *best {
+                *best = len;
+                out.push(Candidate { back: (p - src) as u64, len });
+                if len >= limit {
+                    break;
+                }
+            }
+        }
+    }
+
+    fn walk(&self, mut tag: u32, pos: u64, limit: u32, best: &mut u32, out: &mut Vec<Candidate>) {
+        let (depth, chain) = (self.params.short_depth, &self.short_chain);
         let p = pos as usize;
         for _ in 0..depth {
             if tag == 0 {

@@ -191,7 +191,8 @@ pub fn pack(inputs: &[PathBuf], output: &Path, opts: &PackOptions) -> Result<Pac
     validate(opts)?;
     let started = Instant::now();
     let gathered = input::gather(inputs, &fai::fasta_index)?;
-    let files = gathered.entries.iter().filter(|e| matches!(e.kind, crate::format::tree::EntryKind::File { .. })).count();
+    let files =
+        gathered.entries.iter().filter(|e| matches!(e.kind, crate::format::tree::EntryKind::File { .. })).count();
     let total_len = gathered.total_len;
     if total_len > crate::format::MAX_TOTAL_LEN {
         return Err(Error::InvalidArgument(format!("inputs total {total_len} bytes, more than the format's 2^40")));

@@ -54,7 +54,10 @@ impl LogicalStream {
 fn check_size(path: &Path, f: &File, size: u64) -> Result<()> {
     let now = f.metadata().map_err(|e| Error::io(path, e))?.len();
     if now != size {
-        return Err(Error::Input { path: path.to_path_buf(), detail: format!("changed size while packing: {size} -> {now}") });
+        return Err(Error::Input {
+            path: path.to_path_buf(),
+            detail: format!("changed size while packing: {size} -> {now}"),
+        });
     }
     Ok(())
 }
