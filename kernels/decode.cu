@@ -638,13 +638,15 @@ __device__ __forceinline__ bool byte_addr(const Ctx& c, bool seek, u32 parsed, u
 
 // One round of match resolution for the 32 matches of a warp (lane: entry e, token t, `has`).
 //
-// A match is resolved once, in the first round r in which all its source bytes are final from earlier kernels
-// (stamp in [1, r + 1]; literals have stamp 1), and its bytes then get stamp r + 2. Stamps written in this round
-// are > r + 1, so a match never trusts a byte another thread may still be writing. Matches not ready go to the
-// next round's list; on the seek path a match whose source is not held at all is dropped (nothing requested
-// depends on it: the level expansion parsed every block a requested byte needs).
+// Resolution is per byte: a byte of a match is resolved in the first round r in which its source byte is final
+// from an earlier kernel (stamp in [1, r + 1]; literals have stamp 1), and then gets stamp r + 2, so a byte of
+// depth d is final after round d - 1. Stamps written in this round are > r + 1: no byte is ever copied from one
+// that another thread may still be writing. (Whole matches cannot wait for their whole source: overlapping
+// sources chain, and a match-level depth is unbounded even when every byte's depth is bounded.) A match with
+// bytes left goes to the next round's list; on the seek path a byte whose source is not held is dropped (nothing
+// requested depends on it: the level expansion parsed every block a requested byte needs).
 //
-// The ready matches are copied byte-parallel: a warp prefix sum over their lengths flattens them into one run of
+// The matches are walked byte-parallel: a warp prefix sum over their lengths flattens them into one run of
 // bytes, 32 consecutive bytes per step, so reads and writes are coalesced whatever the match lengths.
 __device__ void resolve_warp(const Ctx& c, bool seek, u32 parsed, u32 round, u32 e, u32 t, bool has, u64* list_out,
                              u32* list_counts, u32 list_cap) {
@@ -662,34 +664,9 @@ __device__ void resolve_warp(const Ctx& c, bool seek, u32 parsed, u32 round, u32
         dst = ((u64)e << c.block_log) + ms;
         src = ((u64)id << c.block_log) + ms - dist;  // parse checked 1 <= dist <= match start
     }
-    // Ready when every source byte (one period of a periodic fill) is final from an earlier kernel.
-    bool ready = has, lost = false;
-    u32 span = (u32)(dist < len ? dist : len);
-    for (u32 k = 0; ready && k < span; k++) {
-        u64 a;
-        if (!byte_addr(c, seek, parsed, src + k, &a)) {
-            lost = true;
-            ready = false;
-        } else {
-            u8 st = stamps[a];
-            ready = st != 0 && st <= round + 1;
-        }
-    }
-    bool defer = has && !ready && !lost;
-    u32 dmask = __ballot_sync(FULL_MASK, defer);
-    if (dmask) {
-        u32 base = 0;
-        if (lane == 0) base = atomicAdd(&list_counts[round], __popc(dmask));
-        base = __shfl_sync(FULL_MASK, base, 0);
-        u32 slot = base + __popc(dmask & ((1u << lane) - 1));
-        if (defer) {
-            if (slot < list_cap) list_out[slot] = ((u64)e << 32) | t;
-            else report(c.status, E_WORKLIST, e);
-        }
-    }
-    u32 mylen = ready ? len : 0;
-    u32 incl = warp_inclusive_scan(mylen);
+    u32 incl = warp_inclusive_scan(len);
     u32 total = __shfl_sync(FULL_MASK, incl, 31);
+    u32 pending = 0;  // bit m: match m still has a byte to resolve
     for (u32 g0 = 0; g0 < total; g0 += 32) {
         u32 g = g0 + lane;
         // The lane m whose range [incl_m - len_m, incl_m) holds g: the first with incl_m > g.
@@ -702,13 +679,34 @@ __device__ void resolve_warp(const Ctx& c, bool seek, u32 parsed, u32 round, u32
         u64 mdst = __shfl_sync(FULL_MASK, dst, m);
         u64 msrc = __shfl_sync(FULL_MASK, src, m);
         u64 mdist = __shfl_sync(FULL_MASK, dist, m);
-        u32 mstart = __shfl_sync(FULL_MASK, incl, m) - __shfl_sync(FULL_MASK, mylen, m);
+        u32 mstart = __shfl_sync(FULL_MASK, incl, m) - __shfl_sync(FULL_MASK, len, m);
         if (g < total) {
             u32 k = g - mstart;
-            u64 a;
-            byte_addr(c, seek, parsed, msrc + (mdist > k ? k : k % (u32)mdist), &a);  // held: checked above
-            out[mdst + k] = out[a];
-            stamps[mdst + k] = (u8)(round + 2);
+            if (stamps[mdst + k] == 0) {
+                u64 a;
+                if (byte_addr(c, seek, parsed, msrc + (mdist > k ? k : k % (u32)mdist), &a)) {
+                    u8 st = stamps[a];
+                    if (st != 0 && st <= round + 1) {
+                        out[mdst + k] = out[a];
+                        stamps[mdst + k] = (u8)(round + 2);
+                    } else {
+                        pending |= 1u << m;
+                    }
+                }
+            }
+        }
+    }
+    pending = __reduce_or_sync(FULL_MASK, pending);
+    bool defer = has && ((pending >> lane) & 1);
+    u32 dmask = __ballot_sync(FULL_MASK, defer);
+    if (dmask) {
+        u32 base = 0;
+        if (lane == 0) base = atomicAdd(&list_counts[round], __popc(dmask));
+        base = __shfl_sync(FULL_MASK, base, 0);
+        u32 slot = base + __popc(dmask & ((1u << lane) - 1));
+        if (defer) {
+            if (slot < list_cap) list_out[slot] = ((u64)e << 32) | t;
+            else report(c.status, E_WORKLIST, e);
         }
     }
 }
