@@ -180,3 +180,56 @@ fn temp_path_beside(path: &Path) -> PathBuf {
 
 /// The length of a header, used by tests and the packer to predict offsets.
 pub const FIRST_PAYLOAD_OFFSET: u64 = HEADER_LEN as u64;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::testkit::{sample_tree, small_header};
+    use crate::format::ArchiveData;
+
+    fn leftovers(dir: &Path) -> Vec<String> {
+        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect()
+    }
+
+    #[test]
+    fn empty_archive_round_trips() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("empty.acx");
+        let header = small_header(4, 1);
+        let len = ArchiveWriter::create(&path, header).unwrap().finish(0, &[], &sample_tree(0)).unwrap();
+        assert_eq!(len, std::fs::metadata(&path).unwrap().len());
+        let data = ArchiveData::open(&path).unwrap();
+        assert_eq!((data.block_count(), data.tables.len(), data.header), (0, 0, header));
+        assert_eq!(data.tree.entries, sample_tree(0).entries);
+        assert_eq!(leftovers(dir.path()), vec!["empty.acx".to_string()]);
+    }
+
+    #[test]
+    fn finish_refuses_inconsistent_arguments_and_leaves_no_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bad.acx");
+        let header = small_header(4, 1);
+        let tables = vec![TableSet::default()];
+        // One block pushed, but the stream length says two.
+        let mut w = ArchiveWriter::create(&path, header).unwrap();
+        w.push_block(&[0u8; 10], 0).unwrap();
+        assert!(w.finish(4097, &tables, &sample_tree(4097)).is_err());
+        // Wrong number of table sets.
+        let mut w = ArchiveWriter::create(&path, header).unwrap();
+        w.push_block(&[0u8; 10], 0).unwrap();
+        assert!(w.finish(100, &[], &sample_tree(100)).is_err());
+        // A file past the end of the stream.
+        let mut w = ArchiveWriter::create(&path, header).unwrap();
+        w.push_block(&[0u8; 10], 0).unwrap();
+        assert!(w.finish(100, &tables, &sample_tree(200)).is_err());
+        // A payload over 2·B + 4096.
+        let mut w = ArchiveWriter::create(&path, header).unwrap();
+        assert!(w.push_block(&vec![0u8; 2 * 4096 + 4097], 0).is_err());
+        drop(w);
+        assert!(leftovers(dir.path()).is_empty(), "temporary files left: {:?}", leftovers(dir.path()));
+        // An invalid header is refused before anything is created.
+        let bad_header = Header { block_log: 30, ..header };
+        assert!(ArchiveWriter::create(&path, bad_header).is_err());
+        assert!(leftovers(dir.path()).is_empty());
+    }
+}
