@@ -209,15 +209,18 @@ impl Resolver<'_> {
         out: &mut [u8],
         far: &FarSources,
     ) -> Result<(), BlockFault> {
+        let fault = |error| BlockFault { block: id, error };
+        let Some(&expected) = self.data.block_hash.get(id as usize) else {
+            let limit = self.data.block_count().saturating_sub(1);
+            return Err(fault(DecodeError::Limit { what: "block id", value: id, limit }));
+        };
         if out.len() != parsed.len as usize {
-            let error = DecodeError::Invalid {
-                what: "output buffer",
-                detail: format!("{} bytes for a block of {}", out.len(), parsed.len),
-            };
-            return Err(BlockFault { block: id, error });
+            let detail = format!("{} bytes for a block of {}", out.len(), parsed.len);
+            return Err(fault(DecodeError::Invalid { what: "output buffer", detail }));
         }
+        // Cheap next to the copies, and it makes this public entry point safe for any ParsedBlock.
+        check_parsed(parsed, self.data.block_start(id), self.data.block_len(id)).map_err(fault)?;
         self.write_tokens(id, parsed, out, far)?;
-        let expected = self.data.block_hash[id as usize];
         let actual = xxh3_64(out);
         if expected != actual {
             return Err(BlockFault { block: id, error: DecodeError::Checksum { expected, actual } });
