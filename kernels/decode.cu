@@ -1,18 +1,22 @@
 // aceapex GPU seek kernels (FORMAT.md §3), compiled at run time by NVRTC for the GPU's own architecture.
 //
-// Two paths share the block parser:
+// Two paths share the block parser (`parse_blocks`, a warp per block: interleaved rANS with a lane per state,
+// token parse by warp prefix sums, literals written to their final offsets):
 //
-//  * Full decode (device-resident throughput): `parse_blocks` over every block writes each block's literals to
-//    their final stream positions and its tokens to flat arrays; `copy_round` is then launched up to
-//    max_depth + 1 times. Every round copies every match (periodic fill); after round r every byte of depth <= r
-//    is final, and a round that changes nothing is a fixpoint, so later rounds exit at once.
+//  * Full decode (device-resident throughput): `parse_blocks` over every block writes literals to their stream
+//    positions, tokens to flat arrays and a stamp per byte (literal: 1, match byte: 0). `resolve_round` r then
+//    resolves every match byte whose source byte was final before the round (stamp r + 2), byte-parallel per
+//    warp; matches with bytes left go on a list for the next round. A byte of depth d is final after round d - 1,
+//    so max_depth + 1 rounds resolve every archive that honours its depth bound (a non-empty list after the
+//    last round is reported as a depth violation).
 //
 //  * Seek (a batch of requested blocks): `seed_batch` puts the requested blocks on a device worklist; then per
 //    level d = 0..L: `parse_blocks` parses the blocks claimed so far and `expand_ranges` turns the byte ranges
 //    needed at level d into their source ranges at level d+1, claiming (atomically) the blocks that hold them.
 //    The ranges only ever shrink (a range maps to at most as many source bytes), so the work is bounded by the
 //    requested bytes times the depth. `chase_bytes` then resolves every requested byte by following matches
-//    through the parsed blocks (at most L hops) to a literal. `reset_batch` clears the claims.
+//    through the parsed blocks (at most L hops) to a literal; `seek_resolve` is the alternative that runs the
+//    resolve rounds over all parsed slots. `reset_batch` clears the claims.
 //
 // Every length, count and offset read from the archive is checked; a failure is reported once in
 // status[0] = code << 40 | block, and the host turns it into an error (the caller falls back to the CPU).

@@ -225,7 +225,8 @@ pub struct Device {
     /// Captured seek sequences by (batch size, levels), and whether capturing works here.
     graphs: HashMap<(usize, u32), SeekGraph>,
     use_graphs: bool,
-    /// Resolve seeks byte by byte (chase_bytes) instead of by match rounds: ACEAPEX_GPU_SEEK_CHASE, for comparison.
+    /// Resolve seeks byte by byte (chase_bytes, the default: faster on the H200 for 1 to 1000 blocks) or by
+    /// resolve rounds over all parsed slots (ACEAPEX_GPU_SEEK_ROUNDS=1, for comparison).
     seek_by_chase: bool,
     /// Name and compute capability, for the log line.
     pub description: String,
@@ -332,7 +333,7 @@ impl Device {
             depth_hint: 2,
             graphs: HashMap::new(),
             use_graphs: std::env::var_os("ACEAPEX_GPU_NO_GRAPHS").is_none(),
-            seek_by_chase: std::env::var_os("ACEAPEX_GPU_SEEK_CHASE").is_some(),
+            seek_by_chase: std::env::var_os("ACEAPEX_GPU_SEEK_ROUNDS").is_none(),
         })
     }
 
