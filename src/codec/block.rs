@@ -373,18 +373,24 @@ fn parse_tokens(codes: &[u8], nmatch: usize, extra: &[u8], out: &mut ParsedBlock
     let (ll, rest) = codes.split_at(nmatch + 1);
     let (ml, of) = rest.split_at(nmatch);
     let mut bits = BitReader { bytes: extra, bitpos: 0 };
+    // Sized up front and filled through iterators: no capacity check or length update per token.
     out.tokens.clear();
+    out.tokens.resize(nmatch + 1, Token::default());
     out.token_pos.clear();
+    out.token_pos.resize(nmatch + 2, 0);
     out.lit_pos.clear();
-    out.tokens.reserve(nmatch + 1);
-    out.token_pos.reserve(nmatch + 2);
-    out.lit_pos.reserve(nmatch + 1);
+    out.lit_pos.resize(nmatch + 1, 0);
 
     let start = out.start;
     let (mut dst, mut lits, mut bad) = (0u64, 0u64, false);
-    for ((&ll_code, &ml_code), &of_code) in ll.iter().zip(ml).zip(of) {
-        out.token_pos.push(dst as u32);
-        out.lit_pos.push(lits as u32);
+    let (last_token, match_tokens) = out.tokens.split_last_mut().unwrap_or_else(|| unreachable!("nmatch + 1 tokens"));
+    let positions = out.token_pos.iter_mut().zip(out.lit_pos.iter_mut());
+    let code_triples = ll.iter().zip(ml).zip(of);
+    for ((token, (token_pos, lit_pos)), ((&ll_code, &ml_code), &of_code)) in
+        match_tokens.iter_mut().zip(positions).zip(code_triples)
+    {
+        *token_pos = dst as u32;
+        *lit_pos = lits as u32;
         let lit_len = field(ll_code, &mut bits);
         let len = field(ml_code, &mut bits) + 2;
         let back = field(of_code, &mut bits) + 1;
@@ -392,15 +398,15 @@ fn parse_tokens(codes: &[u8], nmatch: usize, extra: &[u8], out: &mut ParsedBlock
         dst += lit_len;
         bad |= back > start.saturating_add(dst);
         dst += len;
-        out.tokens.push(Token { lit_len: lit_len as u32, match_len: len as u32, back });
+        *token = Token { lit_len: lit_len as u32, match_len: len as u32, back };
     }
-    out.token_pos.push(dst as u32);
-    out.lit_pos.push(lits as u32);
+    out.token_pos[nmatch] = dst as u32;
+    out.lit_pos[nmatch] = lits as u32;
     let lit_len = field(ll[nmatch], &mut bits);
     lits += lit_len;
     dst += lit_len;
-    out.tokens.push(Token { lit_len: lit_len as u32, match_len: 0, back: 0 });
-    out.token_pos.push(dst as u32);
+    *last_token = Token { lit_len: lit_len as u32, match_len: 0, back: 0 };
+    out.token_pos[nmatch + 1] = dst as u32;
 
     if bad || dst != out.len as u64 || lits != out.literals.len() as u64 {
         return Err(parse_tokens_checked(codes, nmatch, extra, out).err().unwrap_or_else(|| DecodeError::Invalid {
