@@ -26,7 +26,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::error::Error;
 use crate::format::tree::{EntryId, EntryKind, Tree};
-use readahead::{ReadaheadPool, SequentialState};
+use readahead::{ReadaheadPool, SequentialState, StreamCursor};
 use stats::FsStats;
 
 /// What the filesystem layer needs from an archive. [`crate::archive::Archive`] implements it; so does the
@@ -182,11 +182,11 @@ enum Handle {
         id: EntryId,
         size: u64,
         seq: Mutex<SequentialState>,
+        /// Shared with this handle's readahead jobs.
+        cursor: Arc<StreamCursor>,
     },
     /// A stats snapshot taken at open, so that one reader sees one consistent document.
-    Stats {
-        snapshot: Vec<u8>,
-    },
+    Stats { snapshot: Vec<u8> },
 }
 
 /// The filesystem over one backend.
@@ -429,7 +429,9 @@ impl<B: Backend> AcxFs<B> {
         } else {
             let id = self.entry_id(ino).ok_or(Errno::ENOENT)?;
             match &self.tree().entries[id as usize].kind {
-                EntryKind::File { size, .. } => Handle::File { id, size: *size, seq: Mutex::default() },
+                EntryKind::File { size, .. } => {
+                    Handle::File { id, size: *size, seq: Mutex::default(), cursor: Arc::default() }
+                }
                 EntryKind::Dir => return Err(Errno::EISDIR),
                 EntryKind::Symlink { .. } => return Err(Errno::ELOOP),
             }
@@ -481,7 +483,7 @@ impl<B: Backend> AcxFs<B> {
                 out.extend_from_slice(&snapshot[start..end]);
                 Ok(())
             }
-            Handle::File { id, size: file_size, seq } => {
+            Handle::File { id, size: file_size, seq, cursor } => {
                 if Self::ino_of(*id) != ino {
                     return Err(Errno::EBADF);
                 }
@@ -489,7 +491,7 @@ impl<B: Backend> AcxFs<B> {
                     return Ok(());
                 }
                 let len = (u64::from(size)).min(file_size - offset) as usize;
-                self.plan_readahead(*id, *file_size, seq, offset, len as u64);
+                self.decode_sequentially(*id, *file_size, seq, cursor, offset, len as u64);
                 out.resize(len, 0);
                 let mut done = 0;
                 while done < len {
@@ -508,34 +510,62 @@ impl<B: Backend> AcxFs<B> {
         }
     }
 
-    /// Feeds the handle's sequential detector and queues readahead for what it asks.
-    fn plan_readahead(&self, id: EntryId, file_size: u64, seq: &Mutex<SequentialState>, offset: u64, len: u64) {
-        if !self.readahead.enabled() {
+    /// Feeds the handle's sequential detector. For a sequential stream, decodes the blocks of this read in
+    /// stream order through the handle's cursor (see [`StreamCursor`]) and queues readahead that continues
+    /// from the same cursor; random reads go straight to the backend.
+    fn decode_sequentially(
+        &self,
+        id: EntryId,
+        file_size: u64,
+        seq: &Mutex<SequentialState>,
+        cursor: &Arc<StreamCursor>,
+        offset: u64,
+        len: u64,
+    ) {
+        let (sequential, ahead) = {
+            let mut state = lock(seq);
+            let ahead = state.on_read(offset, len, self.options.readahead_bytes, file_size);
+            (state.is_sequential(), ahead)
+        };
+        if !sequential {
             return;
         }
-        let wanted = lock(seq).on_read(offset, len, self.options.readahead_bytes, file_size);
-        let Some(range) = wanted else { return };
-        let blocks = self.backend.blocks_for(id, range);
-        let batch = (self.options.readahead_batch_bytes / u64::from(self.backend.block_size().max(1))).max(1);
-        let mut start = blocks.start;
-        while start < blocks.end {
-            let end = start.saturating_add(batch).min(blocks.end);
-            self.submit_prefetch(start..end);
-            start = end;
+        let block_size = u64::from(self.backend.block_size().max(1));
+        let batch = (self.options.readahead_batch_bytes / block_size).max(1);
+        let max_gap = (self.options.readahead_bytes.max(4 << 20) / block_size).max(1);
+        let needed = self.backend.blocks_for(id, offset..offset.saturating_add(len));
+        cursor.advance_to(needed.start, needed.end, batch, max_gap, |blocks| self.prefetch_now(blocks));
+        if let Some(range) = ahead {
+            let blocks = self.backend.blocks_for(id, range);
+            self.submit_readahead(Arc::clone(cursor), blocks, batch, max_gap);
         }
     }
 
-    fn submit_prefetch(&self, blocks: Range<u64>) {
+    /// Decodes `blocks` into the cache on this thread.
+    fn prefetch_now(&self, blocks: Range<u64>) {
+        let ids: Vec<u64> = blocks.collect();
+        if let Err(e) = self.backend.prefetch(&ids) {
+            // The read that needs these blocks gets (and logs) the error itself.
+            tracing::debug!("prefetch failed: {e}");
+        }
+    }
+
+    /// Queues decoding `blocks` in the background, in order through `cursor`.
+    fn submit_readahead(&self, cursor: Arc<StreamCursor>, blocks: Range<u64>, batch: u64, max_gap: u64) {
+        if blocks.start >= blocks.end {
+            return;
+        }
         let backend = Arc::clone(&self.backend);
         let stats = Arc::clone(&self.stats);
         let count = blocks.end - blocks.start;
         let job = Box::new(move || {
-            let ids: Vec<u64> = blocks.collect();
-            if let Err(e) = backend.prefetch(&ids) {
-                // The reader that needs these blocks will get (and log) the error itself.
-                tracing::debug!("readahead failed: {e}");
-                FsStats::add(&stats.readahead_errors, 1);
-            }
+            cursor.advance_to(blocks.start, blocks.end, batch, max_gap, |range| {
+                let ids: Vec<u64> = range.collect();
+                if let Err(e) = backend.prefetch(&ids) {
+                    tracing::debug!("readahead failed: {e}");
+                    FsStats::add(&stats.readahead_errors, 1);
+                }
+            });
         });
         if self.readahead.try_submit(job) {
             FsStats::add(&self.stats.readahead_batches, 1);

@@ -56,6 +56,50 @@ impl SequentialState {
     }
 }
 
+impl SequentialState {
+    /// True once the reads of this handle look like a sequential stream.
+    pub fn is_sequential(&self) -> bool {
+        self.streak >= 2
+    }
+}
+
+/// Where a sequential stream has been decoded up to: the next block to decode, in stream order.
+///
+/// Why in order: a block's matches copy from anywhere earlier in the stream. If the earlier blocks are in the
+/// cache that is a plain copy; if not, the bytes are resolved through the earlier blocks' tokens, several
+/// levels deep, which costs many times more. The kernel sends a sequential reader's requests concurrently to
+/// several workers, and readahead runs beside them; without this cursor they would decode neighbouring
+/// ranges at the same time, each missing the other's blocks. With it, whoever gets the cursor decodes
+/// everything from the cursor up to what it needs, in order, and the others find their blocks cached.
+#[derive(Debug, Default)]
+pub struct StreamCursor {
+    next: Mutex<Option<u64>>,
+}
+
+impl StreamCursor {
+    /// Makes sure blocks `[from, to)` have been decoded, continuing in order from the cursor when it is within
+    /// `max_gap` blocks before `from` (else starting at `from`), one `batch` per call of `decode`. The lock is
+    /// released between batches so that readers who need only the first blocks go on early.
+    pub fn advance_to(&self, from: u64, to: u64, batch: u64, max_gap: u64, mut decode: impl FnMut(Range<u64>)) {
+        loop {
+            let mut next = self.next.lock().unwrap_or_else(|p| p.into_inner());
+            let start = match *next {
+                // Already decoded past what is asked.
+                Some(n) if n >= to && n <= to.saturating_add(max_gap) => return,
+                Some(n) if n < to && n.saturating_add(max_gap) >= from => n,
+                // Unset, or the reader jumped away from the cursor: restart where the reader is.
+                _ => from,
+            };
+            if start >= to {
+                return;
+            }
+            let end = start.saturating_add(batch.max(1)).min(to);
+            decode(start..end);
+            *next = Some(end);
+        }
+    }
+}
+
 /// A unit of background work: decode these blocks into the cache.
 pub type Job = Box<dyn FnOnce() + Send + 'static>;
 
@@ -180,6 +224,46 @@ mod tests {
         }
         assert!(all.iter().all(|r| r.end <= size));
         assert_eq!(all.last().map(|r| r.end), Some(size));
+    }
+
+    #[test]
+    fn cursor_decodes_in_order_without_repeats() {
+        let cursor = StreamCursor::default();
+        let mut decoded = Vec::new();
+        // Out-of-order requests, as concurrent kernel requests arrive.
+        for (from, to) in [(0, 4), (8, 12), (4, 8), (12, 14), (13, 20)] {
+            cursor.advance_to(from, to, 3, 100, |r| decoded.push(r));
+        }
+        let blocks: Vec<u64> = decoded.iter().flat_map(|r| r.clone()).collect();
+        assert_eq!(blocks, (0..20).collect::<Vec<_>>(), "every block once, in order: {decoded:?}");
+        assert!(decoded.iter().all(|r| r.end - r.start <= 3));
+        // A far jump restarts at the reader; a jump back restarts too.
+        decoded.clear();
+        cursor.advance_to(1000, 1002, 8, 100, |r| decoded.push(r));
+        cursor.advance_to(10, 11, 8, 100, |r| decoded.push(r));
+        assert_eq!(decoded, vec![1000..1002, 10..11]);
+    }
+
+    #[test]
+    fn cursor_is_shared_between_threads() {
+        let cursor = Arc::new(StreamCursor::default());
+        let decoded = Arc::new(Mutex::new(Vec::new()));
+        std::thread::scope(|s| {
+            for t in 0..4u64 {
+                let (cursor, decoded) = (Arc::clone(&cursor), Arc::clone(&decoded));
+                s.spawn(move || {
+                    for i in 0..25u64 {
+                        let from = (i * 4 + t) * 2;
+                        cursor.advance_to(from, from + 2, 4, 1000, |r| decoded.lock().unwrap().extend(r));
+                    }
+                });
+            }
+        });
+        let mut all = decoded.lock().unwrap().clone();
+        let len = all.len();
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len(), len, "no block decoded twice");
     }
 
     #[test]
