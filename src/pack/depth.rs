@@ -27,18 +27,13 @@ pub struct DepthPass<'a> {
     pub max_seen: u8,
     /// Bytes forced to be literals so far.
     pub forced: u64,
-    /// The most recent match pieces `(dst, len, back)` in stream order, to find a source's own source.
-    recent: Vec<(usize, u32, u64)>,
 }
-
-/// Match pieces remembered for re-pointing (between this many and twice as many are kept).
-const RECENT_PIECES: usize = 1 << 14;
 
 impl<'a> DepthPass<'a> {
     /// `depth` must be as long as `data`; blocks are then passed in stream order.
     pub fn new(data: &'a [u8], depth: &'a mut [u8], max_depth: u8) -> Self {
         debug_assert_eq!(data.len(), depth.len());
-        DepthPass { data, depth, max_depth: max_depth.max(1), max_seen: 0, forced: 0, recent: Vec::new() }
+        DepthPass { data, depth, max_depth: max_depth.max(1), max_seen: 0, forced: 0 }
     }
 
     /// The statistics to restore when a chunk's depth pass is run again.
@@ -46,12 +41,11 @@ impl<'a> DepthPass<'a> {
         Checkpoint { max_seen: self.max_seen, forced: self.forced }
     }
 
-    /// Forgets everything applied from stream position `start` on, so those blocks can be applied again.
-    pub fn rewind(&mut self, checkpoint: Checkpoint, start: u64) {
+    /// Restores the statistics saved before a chunk so its blocks can be applied again (they overwrite their own
+    /// depths; bytes before the chunk are untouched).
+    pub fn rewind(&mut self, checkpoint: Checkpoint) {
         self.max_seen = checkpoint.max_seen;
         self.forced = checkpoint.forced;
-        let keep = self.recent.partition_point(|t| (t.0 as u64) < start);
-        self.recent.truncate(keep);
     }
 
     /// The final depths of the stream's first `end` bytes (all blocks before `end` must have been applied).
@@ -84,12 +78,10 @@ impl<'a> DepthPass<'a> {
         out
     }
 
-    /// Writes the depths of a match at `dst` and emits it as one or more pieces plus forced literals.
-    ///
-    /// When byte `x` would go too deep, its source byte was itself copied; the same content is then usually
-    /// available one level shallower — at the source's own source, or one period further back in a periodic
-    /// run — so the remainder is re-pointed there when that gives a useful piece. Only when no alternative
-    /// exists is `x` forced to a literal.
+    /// Writes the depths of a match at `dst` and emits it as one or more pieces plus forced literals. A byte that
+    /// would go too deep becomes a literal; the rest of the match continues as a new piece with the same distance.
+    /// (Re-pointing the rest to the source's own, shallower source was measured: it saved nothing, because the
+    /// parser already avoids most deep sources and a re-pointed piece costs a full token.)
     fn place_match(&mut self, dst: usize, len: u32, back: u64, run: &mut u32, out: &mut BlockTokens) {
         let end = dst + len as usize;
         let b = back as usize;
@@ -105,57 +97,14 @@ impl<'a> DepthPass<'a> {
                 continue;
             }
             self.close_piece(piece, x, back, piece == dst && x == end, run, out);
-            if let Some((alt, r)) = self.alternative(x, end, src, b) {
-                for j in 0..r {
-                    let s = x - alt + (j % alt);
-                    self.depth[x + j] = self.depth[s] + 1;
-                }
-                self.close_piece(x, x + r, alt as u64, false, run, out);
-                x += r;
-            } else {
-                self.depth[x] = 0;
-                out.literals.push(self.data[x]);
-                *run += 1;
-                self.forced += 1;
-                x += 1;
-            }
+            self.depth[x] = 0;
+            out.literals.push(self.data[x]);
+            *run += 1;
+            self.forced += 1;
+            x += 1;
             piece = x;
         }
         self.close_piece(piece, end, back, piece == dst, run, out);
-    }
-
-    /// The best other distance for match bytes starting at `x` (source `src` under the original distance `b`):
-    /// returns the distance and how many bytes it serves within the depth bound, if that is a useful piece.
-    fn alternative(&self, x: usize, end: usize, src: usize, b: usize) -> Option<(usize, usize)> {
-        let mut cands = [0usize; 4];
-        let at = self.recent.partition_point(|t| t.0 <= src);
-        if at > 0 {
-            let (t_dst, t_len, t_back) = self.recent[at - 1];
-            if src < t_dst + t_len as usize {
-                let src_of_src = t_dst - t_back as usize + ((src - t_dst) % t_back as usize);
-                cands[0] = x - src_of_src;
-            }
-        }
-        if b < 256 {
-            cands[1] = 2 * b;
-            cands[2] = 3 * b;
-            cands[3] = 4 * b;
-        }
-        let mut best: Option<(usize, usize)> = None;
-        for &alt in cands.iter().filter(|&&a| a > 0 && a <= x) {
-            let mut r = 0;
-            while x + r < end {
-                let s = x - alt + (r % alt);
-                if self.data[x + r] != self.data[s] || self.depth[s] >= self.max_depth {
-                    break;
-                }
-                r += 1;
-            }
-            if r >= MIN_PIECE as usize && best.is_none_or(|(_, br)| r > br) {
-                best = Some((alt, r));
-            }
-        }
-        best
     }
 
     /// Emits match bytes `[from, to)` (depths already written) as a token, or as literals when the piece is too
@@ -175,10 +124,6 @@ impl<'a> DepthPass<'a> {
         self.max_seen = self.max_seen.max(piece_max);
         out.tokens.push(Token { lit_len: *run, match_len: n, back });
         *run = 0;
-        if self.recent.len() >= 2 * RECENT_PIECES {
-            self.recent.drain(..RECENT_PIECES);
-        }
-        self.recent.push((from, n, back));
     }
 }
 

@@ -117,19 +117,23 @@ fn level_params(level: u8) -> LevelParams {
     let (short_depth, long_depth, sufficient_len, window, rep_count, ldm_sample_log) = match level {
         0..=2 => (1, 1, 32, 256 << 10, 2, 5),
         3..=4 => (1, 2, 48, 512 << 10, 2, 4),
-        5..=6 => (1, 4, 64, 1 << 20, 4, 3),
-        7..=8 => (4, 16, 128, 2 << 20, 4, 3),
+        5..=6 => (1, 16, 64, 1 << 20, 4, 2),
+        7..=8 => (4, 16, 128, 2 << 20, 4, 2),
         _ => (16, 48, 256, 4 << 20, 4, 2),
     };
-    let hash_log = std::env::var("ACEAPEX_HASH_LOG").ok().and_then(|v| v.parse().ok()).unwrap_or(18);
+    let hash_log = std::env::var("ACEAPEX_HASH_LOG").ok().and_then(|v| v.parse().ok()).unwrap_or(20);
     let short_depth = std::env::var("ACEAPEX_SD").ok().and_then(|v| v.parse().ok()).unwrap_or(short_depth);
     let long_depth = std::env::var("ACEAPEX_LD").ok().and_then(|v| v.parse().ok()).unwrap_or(long_depth);
     LevelParams {
         chain: ChainParams { short_depth, long_depth, hash_log },
         window,
-        parse: ParseParams { sufficient_len, min_match: MIN_MATCH, rep_count },
-        ldm_window: 20,
-        ldm_sample_log,
+        parse: ParseParams {
+            sufficient_len: std::env::var("ACEAPEX_SUFF").ok().and_then(|v| v.parse().ok()).unwrap_or(sufficient_len),
+            min_match: MIN_MATCH,
+            rep_count,
+        },
+        ldm_window: std::env::var("ACEAPEX_LDMW").ok().and_then(|v| v.parse().ok()).unwrap_or(16),
+        ldm_sample_log: std::env::var("ACEAPEX_LDMS").ok().and_then(|v| v.parse().ok()).unwrap_or(ldm_sample_log),
     }
 }
 
@@ -323,14 +327,14 @@ impl<'a> Packing<'a> {
                 redo.push(k);
             }
         }
-        if !redo.is_empty() {
+        if !redo.is_empty() && std::env::var_os("ACEAPEX_NOREPARSE").is_none() {
             let again: Vec<(u64, u64)> = redo.iter().map(|&k| segments[k]).collect();
             let reparsed = self.parse_segments(&again, &long, end);
             for (k, blocks) in redo.into_iter().zip(reparsed) {
                 per_segment[k] = blocks;
             }
         }
-        self.depth.rewind(checkpoint, start);
+        self.depth.rewind(checkpoint);
         let blocks: Vec<BlockTokens> = per_segment.into_iter().flatten().collect();
         blocks.into_iter().enumerate().map(|(i, b)| self.depth.apply(start + i as u64 * block, b)).collect()
     }
