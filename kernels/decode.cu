@@ -351,17 +351,12 @@ __device__ void parse_one(const Ctx& c, u32 id, u64 tok_base, u8* bytes, u8* sta
     // A step's literals are consecutive, so their tokens start at `cursor` (the largest token of the step before):
     // the warp loads litidx[cursor .. cursor + 32) once and each lane searches that window by shuffles, falling
     // back to a binary search in memory when its token lies beyond the window (runs of literal-less tokens).
-    // The window (litidx and tpos of tokens wbase .. wbase + 32) stays in registers until the cursor has moved 16
-    // tokens on, so most steps place their literals without a dependent memory read.
+    // The window (litidx and tpos of tokens wbase .. wbase + 32) is reloaded at the end of a step that moved the
+    // cursor, so the load overlaps the next step's entropy decode instead of stalling the placement.
     u32 cursor = 0, wbase = 0;
     u32 wm = lane < ntok ? mp[lane] : 0xFFFFFFFFu;
     u32 wt = lane < ntok ? tp[lane] : 0u;
     auto place_step = [&](bool valid, u32 l, u32 sym) {
-        if (cursor >= wbase + 16) {  // warp-uniform
-            wbase = cursor;
-            wm = wbase + lane < ntok ? mp[wbase + lane] : 0xFFFFFFFFu;
-            wt = wbase + lane < ntok ? tp[wbase + lane] : 0u;
-        }
         u32 key = valid ? l : 0u;
         u32 lo = 0;
 #pragma unroll
@@ -383,6 +378,11 @@ __device__ void parse_one(const Ctx& c, u32 id, u64 tok_base, u8* bytes, u8* sta
         }
         u32 tmax = __reduce_max_sync(FULL_MASK, valid ? t : 0u);
         if (tmax > cursor) cursor = tmax;
+        if (cursor != wbase) {  // warp-uniform
+            wbase = cursor;
+            wm = wbase + lane < ntok ? mp[wbase + lane] : 0xFFFFFFFFu;
+            wt = wbase + lane < ntok ? tp[wbase + lane] : 0u;
+        }
     };
     place_step(pending >= 0, (u32)pending_idx, (u32)pending);
     for (u64 j = code_steps; j < steps; j++) {
@@ -671,32 +671,47 @@ __device__ void resolve_warp(const Ctx& c, bool seek, u32 parsed, u32 round, u32
     u32 incl = warp_inclusive_scan(len);
     u32 total = __shfl_sync(FULL_MASK, incl, 31);
     u32 pending = 0;  // bit m: match m still has a byte to resolve
-    for (u32 g0 = 0; g0 < total; g0 += 32) {
-        u32 g = g0 + lane;
-        // The lane m whose range [incl_m - len_m, incl_m) holds g: the first with incl_m > g.
-        u32 m = 0;
+    // Two bytes per lane per step, with every load issued before any store, so that a long match is walked with
+    // one memory round trip per 64 bytes rather than three per 32.
+    for (u32 g0 = 0; g0 < total; g0 += 64) {
+        u32 m[2];
+        u64 dst_at[2], src_at[2];
+        bool in[2], held[2];
+        u8 dst_stamp[2], src_stamp[2], value[2];
 #pragma unroll
-        for (u32 step = 16; step > 0; step >>= 1) {
-            u32 v = __shfl_sync(FULL_MASK, incl, m + step - 1);
-            if (v <= g) m += step;
-        }
-        u64 mdst = __shfl_sync(FULL_MASK, dst, m);
-        u64 msrc = __shfl_sync(FULL_MASK, src, m);
-        u64 mdist = __shfl_sync(FULL_MASK, dist, m);
-        u32 mstart = __shfl_sync(FULL_MASK, incl, m) - __shfl_sync(FULL_MASK, len, m);
-        if (g < total) {
+        for (u32 h = 0; h < 2; h++) {
+            u32 g = g0 + 32 * h + lane;
+            // The lane whose range [incl - len, incl) holds g: the first with incl > g.
+            u32 mm = 0;
+#pragma unroll
+            for (u32 step = 16; step > 0; step >>= 1) {
+                u32 v = __shfl_sync(FULL_MASK, incl, mm + step - 1);
+                if (v <= g) mm += step;
+            }
+            m[h] = mm;
+            u64 mdst = __shfl_sync(FULL_MASK, dst, mm);
+            u64 msrc = __shfl_sync(FULL_MASK, src, mm);
+            u64 mdist = __shfl_sync(FULL_MASK, dist, mm);
+            u32 mstart = __shfl_sync(FULL_MASK, incl, mm) - __shfl_sync(FULL_MASK, len, mm);
+            in[h] = g < total;
             u32 k = g - mstart;
-            if (stamps[mdst + k] == 0) {
-                u64 a;
-                if (byte_addr(c, seek, parsed, msrc + (mdist > k ? k : k % (u32)mdist), &a)) {
-                    u8 st = stamps[a];
-                    if (st != 0 && st <= round + 1) {
-                        out[mdst + k] = out[a];
-                        stamps[mdst + k] = (u8)(round + 2);
-                    } else {
-                        pending |= 1u << m;
-                    }
-                }
+            dst_at[h] = mdst + k;
+            held[h] = in[h] && byte_addr(c, seek, parsed, msrc + (mdist > k ? k : k % (u32)mdist), &src_at[h]);
+        }
+#pragma unroll
+        for (u32 h = 0; h < 2; h++) {
+            dst_stamp[h] = in[h] ? stamps[dst_at[h]] : 1;
+            src_stamp[h] = held[h] ? stamps[src_at[h]] : 0;
+            value[h] = held[h] ? out[src_at[h]] : 0;
+        }
+#pragma unroll
+        for (u32 h = 0; h < 2; h++) {
+            if (dst_stamp[h] != 0 || !held[h]) continue;  // resolved already, or (seek) a source not held
+            if (src_stamp[h] != 0 && src_stamp[h] <= round + 1) {
+                out[dst_at[h]] = value[h];
+                stamps[dst_at[h]] = (u8)(round + 2);
+            } else {
+                pending |= 1u << m[h];
             }
         }
     }

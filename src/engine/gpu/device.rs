@@ -377,7 +377,8 @@ impl Device {
             rsrc1: self.ptr(&s.rsrc[1]),
             rlen0: self.ptr(&s.rlen[0]),
             rlen1: self.ptr(&s.rlen[1]),
-            stamps: self.ptr(&s.stamps),
+            // Stamps are only kept when the seek resolves by rounds (the chase does not read them).
+            stamps: if self.seek_by_chase { 0 } else { self.ptr(&s.stamps) },
             pool_cap: s.pool_cap,
             wl_cap: s.wl_cap,
             range_cap: s.range_cap,
