@@ -177,6 +177,125 @@ unsafe fn step_unchecked(lookup: &DecodeLookup, x: &mut u32, words: &[u16], pos:
     s
 }
 
+/// Whole decoding steps with eight lanes per vector (AVX2 on x86-64), for lane counts that are multiples of 8.
+///
+/// Per group of eight lanes: one gather of the lookup entries, the state update in vector arithmetic, then the
+/// refill: the lanes below `2^16` form a bit mask, and lane `i` of them takes word number
+/// `popcount(mask & ((1 << i) − 1))` — exactly the lane-order hand-out of FORMAT.md §3.4 (what the GPU does with
+/// ballot and popc), done with one permutation from a 256-entry table.
+mod simd {
+    use super::DecodeLookup;
+
+    thread_local! {
+        /// Lets tests compare the vector path against the scalar one on the same thread.
+        static ENABLED: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
+    }
+
+    /// Turns the vector path on or off for this thread (tests only; it is on by default).
+    #[cfg(test)]
+    pub(super) fn set_enabled(on: bool) {
+        ENABLED.with(|e| e.set(on));
+    }
+
+    /// Decodes whole steps of `K` lanes into `out` while `*pos + K <= nwords` (no step can run out of words)
+    /// and a whole step fits in `out`. Returns how many symbols it decoded (a multiple of `K`; 0 when the CPU or
+    /// `K` does not allow the vector path). `states` and `*pos` are updated as the scalar loop would.
+    #[inline]
+    pub(super) fn decode_steps<const K: usize>(
+        lookup: &DecodeLookup,
+        states: &mut [u32; K],
+        out: &mut [u8],
+        words: &[u16],
+        nwords: usize,
+        pos: &mut usize,
+    ) -> usize {
+        #[cfg(target_arch = "x86_64")]
+        if K % 8 == 0 && ENABLED.with(|e| e.get()) && std::is_x86_feature_detected!("avx2") {
+            debug_assert!(nwords < words.len());
+            // SAFETY: AVX2 is available (checked just above); `K` is a multiple of 8, and `words` holds more than
+            // `nwords` entries (the decoder's sentinel), which is what `avx2::decode_steps` requires.
+            return unsafe { avx2::decode_steps::<K>(&lookup.entries, states, out, words, nwords, pos) };
+        }
+        let _ = (lookup, states, out, words, nwords, pos);
+        0
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    mod avx2 {
+        use std::arch::x86_64::*;
+
+        /// `EXPAND[mask][i]`: which of the loaded words lane `i` takes when the lanes in `mask` refill.
+        static EXPAND: [[u32; 8]; 256] = {
+            let mut table = [[0u32; 8]; 256];
+            let mut mask = 0;
+            while mask < 256 {
+                let mut lane = 0;
+                while lane < 8 {
+                    table[mask][lane] = (mask & ((1 << lane) - 1)).count_ones();
+                    lane += 1;
+                }
+                mask += 1;
+            }
+            table
+        };
+
+        /// # Safety
+        /// The CPU supports AVX2, `K` is a multiple of 8 and `nwords < words.len()`.
+        #[target_feature(enable = "avx2")]
+        pub(super) unsafe fn decode_steps<const K: usize>(
+            entries: &[u32; 4096],
+            states: &mut [u32; K],
+            out: &mut [u8],
+            words: &[u16],
+            nwords: usize,
+            pos: &mut usize,
+        ) -> usize {
+            let slot_mask = _mm256_set1_epi32(0xfff);
+            let one = _mm256_set1_epi32(1);
+            // Picks the low byte of each 32-bit entry (the symbol) into the low 4 bytes of each 128-bit half.
+            let symbol_bytes = _mm256_setr_epi8(
+                0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, //
+                0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+            );
+            let mut done = 0;
+            while done + K <= out.len() && *pos + K <= nwords {
+                for group in 0..K / 8 {
+                    // SAFETY (all pointer accesses below): `8·group + 8 <= K` bounds the state access;
+                    // `done + 8·group + 8 <= done + K <= out.len()` the output; the word load reads
+                    // `words[*pos .. *pos + 8]`, and `*pos` is at most the step's start plus `8·group`, so
+                    // `*pos + 8 <= step start + K <= nwords < words.len()`; gather indices are masked below 4096.
+                    let state_ptr = unsafe { states.as_mut_ptr().add(8 * group) } as *mut __m256i;
+                    let x = unsafe { _mm256_loadu_si256(state_ptr) };
+                    let slot = _mm256_and_si256(x, slot_mask);
+                    let e = unsafe { _mm256_i32gather_epi32::<4>(entries.as_ptr() as *const i32, slot) };
+                    let freq = _mm256_add_epi32(_mm256_srli_epi32::<20>(e), one);
+                    let bias = _mm256_and_si256(_mm256_srli_epi32::<8>(e), slot_mask);
+                    let y = _mm256_add_epi32(_mm256_mullo_epi32(freq, _mm256_srli_epi32::<12>(x)), bias);
+
+                    let symbols = _mm256_shuffle_epi8(e, symbol_bytes);
+                    let out_ptr = unsafe { out.as_mut_ptr().add(done + 8 * group) };
+                    unsafe {
+                        (out_ptr as *mut i32).write_unaligned(_mm256_extract_epi32::<0>(symbols));
+                        (out_ptr.add(4) as *mut i32).write_unaligned(_mm256_extract_epi32::<4>(symbols));
+                    }
+
+                    // Lanes below 2^16 (those whose top half is zero) take the next words in lane order.
+                    let refill = _mm256_cmpeq_epi32(_mm256_srli_epi32::<16>(y), _mm256_setzero_si256());
+                    let mask = _mm256_movemask_ps(_mm256_castsi256_ps(refill)) as usize;
+                    let loaded = unsafe { _mm_loadu_si128(words.as_ptr().add(*pos) as *const __m128i) };
+                    let order = unsafe { _mm256_loadu_si256(EXPAND[mask].as_ptr() as *const __m256i) };
+                    let w = _mm256_permutevar8x32_epi32(_mm256_cvtepu16_epi32(loaded), order);
+                    let refilled = _mm256_or_si256(_mm256_slli_epi32::<16>(y), w);
+                    unsafe { _mm256_storeu_si256(state_ptr, _mm256_blendv_epi8(y, refilled, refill)) };
+                    *pos += mask.count_ones() as usize;
+                }
+                done += K;
+            }
+            done
+        }
+    }
+}
+
 /// The encoder's output: the final states (lane 0 first) and the word stream in decoder order.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Encoded {
@@ -292,11 +411,13 @@ impl Decoder {
         // Symbols until the first step boundary, then whole steps, then the tail.
         let head = ((K - lane) % K).min(out.len());
         let (head_out, rest) = out.split_at_mut(head);
-        let mut whole = rest.chunks_exact_mut(K);
         for o in head_out.iter_mut() {
             *o = step_clamped(lookup, &mut states[lane], words, nwords, &mut pos);
             lane = (lane + 1) % K;
         }
+        // Whole steps eight lanes at a time where the CPU can, while the words cannot run out; then scalar.
+        let simd_done = simd::decode_steps::<K>(lookup, &mut states, rest, words, nwords, &mut pos);
+        let mut whole = rest[simd_done..].chunks_exact_mut(K);
         for chunk in &mut whole {
             if pos + K <= nwords {
                 // A step reads at most K words, all before `nwords`: no clamping needed.
@@ -498,6 +619,32 @@ mod tests {
         assert_eq!(decode_all(&enc, &[(symbols.len(), &tables[1])]), Ok(symbols));
     }
 
+    #[test]
+    fn vector_path_on_long_streams() {
+        // Long enough for many whole steps on the vector path, in both a high- and a low-entropy table.
+        let mut seed = 12345u64;
+        let mut next = move || {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (seed >> 33) as u32
+        };
+        let uniform: Vec<u8> = (0..20_000).map(|_| next() as u8).collect();
+        let skewed: Vec<u8> = (0..20_000).map(|_| (next() % 1000).min(300) as u8 / 100).collect();
+        for symbols in [uniform, skewed] {
+            let mut counts = vec![0u64; 256];
+            symbols.iter().for_each(|&s| counts[s as usize] += 1);
+            let t = table(&counts);
+            let segments = [(symbols.len() / 3, &t), (symbols.len() - symbols.len() / 3, &t)];
+            for lanes in [8, 16, 32] {
+                let enc = encode(&symbols, &segments, lanes);
+                assert_eq!(decode_all(&enc, &segments), Ok(symbols.clone()), "{lanes} lanes");
+                simd::set_enabled(false);
+                let scalar = decode_all(&enc, &segments);
+                simd::set_enabled(true);
+                assert_eq!(scalar, Ok(symbols.clone()));
+            }
+        }
+    }
+
     fn segment_strategy() -> impl Strategy<Value = Vec<(Vec<u64>, Vec<u8>)>> {
         // Up to four segments, each with its own alphabet and skew, symbols drawn from the alphabet.
         proptest::collection::vec(
@@ -538,6 +685,38 @@ mod tests {
             prop_assert_eq!(enc.states.len(), lanes);
             prop_assert_eq!(decode_all(&enc, &segments), Ok(symbols.clone()));
             prop_assert_eq!(reference_decode(&enc.states, &enc.words, &segments), Ok(symbols));
+        }
+
+        #[test]
+        fn vector_and_scalar_paths_agree(segs in segment_strategy(), lane_log in 3u32..6,
+                                         flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 0..3)) {
+            // Same stream through both paths, corrupted or not: the same symbols (garbage included), the same
+            // verdict, the same word position.
+            let lanes = 1usize << lane_log;
+            let tables: Vec<Table> = segs.iter().map(|(c, _)| table(c)).collect();
+            let segments: Vec<(usize, &Table)> = segs.iter().zip(&tables).map(|((_, s), t)| (s.len(), t)).collect();
+            let symbols: Vec<u8> = segs.iter().flat_map(|(_, s)| s.iter().copied()).collect();
+            let enc = encode(&symbols, &segments, lanes);
+            let (sb, mut wb) = stream_bytes(&enc);
+            for (at, x) in flips {
+                if !wb.is_empty() {
+                    let n = wb.len();
+                    wb[at % n] ^= x;
+                }
+            }
+            let run = |vector: bool| {
+                simd::set_enabled(vector);
+                let mut dec = Decoder::new(&sb, &wb, lanes).unwrap();
+                let mut out = Vec::new();
+                for &(n, t) in &segments {
+                    let mut part = vec![0u8; n];
+                    dec.decode(t, &mut part).unwrap();
+                    out.extend_from_slice(&part);
+                }
+                simd::set_enabled(true);
+                (out, dec.finish(), dec.pos, dec.states)
+            };
+            prop_assert_eq!(run(true), run(false));
         }
 
         #[test]
