@@ -390,3 +390,41 @@ fn fail(f: &Failure) -> ExitCode {
     eprintln!("aceapex-mount: {}", f.message);
     ExitCode::from(f.code)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(list: &[&str]) -> Result<Args, Failure> {
+        parse_args(list.iter().map(|s| s.to_string()))
+    }
+
+    #[test]
+    fn mount_fuse_style_command_lines() {
+        // What mount.fuse3 runs for an fstab line.
+        let a = args(&["/data/g.acx", "/mnt/g", "-o", "ro,allow_other,cache_size=1G,nofail"]).ok().unwrap();
+        assert_eq!(a.archive, PathBuf::from("/data/g.acx"));
+        assert_eq!(a.mountpoint, PathBuf::from("/mnt/g"));
+        assert!(a.options.allow_other && !a.foreground);
+        assert_eq!(a.options.cache_bytes, Some(1 << 30));
+        let b = args(&["-f", "-odecoder=cpu", "x.acx", "m"]).ok().unwrap();
+        assert!(b.foreground);
+        assert_eq!(b.options.decoder, aceapex::engine::DecoderChoice::Cpu);
+    }
+
+    #[test]
+    fn usage_errors_exit_2() {
+        for bad in [&["only-one"][..], &["a", "b", "c"], &["a", "b", "-o"], &["a", "b", "-x"], &["a", "b", "-o", "rw"]]
+        {
+            assert_eq!(args(bad).err().map(|f| f.code), Some(2), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn mountinfo_escapes() {
+        assert_eq!(unescape_mountinfo("/mnt/with\\040space"), b"/mnt/with space");
+        assert_eq!(unescape_mountinfo("/a\\134b"), b"/a\\b");
+        assert_eq!(unescape_mountinfo("/plain\\9"), b"/plain\\9");
+        assert!(is_mount_point(Path::new("/")));
+    }
+}

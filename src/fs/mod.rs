@@ -7,8 +7,9 @@
 //!   the counters (this layer's, the cache's and the engines'). A real `.aceapex` in the archive's root is
 //!   hidden by it (and a warning says so once at mount).
 //! - Reads go through a [`Backend`] (the opened [`crate::archive::Archive`], or an in-memory tree for tests and
-//!   the `nullfs` baseline). Each open handle watches for sequential access and then asks a background pool
-//!   to decode the next few MiB of blocks in batches.
+//!   the `nullfs` baseline). Each open handle watches for sequential access; a sequential stream is decoded
+//!   in stream order through a per-handle cursor (so that blocks copy their sources from the cache instead of
+//!   resolving them through tokens), and a background pool keeps the next few MiB decoded ahead of it.
 //! - A corrupt block fails only the reads that touch it (EIO) and is logged once with archive, block id and
 //!   payload offset; everything else keeps working.
 
