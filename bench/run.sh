@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Benchmarks aceapex against zstd -19 per 16 KiB block and bgzip, side by side, in one run on one machine.
 #
-# Datasets (from ../shared/corpus, decompressed to a temp dir): atha_chr1.fa, and the six fly-chr4 `_genomic`
-# assemblies packed together (cross-genome matches are the point of absolute back-references).
+# Datasets (from ../shared/corpus, decompressed to a temp dir): atha_chr1.fa, and every fly-chr4 file (six related
+# assemblies and their coding sequences) packed together: cross-genome matches are the point of absolute
+# back-references. These are the sets the corpus README's anchor ratios are measured on.
 #
 # Prints markdown tables:
 #   1. aceapex: ratio, pack MB/s and peak RSS, whole-stream decode MB/s on one core and on all cores;
@@ -13,7 +14,7 @@
 #
 # Usage: bash bench/run.sh [--corpus DIR] [--quick]
 #   --corpus DIR  corpus folder (default: ../shared/corpus next to the repo)
-#   --quick       only the fly set, fewer random reads (a smoke run of the script itself)
+#   --quick       only the fly sets, fewer random reads (a smoke run of the script itself)
 # Env: ACEAPEX_PACK_ARGS  extra arguments for `aceapex pack` (e.g. "--level 9 --block-size 16K").
 # Runtime: about 5-10 minutes on 2 cores.
 set -euo pipefail
@@ -65,18 +66,29 @@ if [ "$quick" -eq 0 ]; then
   gzip -dc "$corpus/atha_chr1.fa.gz" > "$work/in/atha/atha_chr1.fa"
   datasets+=(atha)
 fi
-mkdir -p "$work/in/fly6"
+# Two fly sets: the six chromosome-4 `_genomic` assemblies, and every fly-chr4 file (those six plus their coding
+# sequences, 15.2 MB) -- the latter is the set the corpus README's anchors (zstd -19 16K 3.835, xz -9 8.885) are
+# measured on, and so the one the design's >= 9.5 target refers to.
+mkdir -p "$work/in/fly6" "$work/in/flyall"
 n=0
-for f in "$corpus"/fly-chr4/*_genomic.fna.gz; do
+for f in "$corpus"/fly-chr4/*.fna.gz; do
   [ -e "$f" ] || continue
-  case "$f" in *_cds_from_genomic.fna.gz) continue ;; esac
-  gzip -dc "$f" > "$work/in/fly6/$(basename "${f%.gz}")"
+  plain="$(basename "${f%.gz}")"
+  gzip -dc "$f" > "$work/in/flyall/$plain"
+  case "$plain" in *_cds_from_genomic.fna) ;; *) cp "$work/in/flyall/$plain" "$work/in/fly6/" ;; esac
   n=$((n + 1))
 done
-[ "$n" -eq 6 ] || die "expected six fly-chr4 *_genomic.fna.gz files, found $n"
-datasets+=(fly6)
+[ "$(find "$work/in/fly6" -type f | wc -l)" -eq 6 ] || die "expected six fly-chr4 *_genomic.fna.gz files"
+fly_files=$n
+datasets+=(fly6 flyall)
 
-label() { case "$1" in atha) echo "atha_chr1.fa" ;; fly6) echo "fly-chr4 x6 genomic" ;; esac; }
+label() {
+  case "$1" in
+    atha) echo "atha_chr1.fa" ;;
+    fly6) echo "fly-chr4, six genomic" ;;
+    flyall) echo "fly-chr4, all $fly_files files" ;;
+  esac
+}
 
 # The files of a dataset, in a fixed order, and their concatenation (what the baselines compress: the same bytes
 # as the archive's logical stream, without per-file framing).
