@@ -254,7 +254,7 @@ mod tests {
         std::fs::write(top.join("b/y"), b"yyyy").unwrap();
         std::os::unix::fs::symlink("a.txt", top.join("link")).unwrap();
         std::fs::set_permissions(top.join("a.txt"), std::fs::Permissions::from_mode(0o640)).unwrap();
-        let g = gather(&[top.clone()], &no_index).unwrap();
+        let g = gather(std::slice::from_ref(&top), &no_index).unwrap();
         assert_eq!(file_names(&g), ["", "top", "a.txt", "b", "deep", "x", "y", "link", "z.txt"]);
         assert_eq!(g.entries[2].kind, EntryKind::File { offset: 0, size: 2, transform: 0 });
         assert_eq!(g.entries[2].mode, 0o640);
@@ -274,7 +274,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let odd = dir.path().join(OsStr::from_bytes(b"caf\xe9"));
         std::fs::write(&odd, b"x").unwrap();
-        let g = gather(&[odd.clone()], &no_index).unwrap();
+        let g = gather(std::slice::from_ref(&odd), &no_index).unwrap();
         assert_eq!(g.entries[1].name, b"caf\xe9");
         let err = gather(&[odd.clone(), odd], &no_index).unwrap_err();
         assert!(matches!(err, Error::Input { .. }), "{err}");

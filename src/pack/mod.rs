@@ -121,19 +121,12 @@ fn level_params(level: u8) -> LevelParams {
         7..=8 => (4, 16, 128, 2 << 20, 4, 2),
         _ => (16, 48, 256, 4 << 20, 4, 2),
     };
-    let hash_log = std::env::var("ACEAPEX_HASH_LOG").ok().and_then(|v| v.parse().ok()).unwrap_or(20);
-    let short_depth = std::env::var("ACEAPEX_SD").ok().and_then(|v| v.parse().ok()).unwrap_or(short_depth);
-    let long_depth = std::env::var("ACEAPEX_LD").ok().and_then(|v| v.parse().ok()).unwrap_or(long_depth);
     LevelParams {
-        chain: ChainParams { short_depth, long_depth, hash_log },
+        chain: ChainParams { short_depth, long_depth, hash_log: 20 },
         window,
-        parse: ParseParams {
-            sufficient_len: std::env::var("ACEAPEX_SUFF").ok().and_then(|v| v.parse().ok()).unwrap_or(sufficient_len),
-            min_match: MIN_MATCH,
-            rep_count,
-        },
-        ldm_window: std::env::var("ACEAPEX_LDMW").ok().and_then(|v| v.parse().ok()).unwrap_or(16),
-        ldm_sample_log: std::env::var("ACEAPEX_LDMS").ok().and_then(|v| v.parse().ok()).unwrap_or(ldm_sample_log),
+        parse: ParseParams { sufficient_len, min_match: MIN_MATCH, rep_count },
+        ldm_window: 16,
+        ldm_sample_log,
     }
 }
 
@@ -231,6 +224,9 @@ pub fn pack(inputs: &[PathBuf], output: &Path, opts: &PackOptions) -> Result<Pac
     Ok(report)
 }
 
+/// A table group ready to write: its tables and each block's payload with the xxh3 of its decoded bytes.
+type EncodedGroup = (TableSet, Vec<(Vec<u8>, u64)>);
+
 /// One packing run over the logical stream.
 struct Packing<'a> {
     data: &'a [u8],
@@ -327,7 +323,7 @@ impl<'a> Packing<'a> {
                 redo.push(k);
             }
         }
-        if !redo.is_empty() && std::env::var_os("ACEAPEX_NOREPARSE").is_none() {
+        if !redo.is_empty() {
             let again: Vec<(u64, u64)> = redo.iter().map(|&k| segments[k]).collect();
             let reparsed = self.parse_segments(&again, &long, end);
             for (k, blocks) in redo.into_iter().zip(reparsed) {
@@ -386,7 +382,7 @@ impl<'a> Packing<'a> {
         let per_group = 1usize << self.opts.group_log;
         let lanes = self.opts.rans_lanes as u32;
         let data = self.data;
-        let encoded: Vec<(TableSet, Vec<(Vec<u8>, u64)>)> = blocks
+        let encoded: Vec<EncodedGroup> = blocks
             .par_chunks(per_group)
             .enumerate()
             .map(|(g, group)| {

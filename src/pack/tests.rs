@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::codec::block::Token;
+use crate::format::tree::EntryKind;
 use proptest::prelude::*;
 
 /// Replays tokens exactly as FORMAT.md §1 defines them; checks every structural rule on the way and returns the
@@ -177,6 +178,55 @@ proptest! {
         data.extend(tail);
         check_roundtrip(&data, &PackOptions { max_depth, ..small_opts() });
     }
+}
+
+/// A whole archive: tree, file contents through the archive reader, a FASTA sidecar, the report.
+#[test]
+fn archive_roundtrip_through_the_reader() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    std::fs::create_dir_all(src.join("sub/deeper")).unwrap();
+    let genome = genome_like(300_000, 5);
+    let mut fasta = b">chr1 test\n".to_vec();
+    for line in genome.chunks(60) {
+        fasta.extend_from_slice(line);
+        fasta.push(b'\n');
+    }
+    let files: Vec<(&str, Vec<u8>)> = vec![
+        ("a.fa", fasta),
+        ("sub/empty", Vec::new()),
+        ("sub/one", vec![42]),
+        ("sub/deeper/text", b"the quick brown fox jumps over the lazy dog; ".repeat(500)),
+        ("sub/deeper/noise", xorshift(50_000, 7, &(0..=255).collect::<Vec<u8>>())),
+    ];
+    for (name, bytes) in &files {
+        std::fs::write(src.join(name), bytes).unwrap();
+    }
+    std::os::unix::fs::symlink("../a.fa", src.join("sub/link")).unwrap();
+    let out = dir.path().join("t.acx");
+    let opts = PackOptions { block_log: 12, group_log: 2, memory: 256 << 20, ..Default::default() };
+    let report = pack(&[src], &out, &opts).unwrap();
+    assert_eq!(report.archive_bytes, std::fs::metadata(&out).unwrap().len());
+    assert!(report.max_depth_seen <= opts.max_depth);
+    let archive = crate::archive::Archive::open(&out).unwrap();
+    for (name, bytes) in &files {
+        let id = archive.tree().resolve_path(format!("src/{name}").as_bytes()).expect("entry exists");
+        let mut buf = vec![0u8; bytes.len() + 10];
+        let n = archive.read_file(id, 0, &mut buf).unwrap();
+        assert!(buf[..n] == bytes[..], "{name} differs");
+    }
+    let link = archive.tree().resolve_path(b"src/sub/link").unwrap();
+    let link_kind = &archive.tree().entry(link).unwrap().kind;
+    assert_eq!(*link_kind, crate::format::tree::EntryKind::Symlink { target: b"../a.fa".to_vec() });
+    let fai = archive.tree().resolve_path(b"src/a.fa.fai").expect("sidecar index");
+    assert_eq!(archive.tree().entry(fai).unwrap().flags, input::FLAG_SIDECAR);
+    assert_eq!(
+        report.input_bytes,
+        files.iter().map(|f| f.1.len() as u64).sum::<u64>() + {
+            let EntryKind::File { size, .. } = archive.tree().entry(fai).unwrap().kind else { panic!("not a file") };
+            size
+        }
+    );
 }
 
 /// Packs the files named in `ACEAPEX_MEASURE` (space-separated) at `ACEAPEX_LEVEL` (default 6) and prints the
