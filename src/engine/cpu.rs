@@ -325,6 +325,11 @@ impl SeqWindow {
         SeqWindow { first, cap, blocks: VecDeque::new(), spare: None }
     }
 
+    /// The oldest block the window holds (or will hold first, when empty).
+    pub fn first_id(&self) -> u64 {
+        self.first
+    }
+
     /// The id of the block the window expects next.
     pub fn next_id(&self) -> u64 {
         self.first + self.blocks.len() as u64
