@@ -63,7 +63,7 @@ pub struct KernelFault {
 
 impl KernelFault {
     pub fn from_status(word: u64) -> Option<KernelFault> {
-        (word != 0).then(|| KernelFault { code: (word >> 40) as u32, block: word & 0xFF_FFFF_FFFF })
+        (word != 0).then_some(KernelFault { code: (word >> 40) as u32, block: word & 0xFF_FFFF_FFFF })
     }
 
     /// Capacity faults: the batch was too large for the scratch buffers, a smaller one may pass.
@@ -771,7 +771,7 @@ impl SeekBuffers {
     ) -> Result<SeekBuffers> {
         let nblocks = data.block_count();
         let block_log = data.header.block_log as u32;
-        let wl_cap = nblocks.min(WORKLIST_CAP).max(1) as u32;
+        let wl_cap = nblocks.clamp(1, WORKLIST_CAP) as u32;
         let batch = MAX_BATCH.min(wl_cap as usize);
         // Each level's ranges hold at most the requested bytes; a quarter of that is plenty in practice and an
         // overflow only splits the batch.
