@@ -45,6 +45,8 @@ const POS_MASK: u64 = (1 << POS_BITS) - 1;
 const MAX_BACK_EXTEND: u64 = 1 << 16;
 /// Forward verification stops here; a longer repeat is found again by the next sample point.
 const MAX_FORWARD: usize = 1 << 20;
+/// Sample points collected (and their buckets prefetched) before they are visited.
+const BATCH: usize = 32;
 /// Recently recorded matches remembered to skip re-verifying the same alignment.
 const RECENT: usize = 8;
 
@@ -106,17 +108,27 @@ impl Ldm {
         let mut recent = [LongMatch { start: 0, back: 0, len: 0 }; RECENT];
         let mut recent_next = 0;
         let sample_shift = 64 - self.params.sample_log;
+        // Sample points are visited in batches, in order; collecting a batch first lets the buckets be
+        // prefetched, since every visit is otherwise a cache miss.
+        let mut batch: Vec<(u64, u64)> = Vec::with_capacity(BATCH);
         let mut p = start;
         loop {
             let mixed = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
             if self.params.sample_log == 0 || mixed >> sample_shift == 0 {
-                for m in self.visit(data, p, mixed, &recent).into_iter().flatten() {
-                    recent[recent_next % RECENT] = m;
-                    recent_next += 1;
-                    out.push(m);
-                }
+                self.prefetch_bucket(mixed);
+                batch.push((p, mixed));
             }
             p += 1;
+            if batch.len() == BATCH || p >= end {
+                for &(at, mixed) in &batch {
+                    for m in self.visit(data, at, mixed, &recent).into_iter().flatten() {
+                        recent[recent_next % RECENT] = m;
+                        recent_next += 1;
+                        out.push(m);
+                    }
+                }
+                batch.clear();
+            }
             if p >= end {
                 break;
             }
@@ -127,12 +139,31 @@ impl Ldm {
         out[first_len..].sort_by_key(|m| (m.start, m.back));
     }
 
+    /// First table slot of the bucket for a mixed window hash.
+    #[inline]
+    fn bucket_of(&self, mixed: u64) -> usize {
+        ((mixed.rotate_left(24) & ((1 << self.params.table_log) - 1)) as usize) << self.params.bucket_log
+    }
+
+    #[inline]
+    fn prefetch_bucket(&self, mixed: u64) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            let ptr = self.table[self.bucket_of(mixed)..].as_ptr() as *const i8;
+            // SAFETY: `ptr` points into the live table; a prefetch has no architectural side effects.
+            unsafe { _mm_prefetch(ptr, _MM_HINT_T0) };
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = mixed;
+    }
+
     /// Looks sample point `p` up, then inserts it. Returns the two longest verified repeats with different
     /// sources not already covered by a recently recorded one: the second is often an older, shallower copy
     /// the parser can fall back to when the newest one is too deep (FORMAT.md §1 depth bound).
     fn visit(&mut self, data: &[u8], p: u64, mixed: u64, recent: &[LongMatch; RECENT]) -> [Option<LongMatch>; 2] {
         let bucket_len = 1usize << self.params.bucket_log;
-        let bucket = ((mixed.rotate_left(24) & ((1 << self.params.table_log) - 1)) as usize) << self.params.bucket_log;
+        let bucket = self.bucket_of(mixed);
         let check = (mixed >> POS_BITS) << POS_BITS;
         let mut best: [Option<LongMatch>; 2] = [None, None];
         let mut oldest = bucket;

@@ -183,6 +183,23 @@ fn ldm_params(opts: &PackOptions, level: &LevelParams, total_len: u64) -> LdmPar
     LdmParams { window: level.ldm_window, sample_log: level.ldm_sample_log, table_log, bucket_log }
 }
 
+/// Threads to use: `--threads` (0 = all cores), but no more than the memory bound allows — each worker holds a
+/// matcher and a segment's depth estimates. The output does not depend on it.
+fn worker_threads(opts: &PackOptions, level: &LevelParams) -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let wanted = if opts.threads == 0 { cores } else { opts.threads };
+    let rows = 5u64 << level.chain.hash_log;
+    let chain = if level.chain.short_depth > 0 {
+        (4u64 << level.chain.hash_log) + 4 * (SEGMENT_BYTES + level.window)
+    } else {
+        0
+    };
+    let per_worker = rows + chain + SEGMENT_BYTES;
+    // Half the budget is for workers; the rest holds the long-match table and the chunk's buffers.
+    let fits = (opts.memory / 2 / per_worker).max(1) as usize;
+    wanted.min(fits)
+}
+
 /// Packs `inputs` into the archive `output`.
 pub fn pack(inputs: &[PathBuf], output: &Path, opts: &PackOptions) -> Result<PackReport> {
     validate(opts)?;
@@ -210,7 +227,7 @@ pub fn pack(inputs: &[PathBuf], output: &Path, opts: &PackOptions) -> Result<Pac
     };
     let mut writer = ArchiveWriter::create(output, header)?;
     let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(opts.threads)
+        .num_threads(worker_threads(opts, &level))
         .build()
         .map_err(|e| Error::InvalidArgument(format!("thread pool: {e}")))?;
     let mut depth_map = stream::ScratchBytes::new(total_len, &scratch_dir)?;
