@@ -156,7 +156,7 @@ for d in "${datasets[@]}"; do
   log "$d: cold random 4 KiB reads"
   reads=300; [ "$quick" -eq 1 ] && reads=50
   rows=$("$acxbench" randread "$archive" --reads "$reads" --size 4096 --seed 7) || die "$d: randread failed"
-  randread_rows+=$(echo "$rows" | awk -v l="$(label "$d")" -F'\t' '{ printf "| %s | %s | %s | %s | %s | %s |\n", l, $1, $2, $3, $4, $5 }')
+  randread_rows+=$(echo "$rows" | awk -v l="$(label "$d")" -F'\t' '{ printf "| %s | %s | %s | %s | %s | %s | %s | %s |\n", l, $1, $2, $3, $4, $5, $6, $7 }')
   randread_rows+=$'\n'
 done
 
@@ -208,8 +208,8 @@ done
 echo
 echo "## Cold random 4 KiB reads (archive opened fresh for every read; OS page cache warm)"
 echo
-echo "| dataset | region | reads | p50 µs | p99 µs | max µs |"
-echo "| --- | --- | ---: | ---: | ---: | ---: |"
+echo "| dataset | region | reads | p50 µs | p99 µs | max µs | blocks parsed p50 | blocks parsed max |"
+echo "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"
 printf '%s' "$randread_rows"
 echo
 echo "## Side by side (16 KiB random-access granularity unless noted; single-threaded baselines)"
