@@ -307,7 +307,8 @@ impl Device {
         let dtab = stream.clone_htod(&prep::decode_tables(&data.tables)).map_err(gpu("uploading tables"))?;
         let nblocks = data.block_count();
         let header = &data.header;
-        let seek = SeekBuffers::new(&ctx, &stream, data, &meta_host)?;
+        let seek_by_chase = std::env::var_os("ACEAPEX_GPU_SEEK_ROUNDS").is_none();
+        let seek = SeekBuffers::new(&ctx, &stream, data, &meta_host, !seek_by_chase)?;
         let events = (
             ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(gpu("event"))?,
             ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(gpu("event"))?,
@@ -333,7 +334,7 @@ impl Device {
             depth_hint: 2,
             graphs: HashMap::new(),
             use_graphs: std::env::var_os("ACEAPEX_GPU_NO_GRAPHS").is_none(),
-            seek_by_chase: std::env::var_os("ACEAPEX_GPU_SEEK_ROUNDS").is_none(),
+            seek_by_chase,
         })
     }
 
@@ -768,6 +769,7 @@ impl SeekBuffers {
         stream: &Arc<CudaStream>,
         data: &ArchiveData,
         meta: &BlockMeta,
+        by_rounds: bool,
     ) -> Result<SeekBuffers> {
         let nblocks = data.block_count();
         let block_log = data.header.block_log as u32;
@@ -781,12 +783,15 @@ impl SeekBuffers {
         let g = gpu("seek scratch allocation");
         // SAFETY: device buffers of plain integers; the kernels write tokens/bytes/ranges before reading them, and
         // the counters, pool, status and slot map are initialised below.
+        // The stamps and deferred lists are only used when seeks resolve by rounds.
+        let (stamps_len, list_len) =
+            if by_rounds { ((wl_cap as usize) << block_log, pool_cap as usize) } else { (1, 1) };
         let (stamps, lists) = unsafe {
             (
-                stream.alloc::<u8>((wl_cap as usize) << block_log).map_err(gpu("alloc"))?,
+                stream.alloc::<u8>(stamps_len).map_err(gpu("alloc"))?,
                 [
-                    stream.alloc::<u64>(pool_cap as usize).map_err(gpu("alloc"))?,
-                    stream.alloc::<u64>(pool_cap as usize).map_err(gpu("alloc"))?,
+                    stream.alloc::<u64>(list_len).map_err(gpu("alloc"))?,
+                    stream.alloc::<u64>(list_len).map_err(gpu("alloc"))?,
                 ],
             )
         };
