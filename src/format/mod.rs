@@ -2,6 +2,12 @@
 //!
 //! Parsing validates every count, length and offset against explicit limits before use; writing produces
 //! exactly what parsing accepts.
+//!
+//! - [`cursor`]: bounds-checked little-endian fields and varints.
+//! - [`header`]: the 64-byte header and footer.
+//! - [`tree`]: the tree section and its lookups.
+//! - [`sections`]: validation of a whole archive image (index, table section, tree) into [`ArchiveData`].
+//! - [`writer`]: [`writer::ArchiveWriter`], which streams an archive to disk.
 
 pub mod cursor;
 pub mod header;
