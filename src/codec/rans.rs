@@ -259,22 +259,24 @@ mod simd {
             );
             let mut done = 0;
             while done + K <= out.len() && *pos + K <= nwords {
+                // Loop invariant: `*pos` is at most the step's starting position plus `8·group`, and that start
+                // plus `K` is at most `nwords`, so `*pos + 8 <= nwords < words.len()` for every group.
                 for group in 0..K / 8 {
-                    // SAFETY (all pointer accesses below): `8·group + 8 <= K` bounds the state access;
-                    // `done + 8·group + 8 <= done + K <= out.len()` the output; the word load reads
-                    // `words[*pos .. *pos + 8]`, and `*pos` is at most the step's start plus `8·group`, so
-                    // `*pos + 8 <= step start + K <= nwords < words.len()`; gather indices are masked below 4096.
+                    // SAFETY: `8·group + 8 <= K`: the eight states lie inside `states`.
                     let state_ptr = unsafe { states.as_mut_ptr().add(8 * group) } as *mut __m256i;
+                    // SAFETY: as above; unaligned loads are allowed.
                     let x = unsafe { _mm256_loadu_si256(state_ptr) };
                     let slot = _mm256_and_si256(x, slot_mask);
+                    // SAFETY: every index is masked below 4096, the length of `entries`.
                     let e = unsafe { _mm256_i32gather_epi32::<4>(entries.as_ptr() as *const i32, slot) };
                     let freq = _mm256_add_epi32(_mm256_srli_epi32::<20>(e), one);
                     let bias = _mm256_and_si256(_mm256_srli_epi32::<8>(e), slot_mask);
                     let y = _mm256_add_epi32(_mm256_mullo_epi32(freq, _mm256_srli_epi32::<12>(x)), bias);
 
                     let symbols = _mm256_shuffle_epi8(e, symbol_bytes);
-                    let out_ptr = unsafe { out.as_mut_ptr().add(done + 8 * group) };
+                    // SAFETY: `done + 8·group + 8 <= done + K <= out.len()`: eight output bytes are writable.
                     unsafe {
+                        let out_ptr = out.as_mut_ptr().add(done + 8 * group);
                         (out_ptr as *mut i32).write_unaligned(_mm256_extract_epi32::<0>(symbols));
                         (out_ptr.add(4) as *mut i32).write_unaligned(_mm256_extract_epi32::<4>(symbols));
                     }
@@ -282,10 +284,13 @@ mod simd {
                     // Lanes below 2^16 (those whose top half is zero) take the next words in lane order.
                     let refill = _mm256_cmpeq_epi32(_mm256_srli_epi32::<16>(y), _mm256_setzero_si256());
                     let mask = _mm256_movemask_ps(_mm256_castsi256_ps(refill)) as usize;
+                    // SAFETY: by the loop invariant, `words[*pos .. *pos + 8]` is in bounds.
                     let loaded = unsafe { _mm_loadu_si128(words.as_ptr().add(*pos) as *const __m128i) };
+                    // SAFETY: `EXPAND[mask]` is a checked index; its row is exactly eight `u32`s.
                     let order = unsafe { _mm256_loadu_si256(EXPAND[mask].as_ptr() as *const __m256i) };
                     let w = _mm256_permutevar8x32_epi32(_mm256_cvtepu16_epi32(loaded), order);
                     let refilled = _mm256_or_si256(_mm256_slli_epi32::<16>(y), w);
+                    // SAFETY: the same eight states as the load above.
                     unsafe { _mm256_storeu_si256(state_ptr, _mm256_blendv_epi8(y, refilled, refill)) };
                     *pos += mask.count_ones() as usize;
                 }
