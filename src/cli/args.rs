@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use crate::engine::DecoderChoice;
+use crate::pack::PackOptions;
 
 /// Printed after `--help`: the exit codes scripts can rely on.
 pub const EXIT_CODES_HELP: &str = "\
@@ -71,27 +72,30 @@ pub struct PackArgs {
     /// The archive to write.
     #[arg(short, long, value_name = "OUT.acx")]
     pub output: PathBuf,
-    /// Block size, the random-access granularity: a power of two from 4K to 1M.
+    /// Block size, the random-access granularity: a power of two from 4K to 1M [default: 16K].
     #[arg(long, value_name = "SIZE", value_parser = block_log_arg)]
     pub block_size: Option<u8>,
     /// Compression level 1..=9 (higher: slower match search, better ratio).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(1..=9))]
-    pub level: Option<u8>,
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(1..=9),
+          default_value_t = PackOptions::default().level)]
+    pub level: u8,
     /// Most matches any byte may resolve through (bounds the cost of a cold random read), 1..=255.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(1..=255))]
-    pub max_depth: Option<u8>,
-    /// Worker threads (default: all cores).
-    #[arg(long, value_name = "N")]
-    pub threads: Option<usize>,
-    /// Memory budget for the packer's match-search structures, e.g. 4G.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(1..=255),
+          default_value_t = PackOptions::default().max_depth)]
+    pub max_depth: u8,
+    /// Worker threads, 0 = all cores (the archive is the same for any count).
+    #[arg(long, value_name = "N", default_value_t = PackOptions::default().threads)]
+    pub threads: usize,
+    /// Memory budget for the packer's working structures, e.g. 4G [default: 1G].
     #[arg(long, value_name = "SIZE", value_parser = size_arg)]
     pub memory: Option<u64>,
     /// Interleaved rANS states per block: 1, 2, 4, 8, 16 or 32.
-    #[arg(long, value_name = "K", value_parser = lanes_arg)]
-    pub lanes: Option<u8>,
+    #[arg(long, value_name = "K", value_parser = lanes_arg, default_value_t = PackOptions::default().rans_lanes)]
+    pub lanes: u8,
     /// A table group is 2^N consecutive blocks sharing frequency tables, 0..=12.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(0..=12))]
-    pub group_log: Option<u8>,
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(0..=12),
+          default_value_t = PackOptions::default().group_log)]
+    pub group_log: u8,
     /// No progress bar even on a terminal.
     #[arg(short, long)]
     pub quiet: bool,
@@ -186,7 +190,19 @@ mod tests {
         assert_eq!(p.inputs, vec![PathBuf::from("a"), PathBuf::from("b")]);
         assert_eq!(p.block_size, Some(16));
         assert_eq!(p.memory, Some(4 << 30));
-        assert_eq!(p.max_depth, Some(8));
+        assert_eq!(p.max_depth, 8);
+    }
+
+    /// The help text states the block-size and memory defaults in words; they must be the packer's.
+    #[test]
+    fn stated_defaults_are_the_packers() {
+        let defaults = PackOptions::default();
+        assert_eq!(defaults.block_log, 14, "update `--block-size` help: [default: 16K]");
+        assert_eq!(defaults.memory, 1 << 30, "update `--memory` help: [default: 1G]");
+        let cli = Cli::try_parse_from(["aceapex", "pack", "a", "-o", "x"]).unwrap();
+        let Command::Pack(p) = cli.command else { panic!("not pack") };
+        assert_eq!((p.level, p.max_depth, p.threads), (defaults.level, defaults.max_depth, defaults.threads));
+        assert_eq!((p.lanes, p.group_log), (defaults.rans_lanes, defaults.group_log));
     }
 
     #[test]

@@ -35,28 +35,17 @@ fn open(path: &Path, decoder: DecoderChoice) -> Result<Archive, CliError> {
 }
 
 fn pack_cmd(a: PackArgs) -> Result<(), CliError> {
-    let mut opts = PackOptions::default();
-    if let Some(v) = a.block_size {
-        opts.block_log = v;
-    }
-    if let Some(v) = a.level {
-        opts.level = v;
-    }
-    if let Some(v) = a.max_depth {
-        opts.max_depth = v;
-    }
-    if let Some(v) = a.threads {
-        opts.threads = v;
-    }
-    if let Some(v) = a.memory {
-        opts.memory = v;
-    }
-    if let Some(v) = a.lanes {
-        opts.rans_lanes = v;
-    }
-    if let Some(v) = a.group_log {
-        opts.group_log = v;
-    }
+    let defaults = PackOptions::default();
+    let mut opts = PackOptions {
+        block_log: a.block_size.unwrap_or(defaults.block_log),
+        level: a.level,
+        max_depth: a.max_depth,
+        threads: a.threads,
+        memory: a.memory.unwrap_or(defaults.memory),
+        rans_lanes: a.lanes,
+        group_log: a.group_log,
+        ..defaults
+    };
     opts.progress = !a.quiet && std::io::stderr().is_terminal();
     let report = pack(&a.inputs, &a.output, &opts)?;
     if !a.quiet {
