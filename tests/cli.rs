@@ -222,3 +222,37 @@ fn non_utf8_paths_round_trip_through_cat() {
     assert_exit(&out, 0, "cat non-UTF-8 path");
     assert_eq!(out.stdout, b"bytes");
 }
+
+#[test]
+fn generated_fai_is_left_out_unless_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("g");
+    std::fs::create_dir(&input).unwrap();
+    let mut fasta = b">r1 description\n".to_vec();
+    for _ in 0..3 {
+        fasta.extend_from_slice(&[b'A'; 60]);
+        fasta.push(b'\n');
+    }
+    fasta.extend_from_slice(b"ACGT\n");
+    std::fs::write(input.join("x.fa"), &fasta).unwrap();
+    let archive = dir.path().join("g.acx");
+    pack_tree(&input, &archive, &[]);
+
+    let plain = dir.path().join("plain");
+    let out = run(&[OsStr::new("unpack"), archive.as_os_str(), OsStr::new("-C"), plain.as_os_str()]);
+    assert_exit(&out, 0, "unpack");
+    assert!(!plain.join("g/x.fa.fai").exists(), "a generated sidecar was unpacked by default");
+    common::assert_same_tree(&input, &plain.join("g"));
+
+    let with = dir.path().join("with");
+    let out = run(&[
+        OsStr::new("unpack"),
+        archive.as_os_str(),
+        OsStr::new("-C"),
+        with.as_os_str(),
+        OsStr::new("--with-generated"),
+    ]);
+    assert_exit(&out, 0, "unpack --with-generated");
+    // samtools faidx's index: name, length, offset of the first base, bases per line, bytes per line.
+    assert_eq!(std::fs::read(with.join("g/x.fa.fai")).unwrap(), b"r1\t184\t16\t60\t61\n");
+}
