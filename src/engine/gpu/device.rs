@@ -609,7 +609,7 @@ impl Device {
             return Err(Error::Gpu("the full decode keeps round stamps in a byte: max_depth must be <= 253".into()));
         }
         // SAFETY: plain device allocations of plain integer types; every element the kernels read is written
-        // first (tokens by parse, bytes by parse and copy rounds) or uploaded/zeroed here.
+        // first (tokens by parse, bytes and stamps by parse and the resolve rounds) or uploaded/zeroed here.
         let (tpos, mpos, back, bytes, stamps, lists) = unsafe {
             (
                 stream.alloc::<u32>(tokens + 1).map_err(gpu("alloc tokens"))?,
