@@ -229,6 +229,42 @@ fn archive_roundtrip_through_the_reader() {
     );
 }
 
+#[test]
+fn empty_inputs_make_valid_archives() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty_dir = dir.path().join("nothing");
+    std::fs::create_dir(&empty_dir).unwrap();
+    let empty_file = dir.path().join("zero");
+    std::fs::write(&empty_file, b"").unwrap();
+    let out = dir.path().join("e.acx");
+    let report = pack(&[empty_dir, empty_file], &out, &PackOptions::default()).unwrap();
+    assert_eq!((report.input_bytes, report.blocks, report.files), (0, 0, 1));
+    let archive = crate::archive::Archive::open(&out).unwrap();
+    assert!(archive.tree().resolve_path(b"nothing").is_some());
+    let zero = archive.tree().resolve_path(b"zero").unwrap();
+    assert_eq!(archive.read_file(zero, 0, &mut [0u8; 4]).unwrap(), 0);
+}
+
+#[test]
+fn bad_options_and_inputs_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("x.acx");
+    let missing = dir.path().join("missing");
+    assert!(matches!(pack(&[missing], &out, &PackOptions::default()), Err(Error::Io { .. })));
+    let file = dir.path().join("f");
+    std::fs::write(&file, b"data").unwrap();
+    for opts in [
+        PackOptions { block_log: 11, ..Default::default() },
+        PackOptions { level: 0, ..Default::default() },
+        PackOptions { rans_lanes: 3, ..Default::default() },
+        PackOptions { max_depth: 0, ..Default::default() },
+        PackOptions { memory: 1 << 20, ..Default::default() },
+    ] {
+        assert!(matches!(pack(std::slice::from_ref(&file), &out, &opts), Err(Error::InvalidArgument(_))), "{opts:?}");
+    }
+    assert!(!out.exists());
+}
+
 /// Packs the files named in `ACEAPEX_MEASURE` (space-separated) at `ACEAPEX_LEVEL` (default 6) and prints the
 /// report: `ACEAPEX_MEASURE="a.fa b.fa" cargo test --release --lib pack::tests::measure -- --ignored --nocapture`.
 #[test]
