@@ -1,4 +1,4 @@
-//! The short-range matcher: hash chains over a local window, for the short and medium matches the parser prices.
+//! The short-range matcher: hash tables over a local window, for the short and medium matches the parser prices.
 //!
 //! Two tables are kept. The short chain hashes 5 bytes and is walked only a few steps (short matches pay only
 //! when near). The long table hashes 12 bytes — on low-entropy data such as DNA (2 bits a base) that still

@@ -4,7 +4,7 @@
 //! - [`input`]: walks the inputs into tree entries and the pieces of the logical stream.
 //! - [`stream`]: the logical stream as one mapped slice, and file-backed scratch space.
 //! - [`ldm`]: the long-distance matcher (repeats at any distance, bounded table).
-//! - [`matcher`]: hash chains over a local window (short and medium matches).
+//! - [`matcher`]: hash tables over a local window (short and medium matches).
 //! - [`cost`] and [`parser`]: the price model and the per-block optimal parse.
 //! - [`depth`]: the sequential pass that enforces the reference-depth bound.
 //!

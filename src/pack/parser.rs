@@ -5,12 +5,15 @@
 //! price changes from `LL(l)` to `LL(l+1)`) and every candidate match: all lengths from the class minimum up to the
 //! candidate's length, each length with the nearest source that reaches it. Candidates come from three places:
 //!
-//! - the hash chains of [`crate::pack::matcher`] (the recent window);
+//! - the hash tables of [`crate::pack::matcher`] (the recent window);
 //! - the repeats of [`crate::pack::ldm`] that cover the position (any distance);
 //! - recently seen distances and their neighbours `±1`: a FASTA line break or a one-base indel shifts an alignment
 //!   by one, and without repeat-offset codes in the format the shifted source must be found, not assumed.
 //!
-//! A match of at least `sufficient_len` bytes is taken at once (the classic cut that keeps long repeats linear).
+//! Candidates are shortened to the bytes whose sources keep the reference depth within the bound, using the
+//! depths this segment has produced so far (estimated for the block being parsed) and the final depths before
+//! the current chunk. A match of at least `sufficient_len` bytes is taken at once (the classic cut that keeps long
+//! repeats linear).
 //! Matches are capped at the block end, so none crosses a block boundary. After each block the symbols it chose
 //! are folded into the price model, so prices track the data.
 
