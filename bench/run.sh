@@ -33,6 +33,7 @@ done
 [ -d "$corpus" ] || { echo "corpus not found at $corpus (use --corpus DIR)" >&2; exit 1; }
 
 log() { echo "[bench] $*" >&2; }
+trap 'echo "[bench] FAILED: line $LINENO: $BASH_COMMAND" >&2' ERR
 die() { echo "[bench] FAILED: $*" >&2; exit 1; }
 
 # --- tools -----------------------------------------------------------------------------------------------------

@@ -11,6 +11,9 @@ cd "$repo"
 build=1
 [ "${1:-}" = "--no-build" ] && build=0
 
+# Any command that fails without its own message still ends the demo loudly.
+trap 'echo "DEMO FAILED: line $LINENO: $BASH_COMMAND" >&2' ERR
+
 say() { printf '\n\033[1m$ %s\033[0m\n' "$*" >&2; }
 die() { echo "DEMO FAILED: $*" >&2; exit 1; }
 
@@ -74,8 +77,9 @@ done
 
 say "dd 4 KiB blocks at scattered offsets"
 for skip in 0 1 17 40 54; do
-  a=$(dd if="$src/speciesA.fa" bs=4096 skip="$skip" count=1 status=none | md5sum)
-  b=$(dd if="$mnt/genome/speciesA.fa" bs=4096 skip="$skip" count=1 status=none | md5sum)
+  a=$(dd if="$src/speciesA.fa" bs=4096 skip="$skip" count=1 status=none | md5sum) || die "dd skip=$skip failed"
+  b=$(dd if="$mnt/genome/speciesA.fa" bs=4096 skip="$skip" count=1 status=none | md5sum) \
+    || die "dd skip=$skip through the mount failed"
   [ "$a" = "$b" ] || die "dd skip=$skip differs"
   echo "  skip=$skip: ${b%% *}"
 done
@@ -93,17 +97,22 @@ else
   mount_fai=(--fai-idx "$work/mount.fai")
 fi
 for region in chr1:1-60 chr1:1000-1100 chr1:74990-75210 chr2:60000-61234 chrM:1-9999; do
-  a=$(samtools faidx "$src/speciesA.fa" "$region" --fai-idx "$work/local.fai")
-  b=$(samtools faidx "$mnt/genome/speciesA.fa" "$region" "${mount_fai[@]}")
+  a=$(samtools faidx "$src/speciesA.fa" "$region" --fai-idx "$work/local.fai") || die "samtools faidx $region failed"
+  b=$(samtools faidx "$mnt/genome/speciesA.fa" "$region" "${mount_fai[@]}") \
+    || die "samtools faidx $region through the mount failed"
   [ "$a" = "$b" ] || die "samtools faidx $region differs"
-  echo "  $region: $(echo "$b" | tail -n +2 | tr -d '\n' | wc -c) bases match"
+  echo "  $region: $(printf '%s\n' "$b" | sed 1d | tr -d '\n' | wc -c) bases match"
 done
-samtools faidx "$mnt/genome/speciesB.fa" chr1:100-200 --fai-idx "$work/b.fai" | head -3
+samtools faidx "$mnt/genome/speciesB.fa" chr1:100-200 --fai-idx "$work/b.fai" > "$work/b.out" \
+  || die "samtools faidx on speciesB through the mount failed"
+cat "$work/b.out"
 
 say "aceapex cat with --offset/--length vs dd"
-a=$(aceapex cat "$work/genome.acx" genome/speciesB.fa --offset 100000 --length 5000 | md5sum)
-b=$(tail -c +100001 "$src/speciesB.fa" | head -c 5000 | md5sum)
-[ "$a" = "$b" ] || die "cat --offset/--length differs"
+aceapex cat "$work/genome.acx" genome/speciesB.fa --offset 100000 --length 5000 > "$work/range.out" \
+  || die "aceapex cat --offset/--length failed"
+# dd, not `tail | head`: with pipefail, tail's SIGPIPE after head has its bytes would abort the script.
+dd if="$src/speciesB.fa" iflag=skip_bytes,count_bytes skip=100000 count=5000 bs=64K status=none > "$work/range.ref"
+cmp "$work/range.ref" "$work/range.out" || die "cat --offset/--length differs"
 echo "  ok"
 
 say fusermount3 -u "$mnt"
