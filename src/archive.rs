@@ -50,6 +50,10 @@ impl Default for ArchiveOptions {
 }
 
 /// An opened archive. `Send + Sync`: one instance serves every thread of a filesystem.
+///
+/// Call it from ordinary threads, not from inside rayon tasks: a reader waiting for another reader's decode
+/// blocks its thread, and the CPU engine decodes on the global rayon pool, whose workers could otherwise end up
+/// waiting on each other.
 pub struct Archive {
     data: Arc<ArchiveData>,
     cache: Arc<BlockCache>,
