@@ -21,3 +21,6 @@ fi
 cargo fmt --all -- --check
 cargo clippy --all-targets --locked -- -D warnings
 cargo test --all-targets --locked
+# Fuzz targets: replay every committed seed (plus truncations and byte flips) on the stable toolchain.
+# The long fuzzing runs use cargo-fuzz on nightly: see fuzz/Cargo.toml.
+cargo test --manifest-path fuzz/Cargo.toml --no-default-features --target-dir target
