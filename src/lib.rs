@@ -24,5 +24,6 @@ pub mod format;
 pub mod fs;
 pub mod fuse;
 pub mod pack;
+pub mod units;
 
 pub use error::{DecodeError, Error, Result};

@@ -98,14 +98,7 @@ mod tests {
             link(0, "dl", "d"),
             link(0, "dangling", "nothing"),
         ];
-        let mut children = vec![Vec::new(); entries.len()];
-        for (i, e) in entries.iter().enumerate().skip(1) {
-            children[e.parent as usize].push(i as EntryId);
-        }
-        for kids in &mut children {
-            kids.sort_by(|a, b| entries[*a as usize].name.cmp(&entries[*b as usize].name));
-        }
-        Tree { entries, children }
+        Tree::from_entries(entries).expect("a valid test tree")
     }
 
     #[test]

@@ -105,20 +105,7 @@ mod tests {
         let sub = fs.lookup(top.ino, b"sub").unwrap();
         let b = fs.lookup(sub.ino, b"blob").unwrap();
 
-        let read = |ino: u64, chunk: u32| {
-            let opened = fs.open(ino, libc::O_RDONLY).unwrap();
-            let mut all = Vec::new();
-            let mut buf = Vec::new();
-            loop {
-                fs.read(ino, opened.fh, all.len() as u64, chunk, &mut buf).unwrap();
-                if buf.is_empty() {
-                    break;
-                }
-                all.extend_from_slice(&buf);
-            }
-            fs.release(opened.fh);
-            all
-        };
+        let read = |ino: u64, chunk: u32| crate::fs::tests::read_all(&fs, ino, chunk);
         assert_eq!(read(g.ino, 4096), fasta);
         assert_eq!(read(b.ino, 128 << 10), blob);
         assert_eq!(read(fai.ino, 1000), crate::pack::fai::fasta_index(&fasta).unwrap());

@@ -124,22 +124,7 @@ fn parse_id(key: &str, value: &str) -> Result<u32, String> {
     value.parse().map_err(|_| format!("{key}={value}: not a numeric id"))
 }
 
-/// Parses a size such as `1073741824`, `512K`, `64M`, `1G`, `2GiB`, `1T` (binary multiples).
-pub fn parse_size(text: &str) -> Result<u64, String> {
-    let t = text.trim();
-    let digits_end = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (number, suffix) = t.split_at(digits_end);
-    let n: u64 = number.parse().map_err(|_| format!("{text:?} is not a size (e.g. 512M, 1G)"))?;
-    let shift = match suffix.to_ascii_lowercase().as_str() {
-        "" | "b" => 0,
-        "k" | "kb" | "kib" => 10,
-        "m" | "mb" | "mib" => 20,
-        "g" | "gb" | "gib" => 30,
-        "t" | "tb" | "tib" => 40,
-        _ => return Err(format!("{text:?}: unknown size suffix {suffix:?} (use K, M, G or T)")),
-    };
-    n.checked_mul(1u64 << shift).ok_or_else(|| format!("{text:?} is too large"))
-}
+pub use crate::units::parse_size;
 
 #[cfg(test)]
 mod tests {

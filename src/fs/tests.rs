@@ -50,7 +50,8 @@ fn list(fs: &AcxFs<MemoryBackend>, ino: u64) -> Vec<(Vec<u8>, u64, FileKind)> {
     out
 }
 
-fn read_all(fs: &AcxFs<MemoryBackend>, ino: u64, chunk: u32) -> Vec<u8> {
+/// Reads a whole file through open/read/release in `chunk`-byte requests, as the kernel would.
+pub(crate) fn read_all<B: Backend>(fs: &AcxFs<B>, ino: u64, chunk: u32) -> Vec<u8> {
     let opened = fs.open(ino, libc::O_RDONLY).unwrap();
     let mut all = Vec::new();
     let mut buf = Vec::new();
