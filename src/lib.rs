@@ -12,6 +12,9 @@
 //! - [`fs`]: the filesystem layer (inodes, attributes, directory listings, reads) with no FUSE types in it.
 //! - [`fuse`]: the thin `fuser` adapter over [`fs`].
 //!
+//! - [`cli`]: the `aceapex` command's subcommands (argument parsing, listings, safe extraction).
+//! - [`units`]: byte sizes as people write them (`16K`, `4G`).
+//!
 //! The binaries `aceapex` and `aceapex-mount` are thin layers over these.
 
 pub mod archive;
