@@ -786,6 +786,7 @@ impl SeekBuffers {
         // The stamps and deferred lists are only used when seeks resolve by rounds.
         let (stamps_len, list_len) =
             if by_rounds { ((wl_cap as usize) << block_log, pool_cap as usize) } else { (1, 1) };
+        // SAFETY: as above — uninitialised device buffers of plain integers, written by the kernels before use.
         let (stamps, lists) = unsafe {
             (
                 stream.alloc::<u8>(stamps_len).map_err(gpu("alloc"))?,
@@ -795,6 +796,7 @@ impl SeekBuffers {
                 ],
             )
         };
+        // SAFETY: as above — uninitialised device buffers of plain integers, written by the kernels before use.
         let (worklist, tok_off, tpos, mpos, back, bytes, rsrc, rlen, ids, out) = unsafe {
             (
                 stream.alloc::<u32>(wl_cap as usize).map_err(g)?,
