@@ -20,7 +20,15 @@ fi
 
 cargo fmt --all -- --check
 cargo clippy --all-targets --locked -- -D warnings
-cargo test --all-targets --locked
+
+# Every test run's output also goes to a log, so the closing line can total them.
+log="$(mktemp)"
+trap 'rm -f "$log"' EXIT
+cargo test --all-targets --locked 2>&1 | tee -a "$log"
 # Fuzz targets: replay every committed seed (plus truncations and byte flips) on the stable toolchain.
 # The long fuzzing runs use cargo-fuzz on nightly: see fuzz/Cargo.toml.
-cargo test --manifest-path fuzz/Cargo.toml --no-default-features --target-dir target
+cargo test --manifest-path fuzz/Cargo.toml --no-default-features --target-dir target 2>&1 | tee -a "$log"
+
+# One closing line over all test binaries (cargo prints one "test result" line per binary).
+awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($i ~ /^passed/) p += $(i-1); if ($i ~ /^failed/) f += $(i-1); if ($i ~ /^ignored/) s += $(i-1) } }
+     END { printf "summary: %d passed, %d failed, %d skipped\n", p, f, s }' "$log"
