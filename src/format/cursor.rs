@@ -95,6 +95,17 @@ impl<'a> Cursor<'a> {
         Ok(value)
     }
 }
+/// Splits a section (or a header/footer) into its body and checks the trailing xxh3 of the body.
+pub fn checked_body(section: &[u8]) -> Result<&[u8], DecodeError> {
+    let body_len = section.len().checked_sub(8).ok_or(DecodeError::Truncated { at: section.len(), needed: 8 })?;
+    let (body, sum) = section.split_at(body_len);
+    let expected = u64::from_le_bytes(sum.try_into().expect("8 bytes"));
+    let actual = xxhash_rust::xxh3::xxh3_64(body);
+    if expected != actual {
+        return Err(DecodeError::Checksum { expected, actual });
+    }
+    Ok(body)
+}
 
 /// Appends `value` as a minimal-length unsigned LEB128 varint.
 pub fn put_varint(out: &mut Vec<u8>, mut value: u64) {

@@ -5,7 +5,7 @@
 
 use xxhash_rust::xxh3::xxh3_64;
 
-use super::cursor::Cursor;
+use super::cursor::{checked_body, Cursor};
 use super::{Footer, Header, FOOTER_LEN, FOOTER_MAGIC, HEADER_LEN, MAGIC, MAX_TOTAL_LEN, VERSION};
 use crate::error::DecodeError;
 
@@ -22,12 +22,7 @@ fn invalid(what: &'static str, detail: String) -> DecodeError {
 
 /// Checks the trailing xxh3 of a 64-byte header or footer.
 fn check_sum(bytes: &[u8; 64]) -> Result<(), DecodeError> {
-    let expected = u64::from_le_bytes(bytes[CHECKED_LEN..].try_into().expect("8 bytes"));
-    let actual = xxh3_64(&bytes[..CHECKED_LEN]);
-    if expected != actual {
-        return Err(DecodeError::Checksum { expected, actual });
-    }
-    Ok(())
+    checked_body(bytes).map(|_| ())
 }
 
 fn seal(bytes: &mut [u8; 64]) {

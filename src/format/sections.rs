@@ -4,9 +4,7 @@
 //! [`parse_archive`] works on a byte slice, so the same code validates a memory map in
 //! [`ArchiveData::open`](super::ArchiveData::open) and an in-memory image in the hostile-input tests.
 
-use xxhash_rust::xxh3::xxh3_64;
-
-use super::cursor::Cursor;
+use super::cursor::{checked_body, Cursor};
 use super::tree::Tree;
 use super::{Footer, Header, FOOTER_LEN, HEADER_LEN};
 use crate::codec::tables::TableSet;
@@ -58,18 +56,6 @@ pub fn parse_archive(bytes: &[u8]) -> Result<ParsedArchive, SectionError> {
     let tree = Tree::read(slice(footer.tree_offset, footer.index_offset), footer.total_len)
         .map_err(in_section("tree section"))?;
     Ok(ParsedArchive { header, footer, payload_end, block_hash, tables, tree })
-}
-
-/// Splits a section into its body and checks the trailing xxh3.
-fn checked_body(section: &[u8]) -> Result<&[u8], DecodeError> {
-    let body_len = section.len().checked_sub(8).ok_or(DecodeError::Truncated { at: section.len(), needed: 8 })?;
-    let (body, sum) = section.split_at(body_len);
-    let expected = u64::from_le_bytes(sum.try_into().expect("8 bytes"));
-    let actual = xxh3_64(body);
-    if expected != actual {
-        return Err(DecodeError::Checksum { expected, actual });
-    }
-    Ok(body)
 }
 
 /// The index section (§2.3): payload ends (non-decreasing, each payload within `2·B + 4096`, the last ending at

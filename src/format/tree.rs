@@ -6,7 +6,7 @@
 
 use xxhash_rust::xxh3::xxh3_64;
 
-use super::cursor::{put_varint, zigzag_decode, zigzag_encode, Cursor};
+use super::cursor::{checked_body, put_varint, zigzag_decode, zigzag_encode, Cursor};
 use crate::error::DecodeError;
 
 /// Index of an entry in the tree; 0 is the root directory.
@@ -223,13 +223,7 @@ impl Tree {
     /// Parses and validates a whole tree section (including its trailing xxh3); file ranges must lie inside
     /// `total_len`.
     pub fn read(section: &[u8], total_len: u64) -> Result<Tree, DecodeError> {
-        let body_len = section.len().checked_sub(8).ok_or(DecodeError::Truncated { at: section.len(), needed: 8 })?;
-        let (body, sum) = section.split_at(body_len);
-        let expected = u64::from_le_bytes(sum.try_into().expect("8 bytes"));
-        let actual = xxh3_64(body);
-        if expected != actual {
-            return Err(DecodeError::Checksum { expected, actual });
-        }
+        let body = checked_body(section)?;
         let mut c = Cursor::new(body);
         let count = c.varint()?;
         // Every entry takes at least MIN_ENTRY_BYTES, so a count beyond that is a lie; this bounds the Vec.
