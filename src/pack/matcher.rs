@@ -176,6 +176,19 @@ impl<'a> ChainMatcher<'a> {
         let _ = row;
     }
 
+    /// Measures the match at `p` against the indexed position `tag` and records it when it beats `best`.
+    /// Returns true once a match reaches `limit`: no later candidate can do better.
+    #[inline]
+    fn try_source(&self, p: usize, tag: u32, limit: u32, best: &mut u32, out: &mut Vec<Candidate>) -> bool {
+        let src = self.base as usize + tag as usize - 1;
+        let len = common_len(self.data, p, src, limit as usize) as u32;
+        if len > *best {
+            *best = len;
+            out.push(Candidate { back: (p - src) as u64, len });
+        }
+        len >= limit
+    }
+
     /// Tries the long table's row for `pos`, newest position first (so distances increase).
     fn walk_row(&self, pos: u64, limit: u32, best: &mut u32, out: &mut Vec<Candidate>) {
         let p = pos as usize;
@@ -190,14 +203,8 @@ impl<'a> ChainMatcher<'a> {
             if self.long_tags[slot] != check {
                 continue;
             }
-            let src = self.base as usize + tag as usize - 1;
-            let len = common_len(self.data, p, src, limit as usize) as u32;
-            if len > *best {
-                *best = len;
-                out.push(Candidate { back: (p - src) as u64, len });
-                if len >= limit {
-                    break;
-                }
+            if self.try_source(p, tag, limit, best, out) {
+                break;
             }
         }
     }
@@ -209,14 +216,8 @@ impl<'a> ChainMatcher<'a> {
             if tag == 0 {
                 break;
             }
-            let src = self.base as usize + tag as usize - 1;
-            let len = common_len(self.data, p, src, limit as usize) as u32;
-            if len > *best {
-                *best = len;
-                out.push(Candidate { back: (p - src) as u64, len });
-                if len >= limit {
-                    break;
-                }
+            if self.try_source(p, tag, limit, best, out) {
+                break;
             }
             tag = chain[tag as usize - 1];
         }
