@@ -26,6 +26,7 @@ pub mod error;
 pub mod format;
 pub mod fs;
 pub mod fuse;
+pub mod genome;
 pub mod pack;
 pub mod units;
 

@@ -1,0 +1,111 @@
+//! Splitting FASTA bytes into a [`Genome`] (layout, case mask, exceptions) and the nucleotide stream.
+//!
+//! One pass over the lines. A line starting with `>` is a header (any bytes but `\n`); every other line is a
+//! sequence line whose bytes must all be residues: A C G T, N, or an IUPAC code R Y K M S W B D H V, in either
+//! case. A `\r` is allowed only right before a `\n` (a CRLF terminator) — and in header text, which is kept as
+//! is. Anything else (a `>` inside a line, FASTQ, protein letters, a bare `\r`, binary bytes) cannot be
+//! modelled and gives `None`: the packer then stores the file in general mode.
+
+use super::layout::{Layout, LineKind, LineRun, Term};
+use super::mask::{is_exception_byte, CaseMask, Exceptions, RunList};
+use super::Genome;
+
+/// A modelled file: its structure and its A/C/G/T stream (uppercase ASCII, one byte per base).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Split {
+    pub genome: Genome,
+    pub bases: Vec<u8>,
+}
+
+/// Accumulates runs while scanning, merging equal neighbours so the result is canonical.
+#[derive(Default)]
+struct Builder {
+    runs: Vec<LineRun>,
+    headers: Vec<Vec<u8>>,
+    residue: u64,
+    case_starts: Vec<u64>,
+    case_ends: Vec<u64>,
+    exc_starts: Vec<u64>,
+    exc_ends: Vec<u64>,
+    exc_bytes: Vec<u8>,
+    bases: Vec<u8>,
+}
+
+impl Builder {
+    fn push_line(&mut self, kind: LineKind, width: u64, term: Term) {
+        if let Some(last) = self.runs.last_mut() {
+            if kind == LineKind::Sequence && last.kind == kind && last.width == width && last.term == term {
+                last.count += 1;
+                return;
+            }
+        }
+        self.runs.push(LineRun { kind, width, count: 1, term });
+    }
+
+    /// Adds the residues of one sequence line; `false` if a byte is not a residue.
+    fn push_residues(&mut self, line: &[u8]) -> bool {
+        for &b in line {
+            let upper = b.to_ascii_uppercase();
+            let r = self.residue;
+            match upper {
+                b'A' | b'C' | b'G' | b'T' => self.bases.push(upper),
+                _ if is_exception_byte(upper) => {
+                    if self.exc_ends.last() == Some(&r) && self.exc_bytes.last() == Some(&upper) {
+                        *self.exc_ends.last_mut().expect("checked non-empty") += 1;
+                    } else {
+                        self.exc_starts.push(r);
+                        self.exc_ends.push(r + 1);
+                        self.exc_bytes.push(upper);
+                    }
+                }
+                _ => return false,
+            }
+            if b.is_ascii_lowercase() {
+                if self.case_ends.last() == Some(&r) {
+                    *self.case_ends.last_mut().expect("checked non-empty") += 1;
+                } else {
+                    self.case_starts.push(r);
+                    self.case_ends.push(r + 1);
+                }
+            }
+            self.residue += 1;
+        }
+        true
+    }
+}
+
+/// Splits `bytes` into structure and nucleotide stream, or `None` if the file is not FASTA that the model
+/// represents exactly (see the module docs). Does not judge whether genome mode pays; see [`super::worthwhile`].
+pub fn split(bytes: &[u8]) -> Option<Split> {
+    if bytes.len() as u64 > super::layout::MAX_TOTAL_LEN {
+        return None;
+    }
+    let mut b = Builder { bases: Vec::with_capacity(bytes.len()), ..Builder::default() };
+    let mut rest = bytes;
+    while !rest.is_empty() {
+        let (content, term, next) = match rest.iter().position(|&c| c == b'\n') {
+            Some(nl) if nl > 0 && rest[nl - 1] == b'\r' => (&rest[..nl - 1], Term::CrLf, &rest[nl + 1..]),
+            Some(nl) => (&rest[..nl], Term::Lf, &rest[nl + 1..]),
+            None => (rest, Term::None, &rest[rest.len()..]),
+        };
+        rest = next;
+        if let Some(text) = content.strip_prefix(b">") {
+            b.headers.push(text.to_vec());
+            b.push_line(LineKind::Header, content.len() as u64, term);
+        } else {
+            // A '\r' in a sequence line is a bare CR (or a CR before end of file): not modelled.
+            if !b.push_residues(content) {
+                return None;
+            }
+            b.push_line(LineKind::Sequence, content.len() as u64, term);
+        }
+    }
+    let residues = b.residue;
+    let layout = Layout::new(b.runs, b.headers).ok()?;
+    let case = CaseMask { runs: RunList::new(b.case_starts, b.case_ends, residues, "genome case runs").ok()? };
+    let exc_runs = RunList::new(b.exc_starts, b.exc_ends, residues, "genome exception runs").ok()?;
+    let exceptions = Exceptions::new(exc_runs, b.exc_bytes).ok()?;
+    let genome = Genome::new(layout, case, exceptions).ok()?;
+    debug_assert_eq!(genome.bases(), b.bases.len() as u64);
+    Some(Split { genome, bases: b.bases })
+}
