@@ -146,7 +146,7 @@ fn blocks_parsed_by_cold_read(path: &PathBuf, pos: u64, size: u64) -> aceapex::R
         buf.resize(data.block_len(id) as usize, 0);
         engine.decode_block(id, &mut buf)?;
     }
-    Ok(engine.blocks_parsed())
+    Ok(engine.slices_parsed())
 }
 
 /// Sorted samples, read at a quantile.

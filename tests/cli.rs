@@ -93,6 +93,8 @@ fn info_and_verify_on_a_good_archive() {
     let json: serde_json::Value = serde_json::from_slice(&info.stdout).expect("info --json prints JSON");
     assert_eq!(json["block_size"], 16384);
     assert_eq!(json["blocks"], 13); // ceil(200000 / 16384)
+    assert_eq!(json["slice_size"], 2048);
+    assert_eq!(json["slices"], 98); // ceil(200000 / 2048)
     assert_eq!(json["original_bytes"], 200_000);
     assert_eq!(json["archive_bytes"], std::fs::metadata(&archive).unwrap().len());
     assert_eq!(json["entries"]["files"], 1);
@@ -100,9 +102,12 @@ fn info_and_verify_on_a_good_archive() {
     assert!(ratio > 1.5, "DNA-like text should compress, ratio {ratio}");
     let streams = &json["streams"];
     assert_eq!(streams["unreadable_blocks"], 0);
-    // The per-stream split accounts for every payload byte (FORMAT.md §3: heads, states, words, extra bits).
-    let parts: u64 =
-        ["block_headers", "rans_states", "rans_words", "extra_bits"].iter().map(|k| streams[k].as_u64().unwrap()).sum();
+    // The per-stream split accounts for every payload byte (FORMAT.md §3: slice directories, then per slice
+    // heads, states, words, extra bits).
+    let parts: u64 = ["slice_directories", "block_headers", "rans_states", "rans_words", "extra_bits"]
+        .iter()
+        .map(|k| streams[k].as_u64().unwrap())
+        .sum();
     assert_eq!(parts, json["sections"]["payloads"].as_u64().unwrap(), "stream sizes do not add up to the payloads");
     let sections: u64 = ["header", "payloads", "tables", "tree", "index", "footer"]
         .iter()

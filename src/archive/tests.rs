@@ -497,7 +497,7 @@ fn lying_table_section_is_refused() {
 }
 
 /// Measurement, not a check: `ACX=path cargo test --lib cold_read_closure -- --ignored --nocapture` prints how
-/// many blocks a cold one-block read parses (the entropy work of the random-access contract) and its time.
+/// many slices a cold one-block read parses (the entropy work of the random-access contract) and its time.
 #[test]
 #[ignore]
 fn cold_read_closure() {
@@ -513,8 +513,8 @@ fn cold_read_closure() {
         engine.decode_block(id, &mut buf).unwrap();
         let took = started.elapsed();
         println!(
-            "block {id:>6}/{count}: {:>6} blocks parsed, {:>8.2} ms",
-            engine.blocks_parsed(),
+            "block {id:>6}/{count}: {:>6} slices parsed, {:>8.2} ms",
+            engine.slices_parsed(),
             took.as_secs_f64() * 1e3
         );
     }
@@ -534,8 +534,8 @@ fn mid_stream_sequential() {
         engine.decode_sequential(first - warmup, first + 512, true, 64 << 20, |_, b| b.map(|_| ())).unwrap();
         let ms = started.elapsed().as_secs_f64() * 1e3;
         println!(
-            "512 blocks from {first}, warm-up {warmup}: {} source blocks parsed, {ms:.1} ms",
-            engine.blocks_parsed()
+            "512 blocks from {first}, warm-up {warmup}: {} source slices parsed, {ms:.1} ms",
+            engine.slices_parsed()
         );
     }
 }

@@ -1,11 +1,12 @@
 //! `aceapex info`: the header's parameters, section sizes, per-stream sizes and the ratio of an opened archive.
 //!
-//! Everything is read from the validated [`ArchiveData`]; the per-stream split comes from the four varints at the
-//! head of every block payload (FORMAT.md §3), so it costs one pass over the index and a few bytes per block,
-//! not a decode.
+//! Everything is read from the validated [`ArchiveData`]; the per-stream split comes from each block's slice
+//! directory and the four varints at the head of every slice payload (FORMAT.md §3), so it costs one pass over
+//! the index and a few bytes per slice, not a decode.
 
 use serde::Serialize;
 
+use crate::codec::block::SliceDirectory;
 use crate::format::tree::EntryKind;
 use crate::format::{ArchiveData, FOOTER_LEN, HEADER_LEN, VERSION};
 
@@ -16,6 +17,10 @@ pub struct InfoReport {
     pub block_size: u64,
     pub block_log: u8,
     pub blocks: u64,
+    /// Slices of `slice_size` bytes, each coded on its own (FORMAT.md §3).
+    pub slice_size: u64,
+    pub slice_log: u8,
+    pub slices: u64,
     pub groups: u64,
     pub group_log: u8,
     pub max_depth: u8,
@@ -53,9 +58,11 @@ pub struct SectionSizes {
 /// Where the payload bytes go, summed over all blocks.
 #[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
 pub struct StreamSizes {
-    /// The four varints at the head of each payload.
+    /// The slice directories at the front of each block payload.
+    pub slice_directories: u64,
+    /// The four varints at the head of each slice payload.
     pub block_headers: u64,
-    /// Final rANS states (4 bytes per lane per block).
+    /// Final rANS states (4 bytes per lane per slice).
     pub rans_states: u64,
     /// The interleaved rANS word stream (tokens' codes and literal bytes).
     pub rans_words: u64,
@@ -63,7 +70,7 @@ pub struct StreamSizes {
     pub extra_bits: u64,
     pub matches: u64,
     pub literals: u64,
-    /// Blocks whose payload head could not be read (`verify` says more).
+    /// Blocks whose slice directory or a slice head could not be read (`verify` says more).
     pub unreadable_blocks: u64,
 }
 
@@ -80,6 +87,9 @@ pub fn gather(data: &ArchiveData) -> InfoReport {
         block_size: header.block_size(),
         block_log: header.block_log,
         blocks,
+        slice_size: header.slice_size(),
+        slice_log: header.slice_log,
+        slices: data.global_slice_count(),
         groups: blocks.div_ceil(group_size),
         group_log: header.group_log,
         max_depth: header.max_depth,
@@ -121,17 +131,38 @@ fn stream_sizes(data: &ArchiveData) -> StreamSizes {
     let mut sizes = StreamSizes::default();
     for id in 0..data.block_count() {
         let payload = data.payload(id);
-        match read_payload_head(payload) {
-            Some((head_len, [nmatch, nlit, nwords, extra_len])) => {
-                sizes.block_headers += head_len as u64;
-                sizes.rans_states += 4 * lanes;
-                sizes.rans_words += nwords.saturating_mul(2);
-                sizes.extra_bits += extra_len;
-                sizes.matches += nmatch;
-                sizes.literals += nlit;
+        let Ok(dir) = SliceDirectory::parse(payload, data.slice_count(id) as usize) else {
+            sizes.unreadable_blocks += 1;
+            continue;
+        };
+        let mut block = StreamSizes::default();
+        let mut body = 0u64;
+        let mut readable = true;
+        for slice in dir.slices() {
+            body += slice.len() as u64;
+            match read_payload_head(slice) {
+                Some((head_len, [nmatch, nlit, nwords, extra_len])) => {
+                    block.block_headers += head_len as u64;
+                    block.rans_states += 4 * lanes;
+                    block.rans_words += nwords.saturating_mul(2);
+                    block.extra_bits += extra_len;
+                    block.matches += nmatch;
+                    block.literals += nlit;
+                }
+                None => readable = false,
             }
-            None => sizes.unreadable_blocks += 1,
         }
+        if !readable {
+            sizes.unreadable_blocks += 1;
+            continue;
+        }
+        sizes.slice_directories += payload.len() as u64 - body;
+        sizes.block_headers += block.block_headers;
+        sizes.rans_states += block.rans_states;
+        sizes.rans_words += block.rans_words;
+        sizes.extra_bits += block.extra_bits;
+        sizes.matches += block.matches;
+        sizes.literals += block.literals;
     }
     sizes
 }
@@ -173,9 +204,10 @@ pub fn render_text(r: &InfoReport) -> String {
     kv("format version:", r.format_version.to_string());
     kv("block size:", format!("{} (2^{})", human(r.block_size), r.block_log));
     kv("blocks:", r.blocks.to_string());
+    kv("slice size:", format!("{} (2^{}), {} slices", human(r.slice_size), r.slice_log, r.slices));
     kv("table groups:", format!("{} of 2^{} blocks", r.groups, r.group_log));
     kv("max depth:", r.max_depth.to_string());
-    kv("rANS lanes:", r.rans_lanes.to_string());
+    kv("rANS lanes:", format!("{} per slice", r.rans_lanes));
     kv("min match:", format!("{:?}", r.min_match));
     let e = &r.entries;
     kv("entries:", format!("{} files ({} generated), {} dirs, {} symlinks", e.files, e.generated, e.dirs, e.symlinks));
@@ -194,13 +226,13 @@ pub fn render_text(r: &InfoReport) -> String {
     kv(
         "streams:",
         format!(
-            "block heads {}, rANS states {}, rANS words {}, extra bits {}",
-            t.block_headers, t.rans_states, t.rans_words, t.extra_bits
+            "slice directories {}, slice heads {}, rANS states {}, rANS words {}, extra bits {}",
+            t.slice_directories, t.block_headers, t.rans_states, t.rans_words, t.extra_bits
         ),
     );
     kv("tokens:", format!("{} matches, {} literal bytes", t.matches, t.literals));
     if t.unreadable_blocks > 0 {
-        kv("unreadable:", format!("{} block payload heads (run verify)", t.unreadable_blocks));
+        kv("unreadable:", format!("{} block payloads (run verify)", t.unreadable_blocks));
     }
     s
 }

@@ -1,13 +1,19 @@
-//! Block payloads (FORMAT.md §3): one block's tokens and literals encoded as a single interleaved rANS stream plus
-//! an extra-bits stream, and the parsed form that random access works from.
+//! Block payloads (FORMAT.md §3): a block is cut into slices of `S = 2^slice_log` bytes, each coded on its own as
+//! one interleaved rANS stream plus an extra-bits stream, behind a directory of slice payload lengths; and the
+//! parsed form that decoding works from.
+//!
+//! The parse unit is a [`ParsedBlock`]: either one slice (random access resolves a few source bytes by decoding
+//! the one slice that holds them) or a whole block (its slices' tokens one after the other, positions relative to
+//! the block), which the whole-block decoders use.
 
+use crate::codec::cut::{cut_slices, SliceTokens};
 use crate::codec::tables::{SymbolStats, TableSet, LIT_ALPHABET, LL_ALPHABET, ML_ALPHABET, OF_ALPHABET};
 use crate::codec::{logcode, rans, varint};
 use crate::error::DecodeError;
 
 /// One LZ77 token as the packer produces it: `lit_len` literals, then a match of `match_len` bytes copied from
 /// `back` bytes before the match's destination (a periodic fill when `back < match_len`). The last token of a
-/// block is literal-only: `match_len == 0` and `back == 0`.
+/// slice (and of the packer's block parse) is literal-only: `match_len == 0` and `back == 0`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Token {
     pub lit_len: u32,
@@ -15,16 +21,17 @@ pub struct Token {
     pub back: u64,
 }
 
-/// A decoded block payload: what the tokens say, before any match is resolved.
+/// A decoded slice or block: what the tokens say, before any match is resolved. For a whole block, the tokens
+/// of its slices follow one another (each slice ends with its own literal-only token).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ParsedBlock {
-    /// Absolute stream position of the block's first byte.
+    /// Absolute stream position of the unit's first byte.
     pub start: u64,
-    /// Decoded length of the block.
+    /// Decoded length of the unit.
     pub len: u32,
-    /// All tokens, the literal-only one last.
+    /// All tokens, in stream order.
     pub tokens: Vec<Token>,
-    /// `token_pos[t]`: offset within the block where token t's literals begin (prefix sum); one extra entry = len.
+    /// `token_pos[t]`: offset within the unit where token t's literals begin (prefix sum); one extra entry = len.
     pub token_pos: Vec<u32>,
     /// `lit_pos[t]`: index into `literals` of token t's first literal (prefix sum); one entry per token.
     pub lit_pos: Vec<u32>,
@@ -32,7 +39,7 @@ pub struct ParsedBlock {
 }
 
 impl ParsedBlock {
-    /// Index of the token whose span (literals + match) contains block offset `off` (`off < len`).
+    /// Index of the token whose span (literals + match) contains unit offset `off` (`off < len`).
     pub fn token_at(&self, off: u32) -> usize {
         // token_pos is non-decreasing; the last entry equals len.
         self.token_pos.partition_point(|&p| p <= off).saturating_sub(1)
@@ -44,11 +51,17 @@ impl ParsedBlock {
             + (self.token_pos.len() + self.lit_pos.len()) * 4
             + self.literals.len()
     }
-}
 
-/// Most tokens a block of `block_len` bytes can hold: every match is at least 2 bytes, plus the literal-only one.
-fn max_matches(block_len: u32) -> u64 {
-    block_len as u64 / 2
+    /// Empties the unit and sets where it lies, keeping the allocations.
+    fn reset(&mut self, start: u64, len: u32) {
+        self.start = start;
+        self.len = len;
+        self.tokens.clear();
+        self.token_pos.clear();
+        self.token_pos.push(0);
+        self.lit_pos.clear();
+        self.literals.clear();
+    }
 }
 
 /// Largest literal-run / match-length code (exclusive), and distance code (exclusive), FORMAT.md §3.2.
@@ -56,10 +69,26 @@ const LEN_CODE_LIMIT: u32 = 64;
 const DIST_CODE_LIMIT: u32 = 96;
 /// The largest block FORMAT.md allows (`block_log ≤ 20`).
 pub const MAX_BLOCK_LEN: u32 = 1 << 20;
+/// Slice sizes the codec accepts: `2^9 ..= 2^20` (the header narrows this further per block size).
+pub const MIN_SLICE_LOG: u8 = 9;
+pub const MAX_SLICE_LOG: u8 = 20;
 
-/// Adds one block's symbols to a group's statistics (the packer calls this for every block of a group before
-/// building the group's [`TableSet`]).
-pub fn count_symbols(tokens: &[Token], literals: &[u8], stats: &mut SymbolStats) {
+/// Number of slices of a block of `block_len` bytes: `ceil(block_len / 2^slice_log)`.
+pub fn slice_count(block_len: u32, slice_log: u8) -> usize {
+    (block_len as usize).div_ceil(1usize << slice_log.min(MAX_SLICE_LOG))
+}
+
+/// Adds one block's symbols to a group's statistics, as [`encode_block`] will code them (cut into slices of
+/// `slice_len` bytes; `block` is the block's decoded bytes). The packer calls this for every block of a group
+/// before building the group's [`TableSet`].
+pub fn count_symbols(tokens: &[Token], literals: &[u8], block: &[u8], slice_len: usize, stats: &mut SymbolStats) {
+    for slice in cut_slices(tokens, literals, block, slice_len) {
+        count_slice_symbols(&slice.tokens, &slice.literals, stats);
+    }
+}
+
+/// Adds one slice's symbols (tokens ending with the literal-only one) to `stats`.
+fn count_slice_symbols(tokens: &[Token], literals: &[u8], stats: &mut SymbolStats) {
     let nmatch = tokens.len().saturating_sub(1);
     for (t, token) in tokens.iter().enumerate() {
         stats.ll[clamp_code(logcode::code_of(token.lit_len as u64), LL_ALPHABET)] += 1;
@@ -117,19 +146,54 @@ fn code_field(value: u64, limit: u32, what: &str, t: usize) -> (u8, u32, u64) {
     (code as u8, nbits, extra)
 }
 
-/// Encodes one block. `tokens` must end with a literal-only token; `Σ lit_len == literals.len()`.
-/// `lanes` is the header's `rans_lanes`. Appends the payload to `out`.
+/// Encodes one block: cuts its parse into slices of `slice_len` bytes ([`cut_slices`]), then appends the slice
+/// directory and every slice payload to `out`. `tokens` must end with a literal-only token and cover `block`
+/// (the block's decoded bytes) exactly; `Σ lit_len == literals.len()`. `lanes` is the header's `rans_lanes`.
 ///
 /// # Panics
 /// On tokens the format cannot represent (no final literal-only token, a match shorter than 2 or with `back = 0`,
-/// a literal run or length of `2^28` or more, `back > 2^44`, literal count mismatch), an invalid lane count, or a
+/// a literal run or length of `2^28` or more, `back > 2^44`, a count mismatch), an invalid lane count, or a
 /// symbol missing from `tables` — all bugs in the packer, which builds `tables` from [`count_symbols`].
-pub fn encode_block(tokens: &[Token], literals: &[u8], tables: &TableSet, lanes: u32, out: &mut Vec<u8>) {
+pub fn encode_block(
+    tokens: &[Token],
+    literals: &[u8],
+    block: &[u8],
+    slice_len: usize,
+    tables: &TableSet,
+    lanes: u32,
+    out: &mut Vec<u8>,
+) {
     let last = tokens.last().expect("encode_block: a block has at least the final literal-only token");
     assert!(last.match_len == 0 && last.back == 0, "encode_block: the last token must be literal-only: {last:?}");
-    let nmatch = tokens.len() - 1;
     let lit_sum: u64 = tokens.iter().map(|t| t.lit_len as u64).sum();
     assert_eq!(lit_sum, literals.len() as u64, "encode_block: Σ lit_len differs from the literal count");
+    let slices = cut_slices(tokens, literals, block, slice_len);
+    encode_slices(&slices, tables, lanes, out);
+}
+
+/// Appends the directory and the payloads of already-cut slices (see [`encode_block`]).
+pub fn encode_slices(slices: &[SliceTokens], tables: &TableSet, lanes: u32, out: &mut Vec<u8>) {
+    let payloads: Vec<Vec<u8>> = slices
+        .iter()
+        .map(|s| {
+            let mut p = Vec::new();
+            encode_slice(&s.tokens, &s.literals, tables, lanes, &mut p);
+            p
+        })
+        .collect();
+    for p in &payloads {
+        varint::write(p.len() as u64, out);
+    }
+    for p in &payloads {
+        out.extend_from_slice(p);
+    }
+}
+
+/// Encodes one slice payload (FORMAT.md §3: counts, states, words, extra bits) and appends it to `out`.
+fn encode_slice(tokens: &[Token], literals: &[u8], tables: &TableSet, lanes: u32, out: &mut Vec<u8>) {
+    let last = tokens.last().expect("encode_slice: a slice has at least the final literal-only token");
+    assert!(last.match_len == 0 && last.back == 0, "encode_slice: the last token must be literal-only: {last:?}");
+    let nmatch = tokens.len() - 1;
 
     let mut symbols = vec![0u8; (nmatch + 1) + 2 * nmatch + literals.len()];
     let (ll_syms, rest) = symbols.split_at_mut(nmatch + 1);
@@ -166,17 +230,120 @@ pub fn encode_block(tokens: &[Token], literals: &[u8], tables: &TableSet, lanes:
     out.extend_from_slice(&extra);
 }
 
-/// Decodes one block payload (entropy stage + parse by prefix sums). `block_start` is the block's absolute
-/// position and `block_len` its decoded length; every length, count and distance is validated (§3.3).
-pub fn decode_block(
-    payload: &[u8],
-    tables: &TableSet,
-    lanes: u32,
-    block_start: u64,
-    block_len: u32,
-) -> Result<ParsedBlock, DecodeError> {
+/// Where a block lies and how it is sliced: what decoding a payload needs besides the payload and tables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockShape {
+    /// Absolute stream position of the block's first byte.
+    pub start: u64,
+    /// Decoded length of the block.
+    pub len: u32,
+    /// The header's `slice_log`.
+    pub slice_log: u8,
+    /// The header's `rans_lanes`.
+    pub lanes: u32,
+}
+
+impl BlockShape {
+    /// Checks the shape against the codec's limits, returning the lane count and the number of slices.
+    fn check(&self) -> Result<(usize, usize), DecodeError> {
+        let lanes = rans::check_lanes(self.lanes)?;
+        if self.len > MAX_BLOCK_LEN {
+            return Err(DecodeError::Limit {
+                what: "block length",
+                value: self.len as u64,
+                limit: MAX_BLOCK_LEN as u64,
+            });
+        }
+        if !(MIN_SLICE_LOG..=MAX_SLICE_LOG).contains(&self.slice_log) {
+            return Err(DecodeError::Invalid {
+                what: "slice_log",
+                detail: format!("{} is outside {MIN_SLICE_LOG}..={MAX_SLICE_LOG}", self.slice_log),
+            });
+        }
+        Ok((lanes, slice_count(self.len, self.slice_log)))
+    }
+
+    /// Offset in the block and length of slice `j`.
+    fn slice_span(&self, j: usize) -> (u32, u32) {
+        let s = 1u32 << self.slice_log;
+        let off = j as u32 * s;
+        (off, (self.len - off).min(s))
+    }
+}
+
+/// The slice directory at the front of a block payload: `n_slices` varint lengths whose sum must be exactly the
+/// rest of the payload (FORMAT.md §3).
+#[derive(Debug, Clone, Copy)]
+pub struct SliceDirectory<'a> {
+    payload: &'a [u8],
+    n_slices: usize,
+    /// Bytes the directory itself takes.
+    dir_len: usize,
+}
+
+impl<'a> SliceDirectory<'a> {
+    /// Reads and checks the directory of a payload holding `n_slices` slices.
+    pub fn parse(payload: &'a [u8], n_slices: usize) -> Result<Self, DecodeError> {
+        let mut pos = 0;
+        let mut sum = 0u128;
+        for j in 0..n_slices {
+            let len = varint::read_at(payload, &mut pos).map_err(|e| in_directory(j, e))?;
+            sum += len as u128;
+        }
+        let body = (payload.len() - pos) as u128;
+        if sum != body {
+            return Err(DecodeError::Invalid {
+                what: "slice directory",
+                detail: format!(
+                    "{n_slices} slice lengths sum to {sum} bytes, but {body} bytes follow the {pos}-byte directory"
+                ),
+            });
+        }
+        Ok(SliceDirectory { payload, n_slices, dir_len: pos })
+    }
+
+    /// The payload of every slice, in order (the directory was checked by [`SliceDirectory::parse`]).
+    pub fn slices(&self) -> impl Iterator<Item = &'a [u8]> + 'a {
+        let payload = self.payload;
+        let mut pos = 0;
+        let mut at = self.dir_len;
+        (0..self.n_slices).map(move |_| {
+            // Cannot fail or overrun: parse() read these varints and checked that their sum fits exactly.
+            let len = varint::read_at(payload, &mut pos).unwrap_or(0) as usize;
+            let slice = payload.get(at..at + len).unwrap_or(&[]);
+            at += len;
+            slice
+        })
+    }
+
+    /// Slice `j`'s payload (`j < n_slices`), found by the prefix sum of the lengths before it.
+    pub fn slice(&self, j: usize) -> Result<&'a [u8], DecodeError> {
+        self.slices().nth(j).ok_or(DecodeError::Limit {
+            what: "slice index",
+            value: j as u64,
+            limit: self.n_slices.saturating_sub(1) as u64,
+        })
+    }
+}
+
+fn in_directory(j: usize, e: DecodeError) -> DecodeError {
+    DecodeError::Invalid { what: "slice directory", detail: format!("length of slice {j}: {e}") }
+}
+
+/// Adds the slice index to an error's description where the error carries one.
+fn in_slice(j: usize, e: DecodeError) -> DecodeError {
+    match e {
+        DecodeError::Invalid { what, detail } => DecodeError::Invalid { what, detail: format!("slice {j}: {detail}") },
+        DecodeError::Rans { detail } => DecodeError::Rans { detail: format!("slice {j}: {detail}") },
+        other => other,
+    }
+}
+
+/// Decodes a whole block payload (every slice: entropy stage + parse by prefix sums) into one unit whose
+/// positions are relative to the block; every length, count and distance is validated (§3.3).
+pub fn decode_block(payload: &[u8], tables: &TableSet, shape: BlockShape) -> Result<ParsedBlock, DecodeError> {
     let mut parsed = ParsedBlock::default();
-    decode_block_into(payload, tables, lanes, block_start, block_len, &mut parsed)?;
+    decode_block_into(payload, tables, shape, &mut parsed)?;
     Ok(parsed)
 }
 
@@ -185,40 +352,106 @@ pub fn decode_block(
 pub fn decode_block_into(
     payload: &[u8],
     tables: &TableSet,
-    lanes: u32,
-    block_start: u64,
-    block_len: u32,
+    shape: BlockShape,
     out: &mut ParsedBlock,
 ) -> Result<(), DecodeError> {
-    let lanes = rans::check_lanes(lanes)?;
-    if block_len > MAX_BLOCK_LEN {
-        return Err(DecodeError::Limit { what: "block length", value: block_len as u64, limit: MAX_BLOCK_LEN as u64 });
+    let (lanes, n_slices) = shape.check()?;
+    check_alphabets(tables)?;
+    let dir = SliceDirectory::parse(payload, n_slices)?;
+    out.reset(shape.start, shape.len);
+    let mut scratch = SliceScratch::default();
+    for (j, slice) in dir.slices().enumerate() {
+        let (off, len) = shape.slice_span(j);
+        decode_slice_append(slice, tables, lanes, shape.start + off as u64, off, len, &mut scratch, out)
+            .map_err(|e| in_slice(j, e))?;
+    }
+    Ok(())
+}
+
+/// Decodes slice `j` of a block payload on its own into a unit covering just that slice (`start` is the slice's
+/// absolute position). Only the directory and slice `j`'s bytes are read.
+pub fn decode_slice(
+    payload: &[u8],
+    tables: &TableSet,
+    shape: BlockShape,
+    j: usize,
+) -> Result<ParsedBlock, DecodeError> {
+    let mut parsed = ParsedBlock::default();
+    decode_slice_into(payload, tables, shape, j, &mut parsed)?;
+    Ok(parsed)
+}
+
+/// [`decode_slice`] into an existing [`ParsedBlock`], reusing its allocations.
+pub fn decode_slice_into(
+    payload: &[u8],
+    tables: &TableSet,
+    shape: BlockShape,
+    j: usize,
+    out: &mut ParsedBlock,
+) -> Result<(), DecodeError> {
+    let (lanes, n_slices) = shape.check()?;
+    if j >= n_slices {
+        return Err(DecodeError::Limit {
+            what: "slice index",
+            value: j as u64,
+            limit: n_slices.saturating_sub(1) as u64,
+        });
     }
     check_alphabets(tables)?;
-    let layout = PayloadLayout::parse(payload, lanes, block_len)?;
+    let slice = SliceDirectory::parse(payload, n_slices)?.slice(j)?;
+    let (off, len) = shape.slice_span(j);
+    let start = shape.start + off as u64;
+    out.reset(start, len);
+    let mut scratch = SliceScratch::default();
+    decode_slice_append(slice, tables, lanes, start, 0, len, &mut scratch, out).map_err(|e| in_slice(j, e))
+}
+
+/// Buffers one slice decode needs, kept across the slices of a block.
+#[derive(Default)]
+struct SliceScratch {
+    codes: Vec<u8>,
+    rans: rans::Decoder,
+}
+
+/// Decodes one slice payload and appends its tokens to `out`: the slice starts at absolute position
+/// `slice_start`, at offset `base` in `out`'s unit, and has `slice_len` bytes. `out.token_pos` ends with `base`.
+#[allow(clippy::too_many_arguments)]
+fn decode_slice_append(
+    payload: &[u8],
+    tables: &TableSet,
+    lanes: usize,
+    slice_start: u64,
+    base: u32,
+    slice_len: u32,
+    scratch: &mut SliceScratch,
+    out: &mut ParsedBlock,
+) -> Result<(), DecodeError> {
+    let layout = PayloadLayout::parse(payload, lanes, slice_len)?;
 
     // Entropy stage: codes of all tokens, then the literals straight into the output.
     let nmatch = layout.nmatch;
-    let mut codes = vec![0u8; 3 * nmatch + 1];
-    out.literals.clear();
-    out.literals.resize(layout.nlit, 0);
-    let mut rans = rans::Decoder::new(layout.states, layout.words, lanes)?;
+    let codes = &mut scratch.codes;
+    codes.clear();
+    codes.resize(3 * nmatch + 1, 0);
+    let lit_base = out.literals.len();
+    out.literals.resize(lit_base + layout.nlit, 0);
+    let rans = &mut scratch.rans;
+    rans.reset(layout.states, layout.words, lanes)?;
     {
         let (ll, rest) = codes.split_at_mut(nmatch + 1);
         let (ml, of) = rest.split_at_mut(nmatch);
         rans.decode(&tables.ll, ll)?;
         rans.decode(&tables.ml, ml)?;
         rans.decode(&tables.of, of)?;
-        rans.decode(&tables.lit, &mut out.literals)?;
+        rans.decode(&tables.lit, &mut out.literals[lit_base..])?;
     }
     rans.finish()?;
 
-    out.start = block_start;
-    out.len = block_len;
-    parse_tokens(&codes, nmatch, layout.extra, out)
+    let unit = SliceUnit { start: slice_start, base, len: slice_len, lit_base: lit_base as u32, nlit: layout.nlit };
+    parse_tokens(codes, nmatch, layout.extra, unit, out)
 }
 
-/// Where the fields of a payload lie, with every count checked against the block and the payload's size.
+/// Where the fields of a slice payload lie, with every count checked against the slice and the payload's size.
 struct PayloadLayout<'a> {
     nmatch: usize,
     nlit: usize,
@@ -228,23 +461,25 @@ struct PayloadLayout<'a> {
 }
 
 impl<'a> PayloadLayout<'a> {
-    fn parse(payload: &'a [u8], lanes: usize, block_len: u32) -> Result<Self, DecodeError> {
+    fn parse(payload: &'a [u8], lanes: usize, slice_len: u32) -> Result<Self, DecodeError> {
         let mut pos = 0;
         let nmatch = varint::read_at(payload, &mut pos)?;
         let nlit = varint::read_at(payload, &mut pos)?;
         let nwords = varint::read_at(payload, &mut pos)?;
         let extra_len = varint::read_at(payload, &mut pos)?;
-        if nmatch > max_matches(block_len) {
-            return Err(DecodeError::Limit { what: "nmatch", value: nmatch, limit: max_matches(block_len) });
+        // Every match is at least 2 bytes.
+        let max_matches = slice_len as u64 / 2;
+        if nmatch > max_matches {
+            return Err(DecodeError::Limit { what: "nmatch", value: nmatch, limit: max_matches });
         }
-        if nlit > block_len as u64 {
-            return Err(DecodeError::Limit { what: "nlit", value: nlit, limit: block_len as u64 });
+        if nlit > slice_len as u64 {
+            return Err(DecodeError::Limit { what: "nlit", value: nlit, limit: slice_len as u64 });
         }
         // Sizes in u128 so that no hostile count can wrap the sum.
         let expected = pos as u128 + 4 * lanes as u128 + 2 * nwords as u128 + extra_len as u128;
         if expected != payload.len() as u128 {
             return Err(DecodeError::Invalid {
-                what: "block payload length",
+                what: "slice payload length",
                 detail: format!(
                     "{} bytes, but the header ({pos} bytes), {lanes} states, {nwords} words and {extra_len} extra \
                      bytes need {expected}",
@@ -257,7 +492,6 @@ impl<'a> PayloadLayout<'a> {
         Ok(PayloadLayout { nmatch: nmatch as usize, nlit: nlit as usize, states, words, extra })
     }
 }
-
 /// Reads the extra-bits stream LSB-first. Reads past the end see zeros; [`BitReader::finish`] catches them.
 struct BitReader<'a> {
     bytes: &'a [u8],
@@ -363,34 +597,57 @@ fn check_alphabets(tables: &TableSet) -> Result<(), DecodeError> {
     Ok(())
 }
 
-/// Turns the decoded codes and the extra bits into tokens with prefix sums, validating FORMAT.md §3.3.
+/// Where a slice's tokens go in the unit being built.
+#[derive(Debug, Clone, Copy)]
+struct SliceUnit {
+    /// Absolute stream position of the slice's first byte (for the distance check).
+    start: u64,
+    /// Offset of the slice in the unit.
+    base: u32,
+    /// Decoded length of the slice.
+    len: u32,
+    /// Index in the unit's literals of the slice's first literal.
+    lit_base: u32,
+    /// The slice's literal count.
+    nlit: usize,
+}
+
+/// Turns one slice's decoded codes and extra bits into tokens with prefix sums appended to `out`, validating
+/// FORMAT.md §3.3.
 ///
-/// The fast pass has one data-dependent branch per block, not per token: lengths and literal counts only grow, so
+/// The fast pass has one data-dependent branch per slice, not per token: lengths and literal counts only grow, so
 /// checking the totals at the end covers every prefix, and the distance check is folded into a flag. Sums cannot
 /// overflow (at most 2^19 tokens, every field below 2^41). When the flag is raised, the checked pass runs again
 /// to say exactly which token is wrong.
-fn parse_tokens(codes: &[u8], nmatch: usize, extra: &[u8], out: &mut ParsedBlock) -> Result<(), DecodeError> {
+fn parse_tokens(
+    codes: &[u8],
+    nmatch: usize,
+    extra: &[u8],
+    unit: SliceUnit,
+    out: &mut ParsedBlock,
+) -> Result<(), DecodeError> {
     let (ll, rest) = codes.split_at(nmatch + 1);
     let (ml, of) = rest.split_at(nmatch);
     let mut bits = BitReader { bytes: extra, bitpos: 0 };
     // Sized up front and filled through iterators: no capacity check or length update per token.
-    out.tokens.clear();
-    out.tokens.resize(nmatch + 1, Token::default());
-    out.token_pos.clear();
-    out.token_pos.resize(nmatch + 2, 0);
-    out.lit_pos.clear();
-    out.lit_pos.resize(nmatch + 1, 0);
+    let t0 = out.tokens.len();
+    debug_assert_eq!(out.token_pos.len(), t0 + 1);
+    out.tokens.resize(t0 + nmatch + 1, Token::default());
+    out.token_pos.resize(t0 + nmatch + 2, 0);
+    out.lit_pos.resize(t0 + nmatch + 1, 0);
 
-    let start = out.start;
+    let start = unit.start;
+    let (base, lit_base) = (unit.base as u64, unit.lit_base as u64);
     let (mut dst, mut lits, mut bad) = (0u64, 0u64, false);
-    let (last_token, match_tokens) = out.tokens.split_last_mut().unwrap_or_else(|| unreachable!("nmatch + 1 tokens"));
-    let positions = out.token_pos.iter_mut().zip(out.lit_pos.iter_mut());
+    let (last_token, match_tokens) =
+        out.tokens[t0..].split_last_mut().unwrap_or_else(|| unreachable!("nmatch + 1 tokens"));
+    let positions = out.token_pos[t0..].iter_mut().zip(out.lit_pos[t0..].iter_mut());
     let code_triples = ll.iter().zip(ml).zip(of);
     for ((token, (token_pos, lit_pos)), ((&ll_code, &ml_code), &of_code)) in
         match_tokens.iter_mut().zip(positions).zip(code_triples)
     {
-        *token_pos = dst as u32;
-        *lit_pos = lits as u32;
+        *token_pos = (base + dst) as u32;
+        *lit_pos = (lit_base + lits) as u32;
         let lit_len = field(ll_code, &mut bits);
         let len = field(ml_code, &mut bits) + 2;
         let back = field(of_code, &mut bits) + 1;
@@ -400,53 +657,60 @@ fn parse_tokens(codes: &[u8], nmatch: usize, extra: &[u8], out: &mut ParsedBlock
         dst += len;
         *token = Token { lit_len: lit_len as u32, match_len: len as u32, back };
     }
-    out.token_pos[nmatch] = dst as u32;
-    out.lit_pos[nmatch] = lits as u32;
+    out.token_pos[t0 + nmatch] = (base + dst) as u32;
+    out.lit_pos[t0 + nmatch] = (lit_base + lits) as u32;
     let lit_len = field(ll[nmatch], &mut bits);
     lits += lit_len;
     dst += lit_len;
     *last_token = Token { lit_len: lit_len as u32, match_len: 0, back: 0 };
-    out.token_pos[nmatch + 1] = dst as u32;
+    out.token_pos[t0 + nmatch + 1] = (base + dst) as u32;
 
-    if bad || dst != out.len as u64 || lits != out.literals.len() as u64 {
-        return Err(parse_tokens_checked(codes, nmatch, extra, out).err().unwrap_or_else(|| DecodeError::Invalid {
-            what: "block tokens",
-            detail: "the fast and the checked parse disagree".to_string(),
+    if bad || dst != unit.len as u64 || lits != unit.nlit as u64 {
+        out.tokens.truncate(t0);
+        out.token_pos.truncate(t0 + 1);
+        out.lit_pos.truncate(t0);
+        return Err(parse_tokens_checked(codes, nmatch, extra, unit, out).err().unwrap_or_else(|| {
+            DecodeError::Invalid { what: "slice tokens", detail: "the fast and the checked parse disagree".to_string() }
         }));
     }
     bits.finish()
 }
 
 /// The token parse with a check at every step, for the exact error message (and as the reference in tests).
-fn parse_tokens_checked(codes: &[u8], nmatch: usize, extra: &[u8], out: &mut ParsedBlock) -> Result<(), DecodeError> {
+/// Appends to `out` like [`parse_tokens`].
+fn parse_tokens_checked(
+    codes: &[u8],
+    nmatch: usize,
+    extra: &[u8],
+    unit: SliceUnit,
+    out: &mut ParsedBlock,
+) -> Result<(), DecodeError> {
     let (ll, rest) = codes.split_at(nmatch + 1);
     let (ml, of) = rest.split_at(nmatch);
-    let block_len = out.len as u64;
-    let nlit = out.literals.len() as u64;
+    let slice_len = unit.len as u64;
+    let nlit = unit.nlit as u64;
     let mut bits = BitReader { bytes: extra, bitpos: 0 };
+    // The entry for the slice's start is already there: pushed for each token below, it starts over.
+    out.token_pos.pop();
 
-    out.tokens.clear();
-    out.token_pos.clear();
-    out.lit_pos.clear();
-
-    // dst: offset in the block where the next token starts; lits: literals used so far. Both stay ≤ block_len
+    // dst: offset in the slice where the next token starts; lits: literals used so far. Both stay ≤ slice_len
     // ≤ 2^20 (checked per token) and fields are < 2^44, so no sum below can overflow.
     let mut dst = 0u64;
     let mut lits = 0u64;
     for t in 0..=nmatch {
-        out.token_pos.push(dst as u32);
-        out.lit_pos.push(lits as u32);
+        out.token_pos.push(unit.base + dst as u32);
+        out.lit_pos.push(unit.lit_base + lits as u32);
         let lit_len = read_field(ll[t], LEN_CODE_LIMIT, &mut bits, "literal-run code", t)?;
         lits += lit_len;
         dst += lit_len;
-        if lits > nlit || dst > block_len {
-            return Err(overrun(t, "literal run", lit_len, dst, lits, block_len, nlit));
+        if lits > nlit || dst > slice_len {
+            return Err(overrun(t, "literal run", lit_len, dst, lits, slice_len, nlit));
         }
         let mut token = Token { lit_len: lit_len as u32, match_len: 0, back: 0 };
         if t < nmatch {
             let len = read_field(ml[t], LEN_CODE_LIMIT, &mut bits, "match-length code", t)? + 2;
             let back = read_field(of[t], DIST_CODE_LIMIT, &mut bits, "distance code", t)? + 1;
-            let abs_dst = out.start.saturating_add(dst);
+            let abs_dst = unit.start.saturating_add(dst);
             if back > abs_dst {
                 return Err(DecodeError::Invalid {
                     what: "match distance",
@@ -454,30 +718,30 @@ fn parse_tokens_checked(codes: &[u8], nmatch: usize, extra: &[u8], out: &mut Par
                 });
             }
             dst += len;
-            if dst > block_len {
-                return Err(overrun(t, "match", len, dst, lits, block_len, nlit));
+            if dst > slice_len {
+                return Err(overrun(t, "match", len, dst, lits, slice_len, nlit));
             }
             token.match_len = len as u32;
             token.back = back;
         }
         out.tokens.push(token);
     }
-    out.token_pos.push(dst as u32);
-    if dst != block_len || lits != nlit {
+    out.token_pos.push(unit.base + dst as u32);
+    if dst != slice_len || lits != nlit {
         return Err(DecodeError::Invalid {
-            what: "block token lengths",
-            detail: format!("tokens cover {dst} of {block_len} bytes and {lits} of {nlit} literals"),
+            what: "slice token lengths",
+            detail: format!("tokens cover {dst} of {slice_len} bytes and {lits} of {nlit} literals"),
         });
     }
     bits.finish()
 }
 
 #[cold]
-fn overrun(t: usize, what: &str, value: u64, dst: u64, lits: u64, block_len: u64, nlit: u64) -> DecodeError {
+fn overrun(t: usize, what: &str, value: u64, dst: u64, lits: u64, slice_len: u64, nlit: u64) -> DecodeError {
     DecodeError::Invalid {
-        what: "block token lengths",
+        what: "slice token lengths",
         detail: format!(
-            "token {t}: {what} of {value} runs to block offset {dst} (block length {block_len}) with {lits} of \
+            "token {t}: {what} of {value} runs to slice offset {dst} (slice length {slice_len}) with {lits} of \
              {nlit} literals"
         ),
     }
@@ -486,6 +750,7 @@ fn overrun(t: usize, what: &str, value: u64, dst: u64, lits: u64, block_len: u64
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::codec::cut::cut_slices;
     use crate::codec::tables::Table;
     use proptest::prelude::*;
 
@@ -515,15 +780,58 @@ mod tests {
         tokens.iter().map(|t| t.lit_len + t.match_len).sum()
     }
 
-    fn encode_with_own_tables(tokens: &[Token], literals: &[u8], lanes: u32) -> (TableSet, Vec<u8>) {
-        let mut stats = SymbolStats::default();
-        count_symbols(tokens, literals, &mut stats);
-        let tables = TableSet::from_stats(&stats);
-        let mut payload = Vec::new();
-        encode_block(tokens, literals, &tables, lanes, &mut payload);
-        (tables, payload)
+    /// The stream byte at absolute position `p` before a test block: a fixed function of `p`.
+    fn outside_byte(p: u64) -> u8 {
+        (p.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 56) as u8
     }
 
+    /// The block's decoded bytes by the byte-wise definition of FORMAT.md §1, sources before the block read
+    /// through [`outside_byte`].
+    fn block_bytes(start: u64, tokens: &[Token], literals: &[u8]) -> Vec<u8> {
+        let mut out: Vec<u8> = Vec::with_capacity(block_len_of(tokens) as usize);
+        let mut lit = 0;
+        for t in tokens {
+            out.extend_from_slice(&literals[lit..lit + t.lit_len as usize]);
+            lit += t.lit_len as usize;
+            let dst = start + out.len() as u64;
+            for k in 0..t.match_len as u64 {
+                let from = dst - t.back + k % t.back;
+                let byte = if from < start { outside_byte(from) } else { out[(from - start) as usize] };
+                out.push(byte);
+            }
+        }
+        out
+    }
+
+    /// Slice size for a test block: 2 KiB, or more where a block would need more than 32 slices.
+    fn test_slice_log(len: u32) -> u8 {
+        let need = (32 - len.max(1).leading_zeros()) as u8;
+        11.max(need.saturating_sub(5))
+    }
+
+    fn shape(start: u64, len: u32, lanes: u32) -> BlockShape {
+        BlockShape { start, len, slice_log: test_slice_log(len), lanes }
+    }
+
+    /// Encodes with tables built from the block's own (cut) symbols; returns the tables, the payload and the
+    /// slices the encoder cut.
+    fn encode_with_own_tables(
+        start: u64,
+        tokens: &[Token],
+        literals: &[u8],
+        lanes: u32,
+    ) -> (TableSet, Vec<u8>, Vec<SliceTokens>) {
+        let block = block_bytes(start, tokens, literals);
+        let slice_len = 1usize << test_slice_log(block.len() as u32);
+        let mut stats = SymbolStats::default();
+        count_symbols(tokens, literals, &block, slice_len, &mut stats);
+        let tables = TableSet::from_stats(&stats);
+        let mut payload = Vec::new();
+        encode_block(tokens, literals, &block, slice_len, &tables, lanes, &mut payload);
+        (tables, payload, cut_slices(tokens, literals, &block, slice_len))
+    }
+
+    /// Checks a parsed unit against the tokens and literals it should hold (its own prefix sums included).
     fn check_parsed(parsed: &ParsedBlock, tokens: &[Token], literals: &[u8], start: u64) {
         assert_eq!(parsed.start, start);
         assert_eq!(parsed.tokens, tokens);
@@ -541,11 +849,22 @@ mod tests {
         assert_eq!(*parsed.token_pos.last().unwrap(), parsed.len);
     }
 
+    /// Encodes, decodes the whole block and every slice on its own, and checks both against the cut parse.
     fn round_trip(start: u64, tokens: &[Token], literals: &[u8], lanes: u32) -> Vec<u8> {
-        let (tables, payload) = encode_with_own_tables(tokens, literals, lanes);
+        let (tables, payload, slices) = encode_with_own_tables(start, tokens, literals, lanes);
         let len = block_len_of(tokens);
-        let parsed = decode_block(&payload, &tables, lanes, start, len).expect("round trip decodes");
-        check_parsed(&parsed, tokens, literals, start);
+        let shape = shape(start, len, lanes);
+        let parsed = decode_block(&payload, &tables, shape).expect("round trip decodes");
+        let all_tokens: Vec<Token> = slices.iter().flat_map(|s| s.tokens.iter().copied()).collect();
+        let all_literals: Vec<u8> = slices.iter().flat_map(|s| s.literals.iter().copied()).collect();
+        check_parsed(&parsed, &all_tokens, &all_literals, start);
+        let slice_len = 1u32 << shape.slice_log;
+        for (j, s) in slices.iter().enumerate() {
+            let one = decode_slice(&payload, &tables, shape, j).expect("slice decodes alone");
+            check_parsed(&one, &s.tokens, &s.literals, start + (j as u32 * slice_len) as u64);
+            assert_eq!(one.len, (len - j as u32 * slice_len).min(slice_len));
+        }
+        assert!(decode_slice(&payload, &tables, shape, slices.len()).is_err());
         payload
     }
 
@@ -553,8 +872,10 @@ mod tests {
     fn literal_only_blocks() {
         for lanes in [1, 2, 4, 8, 16, 32] {
             round_trip(0, &[Token { lit_len: 5, match_len: 0, back: 0 }], b"hello", lanes);
-            // An empty block still has its literal-only token.
-            round_trip(0, &[Token::default()], b"", lanes);
+            // A block of zero bytes has no slices at all: an empty payload.
+            assert!(round_trip(0, &[Token::default()], b"", lanes).is_empty());
+            let long: Vec<u8> = (0..5000u32).map(|i| (i * 7 % 251) as u8).collect();
+            round_trip(77, &[Token { lit_len: 5000, match_len: 0, back: 0 }], &long, lanes);
         }
     }
 
@@ -580,27 +901,44 @@ mod tests {
         round_trip(1 << 44, &tokens, &literals, 8);
     }
 
-    #[test]
-    fn refuses_back_before_stream_start() {
-        let tokens = [Token { lit_len: 2, match_len: 4, back: 3 }, Token::default()];
-        let (tables, payload) = encode_with_own_tables(&tokens, b"ab", 4);
-        let err = decode_block(&payload, &tables, 4, 0, 6).unwrap_err();
-        assert!(matches!(err, DecodeError::Invalid { what: "match distance", .. }), "{err}");
-        // The same payload is fine one byte further into the stream.
-        assert!(decode_block(&payload, &tables, 4, 1, 6).is_ok());
+    /// Encodes `tokens` as a block at `start` and returns what decoding the whole block says.
+    fn decode_as(
+        payload: &[u8],
+        tables: &TableSet,
+        start: u64,
+        len: u32,
+        lanes: u32,
+    ) -> Result<ParsedBlock, DecodeError> {
+        decode_block(payload, tables, shape(start, len, lanes))
     }
 
     #[test]
-    fn refuses_wrong_block_length_and_lanes() {
+    fn refuses_back_before_stream_start() {
+        let tokens = [Token { lit_len: 2, match_len: 4, back: 3 }, Token::default()];
+        let (tables, payload, _) = encode_with_own_tables(1, &tokens, b"ab", 4);
+        let err = decode_as(&payload, &tables, 0, 6, 4).unwrap_err();
+        assert!(matches!(err, DecodeError::Invalid { what: "match distance", .. }), "{err}");
+        // The same payload is fine one byte further into the stream.
+        assert!(decode_as(&payload, &tables, 1, 6, 4).is_ok());
+    }
+
+    #[test]
+    fn refuses_wrong_block_length_lanes_and_slice_log() {
         let tokens = [Token { lit_len: 2, match_len: 4, back: 1 }, Token { lit_len: 1, match_len: 0, back: 0 }];
-        let (tables, payload) = encode_with_own_tables(&tokens, b"abc", 4);
-        assert!(decode_block(&payload, &tables, 4, 0, 7).is_ok());
-        for len in [0, 6, 8, 1 << 20] {
-            assert!(decode_block(&payload, &tables, 4, 0, len).is_err(), "len {len}");
+        let (tables, payload, _) = encode_with_own_tables(0, &tokens, b"abc", 4);
+        assert!(decode_as(&payload, &tables, 0, 7, 4).is_ok());
+        for len in [0, 6, 8, 3000, 1 << 20] {
+            assert!(decode_as(&payload, &tables, 0, len, 4).is_err(), "len {len}");
         }
-        assert!(decode_block(&payload, &tables, 4, 0, (1 << 20) + 1).is_err());
+        let too_long = BlockShape { start: 0, len: (1 << 20) + 1, slice_log: 15, lanes: 4 };
+        assert!(matches!(decode_block(&payload, &tables, too_long), Err(DecodeError::Limit { .. })));
         for lanes in [0, 2, 3, 8, 64] {
-            assert!(decode_block(&payload, &tables, lanes, 0, 7).is_err(), "lanes {lanes}");
+            assert!(decode_as(&payload, &tables, 0, 7, lanes).is_err(), "lanes {lanes}");
+        }
+        for slice_log in [0, 8, 21, 255] {
+            let shape = BlockShape { start: 0, len: 7, slice_log, lanes: 4 };
+            assert!(decode_block(&payload, &tables, shape).is_err(), "slice_log {slice_log}");
+            assert!(decode_slice(&payload, &tables, shape, 0).is_err(), "slice_log {slice_log}");
         }
     }
 
@@ -609,57 +947,165 @@ mod tests {
         // lit_len 20 needs 3 extra bits: one byte whose 5 high bits must be zero.
         let tokens = [Token { lit_len: 20, match_len: 0, back: 0 }];
         let literals = [1u8; 20];
-        let (tables, payload) = encode_with_own_tables(&tokens, &literals, 1);
-        assert!(decode_block(&payload, &tables, 1, 0, 20).is_ok());
+        let (tables, payload, _) = encode_with_own_tables(0, &tokens, &literals, 1);
+        assert!(decode_as(&payload, &tables, 0, 20, 1).is_ok());
         let last = payload.len() - 1;
         let mut dirty = payload.clone();
         dirty[last] |= 0x80;
-        assert!(matches!(decode_block(&dirty, &tables, 1, 0, 20), Err(DecodeError::Invalid { .. })));
-        // One extra byte appended, with extra_len patched to match the payload (byte 3 is extra_len).
+        assert!(matches!(decode_as(&dirty, &tables, 0, 20, 1), Err(DecodeError::Invalid { .. })));
+        // One extra byte appended, with extra_len (byte 3 of the slice, after a 1-byte directory) and the
+        // directory patched to match.
         let mut longer = payload.clone();
-        assert_eq!(longer[3], 1);
-        longer[3] = 2;
+        assert_eq!((longer[0] as usize, longer[4]), (payload.len() - 1, 1));
+        longer[0] += 1;
+        longer[4] = 2;
         longer.push(0);
-        assert!(matches!(decode_block(&longer, &tables, 1, 0, 20), Err(DecodeError::Invalid { .. })));
+        let err = decode_as(&longer, &tables, 0, 20, 1).unwrap_err();
+        assert!(matches!(err, DecodeError::Invalid { what: "extra-bits stream", .. }), "{err}");
     }
 
     #[test]
     fn refuses_payload_length_mismatch_and_unused_tables() {
         let tokens = [Token { lit_len: 3, match_len: 0, back: 0 }];
-        let (tables, payload) = encode_with_own_tables(&tokens, b"xyz", 2);
+        let (tables, payload, _) = encode_with_own_tables(0, &tokens, b"xyz", 2);
         let mut longer = payload.clone();
         longer.push(0);
-        assert!(decode_block(&longer, &tables, 2, 0, 3).is_err());
-        assert!(decode_block(&payload[..payload.len() - 1], &tables, 2, 0, 3).is_err());
+        assert!(decode_as(&longer, &tables, 0, 3, 2).is_err());
+        assert!(decode_as(&payload[..payload.len() - 1], &tables, 0, 3, 2).is_err());
+        // The directory patched to the longer slice: now the slice itself is the wrong length.
+        longer[0] += 1;
+        let err = decode_as(&longer, &tables, 0, 3, 2).unwrap_err();
+        assert!(matches!(err, DecodeError::Invalid { what: "slice payload length", .. }), "{err}");
         let no_lit = TableSet { lit: Table::default(), ..tables.clone() };
-        assert!(matches!(decode_block(&payload, &no_lit, 2, 0, 3), Err(DecodeError::Rans { .. })));
+        assert!(matches!(decode_as(&payload, &no_lit, 0, 3, 2), Err(DecodeError::Rans { .. })));
+    }
+
+    /// A three-slice block (5000 literal bytes, slices of 2 KiB) and its payload.
+    fn three_slices(lanes: u32) -> (TableSet, Vec<u8>) {
+        let long: Vec<u8> = (0..5000u32).map(|i| b"ACGT"[(i * 7 % 13 % 4) as usize]).collect();
+        let (tables, payload, slices) =
+            encode_with_own_tables(0, &[Token { lit_len: 5000, match_len: 0, back: 0 }], &long, lanes);
+        assert_eq!(slices.len(), 3);
+        (tables, payload)
+    }
+
+    #[test]
+    fn directory_must_add_up() {
+        let (tables, payload) = three_slices(4);
+        let dir = SliceDirectory::parse(&payload, 3).unwrap();
+        let lens: Vec<usize> = dir.slices().map(|s| s.len()).collect();
+        let dir_len = payload.len() - lens.iter().sum::<usize>();
+        assert!(decode_as(&payload, &tables, 0, 5000, 4).is_ok());
+        // Lying lengths that keep the sum: the bytes move between slices and each slice's own checks refuse.
+        for (a, b) in [(0usize, 1usize), (1, 0), (1, 2), (2, 1)] {
+            let mut lying = lens.clone();
+            lying[a] += 1;
+            lying[b] -= 1;
+            let mut p = Vec::new();
+            lying.iter().for_each(|&l| varint::write(l as u64, &mut p));
+            if p.len() != dir_len {
+                continue;
+            }
+            p.extend_from_slice(&payload[dir_len..]);
+            assert!(decode_as(&p, &tables, 0, 5000, 4).is_err(), "lengths {lying:?}");
+            let shape = shape(0, 5000, 4);
+            // The slice that kept its bytes still decodes alone; the two that traded bytes do not.
+            let untouched = 3 - a - b;
+            assert!(decode_slice(&p, &tables, shape, untouched).is_ok());
+            assert!(decode_slice(&p, &tables, shape, a).is_err());
+            assert!(decode_slice(&p, &tables, shape, b).is_err());
+        }
+        // Sums that do not match the payload: one too many, one too few, a huge length, a truncated directory.
+        for (j, delta) in [(0usize, 1i64), (2, -1), (1, 1 << 40)] {
+            let mut p = Vec::new();
+            for (i, &l) in lens.iter().enumerate() {
+                let l = if i == j { (l as i64 + delta) as u64 } else { l as u64 };
+                varint::write(l, &mut p);
+            }
+            p.extend_from_slice(&payload[dir_len..]);
+            let err = decode_as(&p, &tables, 0, 5000, 4).unwrap_err();
+            assert!(matches!(err, DecodeError::Invalid { what: "slice directory", .. }), "{err}");
+            for s in 0..3 {
+                assert!(decode_slice(&p, &tables, shape(0, 5000, 4), s).is_err());
+            }
+        }
+        for cut in 0..dir_len {
+            assert!(decode_as(&payload[..cut], &tables, 0, 5000, 4).is_err());
+        }
+        // A directory varint that never ends.
+        let endless = vec![0x80u8; 40];
+        let err = decode_as(&endless, &tables, 0, 5000, 4).unwrap_err();
+        assert!(matches!(err, DecodeError::Invalid { what: "slice directory", .. }), "{err}");
+    }
+
+    #[test]
+    fn slices_decode_alone_without_reading_the_others() {
+        let (tables, payload) = three_slices(2);
+        let dir = SliceDirectory::parse(&payload, 3).unwrap();
+        let lens: Vec<usize> = dir.slices().map(|s| s.len()).collect();
+        let dir_len = payload.len() - lens.iter().sum::<usize>();
+        // Garbage in slice 0 and slice 2: slice 1 still decodes alone; the whole block does not.
+        let mut p = payload.clone();
+        p[dir_len + 5] ^= 0x55;
+        let last = p.len() - 3;
+        p[last] ^= 0x11;
+        let shape = shape(0, 5000, 2);
+        let one = decode_slice(&p, &tables, shape, 1).unwrap();
+        assert_eq!((one.start, one.len), (2048, 2048));
+        assert!(decode_block(&p, &tables, shape).is_err());
+        let err = decode_slice(&p, &tables, shape, 0).unwrap_err();
+        assert!(err.to_string().contains("slice 0") || matches!(err, DecodeError::Limit { .. }), "{err}");
     }
 
     #[test]
     fn huge_counts_are_refused_before_allocation() {
-        let mut payload = Vec::new();
+        let mut slice = Vec::new();
         for v in [u64::MAX >> 1, 0, 0, 0] {
-            varint::write(v, &mut payload);
+            varint::write(v, &mut slice);
         }
-        let err = decode_block(&payload, &TableSet::default(), 1, 0, 1 << 20).unwrap_err();
-        assert!(matches!(err, DecodeError::Limit { what: "nmatch", .. }), "{err}");
         let mut payload = Vec::new();
+        varint::write(slice.len() as u64, &mut payload);
+        payload.extend_from_slice(&slice);
+        let shape = BlockShape { start: 0, len: 2048, slice_log: 11, lanes: 1 };
+        let err = decode_block(&payload, &TableSet::default(), shape).unwrap_err();
+        assert!(matches!(err, DecodeError::Limit { what: "nmatch", limit: 1024, .. }), "{err}");
+        let mut slice = Vec::new();
         for v in [0, 0, u64::MAX, u64::MAX] {
-            varint::write(v, &mut payload);
+            varint::write(v, &mut slice);
         }
-        assert!(decode_block(&payload, &TableSet::default(), 1, 0, 0).is_err());
+        let mut payload = Vec::new();
+        varint::write(slice.len() as u64, &mut payload);
+        payload.extend_from_slice(&slice);
+        assert!(decode_block(&payload, &TableSet::default(), BlockShape { len: 1, ..shape }).is_err());
     }
 
     #[test]
     fn decode_into_reuses_buffers() {
         let a = [Token { lit_len: 4, match_len: 8, back: 2 }, Token { lit_len: 1, match_len: 0, back: 0 }];
         let b = [Token { lit_len: 2, match_len: 0, back: 0 }];
-        let (ta, pa) = encode_with_own_tables(&a, b"ACGTA", 16);
-        let (tb, pb) = encode_with_own_tables(&b, b"GG", 16);
+        let (ta, pa, _) = encode_with_own_tables(0, &a, b"ACGTA", 16);
+        let (tb, pb, _) = encode_with_own_tables(13, &b, b"GG", 16);
         let mut parsed = ParsedBlock::default();
-        decode_block_into(&pa, &ta, 16, 0, 13, &mut parsed).unwrap();
-        decode_block_into(&pb, &tb, 16, 13, 2, &mut parsed).unwrap();
+        decode_block_into(&pa, &ta, shape(0, 13, 16), &mut parsed).unwrap();
+        decode_block_into(&pb, &tb, shape(13, 2, 16), &mut parsed).unwrap();
         check_parsed(&parsed, &b, b"GG", 13);
+        decode_slice_into(&pa, &ta, shape(0, 13, 16), 0, &mut parsed).unwrap();
+        check_parsed(&parsed, &a, b"ACGTA", 0);
+    }
+
+    #[test]
+    fn matches_crossing_slices_round_trip_for_every_lane_count() {
+        // Far, near and periodic matches across the 2 KiB boundaries of a 16 KiB block.
+        let mut tokens = vec![Token { lit_len: 10, match_len: 3000, back: 1 }];
+        tokens.push(Token { lit_len: 5, match_len: 2050, back: 4 });
+        tokens.push(Token { lit_len: 0, match_len: 5000, back: 100_000 });
+        tokens.push(Token { lit_len: 1, match_len: 4096, back: 3000 });
+        tokens.push(Token { lit_len: 2000, match_len: 0, back: 0 });
+        let nlit: u32 = tokens.iter().map(|t| t.lit_len).sum();
+        let literals: Vec<u8> = (0..nlit).map(|i| b"ACGTN"[(i % 5) as usize]).collect();
+        for lanes in [1, 2, 4, 8, 16, 32] {
+            round_trip(1 << 20, &tokens, &literals, lanes);
+        }
     }
 
     /// A tiny deterministic generator for the timing tests (no dependency, same data every run).
@@ -725,28 +1171,30 @@ mod tests {
     fn decode_speed() {
         let mut rng = XorShift(0x9e37_79b9_7f4a_7c15);
         for (name, share) in [("literals only", 0.0), ("30% matched", 0.3), ("70% matched", 0.7)] {
-            for lanes in [1u32, 32] {
-                let block_len = 1u32 << 14;
-                let blocks = dna_like_blocks(256, block_len, share, &mut rng);
+            let block_len = 1u32 << 14;
+            let blocks = dna_like_blocks(256, block_len, share, &mut rng);
+            let bytes: Vec<Vec<u8>> = blocks
+                .iter()
+                .enumerate()
+                .map(|(i, (tokens, literals))| block_bytes((i as u64 + 1000) * block_len as u64, tokens, literals))
+                .collect();
+            for lanes in [1u32, 2, 4, 8, 32] {
+                let slice_len = 2048;
                 let mut stats = SymbolStats::default();
-                for (tokens, literals) in &blocks {
-                    count_symbols(tokens, literals, &mut stats);
+                for ((tokens, literals), b) in blocks.iter().zip(&bytes) {
+                    count_symbols(tokens, literals, b, slice_len, &mut stats);
                 }
                 let tables = TableSet::from_stats(&stats);
+                let encode_start = std::time::Instant::now();
                 let payloads: Vec<Vec<u8>> = blocks
                     .iter()
-                    .map(|(tokens, literals)| {
+                    .zip(&bytes)
+                    .map(|((tokens, literals), b)| {
                         let mut p = Vec::new();
-                        encode_block(tokens, literals, &tables, lanes, &mut p);
+                        encode_block(tokens, literals, b, slice_len, &tables, lanes, &mut p);
                         p
                     })
                     .collect();
-                let encode_start = std::time::Instant::now();
-                let mut sink = Vec::new();
-                for (tokens, literals) in &blocks {
-                    sink.clear();
-                    encode_block(tokens, literals, &tables, lanes, &mut sink);
-                }
                 let encode_time = encode_start.elapsed();
                 let mut parsed = ParsedBlock::default();
                 let mut best = f64::MAX;
@@ -754,19 +1202,20 @@ mod tests {
                     let t = std::time::Instant::now();
                     for (i, payload) in payloads.iter().enumerate() {
                         let start = (i as u64 + 1000) * block_len as u64;
-                        decode_block_into(payload, &tables, lanes, start, block_len, &mut parsed).unwrap();
+                        let shape = BlockShape { start, len: block_len, slice_log: 11, lanes };
+                        decode_block_into(payload, &tables, shape, &mut parsed).unwrap();
                     }
                     best = best.min(t.elapsed().as_secs_f64());
                 }
-                let bytes = blocks.len() as f64 * block_len as f64;
+                let total = blocks.len() as f64 * block_len as f64;
                 let packed: usize = payloads.iter().map(|p| p.len()).sum();
                 let tokens: usize = blocks.iter().map(|b| b.0.len()).sum();
                 println!(
-                    "{name:>14}, {lanes:>2} lanes: decode {:7.1} MB/s, encode {:6.1} MB/s, ratio {:.2}, {:.1} B/token",
-                    bytes / best / 1e6,
-                    bytes / encode_time.as_secs_f64() / 1e6,
-                    bytes / packed as f64,
-                    bytes / tokens as f64
+                    "{name:>14}, {lanes:>2} lanes: decode {:7.1} MB/s, encode {:6.1} MB/s, ratio {:.3}, {:.1} B/token",
+                    total / best / 1e6,
+                    total / encode_time.as_secs_f64() / 1e6,
+                    total / packed as f64,
+                    total / tokens as f64
                 );
             }
         }
@@ -803,11 +1252,16 @@ mod tests {
         #[test]
         fn corrupt_payloads_never_panic(start in 0u64..1000, shapes in shapes(), lane_log in 0u32..6, seed: u8,
                                         flips in proptest::collection::vec((any::<usize>(), 1u8..=255), 0..4),
-                                        cut in proptest::option::of(any::<usize>())) {
+                                        cut in proptest::option::of(any::<usize>()), slice_log in 9u8..12) {
             let shapes: Vec<_> = shapes.into_iter().take(20).map(|(l, m, b)| (l % 300, m % 300 + 2, b)).collect();
             let (tokens, literals) = build_block(start, &shapes, 5, seed);
             let lanes = 1 << lane_log;
-            let (tables, mut payload) = encode_with_own_tables(&tokens, &literals, lanes);
+            let block = block_bytes(start, &tokens, &literals);
+            let mut stats = SymbolStats::default();
+            count_symbols(&tokens, &literals, &block, 1 << slice_log, &mut stats);
+            let tables = TableSet::from_stats(&stats);
+            let mut payload = Vec::new();
+            encode_block(&tokens, &literals, &block, 1 << slice_log, &tables, lanes, &mut payload);
             for (at, x) in flips {
                 let n = payload.len();
                 payload[at % n] ^= x;
@@ -816,8 +1270,9 @@ mod tests {
                 payload.truncate(cut % (payload.len() + 1));
             }
             let len = block_len_of(&tokens);
-            if let Ok(parsed) = decode_block(&payload, &tables, lanes, start, len) {
-                // Whatever decodes must itself be a valid block.
+            let shape = BlockShape { start, len, slice_log, lanes };
+            let check = |parsed: &ParsedBlock, len: u32, start: u64| -> Result<(), TestCaseError> {
+                // Whatever decodes must itself be a valid unit.
                 prop_assert_eq!(*parsed.token_pos.last().unwrap(), len);
                 prop_assert_eq!(parsed.token_pos.len(), parsed.tokens.len() + 1);
                 let lits: u64 = parsed.tokens.iter().map(|t| t.lit_len as u64).sum();
@@ -826,18 +1281,30 @@ mod tests {
                     let dst = start + (parsed.token_pos[t] + token.lit_len) as u64;
                     prop_assert!(token.back <= dst);
                 }
+                Ok(())
+            };
+            if let Ok(parsed) = decode_block(&payload, &tables, shape) {
+                check(&parsed, len, start)?;
+            }
+            for j in 0..slice_count(len, slice_log) {
+                if let Ok(parsed) = decode_slice(&payload, &tables, shape, j) {
+                    check(&parsed, parsed.len, parsed.start)?;
+                }
             }
         }
 
         #[test]
-        fn random_bytes_never_panic(payload in proptest::collection::vec(any::<u8>(), 0..200), len in 0u32..5000) {
+        fn random_bytes_never_panic(payload in proptest::collection::vec(any::<u8>(), 0..200), len in 0u32..5000,
+                                    slice_log in 9u8..13, j in 0usize..10) {
             let mut stats = SymbolStats::default();
             stats.ll.iter_mut().for_each(|c| *c = 1);
             stats.ml.iter_mut().for_each(|c| *c = 1);
             stats.of.iter_mut().for_each(|c| *c = 1);
             stats.lit.iter_mut().for_each(|c| *c = 1);
             let tables = TableSet::from_stats(&stats);
-            let _ = decode_block(&payload, &tables, 4, 0, len);
+            let shape = BlockShape { start: 0, len, slice_log, lanes: 4 };
+            let _ = decode_block(&payload, &tables, shape);
+            let _ = decode_slice(&payload, &tables, shape, j);
         }
     }
 }

@@ -15,7 +15,7 @@ use crate::error::DecodeError;
 
 /// Lower bound of a normalised state, and the state every lane starts (encoder) and ends (decoder) at.
 pub const STATE_LOW: u32 = 1 << 16;
-/// The most lanes a block may use (one warp).
+/// The most lanes a slice may use (one warp).
 pub const MAX_LANES: usize = 32;
 
 const SLOT_MASK: u32 = SCALE - 1;
@@ -344,7 +344,7 @@ pub fn encode(symbols: &[u8], segments: &[(usize, &Table)], lanes: usize) -> Enc
     Encoded { states, words }
 }
 
-/// Streaming decoder over one block's rANS stream. Feed it the block's segments in order with [`Decoder::decode`],
+/// Streaming decoder over one slice's rANS stream. Feed it the slice's segments in order with [`Decoder::decode`],
 /// then call [`Decoder::finish`].
 #[derive(Debug, Clone)]
 pub struct Decoder {
@@ -358,28 +358,47 @@ pub struct Decoder {
     next: usize,
 }
 
+impl Default for Decoder {
+    /// A decoder with no stream yet (see [`Decoder::reset`]).
+    fn default() -> Self {
+        Decoder { states: [STATE_LOW; MAX_LANES], lanes: 1, words: vec![0], nwords: 0, pos: 0, next: 0 }
+    }
+}
+
 impl Decoder {
     /// `state_bytes` holds `lanes` little-endian `u32`s, `word_bytes` the little-endian word stream. Initial states
     /// below `2^16` cannot come from an encoder and are refused.
     pub fn new(state_bytes: &[u8], word_bytes: &[u8], lanes: usize) -> Result<Decoder, DecodeError> {
+        let mut decoder = Decoder::default();
+        decoder.reset(state_bytes, word_bytes, lanes)?;
+        Ok(decoder)
+    }
+
+    /// Starts over on another stream (see [`Decoder::new`]), reusing the word buffer: a decoder that works
+    /// through many small slices keeps one.
+    pub fn reset(&mut self, state_bytes: &[u8], word_bytes: &[u8], lanes: usize) -> Result<(), DecodeError> {
         let lanes = check_lanes(u32::try_from(lanes).unwrap_or(0))?;
         if state_bytes.len() != 4 * lanes || word_bytes.len() % 2 != 0 {
             return Err(DecodeError::Rans {
                 detail: format!("{} state bytes for {lanes} lanes, {} word bytes", state_bytes.len(), word_bytes.len()),
             });
         }
-        let mut states = [STATE_LOW; MAX_LANES];
-        for (lane, (state, bytes)) in states.iter_mut().zip(state_bytes.chunks_exact(4)).enumerate() {
+        for (lane, (state, bytes)) in self.states.iter_mut().zip(state_bytes.chunks_exact(4)).enumerate() {
             *state = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
             if *state < STATE_LOW {
                 return Err(DecodeError::Rans { detail: format!("lane {lane} starts at state {state:#x} < 2^16") });
             }
         }
         let nwords = word_bytes.len() / 2;
-        let mut words = Vec::with_capacity(nwords + 1);
-        words.extend(word_bytes.chunks_exact(2).map(|w| u16::from_le_bytes([w[0], w[1]])));
-        words.push(0);
-        Ok(Decoder { states, lanes, words, nwords, pos: 0, next: 0 })
+        self.words.clear();
+        self.words.reserve(nwords + 1);
+        self.words.extend(word_bytes.chunks_exact(2).map(|w| u16::from_le_bytes([w[0], w[1]])));
+        self.words.push(0);
+        self.lanes = lanes;
+        self.nwords = nwords;
+        self.pos = 0;
+        self.next = 0;
+        Ok(())
     }
 
     /// Decodes `out.len()` symbols with `table` into `out`. An unused table (`nsym = 0`) asked for a symbol is

@@ -1,16 +1,18 @@
 //! The CPU reference decoder: resolves any range of the logical stream through absolute sources, within the
 //! reference-depth bound (FORMAT.md §1, DESIGN-NOTES §3).
 //!
-//! Decoding block `b` runs its entropy stage ([`decode_block`]) and then writes its tokens in order. A match
-//! whose source lies in `b` copies from `b`'s own output (already written, since `src < dst`). A source in
-//! another block is copied from a decoded copy of that block when one is at hand ([`DecodedBlocks`]: the block
-//! cache, or the blocks just decoded by a sequential run); otherwise it is resolved *through the tokens that
-//! cover the source range*, recursively, following at most `max_depth` matches per byte. The prefix of the
-//! stream and whole chains of blocks are never decoded, so a cold read of `n` bytes costs `O(n × max_depth)`
-//! copies plus the entropy stage of the blocks touched.
+//! Decoding block `b` runs the entropy stage of its slices ([`decode_block`] / [`decode_slice`]) and then writes
+//! their tokens in order. A match whose source lies in `b` copies from `b`'s own output (already written, since
+//! `src < dst`). A source in another block is copied from a decoded copy of that block when one is at hand
+//! ([`DecodedBlocks`]: the block cache, or the blocks just decoded by a sequential run); otherwise it is resolved
+//! *through the tokens that cover the source range*, recursively, following at most `max_depth` matches per
+//! byte. The unit of that resolution is the **slice** (FORMAT.md §3, default 2 KiB): a source piece costs the
+//! entropy stage of the one slice that holds it, not of its whole block. The prefix of the stream and whole
+//! chains of blocks are never decoded, so a cold read of `n` bytes costs `O(n × max_depth)` copies plus the
+//! entropy stage of the slices touched.
 //!
-//! Parsed blocks are kept in a small LRU ([`ParsedCache`]) so that repeated source lookups into one block do
-//! not re-run its entropy stage.
+//! Parsed slices are kept in an LRU keyed by global slice id ([`ParsedCache`]) so that repeated source lookups
+//! into one slice do not re-run its entropy stage.
 
 use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -20,7 +22,7 @@ use lru::LruCache;
 use rayon::prelude::*;
 use xxhash_rust::xxh3::xxh3_64;
 
-use crate::codec::block::{decode_block, ParsedBlock};
+use crate::codec::block::{decode_block, decode_slice, BlockShape, ParsedBlock};
 use crate::error::{DecodeError, Error};
 use crate::format::ArchiveData;
 
@@ -75,54 +77,54 @@ impl BlockFault {
     }
 }
 
-/// LRU of parsed (entropy-decoded) blocks, shared by all threads of one engine.
+/// LRU of parsed (entropy-decoded) slices keyed by global slice id, shared by all threads of one engine.
 pub struct ParsedCache {
     lru: Mutex<LruCache<u64, Arc<ParsedBlock>>>,
-    /// Entropy-stage runs so far (a measure of the work a read caused).
+    /// Slice entropy-stage runs so far (a measure of the work a read caused).
     parses: AtomicU64,
 }
 
 impl ParsedCache {
-    /// Holds up to `capacity` parsed blocks.
+    /// Holds up to `capacity` parsed slices.
     pub fn new(capacity: usize) -> ParsedCache {
         let cap = NonZeroUsize::new(capacity.max(1)).expect("max(1) is non-zero");
         ParsedCache { lru: Mutex::new(LruCache::new(cap)), parses: AtomicU64::new(0) }
     }
 
-    /// A capacity that keeps roughly `bytes` of parsed blocks for blocks of `block_size` bytes (a parsed block
-    /// is about the size of its decoded block).
-    pub fn with_budget(bytes: u64, block_size: u64) -> ParsedCache {
-        ParsedCache::new((bytes / block_size.max(1)).clamp(16, 1 << 16) as usize)
+    /// A capacity that keeps roughly `bytes` of parsed slices for slices of `slice_size` bytes (a parsed slice
+    /// is about the size of its decoded bytes).
+    pub fn with_budget(bytes: u64, slice_size: u64) -> ParsedCache {
+        ParsedCache::new((bytes / slice_size.max(1)).clamp(16, 1 << 16) as usize)
     }
 
-    /// Block `id`, parsed, from the LRU or by running its entropy stage (`id < block_count`).
-    pub fn get_or_parse(&self, data: &ArchiveData, id: u64) -> Result<Arc<ParsedBlock>, BlockFault> {
-        if let Some(hit) = self.lock().get(&id) {
+    /// Global slice `g`, parsed, from the LRU or by running its entropy stage (`g < global_slice_count`).
+    pub fn get_or_parse(&self, data: &ArchiveData, g: u64) -> Result<Arc<ParsedBlock>, BlockFault> {
+        if let Some(hit) = self.lock().get(&g) {
             return Ok(hit.clone());
         }
-        // Parse outside the lock; two threads racing on one block both parse, which is only wasted work.
+        // Parse outside the lock; two threads racing on one slice both parse, which is only wasted work.
         self.parses.fetch_add(1, Ordering::Relaxed);
-        let parsed = Arc::new(parse_block(data, id)?);
-        self.lock().put(id, parsed.clone());
+        let parsed = Arc::new(parse_slice(data, g)?);
+        self.lock().put(g, parsed.clone());
         Ok(parsed)
     }
 
-    /// Inserts a block parsed elsewhere (the sequential decoder parses ahead in parallel).
-    pub fn insert(&self, id: u64, parsed: Arc<ParsedBlock>) {
-        self.lock().put(id, parsed);
+    /// Inserts slice `g` parsed elsewhere (the closure planner parses on all cores).
+    pub fn insert(&self, g: u64, parsed: Arc<ParsedBlock>) {
+        self.lock().put(g, parsed);
     }
 
-    /// Whether block `id` is held (does not refresh it).
-    pub fn contains(&self, id: u64) -> bool {
-        self.lock().contains(&id)
+    /// Whether slice `g` is held (does not refresh it).
+    pub fn contains(&self, g: u64) -> bool {
+        self.lock().contains(&g)
     }
 
-    /// How many blocks this cache can hold.
+    /// How many slices this cache can hold.
     pub fn capacity(&self) -> usize {
         self.lock().cap().get()
     }
 
-    /// Entropy-stage runs done through this cache so far.
+    /// Slice entropy-stage runs done through this cache so far.
     pub fn parses(&self) -> u64 {
         self.parses.load(Ordering::Relaxed)
     }
@@ -133,25 +135,50 @@ impl ParsedCache {
     }
 }
 
-/// Runs block `id`'s entropy stage and checks the parsed form's invariants.
+/// The shape of block `id` (`id < block_count`) as the codec needs it.
+fn block_shape(data: &ArchiveData, id: u64) -> BlockShape {
+    BlockShape {
+        start: data.block_start(id),
+        len: data.block_len(id),
+        slice_log: data.header.slice_log,
+        lanes: u32::from(data.header.rans_lanes),
+    }
+}
+
+/// Runs the entropy stage of every slice of block `id` and checks the parsed form's invariants: one unit for the
+/// whole block (the sequential decoder's unit).
 pub fn parse_block(data: &ArchiveData, id: u64) -> Result<ParsedBlock, BlockFault> {
     if id >= data.block_count() {
         let error = DecodeError::Limit { what: "block id", value: id, limit: data.block_count().saturating_sub(1) };
         return Err(BlockFault { block: id, error });
     }
-    let start = data.block_start(id);
-    let len = data.block_len(id);
-    let lanes = u32::from(data.header.rans_lanes);
-    let parsed = decode_block(data.payload(id), data.tables_for(id), lanes, start, len)
-        .map_err(|error| BlockFault { block: id, error })?;
-    check_parsed(&parsed, start, len).map_err(|error| BlockFault { block: id, error })?;
+    let shape = block_shape(data, id);
+    let parsed =
+        decode_block(data.payload(id), data.tables_for(id), shape).map_err(|error| BlockFault { block: id, error })?;
+    check_parsed(&parsed, shape.start, shape.len).map_err(|error| BlockFault { block: id, error })?;
+    Ok(parsed)
+}
+
+/// Runs the entropy stage of global slice `g` alone and checks the parsed form's invariants (random access's
+/// unit). Errors name the slice's block.
+pub fn parse_slice(data: &ArchiveData, g: u64) -> Result<ParsedBlock, BlockFault> {
+    let (id, j) = data.slice_block(g);
+    if g >= data.global_slice_count() || id >= data.block_count() {
+        let limit = data.global_slice_count().saturating_sub(1);
+        let error = DecodeError::Limit { what: "slice id", value: g, limit };
+        return Err(BlockFault { block: id.min(data.block_count().saturating_sub(1)), error });
+    }
+    let shape = block_shape(data, id);
+    let fault = |error| BlockFault { block: id, error };
+    let parsed = decode_slice(data.payload(id), data.tables_for(id), shape, j as usize).map_err(fault)?;
+    check_parsed(&parsed, data.slice_start(g), data.slice_len(g)).map_err(fault)?;
     Ok(parsed)
 }
 
 /// Verifies what the resolver relies on, so that a codec bug becomes an error rather than a panic: prefix sums
 /// consistent with the tokens, literals in range, every match source at or after stream position 0.
 fn check_parsed(p: &ParsedBlock, start: u64, len: u32) -> Result<(), DecodeError> {
-    let bad = |detail: String| DecodeError::Invalid { what: "parsed block", detail };
+    let bad = |detail: String| DecodeError::Invalid { what: "parsed unit", detail };
     if p.start != start || p.len != len {
         return Err(bad(format!("start/len {}/{} (expected {start}/{len})", p.start, p.len)));
     }
@@ -176,7 +203,7 @@ fn check_parsed(p: &ParsedBlock, start: u64, len: u32) -> Result<(), DecodeError
         pos += u64::from(tok.match_len);
     }
     if pos != u64::from(len) || u64::from(p.token_pos[p.tokens.len()]) != pos || lit != p.literals.len() as u64 {
-        return Err(bad(format!("tokens cover {pos} bytes and {lit} literals; the block has {len} bytes")));
+        return Err(bad(format!("tokens cover {pos} bytes and {lit} literals; the unit has {len} bytes")));
     }
     Ok(())
 }
@@ -189,10 +216,27 @@ pub struct Resolver<'a> {
 }
 
 impl Resolver<'_> {
-    /// Decodes block `id` into `out` (sized to the block's length) and checks it against its `block_hash`.
+    /// Decodes block `id` into `out` (sized to the block's length) slice by slice, each slice through the parsed
+    /// LRU, and checks it against its `block_hash`.
     pub fn decode_block(&self, id: u64, out: &mut [u8]) -> Result<(), BlockFault> {
-        let parsed = self.parsed.get_or_parse(self.data, id)?;
-        self.decode_parsed(id, &parsed, out)
+        let expected = self.expected_hash(id)?;
+        check_out_len(id, out, self.data.block_len(id))?;
+        let first = id << (self.data.header.block_log - self.data.header.slice_log);
+        for g in first..first + u64::from(self.data.slice_count(id)) {
+            let parsed = self.parsed.get_or_parse(self.data, g)?;
+            check_parsed(&parsed, self.data.slice_start(g), self.data.slice_len(g))
+                .map_err(|error| BlockFault { block: id, error })?;
+            self.write_tokens(id, &parsed, out, &FarSources::default())?;
+        }
+        check_hash(id, out, expected)
+    }
+
+    /// Block `id`'s `block_hash`, or the fault of an id past the end.
+    fn expected_hash(&self, id: u64) -> Result<u64, BlockFault> {
+        self.data.block_hash.get(id as usize).copied().ok_or_else(|| {
+            let limit = self.data.block_count().saturating_sub(1);
+            BlockFault { block: id, error: DecodeError::Limit { what: "block id", value: id, limit } }
+        })
     }
 
     /// Writes the tokens of an already-parsed block `id` into `out` and checks its `block_hash`.
@@ -210,22 +254,12 @@ impl Resolver<'_> {
         far: &FarSources,
     ) -> Result<(), BlockFault> {
         let fault = |error| BlockFault { block: id, error };
-        let Some(&expected) = self.data.block_hash.get(id as usize) else {
-            let limit = self.data.block_count().saturating_sub(1);
-            return Err(fault(DecodeError::Limit { what: "block id", value: id, limit }));
-        };
-        if out.len() != parsed.len as usize {
-            let detail = format!("{} bytes for a block of {}", out.len(), parsed.len);
-            return Err(fault(DecodeError::Invalid { what: "output buffer", detail }));
-        }
+        let expected = self.expected_hash(id)?;
+        check_out_len(id, out, parsed.len)?;
         // Cheap next to the copies, and it makes this public entry point safe for any ParsedBlock.
         check_parsed(parsed, self.data.block_start(id), self.data.block_len(id)).map_err(fault)?;
         self.write_tokens(id, parsed, out, far)?;
-        let actual = xxh3_64(out);
-        if expected != actual {
-            return Err(BlockFault { block: id, error: DecodeError::Checksum { expected, actual } });
-        }
-        Ok(())
+        check_hash(id, out, expected)
     }
 
     /// Resolves, into `far.bytes`, the parts of block `p`'s cross-block sources that lie before `boundary`, in
@@ -234,7 +268,7 @@ impl Resolver<'_> {
     pub fn gather_far(&self, p: &ParsedBlock, boundary: u64) -> Result<FarSources, BlockFault> {
         let mut far = FarSources { boundary, bytes: Vec::new() };
         let budget = self.data.header.max_depth - 1;
-        for_each_outside_source(p, |src, outside| {
+        for_each_outside_source(p, p.start, |src, outside| {
             let n = far_len(src, outside, boundary);
             if n == 0 {
                 return Ok(());
@@ -246,14 +280,23 @@ impl Resolver<'_> {
         Ok(far)
     }
 
-    /// The tokens of a block in order: literals, then each match from `out` itself (in-block source), from
-    /// `far` (gathered far sources) or from resolution (other cross-block sources).
+    /// The tokens of a unit of block `id` (the whole block, or one of its slices, checked by the caller) in
+    /// order into `out`, the whole block's buffer: literals, then each match from `out` itself (in-block source),
+    /// from `far` (gathered far sources) or from resolution (other cross-block sources).
     fn write_tokens(&self, id: u64, p: &ParsedBlock, out: &mut [u8], far: &FarSources) -> Result<(), BlockFault> {
         // Bytes of a cross-block source have depth ≤ max_depth − 1: the match that copies them is one level.
         let source_budget = self.data.header.max_depth - 1;
+        let block_start = self.data.block_start(id);
+        let base = match p.start.checked_sub(block_start) {
+            Some(base) if base + u64::from(p.len) <= out.len() as u64 => base as usize,
+            _ => {
+                let detail = format!("unit at {} (+{}) is not inside block {id}", p.start, p.len);
+                return Err(BlockFault { block: id, error: DecodeError::Invalid { what: "parsed unit", detail } });
+            }
+        };
         let mut gathered = far.bytes.as_slice();
         for (t, tok) in p.tokens.iter().enumerate() {
-            let lit_at = p.token_pos[t] as usize;
+            let lit_at = base + p.token_pos[t] as usize;
             let lit_len = tok.lit_len as usize;
             let lit_src = p.lit_pos[t] as usize;
             out[lit_at..lit_at + lit_len].copy_from_slice(&p.literals[lit_src..lit_src + lit_len]);
@@ -270,8 +313,8 @@ impl Resolver<'_> {
                 continue;
             }
             // The period starts in an earlier block; part of it may run into this block's written bytes.
-            let src = p.start + dst as u64 - back;
-            let outside = ((p.start - src) as usize).min(period);
+            let src = block_start + dst as u64 - back;
+            let outside = ((block_start - src) as usize).min(period);
             let n = far_len(src, outside, far.boundary);
             let Some((head, rest)) = gathered.split_at_checked(n) else {
                 let detail = format!("{} gathered bytes left, token {t} needs {n}", gathered.len());
@@ -288,9 +331,12 @@ impl Resolver<'_> {
         Ok(())
     }
 
-    /// Fills `out` with stream bytes `[pos, pos + out.len())`, following at most `budget` matches per byte.
+    /// Fills `out` with stream bytes `[pos, pos + out.len())`, following at most `budget` matches per byte. Each
+    /// block's part comes from a decoded copy of the block when one is at hand, else from the tokens of the
+    /// slices that cover it (only those slices are parsed).
     pub fn resolve_range(&self, pos: u64, out: &mut [u8], budget: u8) -> Result<(), BlockFault> {
         let block_log = self.data.header.block_log;
+        let slice_log = self.data.header.slice_log;
         let mut cur = pos;
         let mut done = 0usize;
         while done < out.len() {
@@ -304,19 +350,28 @@ impl Resolver<'_> {
             }
             let offset = (cur - (id << block_log)) as usize;
             let take = (out.len() - done).min(self.data.block_len(id) as usize - offset);
-            let piece = &mut out[done..done + take];
-            if !self.decoded.copy_out(id, offset, piece) {
-                let parsed = self.parsed.get_or_parse(self.data, id)?;
-                self.resolve_in_block(id, &parsed, offset, piece, budget)?;
+            if self.decoded.copy_out(id, offset, &mut out[done..done + take]) {
+                done += take;
+                cur += take as u64;
+                continue;
             }
-            done += take;
-            cur += take as u64;
+            let block_end = done + take;
+            while done < block_end {
+                let g = cur >> slice_log;
+                let slice_off = (cur - (g << slice_log)) as usize;
+                let n = (block_end - done).min(self.data.slice_len(g) as usize - slice_off);
+                let parsed = self.parsed.get_or_parse(self.data, g)?;
+                self.resolve_in_unit(id, &parsed, slice_off, &mut out[done..done + n], budget)?;
+                done += n;
+                cur += n as u64;
+            }
         }
         Ok(())
     }
 
-    /// Fills `out` with bytes `[offset, offset + out.len())` of parsed block `id` through its tokens.
-    fn resolve_in_block(
+    /// Fills `out` with bytes `[offset, offset + out.len())` of parsed unit `p` (a slice of block `id`) through
+    /// its tokens.
+    fn resolve_in_unit(
         &self,
         id: u64,
         p: &ParsedBlock,
@@ -372,13 +427,14 @@ impl Resolver<'_> {
 }
 
 impl Resolver<'_> {
-    /// Parses, on all cores, the blocks that decoding `ids` will resolve sources through, level by level (at
-    /// most `max_depth` levels), so that the resolution that follows finds them in the parsed LRU instead of
-    /// running their entropy stages one after another. Blocks with a decoded copy at hand are not entered.
-    /// Parse failures are left for the resolution to report. Stops early rather than overflow the LRU.
-    /// `ids` must be sorted.
+    /// Parses, on all cores, the slices of the blocks `ids` and the slices that decoding them will resolve
+    /// sources through, level by level (at most `max_depth` levels), so that the resolution that follows finds
+    /// them in the parsed LRU instead of running their entropy stages one after another. Blocks with a decoded
+    /// copy at hand are not entered. Parse failures are left for the resolution to report. Stops early rather
+    /// than overflow the LRU. `ids` must be sorted.
     pub fn parse_closure(&self, ids: &[u64]) {
         let log = self.data.header.block_log;
+        let slice_log = self.data.header.slice_log;
         let mut budget = self.parsed.capacity() / 2;
         let mut ranges: Vec<(u64, u64)> =
             ids.iter().map(|&id| (self.data.block_start(id), u64::from(self.data.block_len(id)))).collect();
@@ -390,10 +446,11 @@ impl Resolver<'_> {
                 let id = pos >> log;
                 level == 0 || !(self.decoded.contains(id) || ids.binary_search(&id).is_ok())
             });
+            let slices = self.data.global_slice_count();
             let mut missing: Vec<u64> = ranges
                 .iter()
-                .flat_map(|&(pos, len)| (pos >> log)..=((pos + len - 1) >> log))
-                .filter(|&id| id < self.data.block_count() && !self.parsed.contains(id))
+                .flat_map(|&(pos, len)| (pos >> slice_log)..=((pos + len - 1) >> slice_log))
+                .filter(|&g| g < slices && !self.parsed.contains(g))
                 .collect();
             missing.sort_unstable();
             missing.dedup();
@@ -402,11 +459,11 @@ impl Resolver<'_> {
             }
             budget -= missing.len();
             let parsed: Vec<(u64, Result<ParsedBlock, BlockFault>)> =
-                missing.into_par_iter().map(|id| (id, parse_block(self.data, id))).collect();
-            for (id, p) in parsed {
+                missing.into_par_iter().map(|g| (g, parse_slice(self.data, g))).collect();
+            for (g, p) in parsed {
                 if let Ok(p) = p {
                     self.parsed.parses.fetch_add(1, Ordering::Relaxed);
-                    self.parsed.insert(id, Arc::new(p));
+                    self.parsed.insert(g, Arc::new(p));
                 }
             }
             ranges = ranges.par_iter().flat_map_iter(|&(pos, len)| self.source_ranges(pos, len, level == 0)).collect();
@@ -420,21 +477,26 @@ impl Resolver<'_> {
     /// block being decoded, whose in-block sources come from its own output and need nothing.
     fn source_ranges(&self, pos: u64, len: u64, top: bool) -> Vec<(u64, u64)> {
         let log = self.data.header.block_log;
+        let slice_log = self.data.header.slice_log;
         let mut out = Vec::new();
         let (mut cur, end) = (pos, pos + len);
         while cur < end {
-            let id = cur >> log;
-            let block_start = id << log;
-            let Some(p) = self.parsed.lock().peek(&id).cloned() else { break };
-            let stop = end.min(block_start + u64::from(p.len));
-            let (from, to) = ((cur - block_start) as u32, (stop - block_start) as u32);
+            let g = cur >> slice_log;
+            let slice_start = g << slice_log;
+            let block_start = (cur >> log) << log;
+            let Some(p) = self.parsed.lock().peek(&g).cloned() else { break };
+            let stop = end.min(slice_start + u64::from(p.len));
+            if stop <= cur {
+                break;
+            }
+            let (from, to) = ((cur - slice_start) as u32, (stop - slice_start) as u32);
             let mut t = p.token_at(from);
             while t < p.tokens.len() && p.token_pos[t] < to {
                 let tok = p.tokens[t];
                 let match_at = p.token_pos[t] + tok.lit_len;
                 let (k0, k1) = (from.max(match_at), to.min(p.token_pos[t + 1]));
                 if tok.match_len > 0 && k0 < k1 {
-                    let src = block_start + u64::from(match_at) - tok.back;
+                    let src = slice_start + u64::from(match_at) - tok.back;
                     let (a, b) = (u64::from(k0 - match_at), u64::from(k1 - match_at));
                     // A periodic fill reads one period at most.
                     let (s, n) = if b <= tok.back { (src + a, b - a) } else { (src, tok.back) };
@@ -464,20 +526,40 @@ fn far_len(src: u64, outside: usize, boundary: u64) -> usize {
     boundary.saturating_sub(src).min(outside as u64) as usize
 }
 
-/// Calls `f(src, outside)` for each match of `p` whose source starts before the block: `outside` is how many
-/// bytes of its period lie before the block.
+/// Calls `f(src, outside)` for each match of `p` (a unit at or after `block_start`, inside its block) whose
+/// source starts before the block: `outside` is how many bytes of its period lie before the block.
 fn for_each_outside_source(
     p: &ParsedBlock,
+    block_start: u64,
     mut f: impl FnMut(u64, usize) -> Result<(), BlockFault>,
 ) -> Result<(), BlockFault> {
+    let base = p.start.saturating_sub(block_start);
     for (t, tok) in p.tokens.iter().enumerate() {
-        let dst = u64::from(p.token_pos[t]) + u64::from(tok.lit_len);
+        let dst = base + u64::from(p.token_pos[t]) + u64::from(tok.lit_len);
         if tok.match_len == 0 || tok.back <= dst {
             continue;
         }
-        let src = p.start + dst - tok.back;
+        let src = block_start + dst - tok.back;
         let period = tok.back.min(u64::from(tok.match_len));
-        f(src, (p.start - src).min(period) as usize)?;
+        f(src, (block_start - src).min(period) as usize)?;
+    }
+    Ok(())
+}
+
+/// Refuses an output buffer that is not exactly the block's length.
+fn check_out_len(id: u64, out: &[u8], len: u32) -> Result<(), BlockFault> {
+    if out.len() == len as usize {
+        return Ok(());
+    }
+    let detail = format!("{} bytes for a block of {len}", out.len());
+    Err(BlockFault { block: id, error: DecodeError::Invalid { what: "output buffer", detail } })
+}
+
+/// Checks a decoded block against its `block_hash`.
+fn check_hash(id: u64, out: &[u8], expected: u64) -> Result<(), BlockFault> {
+    let actual = xxh3_64(out);
+    if expected != actual {
+        return Err(BlockFault { block: id, error: DecodeError::Checksum { expected, actual } });
     }
     Ok(())
 }

@@ -5,7 +5,8 @@
 //!
 //! - **Random access** ([`BlockEngine::decode_blocks`]): a batch is split into runs of consecutive blocks that
 //!   are decoded in parallel (rayon). Inside a run, blocks are decoded in order and later blocks copy from the
-//!   earlier ones; everything else is resolved through the cache or through tokens, depth-bounded.
+//!   earlier ones; everything else is resolved through the cache or through the tokens of the slices that hold
+//!   the sources (one 2 KiB slice's entropy stage per source piece, not a whole block's), depth-bounded.
 //! - **Sequential** ([`CpuEngine::decode_sequential`]): the entropy stage of the next batch of blocks runs on
 //!   all cores while the current batch is copied. Sources inside a window of recently decoded blocks are plain
 //!   copies; older ones go through the random-access path, so memory stays bounded for any stream length.
@@ -23,7 +24,7 @@ use crate::engine::BlockEngine;
 use crate::error::{Error, Result};
 use crate::format::ArchiveData;
 
-/// Bytes of parsed blocks the engine keeps for source lookups.
+/// Bytes of parsed slices the engine keeps for source lookups.
 const PARSED_CACHE_BYTES: u64 = 64 << 20;
 /// Decoded bytes the sequential decoder keeps so that near sources are plain copies.
 pub const DEFAULT_WINDOW_BYTES: u64 = 64 << 20;
@@ -46,7 +47,7 @@ impl CpuEngine {
 
     /// An engine that copies cross-block sources from `decoded` (e.g. the block cache) when it holds them.
     pub fn with_decoded(data: Arc<ArchiveData>, decoded: Arc<dyn DecodedBlocks>) -> CpuEngine {
-        let parsed = ParsedCache::with_budget(PARSED_CACHE_BYTES, data.header.block_size());
+        let parsed = ParsedCache::with_budget(PARSED_CACHE_BYTES, data.header.slice_size());
         CpuEngine { data, parsed, decoded }
     }
 
@@ -66,8 +67,8 @@ impl CpuEngine {
         resolver.decode_block(id, out).map_err(|f| f.into_error(&self.data))
     }
 
-    /// Entropy-stage runs done by the random-access path so far.
-    pub fn blocks_parsed(&self) -> u64 {
+    /// Slice entropy-stage runs done by the random-access path so far.
+    pub fn slices_parsed(&self) -> u64 {
         self.parsed.parses()
     }
 

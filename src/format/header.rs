@@ -15,6 +15,14 @@ pub const MIN_BLOCK_LOG: u8 = 12;
 pub const MAX_BLOCK_LOG: u8 = 20;
 pub const MAX_GROUP_LOG: u8 = 12;
 pub const LEGAL_LANES: [u8; 6] = [1, 2, 4, 8, 16, 32];
+/// The default slice: 2 KiB, so that resolving a few source bytes entropy-decodes 2 KiB, not a whole block.
+pub const DEFAULT_SLICE_LOG: u8 = 11;
+/// Slices are at least 512 bytes (so the per-slice states and counts stay small next to the data) …
+pub const MIN_SLICE_LOG: u8 = 9;
+/// … and a block holds at most `2^5 = 32` of them (so the slice directory of a block stays tiny).
+pub const MAX_SLICES_LOG: u8 = 5;
+/// The default rANS lanes per slice (chosen by measurement, see [`Header::new_default`]).
+pub const DEFAULT_LANES: u8 = 1;
 
 fn invalid(what: &'static str, detail: String) -> DecodeError {
     DecodeError::Invalid { what, detail }
@@ -31,9 +39,28 @@ fn seal(bytes: &mut [u8; 64]) {
 }
 
 impl Header {
-    /// The default parameters: 16 KiB blocks, depth 16, 32 lanes (one warp), groups of 64 blocks.
+    /// The default parameters: 16 KiB blocks of 2 KiB slices, depth 16, [`DEFAULT_LANES`] rANS lanes per
+    /// slice, groups of 64 blocks.
     pub fn new_default() -> Header {
-        Header { block_log: 14, max_depth: 16, rans_lanes: 32, group_log: 6, min_match: [3, 4, 5, 6, 7, 8, 9, 10] }
+        Header {
+            block_log: 14,
+            max_depth: 16,
+            rans_lanes: DEFAULT_LANES,
+            group_log: 6,
+            min_match: [3, 4, 5, 6, 7, 8, 9, 10],
+            slice_log: DEFAULT_SLICE_LOG,
+        }
+    }
+
+    /// The legal `slice_log` range for `block_log`: `max(9, block_log − 5) ..= block_log` (FORMAT.md §2.1).
+    pub fn slice_log_range(block_log: u8) -> std::ops::RangeInclusive<u8> {
+        MIN_SLICE_LOG.max(block_log.saturating_sub(MAX_SLICES_LOG))..=block_log
+    }
+
+    /// [`DEFAULT_SLICE_LOG`] moved into the legal range of `block_log` (large blocks need larger slices).
+    pub fn default_slice_log(block_log: u8) -> u8 {
+        let range = Header::slice_log_range(block_log);
+        DEFAULT_SLICE_LOG.clamp(*range.start(), *range.end())
     }
 
     /// Checks every field against FORMAT.md §2.1.
@@ -53,6 +80,19 @@ impl Header {
         if self.min_match.iter().any(|&m| m < 2) || self.min_match.windows(2).any(|w| w[0] > w[1]) {
             return Err(invalid("min_match", format!("{:?} (each 2..=255, non-decreasing)", self.min_match)));
         }
+        let slices = Header::slice_log_range(self.block_log);
+        if !slices.contains(&self.slice_log) {
+            return Err(invalid(
+                "slice_log",
+                format!(
+                    "{} is outside {}..={} for block_log {}",
+                    self.slice_log,
+                    slices.start(),
+                    slices.end(),
+                    self.block_log
+                ),
+            ));
+        }
         Ok(())
     }
 
@@ -61,12 +101,13 @@ impl Header {
         let mut b = [0u8; HEADER_LEN];
         b[0..8].copy_from_slice(MAGIC);
         b[8..10].copy_from_slice(&VERSION.to_le_bytes());
-        // flags (10..12) and reserved (24..56) stay zero.
+        // flags (10..12) and reserved (25..56) stay zero.
         b[12] = self.block_log;
         b[13] = self.max_depth;
         b[14] = self.rans_lanes;
         b[15] = self.group_log;
         b[16..24].copy_from_slice(&self.min_match);
+        b[24] = self.slice_log;
         seal(&mut b);
         b
     }
@@ -88,7 +129,7 @@ impl Header {
         }
         let flags = c.u16()?;
         if flags != 0 {
-            return Err(invalid("header flags", format!("{flags:#06x} (must be 0 in version 1)")));
+            return Err(invalid("header flags", format!("{flags:#06x} (must be 0 in version {VERSION})")));
         }
         let header = Header {
             block_log: raw[12],
@@ -96,8 +137,9 @@ impl Header {
             rans_lanes: raw[14],
             group_log: raw[15],
             min_match: raw[16..24].try_into().expect("8 bytes"),
+            slice_log: raw[24],
         };
-        if raw[24..CHECKED_LEN].iter().any(|&b| b != 0) {
+        if raw[25..CHECKED_LEN].iter().any(|&b| b != 0) {
             return Err(invalid("header reserved bytes", "non-zero".into()));
         }
         header.validate()?;
@@ -192,8 +234,14 @@ mod tests {
 
     #[test]
     fn header_round_trips() {
-        let h =
-            Header { block_log: 16, max_depth: 7, rans_lanes: 8, group_log: 3, min_match: [2, 2, 3, 4, 5, 6, 7, 255] };
+        let h = Header {
+            block_log: 16,
+            max_depth: 7,
+            rans_lanes: 8,
+            group_log: 3,
+            min_match: [2, 2, 3, 4, 5, 6, 7, 255],
+            slice_log: 12,
+        };
         assert_eq!(Header::parse(&h.to_bytes()).unwrap(), h);
         assert_eq!(Header::parse(&Header::new_default().to_bytes()).unwrap(), Header::new_default());
     }
@@ -212,7 +260,10 @@ mod tests {
 
     #[test]
     fn header_rejects_bad_fields_even_with_good_checksum() {
-        let bad_fields: [(usize, u8); 8] = [(8, 2), (10, 1), (12, 11), (12, 21), (13, 0), (14, 3), (15, 13), (30, 1)];
+        // Version 1 and 3, flags, block_log, depth, lanes, group_log, slice_log too small / too large for
+        // 16 KiB blocks, a reserved byte.
+        let bad_fields: [(usize, u8); 11] =
+            [(8, 1), (8, 3), (10, 1), (12, 11), (12, 21), (13, 0), (14, 3), (15, 13), (24, 8), (24, 15), (30, 1)];
         for (pos, value) in bad_fields {
             let mut b = Header::new_default().to_bytes();
             b[pos] = value;
@@ -224,6 +275,23 @@ mod tests {
         seal(&mut b);
         assert!(Header::parse(&b).is_err());
         assert!(Header::parse(&b[..63]).is_err());
+    }
+
+    #[test]
+    fn slice_log_limits_follow_block_log() {
+        for block_log in MIN_BLOCK_LOG..=MAX_BLOCK_LOG {
+            let lo = 9.max(block_log - 5);
+            for slice_log in 0..=24u8 {
+                let h = Header { block_log, slice_log, ..Header::new_default() };
+                let legal = (lo..=block_log).contains(&slice_log);
+                assert_eq!(Header::parse(&h.to_bytes()).is_ok(), legal, "block_log {block_log} slice_log {slice_log}");
+            }
+            let default = Header::default_slice_log(block_log);
+            assert!(Header::slice_log_range(block_log).contains(&default));
+        }
+        assert_eq!(Header::default_slice_log(14), 11);
+        assert_eq!(Header::default_slice_log(20), 15);
+        assert_eq!(Header::new_default().slices_per_block(), 8);
     }
 
     #[test]

@@ -28,7 +28,7 @@ pub const HEADER_LEN: usize = 64;
 pub const FOOTER_LEN: usize = 64;
 pub const MAGIC: &[u8; 8] = b"ACEAPEX\0";
 pub const FOOTER_MAGIC: &[u8; 8] = b"ACXFOOT\0";
-pub const VERSION: u16 = 1;
+pub const VERSION: u16 = 2;
 pub const MAX_TOTAL_LEN: u64 = 1 << 40;
 
 /// The header's parameters (FORMAT.md §2.1).
@@ -39,11 +39,23 @@ pub struct Header {
     pub rans_lanes: u8,
     pub group_log: u8,
     pub min_match: [u8; 8],
+    /// Slices of `2^slice_log` bytes, each coded on its own (FORMAT.md §3).
+    pub slice_log: u8,
 }
 
 impl Header {
     pub fn block_size(&self) -> u64 {
         1 << self.block_log
+    }
+
+    /// `S = 2^slice_log`.
+    pub fn slice_size(&self) -> u64 {
+        1 << self.slice_log
+    }
+
+    /// Slices per full block: `B / S`.
+    pub fn slices_per_block(&self) -> u64 {
+        1 << (self.block_log - self.slice_log.min(self.block_log))
     }
 }
 
@@ -107,6 +119,33 @@ impl ArchiveData {
     pub fn block_len(&self, id: u64) -> u32 {
         let start = self.block_start(id);
         (self.footer.total_len - start).min(self.header.block_size()) as u32
+    }
+
+    /// Slices of block `id`: `ceil(block_len / S)` (FORMAT.md §3).
+    pub fn slice_count(&self, id: u64) -> u32 {
+        u64::from(self.block_len(id)).div_ceil(self.header.slice_size()) as u32
+    }
+
+    /// Global slice ids run over the whole stream: slice `g` covers stream bytes from `g·S`, and belongs to block
+    /// `g / (B/S)` (every block but the last holds exactly `B/S` slices). This is the total count.
+    pub fn global_slice_count(&self) -> u64 {
+        self.footer.total_len.div_ceil(self.header.slice_size())
+    }
+
+    /// Absolute stream position of global slice `g`'s first byte.
+    pub fn slice_start(&self, g: u64) -> u64 {
+        g << self.header.slice_log
+    }
+
+    /// Decoded length of global slice `g` (`g < global_slice_count`).
+    pub fn slice_len(&self, g: u64) -> u32 {
+        (self.footer.total_len - self.slice_start(g)).min(self.header.slice_size()) as u32
+    }
+
+    /// The block holding global slice `g`, and the slice's index inside it.
+    pub fn slice_block(&self, g: u64) -> (u64, u32) {
+        let shift = self.header.block_log - self.header.slice_log;
+        (g >> shift, (g & ((1 << shift) - 1)) as u32)
     }
 
     /// File offset of block `id`'s payload.

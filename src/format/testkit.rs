@@ -162,23 +162,26 @@ impl Plan {
         let header = self.header;
         let blocks = self.finished_blocks();
         let group = 1usize << header.group_log;
+        let bs = self.block_size();
+        let slice = header.slice_size() as usize;
+        let decoded = |i: usize| &self.stream[i * bs..((i + 1) * bs).min(self.stream.len())];
         let tables: Vec<TableSet> = blocks
             .chunks(group)
-            .map(|g| {
+            .enumerate()
+            .map(|(g, blocks)| {
                 let mut stats = SymbolStats::default();
-                for b in g {
-                    count_symbols(&b.tokens, &b.literals, &mut stats);
+                for (k, b) in blocks.iter().enumerate() {
+                    count_symbols(&b.tokens, &b.literals, decoded(g * group + k), slice, &mut stats);
                 }
                 TableSet::from_stats(&stats)
             })
             .collect();
         let mut writer = ArchiveWriter::create(path, header).unwrap();
-        let bs = self.block_size();
         for (i, b) in blocks.iter().enumerate() {
             let mut payload = Vec::new();
-            encode_block(&b.tokens, &b.literals, &tables[i / group], header.rans_lanes.into(), &mut payload);
-            let decoded = &self.stream[i * bs..((i + 1) * bs).min(self.stream.len())];
-            writer.push_block(&payload, xxh3_64(decoded)).unwrap();
+            let lanes = header.rans_lanes.into();
+            encode_block(&b.tokens, &b.literals, decoded(i), slice, &tables[i / group], lanes, &mut payload);
+            writer.push_block(&payload, xxh3_64(decoded(i))).unwrap();
         }
         writer.finish(self.stream.len() as u64, &tables, &sample_tree(self.stream.len() as u64)).unwrap()
     }
@@ -215,7 +218,8 @@ pub fn sample_tree(total_len: u64) -> Tree {
     .unwrap()
 }
 
-/// A test header: 4 KiB blocks, groups of 2 blocks.
+/// A test header: 4 KiB blocks of four 1 KiB slices (so that tokens are cut at slice boundaries often), groups
+/// of 2 blocks.
 pub fn small_header(max_depth: u8, lanes: u8) -> Header {
-    Header { block_log: 12, max_depth, rans_lanes: lanes, group_log: 1, min_match: [2; 8] }
+    Header { block_log: 12, max_depth, rans_lanes: lanes, group_log: 1, min_match: [2; 8], slice_log: 10 }
 }

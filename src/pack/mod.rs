@@ -224,6 +224,7 @@ pub fn pack(inputs: &[PathBuf], output: &Path, opts: &PackOptions) -> Result<Pac
         rans_lanes: opts.rans_lanes,
         group_log: opts.group_log,
         min_match: level.parse.min_match,
+        slice_log: Header::default_slice_log(opts.block_log),
     };
     let mut writer = ArchiveWriter::create(output, header)?;
     let pool = rayon::ThreadPoolBuilder::new()
@@ -398,24 +399,28 @@ impl<'a> Packing<'a> {
         let block = 1usize << self.opts.block_log;
         let per_group = 1usize << self.opts.group_log;
         let lanes = self.opts.rans_lanes as u32;
+        let slice = 1usize << Header::default_slice_log(self.opts.block_log);
         let data = self.data;
+        let block_bytes = |g: usize, k: usize| {
+            let at = start as usize + (g * per_group + k) * block;
+            &data[at..(at + block).min(data.len())]
+        };
         let encoded: Vec<EncodedGroup> = blocks
             .par_chunks(per_group)
             .enumerate()
             .map(|(g, group)| {
                 let mut stats = SymbolStats::default();
-                for b in group {
-                    count_symbols(&b.tokens, &b.literals, &mut stats);
+                for (k, b) in group.iter().enumerate() {
+                    count_symbols(&b.tokens, &b.literals, block_bytes(g, k), slice, &mut stats);
                 }
                 let set = TableSet::from_stats(&stats);
                 let payloads = group
                     .par_iter()
                     .enumerate()
                     .map(|(k, b)| {
-                        let at = start as usize + (g * per_group + k) * block;
-                        let bytes = &data[at..(at + block).min(data.len())];
+                        let bytes = block_bytes(g, k);
                         let mut payload = Vec::new();
-                        encode_block(&b.tokens, &b.literals, &set, lanes, &mut payload);
+                        encode_block(&b.tokens, &b.literals, bytes, slice, &set, lanes, &mut payload);
                         (payload, xxh3_64(bytes))
                     })
                     .collect();
