@@ -1,7 +1,8 @@
 //! GPU engine benchmark and bit-exactness check (docs/BENCH-GPU.md has the results and the command lines).
 //!
 //! ```text
-//! gpubench ARCHIVE [--runs N] [--ranges N] [--latency N] [--contig N] [--big-gib G] [--big-cpu-check] [--json PATH]
+//! gpubench ARCHIVE [--runs N] [--ranges N] [--latency N] [--contig N] [--big-gib G [--big-keep PATH]]
+//!          [--big-cpu-check] [--json PATH]
 //! ```
 //!
 //! 1. Reference: the CPU engine decodes the whole stream (all cores).
@@ -40,6 +41,8 @@ struct Options {
     big_gib: f64,
     /// Only write the big archive and verify it with the CPU engine (a check of the generator, no GPU needed).
     big_cpu_check: bool,
+    /// Where to write the big archive, kept after the run (default: a temporary file, removed).
+    big_keep: Option<PathBuf>,
     json: Option<PathBuf>,
 }
 
@@ -53,6 +56,7 @@ fn parse_args() -> BoxResult<Options> {
         contig: 20,
         big_gib: 0.0,
         big_cpu_check: false,
+        big_keep: None,
         json: None,
     };
     while let Some(a) = args.next() {
@@ -64,6 +68,7 @@ fn parse_args() -> BoxResult<Options> {
             "--contig" => o.contig = value()?.parse()?,
             "--big-gib" => o.big_gib = value()?.parse()?,
             "--json" => o.json = Some(value()?.into()),
+            "--big-keep" => o.big_keep = Some(value()?.into()),
             "--big-cpu-check" => o.big_cpu_check = true,
             _ if o.archive.as_os_str().is_empty() => o.archive = a.into(),
             _ => return Err(format!("unexpected argument {a}").into()),
@@ -351,11 +356,14 @@ fn bench_archive(path: &Path, o: &Options, with_reference: bool) -> BoxResult<Va
     let data = Arc::new(ArchiveData::open(path)?);
     let file_len = data.footer.file_len;
     println!(
-        "archive {}: {} bytes -> {file_len} bytes, {} blocks of {} B, K={}, max_depth={}, group_log={}",
+        "archive {}: {} bytes -> {file_len} bytes, {} blocks of {} B, {} slices of {} B, K={}, max_depth={}, \
+         group_log={}",
         path.display(),
         data.footer.total_len,
         data.block_count(),
         data.header.block_size(),
+        data.global_slice_count(),
+        data.header.slice_size(),
         data.header.rans_lanes,
         data.header.max_depth,
         data.header.group_log
@@ -384,6 +392,7 @@ fn bench_archive(path: &Path, o: &Options, with_reference: bool) -> BoxResult<Va
         "file_len": file_len,
         "blocks": data.block_count(),
         "block_size": data.header.block_size(),
+        "slice_size": data.header.slice_size(),
         "rans_lanes": data.header.rans_lanes,
         "max_depth": data.header.max_depth,
         "gpu": gpu.description(),
@@ -418,7 +427,7 @@ fn run() -> BoxResult<()> {
     }
     let mut report = json!({ "corpus": bench_archive(&o.archive, &o, true)? });
     if o.big_gib > 0.0 {
-        let big = std::env::temp_dir().join("gpubench-big.acx");
+        let big = o.big_keep.clone().unwrap_or_else(|| std::env::temp_dir().join("gpubench-big.acx"));
         let t = Instant::now();
         let src = ArchiveData::open(&o.archive)?;
         let total = write_big(&src, o.big_gib, &big)?;
@@ -432,7 +441,9 @@ fn run() -> BoxResult<()> {
             ..o_clone(&o)
         };
         report["big"] = bench_archive(&big, &small, false)?;
-        let _ = std::fs::remove_file(&big);
+        if o.big_keep.is_none() {
+            let _ = std::fs::remove_file(&big);
+        }
     }
     if let Some(path) = &o.json {
         std::fs::write(path, serde_json::to_string_pretty(&report)?)?;
@@ -441,5 +452,5 @@ fn run() -> BoxResult<()> {
 }
 
 fn o_clone(o: &Options) -> Options {
-    Options { archive: o.archive.clone(), json: o.json.clone(), ..*o }
+    Options { archive: o.archive.clone(), json: o.json.clone(), big_keep: o.big_keep.clone(), ..*o }
 }

@@ -1,33 +1,41 @@
-// aceapex GPU seek kernels (FORMAT.md §3), compiled at run time by NVRTC for the GPU's own architecture.
+// aceapex GPU decode kernels (FORMAT.md §3, version 2), compiled at run time by NVRTC for the GPU's own
+// architecture.
 //
-// Two paths share the block parser (`parse_blocks`, a warp per block: interleaved rANS with a lane per state,
-// token parse by warp prefix sums, literals written to their final offsets):
+// The unit of work is a **unit** = one slice of 2^unit_log bytes (FORMAT.md §3: every block is cut into slices,
+// each coded on its own like a small block), numbered globally over the stream: unit u covers stream bytes from
+// u << unit_log, and its table group is u >> group_shift. Matches never cross a unit boundary; their sources lie
+// anywhere before them.
 //
-//  * Full decode (device-resident throughput): `parse_blocks` over every block writes literals to their stream
+// Two paths share the unit parser (`parse_k<K>`, a group of K lanes per unit, so with K = 1 a warp parses 32
+// units at once: interleaved rANS with a lane per state, token parse by group prefix sums, literals written to
+// their final offsets):
+//
+//  * Full decode (device-resident throughput): the parser over every unit writes literals to their stream
 //    positions, tokens to flat arrays and a stamp per byte (literal: 1, match byte: 0). `resolve_round` r then
 //    resolves every match byte whose source byte was final before the round (stamp r + 2), byte-parallel per
 //    warp; matches with bytes left go on a list for the next round. A byte of depth d is final after round d - 1,
 //    so max_depth + 1 rounds resolve every archive that honours its depth bound (a non-empty list after the
 //    last round is reported as a depth violation).
 //
-//  * Seek (a batch of requested blocks): `seed_batch` puts the requested blocks on a device worklist; then per
-//    level d = 0..L: `parse_blocks` parses the blocks claimed so far and `expand_ranges` turns the byte ranges
-//    needed at level d into their source ranges at level d+1, claiming (atomically) the blocks that hold them.
-//    The ranges only ever shrink (a range maps to at most as many source bytes), so the work is bounded by the
-//    requested bytes times the depth. `chase_bytes` then resolves every requested byte by following matches
-//    through the parsed blocks (at most L hops) to a literal; `seek_resolve` is the alternative that runs the
-//    resolve rounds over all parsed slots. `reset_batch` clears the claims.
+//  * Seek (a batch of requested units): `seed_batch` puts the requested units on a device worklist; then per
+//    level d = 0..L: the parser parses the units claimed so far and `expand_ranges` turns the byte ranges
+//    needed at level d into their source ranges at level d+1, claiming (atomically) the units that hold them —
+//    only the slices holding needed source pieces are parsed. The ranges only ever shrink (a range maps to at
+//    most as many source bytes), so the work is bounded by the requested bytes times the depth. `chase_bytes`
+//    then resolves every requested byte by following matches through the parsed units (at most L hops) to a
+//    literal; `seek_resolve` is the alternative that runs the resolve rounds over all parsed slots.
+//    `reset_batch` clears the claims.
 //
 // Every length, count and offset read from the archive is checked; a failure is reported once in
-// status[0] = code << 40 | block, and the host turns it into an error (the caller falls back to the CPU).
+// status[0] = code << 40 | unit, and the host turns it into an error (the caller falls back to the CPU).
 //
-// Block metadata (host-validated varint header, 8 u32 per block):
-//   [0,1] payload offset in the file (lo, hi), [2] nmatch, [3] nlit, [4] nwords, [5] extra_len,
-//   [6] header length (the four varints), [7] decoded block length (0xFFFFFFFF: header invalid).
+// Unit metadata (host-validated block directory and slice header, 8 u32 per unit, src/engine/gpu/prep.rs):
+//   [0,1] slice payload offset in the file (lo, hi), [2] nmatch, [3] nlit, [4] nwords, [5] extra_len,
+//   [6] header length (the four varints), [7] decoded unit length (0xFFFFFFFF: header invalid).
 // Decode tables: per group, per table (LL, ML, OF, LIT), 4096 u32 slot entries
 //   sym | (freq - 1) << 8 | cum << 20, or 0xFFFFFFFF for a slot no symbol covers.
-// Tokens of a parsed block (index tok_off[entry] + t, t < nmatch + 1):
-//   tpos[t] = block offset where token t's literals start, mpos[t] = where its match starts,
+// Tokens of a parsed unit (index tok_off[entry] + t, t < nmatch + 1):
+//   tpos[t] = unit offset where token t's literals start, mpos[t] = where its match starts,
 //   back[t] = match distance (0 for the final literal-only token). A match ends at tpos[t + 1].
 
 typedef unsigned char u8;
@@ -41,8 +49,8 @@ typedef unsigned long long u64;
 #define BAD_ENTRY 0xFFFFFFFFu
 #define META_WORDS 8
 
-// Error codes (mirrored in src/engine/gpu.rs).
-#define E_HEADER 1       // block header failed host validation
+// Error codes (mirrored in src/engine/gpu/device.rs).
+#define E_HEADER 1       // unit header (or its block directory) failed host validation
 #define E_SYMBOL 2       // a slot no symbol covers (or an unused table)
 #define E_WORDS 3        // the rANS word stream ran out
 #define E_FINAL 4        // final states != 2^16 or words left over
@@ -50,18 +58,24 @@ typedef unsigned long long u64;
 #define E_SUMS 6         // literal / length sums disagree with the header
 #define E_BACK 7         // a match reaches before the stream start
 #define E_DEPTH 8        // more than max_depth hops
-#define E_UNPARSED 9     // a needed block was not parsed (worklist overflow)
+#define E_UNPARSED 9     // a needed unit was not parsed (worklist overflow)
 #define E_WORKLIST 10    // worklist or token pool capacity exceeded
 #define E_RANGES 11      // range list capacity exceeded
 #define E_VALUE 12       // a length value out of range
 
-// Variant switches for the time breakdown (parse_blocks `mode`).
+// Variant switches for the time breakdown (parse_k<K> `mode`).
 #define MODE_FULL 0
 #define MODE_ENTROPY_ONLY 1  // rANS decode only: symbols are not stored, nothing is parsed
 #define MODE_NO_LITERALS 2   // entropy + token parse, literal bytes decoded but not written
+#define MODE_TOKENS 3        // entropy-decode the codes and parse the tokens only; the rANS state is saved in
+                             // `resume` and `literals_k<K>` decodes and places the literals later (seek path)
 
-__device__ __forceinline__ void report(u64* status, u32 code, u64 block) {
-    atomicCAS(&status[0], 0ull, ((u64)code << 40) | (block & 0xFFFFFFFFFFull));
+// Words of resume state per worklist entry: [0] words consumed, [1 + lane] rANS state, [33 + lane] the literal
+// a lane decoded in the last code step (or 0xFFFFFFFF).
+#define RESUME_WORDS 65
+
+__device__ __forceinline__ void report(u64* status, u32 code, u64 unit) {
+    atomicCAS(&status[0], 0ull, ((u64)code << 40) | (unit & 0xFFFFFFFFFFull));
 }
 
 __device__ __forceinline__ u32 load_u32_le(const u8* p) {
@@ -110,78 +124,121 @@ __device__ __forceinline__ u32 last_le(const u32* arr, u32 lo, u32 hi, u32 key) 
     return lo;
 }
 
-// The rANS word stream as a warp reads it: words are consumed in order, at most 32 per step, so each lane keeps
-// one word of the current 32-word window and one of each of the next two, loaded two windows ahead of use to
-// hide memory latency. `take` hands every lane that needs a word the next one in lane order (ballot + popcount).
+// A thread group of W lanes (W = K, a power of two <= 32) of one warp, working on one unit. All collective
+// operations name only the group's lanes, so the groups of a warp run independently (different units, different
+// trip counts); with W = 1 every collective is the identity and a warp decodes 32 units at once.
+template <int W>
+struct Group {
+    u32 lane;  // lane within the group
+    u32 base;  // the group's first lane in the warp
+    u32 mask;  // the group's lanes, as a warp mask
+
+    __device__ __forceinline__ Group() {
+        u32 wl = threadIdx.x & 31;
+        lane = wl & (W - 1);
+        base = wl & ~(u32)(W - 1);
+        mask = W == 32 ? FULL_MASK : (((1u << (W & 31)) - 1u) << base);
+    }
+    __device__ __forceinline__ u32 shfl(u32 v, u32 src) const { return W == 1 ? v : __shfl_sync(mask, v, src, W); }
+    __device__ __forceinline__ u32 ballot(bool p) const {
+        if (W == 1) return p ? 1u : 0u;
+        u32 b = __ballot_sync(mask, p) >> base;
+        return W == 32 ? b : b & ((1u << (W & 31)) - 1u);
+    }
+    __device__ __forceinline__ bool any(bool p) const { return W == 1 ? p : __any_sync(mask, p); }
+    __device__ __forceinline__ bool all(bool p) const { return W == 1 ? p : __all_sync(mask, p); }
+    __device__ __forceinline__ u32 max(u32 v) const { return W == 1 ? v : __reduce_max_sync(mask, v); }
+    __device__ __forceinline__ void sync() const {
+        if (W > 1) __syncwarp(mask);
+    }
+    // Inclusive prefix sum over the group's lanes.
+    __device__ __forceinline__ u32 scan(u32 v) const {
+#pragma unroll
+        for (u32 d = 1; d < W; d <<= 1) {
+            u32 o = __shfl_up_sync(mask, v, d, W);
+            if (lane >= d) v += o;
+        }
+        return v;
+    }
+    __device__ __forceinline__ u32 last(u32 v) const { return shfl(v, W - 1); }
+};
+
+// The rANS word stream as a group reads it: words are consumed in order, at most W per step, so each lane keeps
+// one word of the current W-word window and one of each of the next two, loaded two windows ahead of use to hide
+// memory latency. `take` hands every lane that needs a word the next one in lane order (ballot + popcount).
+template <int W>
 struct WordWindow {
     const u8* words;
     u32 nwords;
-    u32 base;  // first word of `cur` (a multiple of 32)
+    u32 base;  // first word of `cur` (a multiple of W)
     u32 pos;   // words consumed
     u32 cur, next, next2;
 
     __device__ __forceinline__ u32 load(u32 i) const { return i < nwords ? load_u16_le(words + 2ull * i) : 0u; }
 
-    __device__ __forceinline__ void init(const u8* w, u32 n, u32 lane) {
+    // Starts with `consumed` words already taken (0 for a fresh stream, or a saved position to resume at).
+    __device__ __forceinline__ void init(const u8* w, u32 n, u32 lane, u32 consumed) {
         words = w;
         nwords = n;
-        base = 0;
-        pos = 0;
-        cur = load(lane);
-        next = load(32 + lane);
-        next2 = load(64 + lane);
+        pos = consumed;
+        base = consumed & ~(u32)(W - 1);
+        cur = load(base + lane);
+        next = load(base + W + lane);
+        next2 = load(base + 2 * W + lane);
     }
 
-    // Every lane calls this (warp-collective). Lanes with `need` get their word in *x; a read past the stream's
-    // end sets *bad.
-    __device__ __forceinline__ void take(bool need, u32* x, bool* bad, u32 lane) {
-        u32 mask = __ballot_sync(FULL_MASK, need);
-        u32 idx = pos + __popc(mask & ((1u << lane) - 1));
-        u32 rel = idx - base;  // < 64: pos - base < 32 and at most 31 lanes before this one
-        u32 a = __shfl_sync(FULL_MASK, cur, rel & 31);
-        u32 b = __shfl_sync(FULL_MASK, next, rel & 31);
+    // Every lane of the group calls this. Lanes with `need` get their word in *x; a read past the stream's end
+    // sets *bad.
+    __device__ __forceinline__ void take(const Group<W>& g, bool need, u32* x, bool* bad) {
+        u32 m = g.ballot(need);
+        u32 idx = pos + __popc(m & ((1u << g.lane) - 1u));
+        u32 rel = idx - base;  // < 2W: pos - base < W and at most W - 1 lanes before this one
+        u32 a = g.shfl(cur, rel & (W - 1));
+        u32 b = g.shfl(next, rel & (W - 1));
         if (need) {
             if (idx >= nwords) *bad = true;
-            else *x = (*x << 16) | (rel < 32 ? a : b);
+            else *x = (*x << 16) | (rel < W ? a : b);
         }
-        pos += __popc(mask);
-        if (pos - base >= 32) {
-            base += 32;
+        pos += __popc(m);
+        if (pos - base >= W) {
+            base += W;
             cur = next;
             next = next2;
-            next2 = load(base + 64 + lane);
+            next2 = load(base + 2 * W + g.lane);
         }
     }
 };
 
 // Everything the kernels share, passed by value. Mirrored field for field by `KernelCtx` in
-// src/engine/gpu.rs (pointers are 64-bit device addresses; keep the order and types in step).
+// src/engine/gpu/device.rs (pointers are 64-bit device addresses; keep the order and types in step).
 struct Ctx {
     const u8* file;       // archive bytes [0, tables_offset)
-    const u32* meta;      // META_WORDS per block
+    const u32* meta;      // META_WORDS per unit
     const u32* dtab;      // decode tables, 4 * 4096 entries per group
-    u32* worklist;        // entry -> block id
+    u32* worklist;        // entry -> unit id
     u64* tok_off;         // entry -> index of its first token
     u32* tpos;            // token arrays (see above)
     u32* mpos;
     u64* back;
-    u8* bytes;            // entry e's decoded bytes at e << block_log
-    u32* slot_of_block;   // block id -> entry, NO_SLOT or CLAIMING; null on the full path
+    u8* bytes;            // entry e's decoded bytes at e << unit_log
+    u32* slot_of_unit;    // unit id -> entry, NO_SLOT or CLAIMING; null on the full path
     u32* counters;        // see counter_* below
     u64* pool_used;       // token storage handed out
-    u64* status;          // [0]: first error, code << 40 | block
+    u64* status;          // [0]: first error, code << 40 | unit
     u64* rsrc0;           // range lists, double-buffered by level parity
     u64* rsrc1;
     u32* rlen0;
     u32* rlen1;
     u8* stamps;           // full decode: per stream byte, 0 = unresolved, k >= 1 = final before round k - 1
+    u32* lidx;            // token arrays: index of token t's first literal in the unit's literal sequence
+    u32* resume;          // RESUME_WORDS per worklist entry (MODE_TOKENS), null on the full path
     u64 pool_cap;         // token storage available
-    u64 nblocks;
+    u64 nunits;           // units (slices) in the stream
     u32 wl_cap;           // worklist entries available
     u32 range_cap;        // ranges per level available
-    u32 lanes;            // rANS lanes K
-    u32 block_log;
-    u32 group_log;
+    u32 lanes;            // rANS lanes K (the parse entry point is chosen by it; kept for the layout)
+    u32 unit_log;         // slice_log: a unit (slice) holds 2^unit_log bytes
+    u32 group_shift;      // unit id >> group_shift = table group (block_log - slice_log + group_log)
     u32 max_depth;
 };
 
@@ -191,58 +248,69 @@ __device__ __forceinline__ u32* level_begin(const Ctx& c, u32 d) { return c.coun
 __device__ __forceinline__ u32* range_count(const Ctx& c, u32 d) { return c.counters + 2 + (c.max_depth + 2) + d; }
 __device__ __forceinline__ bool failed(const Ctx& c) { return *(volatile u64*)c.status != 0; }
 
-// One warp decodes one block: rANS (a lane per interleaved state), token parse by warp prefix sums, literals to
-// their block offsets in `bytes` (block-local buffer of 2^block_log bytes).
-__device__ void parse_one(const Ctx& c, u32 id, u64 tok_base, u8* bytes, u8* stamps, u32 mode) {
+template <int W>
+__device__ void literal_phase(const Ctx& c, const Group<W>& g, u32 id, const u32* tp, const u32* li, u8* bytes,
+                              u8* stamps, u32 mode, u32 x, WordWindow<W>& ww, int pending);
+
+// One group of W = K lanes decodes one unit (slice): rANS (a lane per interleaved state), token parse by group
+// prefix sums, then (unless `mode` is MODE_TOKENS, which saves the rANS state in `resume` instead) the literals to
+// their unit offsets in `bytes` (a unit-local buffer of 2^unit_log bytes).
+template <int W>
+__device__ void parse_one(const Ctx& c, const Group<W>& g, u32 id, u64 tok_base, u8* bytes, u8* stamps, u32 mode,
+                          u32* resume) {
     const u8* file = c.file;
-    const u32* meta = c.meta;
-    const u32 lanes = c.lanes, block_log = c.block_log;
     u64* status = c.status;
-    const u32 lane = threadIdx.x & 31;
-    const u32* m = meta + (u64)id * META_WORDS;
-    const u32 block_len = m[7];
-    if (block_len == BAD_ENTRY) {
+    const u32 lane = g.lane;
+    const u32* m = c.meta + (u64)id * META_WORDS;
+    const u32 unit_len = m[7];
+    if (unit_len == BAD_ENTRY) {
         if (lane == 0) report(status, E_HEADER, id);
         return;
     }
     if (stamps) {
         // Every byte of the slot starts unresolved; phase C stamps the literals.
         uint4* z = (uint4*)stamps;
-        for (u32 i = lane; i < (1u << block_log) / 16; i += 32) z[i] = make_uint4(0, 0, 0, 0);
-        __syncwarp();
+        for (u32 i = lane; i < (1u << c.unit_log) / 16; i += W) z[i] = make_uint4(0, 0, 0, 0);
+        g.sync();
     }
     const u64 payload = (u64)m[0] | ((u64)m[1] << 32);
     const u32 nmatch = m[2], nlit = m[3], nwords = m[4], extra_len = m[5], hdr_len = m[6];
     const u32 ntok = nmatch + 1;
     const u64 S = 3ull * nmatch + 1 + nlit;
     const u8* states = file + payload + hdr_len;
-    const u8* words = states + 4 * lanes;
+    const u8* words = states + 4 * W;
     const u8* extra = words + 2ull * nwords;
-    const u32* tab = c.dtab + (u64)(id >> c.group_log) * 4 * 4096;
-    const u64 block_start = (u64)id << block_log;
+    const u32* tab = c.dtab + (u64)(id >> c.group_shift) * 4 * 4096;
+    const u64 unit_start = (u64)id << c.unit_log;
     u32* tp = c.tpos + tok_base;
     u32* mp = c.mpos + tok_base;
+    u32* li = c.lidx + tok_base;
     u64* bk = c.back + tok_base;
+    // Bring the slice's payload towards the SM now: the rANS loop reads it a word at a time (a seek level's
+    // latency is this loop's).
+    {
+        const u64 len = hdr_len + 4ull * W + 2ull * nwords + extra_len;
+        for (u64 off = (u64)lane * 128; off < len; off += 128ull * W)
+            asm volatile("prefetch.global.L1 [%0];" ::"l"(file + payload + off));
+    }
 
     // Phase A: entropy-decode the LL, ML and OF codes (symbols [0, 3 nmatch + 1)) into the token arrays, and
     // keep going into the literals up to the end of the step that holds the last code: those (at most one per
     // lane) wait in `pending` until the tokens are parsed.
-    const bool lane_active = lane < lanes;
-    u32 x = lane_active ? load_u32_le(states + 4 * lane) : 0;
-    WordWindow ww;
-    ww.init(words, nwords, lane);
+    u32 x = load_u32_le(states + 4 * lane);
+    WordWindow<W> ww;
+    ww.init(words, nwords, lane, 0);
     // An encoder never leaves a state below 2^16 (the CPU decoder refuses it too).
-    bool bad = lane_active && x < 65536u;
+    bool bad = x < 65536u;
     const u64 ncodes = 3ull * nmatch + 1;
-    const u64 code_steps = (ncodes + lanes - 1) / lanes;
-    const u64 steps = (S + lanes - 1) / lanes;
+    const u64 code_steps = (ncodes + W - 1) / W;
+    const u64 steps = (S + W - 1) / W;
     int pending = -1;  // literal byte decoded in the last code step, or -1
-    u64 pending_idx = 0;
 
     for (u64 j = 0; j < steps; j++) {
         if (j == code_steps && mode != MODE_ENTROPY_ONLY) break;
-        u64 i = j * lanes + lane;
-        bool act = lane_active && i < S;
+        u64 i = j * W + lane;
+        bool act = i < S;
         if (act) {
             u32 slot = x & 4095u;
             u32 which = i < nmatch + 1ull ? 0 : (i < 2ull * nmatch + 1 ? 1 : (i < ncodes ? 2 : 3));
@@ -257,34 +325,33 @@ __device__ void parse_one(const Ctx& c, u32 id, u64 tok_base, u8* bytes, u8* sta
                     if (which == 0) tp[i] = sym;
                     else if (which == 1) mp[i - (nmatch + 1)] = sym;
                     else if (which == 2) bk[i - (2ull * nmatch + 1)] = sym;
-                    else { pending = (int)sym; pending_idx = i - ncodes; }
+                    else pending = (int)sym;  // literal i - ncodes, placed by literal_phase
                 } else if (which == 3 && sym == 0x100) {
                     bad = true;  // never true: keeps the decode from being optimised away in this variant
                 }
             }
         }
-        ww.take(act && x < 65536u, &x, &bad, lane);
+        ww.take(g, act && x < 65536u, &x, &bad);
     }
-    if (__any_sync(FULL_MASK, bad)) {
+    if (g.any(bad)) {
         if (lane == 0) report(status, E_SYMBOL, id);
         return;
     }
     if (mode == MODE_ENTROPY_ONLY) {
-        bool fin = !lane_active || x == 65536u;
-        if (!__all_sync(FULL_MASK, fin) || ww.pos != nwords) {
+        if (!g.all(x == 65536u) || ww.pos != nwords) {
             if (lane == 0) report(status, E_FINAL, id);
         }
         if (lane == 0) tp[0] = ww.pos;  // a visible result, so the decode is not dead code
         return;
     }
-    __syncwarp();
+    g.sync();
 
-    // Phase B: codes -> values with extra bits; token offsets and literal indices by warp prefix sums. The
-    // literal index of each token is kept in mpos until the literals are placed.
+    // Phase B: codes -> values with extra bits; token offsets, match starts and literal indices by group prefix
+    // sums.
     u64 bit_run = 0;
     u32 lit_run = 0, pos_run = 0;
     const u64 extra_bits_total = 8ull * extra_len;
-    for (u32 chunk = 0; chunk < ntok; chunk += 32) {
+    for (u32 chunk = 0; chunk < ntok; chunk += W) {
         u32 t = chunk + lane;
         bool has = t < ntok;
         bool has_match = t < nmatch;
@@ -294,9 +361,9 @@ __device__ void parse_one(const Ctx& c, u32 id, u64 tok_base, u8* bytes, u8* sta
         u32 nb_ll = extra_bits_of(llc), nb_ml = has_match ? extra_bits_of(mlc) : 0;
         u32 nb_of = has_match ? extra_bits_of(ofc) : 0;
         u32 nb = nb_ll + nb_ml + nb_of;
-        u32 incl = warp_inclusive_scan(nb);
+        u32 incl = g.scan(nb);
         u64 bitpos = bit_run + incl - nb;
-        bit_run += __shfl_sync(FULL_MASK, incl, 31);
+        bit_run += g.last(incl);
         u64 lit = 0, len = 0, dist = 0;
         if (has) {
             if (bitpos + nb > extra_bits_total) {
@@ -309,29 +376,30 @@ __device__ void parse_one(const Ctx& c, u32 id, u64 tok_base, u8* bytes, u8* sta
                 }
             }
         }
-        if (lit > block_len || len > block_len) {
+        if (lit > unit_len || len > unit_len) {
             bad = true;
             lit = 0;
             len = 0;
         }
         u32 lit32 = (u32)lit, span = (u32)(lit + len);
-        u32 lit_incl = warp_inclusive_scan(lit32);
-        u32 span_incl = warp_inclusive_scan(span);
+        u32 lit_incl = g.scan(lit32);
+        u32 span_incl = g.scan(span);
         u32 my_lit = lit_run + lit_incl - lit32;
         u32 my_pos = pos_run + span_incl - span;
-        lit_run += __shfl_sync(FULL_MASK, lit_incl, 31);
-        pos_run += __shfl_sync(FULL_MASK, span_incl, 31);
-        if (lit_run > block_len || pos_run > block_len) bad = true;
+        lit_run += g.last(lit_incl);
+        pos_run += g.last(span_incl);
+        if (lit_run > unit_len || pos_run > unit_len) bad = true;
         if (has) {
-            u64 dst = block_start + my_pos + lit;
+            u64 dst = unit_start + my_pos + lit;
             if (dist > dst) bad = true;
             tp[t] = my_pos;
-            mp[t] = my_lit;
+            mp[t] = my_pos + (u32)lit;
+            li[t] = my_lit;
             bk[t] = dist;
         }
-        if (__any_sync(FULL_MASK, bad)) break;
+        if (g.any(bad)) break;
     }
-    if (__any_sync(FULL_MASK, bad)) {
+    if (g.any(bad)) {
         if (lane == 0) report(status, E_VALUE, id);
         return;
     }
@@ -341,53 +409,84 @@ __device__ void parse_one(const Ctx& c, u32 id, u64 tok_base, u8* bytes, u8* sta
         if (lane == 0) report(status, E_EXTRA, id);
         return;
     }
-    if (lit_run != nlit || pos_run != block_len) {
+    if (lit_run != nlit || pos_run != unit_len) {
         if (lane == 0) report(status, E_SUMS, id);
         return;
     }
-    __syncwarp();
+    if (mode == MODE_TOKENS) {
+        // The literals come later (literals_k<W>): save where the rANS stream stands.
+        if (lane == 0) resume[0] = ww.pos;
+        resume[1 + lane] = x;
+        resume[33 + lane] = pending >= 0 ? (u32)pending : 0xFFFFFFFFu;
+        return;
+    }
+    g.sync();
+    literal_phase<W>(c, g, id, tp, li, bytes, stamps, mode, x, ww, pending);
+}
 
-    // Phase C: the literals. Literal l goes to tpos[t] + l - litidx[t] for the last token t with litidx[t] <= l.
+// Phase C of a unit's parse: the literals (symbols [3 nmatch + 1, N) of the rANS stream, from the state `x` and
+// word position `ww` the code phase left, `pending` = this lane's literal decoded in the last code step or -1),
+// each written to its final offset; then the end-of-stream checks.
+template <int W>
+__device__ void literal_phase(const Ctx& c, const Group<W>& g, u32 id, const u32* tp, const u32* li, u8* bytes,
+                              u8* stamps, u32 mode, u32 x, WordWindow<W>& ww, int pending) {
+    const u32 lane = g.lane;
+    u64* status = c.status;
+    const u32* m = c.meta + (u64)id * META_WORDS;
+    const u32 nmatch = m[2], nlit = m[3], nwords = m[4];
+    const u32 ntok = nmatch + 1;
+    const u64 S = 3ull * nmatch + 1 + nlit;
+    const u64 ncodes = 3ull * nmatch + 1;
+    const u64 code_steps = (ncodes + W - 1) / W;
+    const u64 steps = (S + W - 1) / W;
+    const u32* tab = c.dtab + (u64)(id >> c.group_shift) * 4 * 4096;
+    const u64 pending_idx = (code_steps - 1) * W + lane - ncodes;  // meaningful only when pending >= 0
+    bool bad = false;
+    // The literals. Literal l goes to tpos[t] + l - litidx[t] for the last token t with litidx[t] <= l.
     // A step's literals are consecutive, so their tokens start at `cursor` (the largest token of the step before):
-    // the warp loads litidx[cursor .. cursor + 32) once and each lane searches that window by shuffles, falling
-    // back to a binary search in memory when its token lies beyond the window (runs of literal-less tokens).
-    // The window (litidx and tpos of tokens wbase .. wbase + 32) is reloaded at the end of a step that moved the
-    // cursor, so the load overlaps the next step's entropy decode instead of stalling the placement.
+    // the group holds litidx and tpos of tokens wbase .. wbase + W (a lane each) and each lane searches that
+    // window by shuffles; a lane whose token lies at or beyond the window's end walks forward in memory (runs of
+    // literal-less tokens). The window is reloaded at the end of a step that moved the cursor, so the load
+    // overlaps the next step's entropy decode instead of stalling the placement.
     u32 cursor = 0, wbase = 0;
-    u32 wm = lane < ntok ? mp[lane] : 0xFFFFFFFFu;
+    u32 wm = lane < ntok ? li[lane] : 0xFFFFFFFFu;
     u32 wt = lane < ntok ? tp[lane] : 0u;
     auto place_step = [&](bool valid, u32 l, u32 sym) {
         u32 key = valid ? l : 0u;
         u32 lo = 0;
 #pragma unroll
-        for (u32 s = 16; s > 0; s >>= 1) {
-            u32 v = __shfl_sync(FULL_MASK, wm, lo + s);
+        for (u32 s = W / 2; s > 0; s >>= 1) {
+            u32 v = g.shfl(wm, lo + s);
             if (v <= key) lo += s;
         }
         u32 t = wbase + lo;
-        u32 tpt = __shfl_sync(FULL_MASK, wt, lo), mpt = __shfl_sync(FULL_MASK, wm, lo);
-        if (valid && lo == 31) {
-            t = last_le(mp, t, ntok, l);
-            tpt = tp[t];
-            mpt = mp[t];
+        u32 tpt = g.shfl(wt, lo), mpt = g.shfl(wm, lo);
+        if (valid && lo == W - 1) {
+            const u32 t0 = t;
+            u32 nxt;
+            while (t + 1 < ntok && (nxt = li[t + 1]) <= l) {
+                t++;
+                mpt = nxt;
+            }
+            if (t != t0) tpt = tp[t];
         }
         if (valid && mode != MODE_NO_LITERALS) {
             u32 o = tpt + (l - mpt);
             bytes[o] = (u8)sym;
             if (stamps) stamps[o] = 1;  // literals are final before round 0
         }
-        u32 tmax = __reduce_max_sync(FULL_MASK, valid ? t : 0u);
+        u32 tmax = g.max(valid ? t : 0u);
         if (tmax > cursor) cursor = tmax;
-        if (cursor != wbase) {  // warp-uniform
+        if (cursor != wbase) {  // group-uniform
             wbase = cursor;
-            wm = wbase + lane < ntok ? mp[wbase + lane] : 0xFFFFFFFFu;
+            wm = wbase + lane < ntok ? li[wbase + lane] : 0xFFFFFFFFu;
             wt = wbase + lane < ntok ? tp[wbase + lane] : 0u;
         }
     };
     place_step(pending >= 0, (u32)pending_idx, (u32)pending);
     for (u64 j = code_steps; j < steps; j++) {
-        u64 i = j * lanes + lane;
-        bool act = lane_active && i < S;
+        u64 i = j * W + lane;
+        bool act = i < S;
         u32 sym = 0;
         if (act) {
             u32 slot = x & 4095u;
@@ -402,59 +501,88 @@ __device__ void parse_one(const Ctx& c, u32 id, u64 tok_base, u8* bytes, u8* sta
             }
         }
         place_step(act, (u32)(i - ncodes), sym);
-        ww.take(act && x < 65536u, &x, &bad, lane);
+        ww.take(g, act && x < 65536u, &x, &bad);
     }
-    bool fin = !lane_active || x == 65536u;
-    if (__any_sync(FULL_MASK, bad) || !__all_sync(FULL_MASK, fin) || ww.pos != nwords) {
-        if (lane == 0) report(status, __any_sync(FULL_MASK, bad) ? E_WORDS : E_FINAL, id);
-        return;
-    }
-    __syncwarp();
-
-    // Phase D: literal index -> match start. mpos[t] = tpos[t] + (litidx[t + 1] - litidx[t]).
-    for (u32 chunk = 0; chunk < ntok; chunk += 32) {
-        u32 t = chunk + lane;
-        u32 v = 0;
-        if (t < ntok) {
-            u32 next = t + 1 < ntok ? mp[t + 1] : nlit;
-            v = tp[t] + (next - mp[t]);
-        }
-        __syncwarp();
-        if (t < ntok) mp[t] = v;
-        __syncwarp();
+    bool any_bad = g.any(bad);
+    if (any_bad || !g.all(x == 65536u) || ww.pos != nwords) {
+        if (lane == 0) report(status, any_bad ? E_WORDS : E_FINAL, id);
     }
 }
 
-
-// Parses worklist entries [level_begin(level), count): a warp per entry. Entry e's bytes go to
-// bytes + e << block_log and its tokens to tok_off[e]. Marks each parsed block's slot for the later levels.
-extern "C" __global__ void parse_blocks(Ctx c, u32 level, u32 mode) {
+// Parses worklist entries [level_begin(level), count): a group of W = K lanes per entry. Entry e's bytes go to
+// bytes + e << unit_log and its tokens to tok_off[e]. Marks each parsed unit's slot for the later levels.
+template <int W>
+__device__ __forceinline__ void parse_units(const Ctx& c, u32 level, u32 mode) {
     const u32 begin = *level_begin(c, level);
     const u32 end = min(c.counters[0], c.wl_cap);
     if (blockIdx.x == 0 && threadIdx.x == 0) *level_begin(c, level + 1) = end;
-    const u32 warps_per_cta = blockDim.x / 32;
-    const u32 warp = blockIdx.x * warps_per_cta + threadIdx.x / 32;
-    const u32 nwarps = gridDim.x * warps_per_cta;
-    for (u32 e = begin + warp; e < end; e += nwarps) {
+    const Group<W> g;
+    const u32 groups_per_cta = blockDim.x / W;
+    const u32 group = blockIdx.x * groups_per_cta + threadIdx.x / W;
+    const u32 ngroups = gridDim.x * groups_per_cta;
+    for (u32 e = begin + group; e < end; e += ngroups) {
         u32 id = c.worklist[e];
-        u8* stamps = c.stamps ? c.stamps + ((u64)e << c.block_log) : nullptr;
-        parse_one(c, id, c.tok_off[e], c.bytes + ((u64)e << c.block_log), stamps, mode);
-        if ((threadIdx.x & 31) == 0 && c.slot_of_block) c.slot_of_block[id] = e;
+        u8* stamps = c.stamps ? c.stamps + ((u64)e << c.unit_log) : nullptr;
+        u32* resume = c.resume ? c.resume + (u64)e * RESUME_WORDS : nullptr;
+        parse_one<W>(c, g, id, c.tok_off[e], c.bytes + ((u64)e << c.unit_log), stamps, mode, resume);
+        if (g.lane == 0 && c.slot_of_unit) c.slot_of_unit[id] = e;
     }
 }
 
-// Puts the requested blocks on the worklist (entries 0..n, n <= wl_cap), allocating their token storage.
+// The literals of every entry parsed with MODE_TOKENS by levels < parsed_level (entries claimed by the last
+// expansion but not parsed are left alone), from their saved rANS states: one launch after the seek's last
+// level, so the literal half of each slice's stream stays off the per-level path.
+template <int W>
+__device__ __forceinline__ void literal_units(const Ctx& c, u32 parsed_level) {
+    if (failed(c)) return;
+    const u32 end = min(*level_begin(c, parsed_level), c.wl_cap);
+    const Group<W> g;
+    const u32 groups_per_cta = blockDim.x / W;
+    const u32 group = blockIdx.x * groups_per_cta + threadIdx.x / W;
+    const u32 ngroups = gridDim.x * groups_per_cta;
+    for (u32 e = group; e < end; e += ngroups) {
+        const u32 id = c.worklist[e];
+        const u32* m = c.meta + (u64)id * META_WORDS;
+        if (m[7] == BAD_ENTRY) continue;  // reported by the parse
+        const u32* rs = c.resume + (u64)e * RESUME_WORDS;
+        const u64 payload = (u64)m[0] | ((u64)m[1] << 32);
+        const u8* words = c.file + payload + m[6] + 4 * W;
+        WordWindow<W> ww;
+        ww.init(words, m[4], g.lane, rs[0]);
+        const u32 p = rs[33 + g.lane];
+        const u64 tb = c.tok_off[e];
+        u8* stamps = c.stamps ? c.stamps + ((u64)e << c.unit_log) : nullptr;
+        literal_phase<W>(c, g, id, c.tpos + tb, c.lidx + tb, c.bytes + ((u64)e << c.unit_log), stamps, MODE_FULL,
+                         rs[1 + g.lane], ww, p == 0xFFFFFFFFu ? -1 : (int)p);
+    }
+}
+
+// One entry point per lane count K (the host loads the one its archive's header names).
+extern "C" __global__ void parse_k1(Ctx c, u32 level, u32 mode) { parse_units<1>(c, level, mode); }
+extern "C" __global__ void parse_k2(Ctx c, u32 level, u32 mode) { parse_units<2>(c, level, mode); }
+extern "C" __global__ void parse_k4(Ctx c, u32 level, u32 mode) { parse_units<4>(c, level, mode); }
+extern "C" __global__ void parse_k8(Ctx c, u32 level, u32 mode) { parse_units<8>(c, level, mode); }
+extern "C" __global__ void parse_k16(Ctx c, u32 level, u32 mode) { parse_units<16>(c, level, mode); }
+extern "C" __global__ void parse_k32(Ctx c, u32 level, u32 mode) { parse_units<32>(c, level, mode); }
+extern "C" __global__ void literals_k1(Ctx c, u32 parsed_level) { literal_units<1>(c, parsed_level); }
+extern "C" __global__ void literals_k2(Ctx c, u32 parsed_level) { literal_units<2>(c, parsed_level); }
+extern "C" __global__ void literals_k4(Ctx c, u32 parsed_level) { literal_units<4>(c, parsed_level); }
+extern "C" __global__ void literals_k8(Ctx c, u32 parsed_level) { literal_units<8>(c, parsed_level); }
+extern "C" __global__ void literals_k16(Ctx c, u32 parsed_level) { literal_units<16>(c, parsed_level); }
+extern "C" __global__ void literals_k32(Ctx c, u32 parsed_level) { literal_units<32>(c, parsed_level); }
+
+// Puts the requested units on the worklist (entries 0..n, n <= wl_cap), allocating their token storage.
 extern "C" __global__ void seed_batch(Ctx c, const u32* ids, u32 n) {
     u32 i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i == 0) c.counters[0] = n;
     if (i >= n) return;
     u32 id = ids[i];
-    if (id >= c.nblocks) {
+    if (id >= c.nunits) {
         report(c.status, E_UNPARSED, id);
         return;
     }
     c.worklist[i] = id;
-    c.slot_of_block[id] = CLAIMING;
+    c.slot_of_unit[id] = CLAIMING;
     u64 need = (u64)c.meta[(u64)id * META_WORDS + 2] + 1;
     u64 off = atomicAdd(c.pool_used, need);
     if (off + need > c.pool_cap) {
@@ -464,13 +592,13 @@ extern "C" __global__ void seed_batch(Ctx c, const u32* ids, u32 n) {
     c.tok_off[i] = off;
 }
 
-// Claims block b for parsing at the next level (at most once per batch).
-__device__ void claim_block(const Ctx& c, u32 b) {
-    if (atomicCAS(&c.slot_of_block[b], NO_SLOT, CLAIMING) != NO_SLOT) return;
+// Claims unit b for parsing at the next level (at most once per batch).
+__device__ void claim_unit(const Ctx& c, u32 b) {
+    if (atomicCAS(&c.slot_of_unit[b], NO_SLOT, CLAIMING) != NO_SLOT) return;
     u32 e = atomicAdd(&c.counters[0], 1u);
     if (e >= c.wl_cap) {
         report(c.status, E_WORKLIST, b);
-        c.slot_of_block[b] = NO_SLOT;  // not on the worklist, so reset_batch would not clear it
+        c.slot_of_unit[b] = NO_SLOT;  // not on the worklist, so reset_batch would not clear it
         return;
     }
     u64 need = (u64)c.meta[(u64)b * META_WORDS + 2] + 1;
@@ -483,18 +611,18 @@ __device__ void claim_block(const Ctx& c, u32 b) {
     c.tok_off[e] = off;
 }
 
-// Appends the source range [src, src + len) to level `next`'s list, split at block boundaries, and claims the
-// blocks it lies in.
+// Appends the source range [src, src + len) to level `next`'s list, split at unit boundaries, and claims the
+// units it lies in.
 __device__ void emit_range(const Ctx& c, u32 next, u64 src, u32 len) {
     u64* rsrc = (next & 1) ? c.rsrc1 : c.rsrc0;
     u32* rlen = (next & 1) ? c.rlen1 : c.rlen0;
     while (len > 0) {
-        u64 b = src >> c.block_log;
-        if (b >= c.nblocks) {
+        u64 b = src >> c.unit_log;
+        if (b >= c.nunits) {
             report(c.status, E_BACK, b);
             return;
         }
-        u32 piece = (u32)min((u64)len, ((b + 1) << c.block_log) - src);
+        u32 piece = (u32)min((u64)len, ((b + 1) << c.unit_log) - src);
         u32 idx = atomicAdd(range_count(c, next), 1u);
         if (idx >= c.range_cap) {
             report(c.status, E_RANGES, b);
@@ -502,7 +630,7 @@ __device__ void emit_range(const Ctx& c, u32 next, u64 src, u32 len) {
         }
         rsrc[idx] = src;
         rlen[idx] = piece;
-        claim_block(c, (u32)b);
+        claim_unit(c, (u32)b);
         src += piece;
         len -= piece;
     }
@@ -529,7 +657,7 @@ __device__ void emit_match_sources(const Ctx& c, u32 next, u64 msrc, u64 dist, u
     }
 }
 
-// Level d -> d + 1: for every byte range needed at level d (for d = 0: each requested block), the source ranges
+// Level d -> d + 1: for every byte range needed at level d (for d = 0: each requested unit), the source ranges
 // of the match bytes in it. A warp per range, a lane per overlapping token.
 extern "C" __global__ void expand_ranges(Ctx c, u32 level) {
     if (failed(c)) return;
@@ -545,19 +673,19 @@ extern "C" __global__ void expand_ranges(Ctx c, u32 level) {
         u32 len;
         if (level == 0) {
             u32 id = c.worklist[r];
-            src = (u64)id << c.block_log;
+            src = (u64)id << c.unit_log;
             len = c.meta[(u64)id * META_WORDS + 7];
         } else {
             src = rsrc[r];
             len = rlen[r];
         }
-        u64 b = src >> c.block_log;
-        u32 s = b < c.nblocks ? c.slot_of_block[b] : NO_SLOT;
+        u64 b = src >> c.unit_log;
+        u32 s = b < c.nunits ? c.slot_of_unit[b] : NO_SLOT;
         if (s >= c.wl_cap) {
             if (lane == 0) report(c.status, E_UNPARSED, b);
             continue;
         }
-        u64 bstart = b << c.block_log;
+        u64 bstart = b << c.unit_log;
         u32 lo = (u32)(src - bstart), hi = lo + len;
         u32 ntok = c.meta[b * META_WORDS + 2] + 1;
         u64 tb = c.tok_off[s];
@@ -578,20 +706,20 @@ extern "C" __global__ void expand_ranges(Ctx c, u32 level) {
     }
 }
 
-// Resolves every byte of the requested blocks (entries 0..n) by following matches to a literal through the
-// parsed blocks: a thread per byte, at most max_depth hops. Output: out[(e << block_log) + offset].
+// Resolves every byte of the requested units (entries 0..n) by following matches to a literal through the
+// parsed units: a thread per byte, at most max_depth hops. Output: out[(e << unit_log) + offset].
 extern "C" __global__ void chase_bytes(Ctx c, u32 n, u8* out) {
     if (failed(c)) return;
-    const u64 total = (u64)n << c.block_log;
-    const u64 mask = (1ull << c.block_log) - 1;
+    const u64 total = (u64)n << c.unit_log;
+    const u64 mask = (1ull << c.unit_log) - 1;
     for (u64 g = (u64)blockIdx.x * blockDim.x + threadIdx.x; g < total; g += (u64)gridDim.x * blockDim.x) {
-        u32 id = c.worklist[g >> c.block_log];
+        u32 id = c.worklist[g >> c.unit_log];
         u32 off = (u32)(g & mask);
         if (off >= c.meta[(u64)id * META_WORDS + 7]) continue;
-        u64 p = ((u64)id << c.block_log) + off;
+        u64 p = ((u64)id << c.unit_log) + off;
         for (u32 hops = 0;; hops++) {
-            u64 b = p >> c.block_log;
-            u32 s = b < c.nblocks ? c.slot_of_block[b] : NO_SLOT;
+            u64 b = p >> c.unit_log;
+            u32 s = b < c.nunits ? c.slot_of_unit[b] : NO_SLOT;
             if (s >= c.wl_cap) {
                 report(c.status, E_UNPARSED, b);
                 break;
@@ -602,7 +730,7 @@ extern "C" __global__ void chase_bytes(Ctx c, u32 n, u8* out) {
             u32 t = last_le(c.tpos + tb, 0, ntok, o);
             u32 ms = c.mpos[tb + t];
             if (o < ms || t + 1 == ntok) {
-                out[g] = c.bytes[((u64)s << c.block_log) + o];
+                out[g] = c.bytes[((u64)s << c.unit_log) + o];
                 break;
             }
             u64 dist = c.back[tb + t];
@@ -612,7 +740,7 @@ extern "C" __global__ void chase_bytes(Ctx c, u32 n, u8* out) {
             }
             u32 k = o - ms;
             u64 kk = dist > k ? k : k % (u32)dist;  // dist <= k < 2^20 here
-            p = (b << c.block_log) + ms + kk - dist;  // >= 0: parse checked dist <= match start
+            p = (b << c.unit_log) + ms + kk - dist;  // >= 0: parse checked dist <= match start
         }
     }
 }
@@ -621,22 +749,22 @@ extern "C" __global__ void chase_bytes(Ctx c, u32 n, u8* out) {
 extern "C" __global__ void reset_batch(Ctx c) {
     u32 n = min(c.counters[0], c.wl_cap);
     for (u32 e = blockIdx.x * blockDim.x + threadIdx.x; e < n; e += gridDim.x * blockDim.x)
-        c.slot_of_block[c.worklist[e]] = NO_SLOT;
+        c.slot_of_unit[c.worklist[e]] = NO_SLOT;
 }
 
 // Address in c.bytes / c.stamps of stream position `pos`. The full decode holds the whole stream; the seek path
-// holds parsed blocks in worklist slots (slot_of_block), of which the first `parsed` are parsed. False when the
+// holds parsed units in worklist slots (slot_of_unit), of which the first `parsed` are parsed. False when the
 // byte is not held.
 __device__ __forceinline__ bool byte_addr(const Ctx& c, bool seek, u32 parsed, u64 pos, u64* addr) {
     if (!seek) {
         *addr = pos;
         return true;
     }
-    u64 b = pos >> c.block_log;
-    if (b >= c.nblocks) return false;
-    u32 s = c.slot_of_block[b];
+    u64 b = pos >> c.unit_log;
+    if (b >= c.nunits) return false;
+    u32 s = c.slot_of_unit[b];
     if (s >= parsed) return false;  // NO_SLOT, CLAIMING, or claimed but not parsed
-    *addr = ((u64)s << c.block_log) | (pos & ((1ull << c.block_log) - 1));
+    *addr = ((u64)s << c.unit_log) | (pos & ((1ull << c.unit_log) - 1));
     return true;
 }
 
@@ -648,13 +776,20 @@ __device__ __forceinline__ bool byte_addr(const Ctx& c, bool seek, u32 parsed, u
 // that another thread may still be writing. (Whole matches cannot wait for their whole source: overlapping
 // sources chain, and a match-level depth is unbounded even when every byte's depth is bounded.) A match with
 // bytes left goes to the next round's list; on the seek path a byte whose source is not held is dropped (nothing
-// requested depends on it: the level expansion parsed every block a requested byte needs).
+// requested depends on it: the level expansion parsed every unit a requested byte needs).
 //
 // The matches are walked byte-parallel: a warp prefix sum over their lengths flattens them into one run of
 // bytes, 32 consecutive bytes per step, so reads and writes are coalesced whatever the match lengths.
-__device__ void resolve_warp(const Ctx& c, bool seek, u32 parsed, u32 round, u32 e, u32 t, bool has, u64* list_out,
-                             u32* list_counts, u32 list_cap) {
+//
+// Only the match bytes [klo, khi) are walked (a deferred match's unresolved span; round 0: the whole match). With
+// `trim`, a deferred match carries the span from its first to its last still-unresolved byte to the next round,
+// so resolved prefixes and suffixes are not walked again; without it, the span it came with.
+__device__ void resolve_warp(const Ctx& c, bool seek, u32 parsed, u32 round, u32 e, u32 t, u32 klo, u32 khi,
+                             bool has, u64* list_out, u64* klist_out, u32* list_counts, u32 list_cap, bool trim) {
     const u32 lane = threadIdx.x & 31;
+    // Per warp of the CTA: the lowest and one past the highest unresolved byte of each of its 32 matches.
+    __shared__ u32 span_lo[32][32], span_hi[32][32];
+    const u32 wib = threadIdx.x / 32;
     u8* out = c.bytes;
     u8* stamps = c.stamps;
     u32 len = 0;
@@ -663,18 +798,24 @@ __device__ void resolve_warp(const Ctx& c, bool seek, u32 parsed, u32 round, u32
         u32 id = seek ? c.worklist[e] : e;
         u64 tb = c.tok_off[e];
         u32 ms = c.mpos[tb + t];
-        len = c.tpos[tb + t + 1] - ms;
+        u32 mlen = c.tpos[tb + t + 1] - ms;
+        khi = min(khi, mlen);
+        klo = min(klo, khi);
+        len = khi - klo;
         dist = c.back[tb + t];
-        dst = ((u64)e << c.block_log) + ms;
-        src = ((u64)id << c.block_log) + ms - dist;  // parse checked 1 <= dist <= match start
+        dst = ((u64)e << c.unit_log) + ms;
+        src = ((u64)id << c.unit_log) + ms - dist;  // parse checked 1 <= dist <= match start
     }
+    span_lo[wib][lane] = 0xFFFFFFFFu;
+    span_hi[wib][lane] = 0;
+    __syncwarp();
     u32 incl = warp_inclusive_scan(len);
     u32 total = __shfl_sync(FULL_MASK, incl, 31);
     u32 pending = 0;  // bit m: match m still has a byte to resolve
     // Two bytes per lane per step, with every load issued before any store, so that a long match is walked with
     // one memory round trip per 64 bytes rather than three per 32.
     for (u32 g0 = 0; g0 < total; g0 += 64) {
-        u32 m[2];
+        u32 m[2], kk[2];
         u64 dst_at[2], src_at[2];
         bool in[2], held[2];
         u8 dst_stamp[2], src_stamp[2], value[2];
@@ -694,7 +835,8 @@ __device__ void resolve_warp(const Ctx& c, bool seek, u32 parsed, u32 round, u32
             u64 mdist = __shfl_sync(FULL_MASK, dist, mm);
             u32 mstart = __shfl_sync(FULL_MASK, incl, mm) - __shfl_sync(FULL_MASK, len, mm);
             in[h] = g < total;
-            u32 k = g - mstart;
+            u32 k = g - mstart + __shfl_sync(FULL_MASK, klo, mm);
+            kk[h] = k;
             dst_at[h] = mdst + k;
             held[h] = in[h] && byte_addr(c, seek, parsed, msrc + (mdist > k ? k : k % (u32)mdist), &src_at[h]);
         }
@@ -712,11 +854,20 @@ __device__ void resolve_warp(const Ctx& c, bool seek, u32 parsed, u32 round, u32
                 stamps[dst_at[h]] = (u8)(round + 2);
             } else {
                 pending |= 1u << m[h];
+                if (trim) {
+                    atomicMin(&span_lo[wib][m[h]], kk[h]);
+                    atomicMax(&span_hi[wib][m[h]], kk[h] + 1);
+                }
             }
         }
     }
     pending = __reduce_or_sync(FULL_MASK, pending);
+    __syncwarp();
     bool defer = has && ((pending >> lane) & 1);
+    if (trim && defer) {
+        klo = span_lo[wib][lane];
+        khi = span_hi[wib][lane];
+    }
     u32 dmask = __ballot_sync(FULL_MASK, defer);
     if (dmask) {
         u32 base = 0;
@@ -724,16 +875,21 @@ __device__ void resolve_warp(const Ctx& c, bool seek, u32 parsed, u32 round, u32
         base = __shfl_sync(FULL_MASK, base, 0);
         u32 slot = base + __popc(dmask & ((1u << lane) - 1));
         if (defer) {
-            if (slot < list_cap) list_out[slot] = ((u64)e << 32) | t;
-            else report(c.status, E_WORKLIST, e);
+            if (slot < list_cap) {
+                list_out[slot] = ((u64)e << 32) | t;
+                klist_out[slot] = ((u64)klo << 32) | khi;
+            } else {
+                report(c.status, E_WORKLIST, e);
+            }
         }
     }
 }
 
-// Full decode, round `round`: round 0 walks every match (a warp per task of 32 consecutive matches of one block,
-// task_off[e] = first task of block e), later rounds the list the previous round left.
+// Full decode, round `round`: round 0 walks every match (a warp per task of 32 consecutive matches of one unit,
+// task_off[e] = first task of unit e), later rounds the list the previous round left.
 extern "C" __global__ void resolve_round(Ctx c, u32 n, const u32* task_off, u32 ntasks, u32 round,
-                                         const u64* list_in, u64* list_out, u32* list_counts, u32 list_cap) {
+                                         const u64* list_in, u64* list_out, const u64* klist_in, u64* klist_out,
+                                         u32* list_counts, u32 list_cap, u32 trim) {
     if (failed(c)) return;
     const u32 items = round == 0 ? ntasks : min(*(volatile u32*)&list_counts[round - 1], list_cap);
     const u32 warps_per_cta = blockDim.x / 32;
@@ -742,7 +898,7 @@ extern "C" __global__ void resolve_round(Ctx c, u32 n, const u32* task_off, u32 
     const u32 lane = threadIdx.x & 31;
     const u32 units = round == 0 ? items : (items + 31) / 32;
     for (u32 unit = warp; unit < units; unit += nwarps) {
-        u32 e = 0, t = 0;
+        u32 e = 0, t = 0, klo = 0, khi = 0xFFFFFFFFu;
         bool has = false;
         if (round == 0) {
             e = last_le(task_off, 0, n, unit);
@@ -750,18 +906,22 @@ extern "C" __global__ void resolve_round(Ctx c, u32 n, const u32* task_off, u32 
             has = t < c.meta[(u64)e * META_WORDS + 2];
         } else if (unit * 32 + lane < items) {
             u64 entry = list_in[unit * 32 + lane];
+            u64 span = klist_in[unit * 32 + lane];
             e = (u32)(entry >> 32);
             t = (u32)entry;
+            klo = (u32)(span >> 32);
+            khi = (u32)span;
             has = true;
         }
-        resolve_warp(c, false, n, round, e, t, has, list_out, list_counts, list_cap);
+        resolve_warp(c, false, n, round, e, t, klo, khi, has, list_out, klist_out, list_counts, list_cap, trim != 0);
     }
 }
 
 // Seek path, round `round`, over the entries parsed by levels < parsed_level: round 0 walks every match of
 // them (units of 32 matches, max_chunks per entry), later rounds the list the previous round left.
 extern "C" __global__ void seek_resolve(Ctx c, u32 parsed_level, u32 max_chunks, u32 round, const u64* list_in,
-                                        u64* list_out, u32* list_counts, u32 list_cap) {
+                                        u64* list_out, const u64* klist_in, u64* klist_out, u32* list_counts,
+                                        u32 list_cap) {
     if (failed(c)) return;
     const u32 parsed = min(*level_begin(c, parsed_level), c.wl_cap);
     const u64 units = round == 0 ? (u64)parsed * max_chunks
@@ -772,7 +932,7 @@ extern "C" __global__ void seek_resolve(Ctx c, u32 parsed_level, u32 max_chunks,
     const u64 nwarps = (u64)gridDim.x * warps_per_cta;
     const u32 lane = threadIdx.x & 31;
     for (u64 unit = warp; unit < units; unit += nwarps) {
-        u32 e = 0, t = 0;
+        u32 e = 0, t = 0, klo = 0, khi = 0xFFFFFFFFu;
         bool has = false;
         if (round == 0) {
             e = (u32)(unit / max_chunks);
@@ -783,10 +943,13 @@ extern "C" __global__ void seek_resolve(Ctx c, u32 parsed_level, u32 max_chunks,
             has = t < nmatch;
         } else if (unit * 32 + lane < items) {
             u64 entry = list_in[unit * 32 + lane];
+            u64 span = klist_in[unit * 32 + lane];
             e = (u32)(entry >> 32);
             t = (u32)entry;
+            klo = (u32)(span >> 32);
+            khi = (u32)span;
             has = true;
         }
-        resolve_warp(c, true, parsed, round, e, t, has, list_out, list_counts, list_cap);
+        resolve_warp(c, true, parsed, round, e, t, klo, khi, has, list_out, klist_out, list_counts, list_cap, true);
     }
 }

@@ -1,19 +1,69 @@
 #!/usr/bin/env bash
-# Runs the GPU benchmark on the device machine (see docs/BENCH-GPU.md).
+# The GPU engine's device run (see docs/BENCH-GPU.md): engine tests, gpubench on every carried archive, the
+# generated >= 4 GiB archive, and `aceapex cat` of its one large file with the GPU and the CPU decoder.
 #
 # Expects, in the git-ignored folder carry/ (built and packed on the development machine):
 #   carry/gpubench      release build of examples/gpubench.rs (cargo build --release --example gpubench)
-#   carry/*.acx         corpus archives (aceapex pack ...)
-# Usage: bash bench/gpu/run.sh [gpubench options...]   e.g. --big-gib 4
-# Writes $OUT/gpubench-<archive>.json and $OUT/gpubench.log when $OUT is set.
+#   carry/aceapex       release build of the CLI (cargo build --release --bin aceapex)
+#   carry/libtests      optional: the lib test binary (cargo test --release --lib --no-run)
+#   carry/*.acx         corpus archives (aceapex pack ...); the first one named atha*.acx seeds the big archive
+# Usage: bash bench/gpu/run.sh [quick]
+# Writes $OUT/device.log (everything) and $OUT/results.tar.gz (one JSON per archive) when $OUT is set.
 set -uo pipefail
-out="${OUT:-/tmp}"
+out="${OUT:-/tmp/gpu-out}"
+mkdir -p "$out/json"
+log="$out/device.log"
 export LD_LIBRARY_PATH="/usr/local/cuda/lib64:/usr/local/nvidia/lib64:${LD_LIBRARY_PATH:-}"
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv 2>&1 | tee -a "$out/gpubench.log"
+say() { echo "$@" | tee -a "$log"; }
+run() {  # run LIMIT_S CMD...: one step, its output in the log, its exit status and time noted
+  local limit=$1; shift
+  say "### $* (limit ${limit}s)"
+  local t0=$SECONDS
+  timeout "$limit" "$@" 2>&1 | tee -a "$log"
+  local rc=${PIPESTATUS[0]}
+  say "### rc=$rc in $((SECONDS - t0)) s"
+  return "$rc"
+}
+quick="${1:-}"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv 2>&1 | tee -a "$log"
+say "host cores: $(nproc)"
 rc=0
+if [ -x carry/libtests ]; then
+  run 120 ./carry/libtests engine::gpu --test-threads 1 || rc=1
+fi
 for a in carry/*.acx; do
   name="$(basename "$a" .acx)"
-  echo "=== $name ===" | tee -a "$out/gpubench.log"
-  ./carry/gpubench "$a" --json "$out/gpubench-$name.json" "$@" 2>&1 | tee -a "$out/gpubench.log" || rc=1
+  if [ "$name" = "atha" ] && [ -z "$quick" ]; then
+    args=(--runs 15 --ranges 10000 --latency 1000 --contig 20)
+  else
+    args=(--runs 5 --ranges 1000 --latency 300 --contig 5)
+  fi
+  run 200 ./carry/gpubench "$a" "${args[@]}" --json "$out/json/$name.json" || rc=1
 done
+seed="$(ls carry/atha*.acx 2>/dev/null | head -1)"
+if [ -n "$seed" ] && [ -z "$quick" ]; then
+  big=/tmp/big.acx
+  run 240 ./carry/gpubench "$seed" --runs 5 --ranges 300 --latency 300 --contig 5 --big-gib 4 --big-keep "$big" \
+    --json "$out/json/big.json" || rc=1
+  if [ -f "$big" ]; then
+    # cat of the one 4.32 GB file, twice per decoder (timed, to /dev/null), then once each through md5sum.
+    for dec in cpu gpu cpu gpu; do
+      t0=$(date +%s%N)
+      RUST_LOG=info timeout 120 ./carry/aceapex cat --decoder "$dec" "$big" big.bin 2>>"$log" >/dev/null
+      r=$?
+      say "### aceapex cat --decoder $dec big.bin: rc=$r $(( ($(date +%s%N) - t0) / 1000000 )) ms"
+    done
+    for dec in cpu gpu; do
+      say "### md5 of cat --decoder $dec: $(timeout 120 ./carry/aceapex cat --decoder "$dec" "$big" big.bin 2>>"$log" | md5sum)"
+    done
+    say "### md5 of the big archive's length-limited GPU-path read (4,000,000 bytes, block cache + GPU batches):"
+    for dec in cpu gpu; do
+      t0=$(date +%s%N)
+      h=$(timeout 60 ./carry/aceapex cat --decoder "$dec" --offset 1000000000 --length 4000000 "$big" big.bin 2>>"$log" | md5sum)
+      say "###   $dec: $h $(( ($(date +%s%N) - t0) / 1000000 )) ms"
+    done
+  fi
+fi
+tar -czf "$out/results.tar.gz" -C "$out" json && rm -rf "$out/json"
+say "### overall rc=$rc"
 exit $rc

@@ -1,6 +1,9 @@
 //! The CUDA side of the GPU engine: context, NVRTC-compiled module, device-resident archive, scratch buffers and
 //! the launch sequences of kernels/decode.cu.
 //!
+//! The kernels work on units (slices, see prep.rs): a seek request for blocks becomes a request for all their
+//! slices, in order, so the results of requested block `k` are the `B/S` consecutive units at `k << block_log`.
+//!
 //! Nothing here is reached without a working driver: [`Device::open`] is the only entry and runs inside the
 //! engine's panic guard. Every driver call's error is turned into [`Error::Gpu`]; a batch that fails leaves the
 //! device in a state from which the next batch starts clean (the batch's last launches reset it).
@@ -17,7 +20,7 @@ use cudarc::driver::{
 };
 use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions, Ptx};
 
-use super::prep::{self, BlockMeta};
+use super::prep::{self, UnitMeta};
 use crate::error::{Error, Result};
 use crate::format::ArchiveData;
 
@@ -30,15 +33,17 @@ const CTA_THREADS: u32 = 128;
 const LEVEL_GRID: u32 = 1024;
 /// Most blocks requested in one launch sequence; larger requests are split.
 pub const MAX_BATCH: usize = 1024;
+/// Decoded bytes the seek worklist may hold (requested units plus sources), bounding the scratch memory.
+const WORKLIST_BYTES: u64 = 512 << 20;
+/// u32 words of saved rANS state per seek worklist entry (kernels/decode.cu `RESUME_WORDS`).
+const RESUME_WORDS: usize = 65;
 /// Captured seek graphs kept (one per batch size and level count).
 const MAX_GRAPHS: usize = 64;
-/// Most blocks one seek sequence may parse (requested plus sources), bounding the scratch memory.
-const WORKLIST_CAP: u64 = 32768;
 
 /// Error codes written by the kernels (kernels/decode.cu `E_*`).
 fn describe(code: u32) -> &'static str {
     match code {
-        1 => "block header invalid",
+        1 => "slice header or block directory invalid",
         2 => "rANS symbol from a slot no symbol covers",
         3 => "rANS word stream ran out",
         4 => "rANS final state or word count wrong",
@@ -46,7 +51,7 @@ fn describe(code: u32) -> &'static str {
         6 => "literal or length sums disagree with the block",
         7 => "match source before the stream start",
         8 => "reference depth exceeded",
-        9 => "a needed source block was not parsed",
+        9 => "a needed source slice was not parsed",
         10 => "seek worklist or token pool full",
         11 => "seek range list full",
         12 => "length value out of range",
@@ -58,12 +63,13 @@ fn describe(code: u32) -> &'static str {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KernelFault {
     pub code: u32,
-    pub block: u64,
+    /// The unit (global slice id) the kernel reported.
+    pub unit: u64,
 }
 
 impl KernelFault {
     pub fn from_status(word: u64) -> Option<KernelFault> {
-        (word != 0).then_some(KernelFault { code: (word >> 40) as u32, block: word & 0xFF_FFFF_FFFF })
+        (word != 0).then_some(KernelFault { code: (word >> 40) as u32, unit: word & 0xFF_FFFF_FFFF })
     }
 
     /// Capacity faults: the batch was too large for the scratch buffers, a smaller one may pass.
@@ -72,7 +78,7 @@ impl KernelFault {
     }
 
     pub fn into_error(self) -> Error {
-        Error::Gpu(format!("kernel fault {} ({}) at block {}", self.code, describe(self.code), self.block))
+        Error::Gpu(format!("kernel fault {} ({}) at slice {}", self.code, describe(self.code), self.unit))
     }
 }
 
@@ -89,7 +95,7 @@ struct KernelCtx {
     mpos: u64,
     back: u64,
     bytes: u64,
-    slot_of_block: u64,
+    slot_of_unit: u64,
     counters: u64,
     pool_used: u64,
     status: u64,
@@ -98,18 +104,20 @@ struct KernelCtx {
     rlen0: u64,
     rlen1: u64,
     stamps: u64,
+    lidx: u64,
+    resume: u64,
     pool_cap: u64,
-    nblocks: u64,
+    nunits: u64,
     wl_cap: u32,
     range_cap: u32,
     lanes: u32,
-    block_log: u32,
-    group_log: u32,
+    unit_log: u32,
+    group_shift: u32,
     max_depth: u32,
 }
 
 // SAFETY: KernelCtx is #[repr(C)], made only of u64/u32 fields in the order and with the alignment of the CUDA
-// struct `Ctx` (8-byte pointers first, then 32-bit fields, 184 bytes in all), so passing it by value as a
+// struct `Ctx` (8-byte pointers first, then 32-bit fields, 200 bytes in all), so passing it by value as a
 // kernel parameter matches the kernel's layout.
 unsafe impl DeviceRepr for KernelCtx {}
 
@@ -141,14 +149,16 @@ struct FullBuffers {
     tok_off: CudaSlice<u64>,
     tpos: CudaSlice<u32>,
     mpos: CudaSlice<u32>,
+    lidx: CudaSlice<u32>,
     back: CudaSlice<u64>,
     bytes: CudaSlice<u8>,
     counters: CudaSlice<u32>,
     status: CudaSlice<u64>,
     /// Per stream byte: 0 unresolved, k >= 1 final before round k - 1 (see resolve_round).
     stamps: CudaSlice<u8>,
-    /// Matches left for the next round (block << 32 | token), double-buffered, and the count per round.
-    lists: [CudaSlice<u64>; 2],
+    /// Matches left for the next round (unit << 32 | token), double-buffered, and the count per round,
+    /// and the unresolved span (klo << 32 | khi) of each: [ids 0, ids 1, spans 0, spans 1].
+    lists: [CudaSlice<u64>; 4],
     list_counts: CudaSlice<u32>,
     list_cap: u32,
     /// First copy task (32 matches) of each block, and the number of tasks.
@@ -163,9 +173,12 @@ struct SeekBuffers {
     tok_off: CudaSlice<u64>,
     tpos: CudaSlice<u32>,
     mpos: CudaSlice<u32>,
+    lidx: CudaSlice<u32>,
+    /// Saved rANS state per worklist entry between the token parse and the literal launch (kernel RESUME_WORDS).
+    resume: CudaSlice<u32>,
     back: CudaSlice<u64>,
     bytes: CudaSlice<u8>,
-    slot_of_block: CudaSlice<u32>,
+    slot_of_unit: CudaSlice<u32>,
     counters: CudaSlice<u32>,
     pool_used: CudaSlice<u64>,
     status: CudaSlice<u64>,
@@ -173,7 +186,7 @@ struct SeekBuffers {
     rlen: [CudaSlice<u32>; 2],
     /// Resolution state of the parsed slots (see resolve_warp) and the deferred-match lists.
     stamps: CudaSlice<u8>,
-    lists: [CudaSlice<u64>; 2],
+    lists: [CudaSlice<u64>; 4],
     list_counts: CudaSlice<u32>,
     ids: CudaSlice<u32>,
     out: CudaSlice<u8>,
@@ -188,6 +201,7 @@ struct SeekBuffers {
 
 struct Kernels {
     parse: CudaFunction,
+    literals: CudaFunction,
     seed: CudaFunction,
     expand: CudaFunction,
     chase: CudaFunction,
@@ -211,11 +225,12 @@ pub struct Device {
     file: CudaSlice<u8>,
     meta: CudaSlice<u32>,
     dtab: CudaSlice<u32>,
-    meta_host: BlockMeta,
-    nblocks: u64,
+    meta_host: UnitMeta,
+    nunits: u64,
     lanes: u32,
     block_log: u32,
-    group_log: u32,
+    unit_log: u32,
+    group_shift: u32,
     max_depth: u32,
     seek: SeekBuffers,
     full: Option<FullBuffers>,
@@ -228,6 +243,12 @@ pub struct Device {
     /// Resolve seeks byte by byte (chase_bytes, the default: faster on the H200 for 1 to 1000 blocks) or by
     /// resolve rounds over all parsed slots (ACEAPEX_GPU_SEEK_ROUNDS=1, for comparison).
     seek_by_chase: bool,
+    /// Seek levels parse tokens only and one launch after the last level decodes every parsed slice's literals
+    /// (the default), or each level parses whole slices (ACEAPEX_GPU_SEEK_FUSED=1, for comparison).
+    seek_split: bool,
+    /// Deferred matches carry only their unresolved span to the next resolve round (the default), or their whole
+    /// length (ACEAPEX_GPU_RESOLVE_WHOLE=1, for comparison).
+    resolve_trim: bool,
     /// Name and compute capability, for the log line.
     pub description: String,
 }
@@ -289,7 +310,8 @@ impl Device {
         let module = ctx.load_module(compiled_ptx(arch)?).map_err(gpu("loading the kernels"))?;
         let load = |n: &str| module.load_function(n).map_err(gpu("kernel missing"));
         let kernels = Kernels {
-            parse: load("parse_blocks")?,
+            parse: load(&format!("parse_k{}", data.header.rans_lanes))?,
+            literals: load(&format!("literals_k{}", data.header.rans_lanes))?,
             seed: load("seed_batch")?,
             expand: load("expand_ranges")?,
             chase: load("chase_bytes")?,
@@ -300,13 +322,19 @@ impl Device {
         // A stream of our own: graphs cannot be captured on the legacy default stream.
         let stream = ctx.new_stream().map_err(gpu("stream"))?;
 
-        let meta_host = prep::block_meta(data);
+        let meta_host = prep::unit_meta(data);
         let payload_end = data.footer.tables_offset as usize;
         let file = stream.clone_htod(&data.map[..payload_end]).map_err(gpu("uploading payloads"))?;
         let meta = stream.clone_htod(&meta_host.words).map_err(gpu("uploading block metadata"))?;
         let dtab = stream.clone_htod(&prep::decode_tables(&data.tables)).map_err(gpu("uploading tables"))?;
-        let nblocks = data.block_count();
+        let nunits = data.global_slice_count();
+        if nunits > u32::MAX as u64 / 2 {
+            return Err(Error::Gpu("too many slices for the GPU engine".into()));
+        }
         let header = &data.header;
+        if header.slice_log > header.block_log {
+            return Err(Error::Gpu("slice_log above block_log".into()));
+        }
         let seek_by_chase = std::env::var_os("ACEAPEX_GPU_SEEK_ROUNDS").is_none();
         let seek = SeekBuffers::new(&ctx, &stream, data, &meta_host, !seek_by_chase)?;
         let events = (
@@ -323,10 +351,11 @@ impl Device {
             meta,
             dtab,
             meta_host,
-            nblocks,
+            nunits,
             lanes: header.rans_lanes as u32,
             block_log: header.block_log as u32,
-            group_log: header.group_log as u32,
+            unit_log: header.slice_log as u32,
+            group_shift: (header.block_log - header.slice_log + header.group_log) as u32,
             max_depth: header.max_depth as u32,
             seek,
             full: None,
@@ -335,6 +364,8 @@ impl Device {
             graphs: HashMap::new(),
             use_graphs: std::env::var_os("ACEAPEX_GPU_NO_GRAPHS").is_none(),
             seek_by_chase,
+            seek_split: std::env::var_os("ACEAPEX_GPU_SEEK_FUSED").is_none(),
+            resolve_trim: std::env::var_os("ACEAPEX_GPU_RESOLVE_WHOLE").is_none(),
         })
     }
 
@@ -343,10 +374,10 @@ impl Device {
             file: self.ptr(&self.file),
             meta: self.ptr(&self.meta),
             dtab: self.ptr(&self.dtab),
-            nblocks: self.nblocks,
+            nunits: self.nunits,
             lanes: self.lanes,
-            block_log: self.block_log,
-            group_log: self.group_log,
+            unit_log: self.unit_log,
+            group_shift: self.group_shift,
             max_depth: self.max_depth,
             ..Default::default()
         }
@@ -368,9 +399,11 @@ impl Device {
             tok_off: self.ptr(&s.tok_off),
             tpos: self.ptr(&s.tpos),
             mpos: self.ptr(&s.mpos),
+            lidx: self.ptr(&s.lidx),
+            resume: if self.seek_split { self.ptr(&s.resume) } else { 0 },
             back: self.ptr(&s.back),
             bytes: self.ptr(&s.bytes),
-            slot_of_block: self.ptr(&s.slot_of_block),
+            slot_of_unit: self.ptr(&s.slot_of_unit),
             counters: self.ptr(&s.counters),
             pool_used: self.ptr(&s.pool_used),
             status: self.ptr(&s.status),
@@ -387,14 +420,19 @@ impl Device {
         }
     }
 
-    /// Largest batch one seek sequence takes.
+    /// Largest batch (in blocks) one seek sequence takes.
     pub fn max_batch(&self) -> usize {
-        MAX_BATCH.min(self.seek.wl_cap as usize)
+        MAX_BATCH.min((self.seek.wl_cap as usize >> (self.block_log - self.unit_log)).max(1))
     }
 
-    /// Decodes blocks `ids` (distinct, at most [`Device::max_batch`]) through the seek path and returns their
-    /// bytes, each at `e << block_log` of the returned slice, plus the device time of the sequence in ms.
-    /// The bytes are not verified here.
+    /// Threads per CTA of the parse kernels and how many units one CTA parses at once (a group of K lanes each).
+    fn parse_groups_per_cta(&self) -> u64 {
+        (CTA_THREADS / self.lanes) as u64
+    }
+
+    /// Decodes blocks `ids` (distinct, ascending, at most [`Device::max_batch`]) through the seek path and returns
+    /// their bytes, block `k` of the request at `k << block_log` of the returned slice, plus the device time of
+    /// the sequence in ms. The bytes are not verified here.
     ///
     /// The sequence first runs only as many levels as batches so far needed (`depth_hint`); if the last level
     /// still produced source ranges, the batch is run again with all `max_depth` levels and the hint grows.
@@ -403,16 +441,34 @@ impl Device {
         if n == 0 || n > self.max_batch() {
             return Err(Error::Gpu(format!("seek batch of {n} blocks (1..={} allowed)", self.max_batch())));
         }
+        // The request in units: every slice of every requested block, in order. Only the last block of the
+        // stream has fewer than B/S slices, and it can only be the last of an ascending request, so block k's
+        // slices land at k << block_log.
+        let per_block = 1u64 << (self.block_log - self.unit_log);
+        let mut units = 0usize;
         {
-            let nblocks = self.nblocks;
+            let nunits = self.nunits;
             let host_ids = self.seek.host_ids.as_mut_slice().map_err(gpu("pinned ids"))?;
-            for (slot, &id) in host_ids.iter_mut().zip(ids) {
-                *slot = u32::try_from(id)
-                    .ok()
-                    .filter(|&v| (v as u64) < nblocks)
-                    .ok_or_else(|| Error::InvalidArgument(format!("block {id} out of range ({nblocks} blocks)")))?;
+            for (k, &id) in ids.iter().enumerate() {
+                if k > 0 && id <= ids[k - 1] {
+                    return Err(Error::InvalidArgument("block ids must be ascending and distinct".into()));
+                }
+                let first = id
+                    .checked_mul(per_block)
+                    .filter(|&u| u < nunits)
+                    .ok_or_else(|| Error::InvalidArgument(format!("block {id} out of range ({nunits} slices)")))?;
+                let last = (first + per_block).min(nunits);
+                if last - first != per_block && k + 1 != n {
+                    return Err(Error::InvalidArgument(format!("block {id}: a short block must come last")));
+                }
+                for u in first..last {
+                    // first < nunits <= u32::MAX / 2 (checked at open).
+                    host_ids[units] = u as u32;
+                    units += 1;
+                }
             }
         }
+        let n = units;
         let mut levels = self.depth_hint.min(self.max_depth);
         let mut device_ms = self.run_seek(n, levels)?;
         let counters = self.seek.host_counters.as_slice().map_err(gpu("pinned counters"))?;
@@ -430,10 +486,10 @@ impl Device {
             return Ok(Err(fault));
         }
         let out = self.seek.host_out.as_slice().map_err(gpu("pinned output"))?;
-        Ok(Ok((&out[..n << self.block_log], device_ms)))
+        Ok(Ok((&out[..n << self.unit_log], device_ms)))
     }
 
-    /// One seek launch sequence over the `n` ids already in pinned memory, with `levels` source levels (the
+    /// One seek launch sequence over the `n` unit ids already in pinned memory, with `levels` source levels (the
     /// expansion of level `levels` runs too, unless it is the last, so the caller can see whether it sufficed).
     /// Results, status and counters land in pinned memory; the device state is reset for the next batch.
     ///
@@ -485,19 +541,23 @@ impl Device {
         let n32 = n as u32;
         let ids_ptr = self.ptr(&self.seek.ids);
         let out_ptr = self.ptr(&self.seek.out);
-        let out_bytes = n << self.block_log;
+        let out_bytes = n << self.unit_log;
         let first_level = LaunchConfig {
-            grid_dim: (grid_for(n as u64, (CTA_THREADS / 32) as u64, LEVEL_GRID), 1, 1),
+            grid_dim: (grid_for(n as u64, self.parse_groups_per_cta(), LEVEL_GRID), 1, 1),
             block_dim: (CTA_THREADS, 1, 1),
             shared_mem_bytes: 0,
         };
         let later_level = LaunchConfig { grid_dim: (LEVEL_GRID, 1, 1), ..first_level };
+        // expand_ranges runs a warp per range; level 0's ranges are the requested units.
+        let first_expand =
+            LaunchConfig { grid_dim: (grid_for(n as u64, (CTA_THREADS / 32) as u64, LEVEL_GRID), 1, 1), ..first_level };
         let threads = |items: u64, cap: u32| LaunchConfig {
             grid_dim: (grid_for(items, 256, cap), 1, 1),
             block_dim: (256, 1, 1),
             shared_mem_bytes: 0,
         };
-        let mode = 0u32;
+        // kernels/decode.cu MODE_TOKENS (levels parse tokens, literals_k<K> places the literals) or MODE_FULL.
+        let mode = if self.seek_split { 3u32 } else { 0u32 };
         let s = &mut self.seek;
         let host_ids = s.host_ids.as_mut_slice().map_err(gpu("pinned ids"))?.as_ptr();
         let host_out = s.host_out.as_mut_slice().map_err(gpu("pinned output"))?.as_mut_ptr();
@@ -507,13 +567,14 @@ impl Device {
         let list_counts_len = s.list_counts.len();
         let list_cap = s.lists[0].len() as u32;
         let max_chunks = self.meta_host.max_tokens.saturating_sub(1).div_ceil(32).max(1) as u32;
-        let lists = [self.ptr(&self.seek.lists[0]), self.ptr(&self.seek.lists[1])];
+        let lists: Vec<u64> = self.seek.lists.iter().map(|l| self.ptr(l)).collect();
         let list_counts = self.ptr(&self.seek.list_counts);
         let (counters, pool, status) =
             (self.ptr(&self.seek.counters), self.ptr(&self.seek.pool_used), self.ptr(&self.seek.status));
-        // SAFETY (copies): the pinned buffers hold at least max_batch ids, max_batch << block_log result bytes, one
-        // status word and counters_len counters; n <= max_batch; the device buffers are at least as large. They
-        // live as long as this Device, which outlives every enqueued operation (run_seek synchronises).
+        // SAFETY (copies): the pinned buffers hold at least max_batch << (block_log - unit_log) unit ids and
+        // max_batch << block_log result bytes, one status word and counters_len counters; n is at most that many
+        // units (seek_batch); the device buffers are at least as large. They live as long as this Device, which
+        // outlives every enqueued operation (run_seek synchronises).
         // SAFETY (launches): the arguments match the kernels' signatures in kernels/decode.cu (a Ctx by value, then
         // the listed scalars and device pointers); every pointer in `c` refers to a live allocation of this Device
         // sized as the Ctx capacities say, and the kernels bound every index by those capacities.
@@ -532,11 +593,21 @@ impl Device {
                 let cfg = if level == 0 { first_level } else { later_level };
                 stream.launch_builder(&k.parse).arg(&c).arg(&level).arg(&mode).launch(cfg).map_err(gpu("parse"))?;
                 if level < self.max_depth {
+                    let cfg = if level == 0 { first_expand } else { later_level };
                     stream.launch_builder(&k.expand).arg(&c).arg(&level).launch(cfg).map_err(gpu("expand"))?;
                 }
             }
+            if self.seek_split {
+                let parsed_level = levels + 1;
+                stream
+                    .launch_builder(&k.literals)
+                    .arg(&c)
+                    .arg(&parsed_level)
+                    .launch(later_level)
+                    .map_err(gpu("literals"))?;
+            }
             // Resolve: by match-resolution rounds over every parsed slot (the requested blocks are slots 0..n, so
-            // their bytes are then the first n << block_log bytes of the pool), or byte by byte (the chase).
+            // their bytes are then the first n << unit_log bytes of the pool), or byte by byte (the chase).
             let result_ptr = if self.seek_by_chase {
                 let chase_cfg = threads(out_bytes as u64, 132 * 32);
                 stream
@@ -551,6 +622,7 @@ impl Device {
                 let parsed_level = levels + 1;
                 for round in 0..=levels {
                     let (list_in, list_out) = (lists[(round as usize + 1) % 2], lists[round as usize % 2]);
+                    let (klist_in, klist_out) = (lists[2 + (round as usize + 1) % 2], lists[2 + round as usize % 2]);
                     stream
                         .launch_builder(&k.seek_resolve)
                         .arg(&c)
@@ -559,6 +631,8 @@ impl Device {
                         .arg(&round)
                         .arg(&list_in)
                         .arg(&list_out)
+                        .arg(&klist_in)
+                        .arg(&klist_out)
                         .arg(&list_counts)
                         .arg(&list_cap)
                         .launch(later_level)
@@ -587,7 +661,7 @@ impl Device {
         if self.full.is_some() {
             return Ok(());
         }
-        let n = self.nblocks as usize;
+        let n = self.nunits as usize;
         let stream = &self.stream;
         let mut tok_off = Vec::with_capacity(n);
         let mut task_off = Vec::with_capacity(n);
@@ -610,14 +684,17 @@ impl Device {
         }
         // SAFETY: plain device allocations of plain integer types; every element the kernels read is written
         // first (tokens by parse, bytes and stamps by parse and the resolve rounds) or uploaded/zeroed here.
-        let (tpos, mpos, back, bytes, stamps, lists) = unsafe {
+        let (tpos, mpos, lidx, back, bytes, stamps, lists) = unsafe {
             (
                 stream.alloc::<u32>(tokens + 1).map_err(gpu("alloc tokens"))?,
                 stream.alloc::<u32>(tokens + 1).map_err(gpu("alloc tokens"))?,
+                stream.alloc::<u32>(tokens + 1).map_err(gpu("alloc tokens"))?,
                 stream.alloc::<u64>(tokens + 1).map_err(gpu("alloc tokens"))?,
-                stream.alloc::<u8>(n << self.block_log).map_err(gpu("alloc output"))?,
-                stream.alloc::<u8>(n << self.block_log).map_err(gpu("alloc stamps"))?,
+                stream.alloc::<u8>(n << self.unit_log).map_err(gpu("alloc output"))?,
+                stream.alloc::<u8>(n << self.unit_log).map_err(gpu("alloc stamps"))?,
                 [
+                    stream.alloc::<u64>(list_cap as usize).map_err(gpu("alloc lists"))?,
+                    stream.alloc::<u64>(list_cap as usize).map_err(gpu("alloc lists"))?,
                     stream.alloc::<u64>(list_cap as usize).map_err(gpu("alloc lists"))?,
                     stream.alloc::<u64>(list_cap as usize).map_err(gpu("alloc lists"))?,
                 ],
@@ -628,6 +705,7 @@ impl Device {
             tok_off: stream.clone_htod(&tok_off).map_err(gpu("upload"))?,
             tpos,
             mpos,
+            lidx,
             back,
             bytes,
             counters: stream.clone_htod(&counters_init).map_err(gpu("upload"))?,
@@ -651,7 +729,7 @@ impl Device {
         poison: Option<u8>,
     ) -> Result<std::result::Result<FullRun, KernelFault>> {
         self.ensure_full()?;
-        let n = self.nblocks as u32;
+        let n = self.nunits as u32;
         let stream = self.stream.clone();
         let full = self.full.as_mut().expect("ensured above");
         stream.memcpy_htod(&full.counters_init, &mut full.counters).map_err(gpu("reset"))?;
@@ -669,6 +747,7 @@ impl Device {
             tok_off: self.ptr(&full.tok_off),
             tpos: self.ptr(&full.tpos),
             mpos: self.ptr(&full.mpos),
+            lidx: self.ptr(&full.lidx),
             back: self.ptr(&full.back),
             bytes: self.ptr(&full.bytes),
             counters: self.ptr(&full.counters),
@@ -677,7 +756,8 @@ impl Device {
             wl_cap: n,
             ..self.base_ctx()
         };
-        let lists = [self.ptr(&full.lists[0]), self.ptr(&full.lists[1])];
+        let lists: Vec<u64> = full.lists.iter().map(|l| self.ptr(l)).collect();
+        let trim = u32::from(self.resolve_trim);
         let counts_ptr = self.ptr(&full.list_counts);
         let list_cap = full.list_cap;
         let task_ptr = self.ptr(&full.task_off);
@@ -689,13 +769,13 @@ impl Device {
         };
         let rounds = if variant == FullVariant::Full { self.max_depth + 1 } else { 0 };
         self.events.0.record(&stream).map_err(gpu("event"))?;
-        // SAFETY: arguments match parse_blocks(Ctx, u32, u32) and resolve_round(Ctx, u32, u32*, u32, u32, u64*,
-        // u64*, u32*, u32); `c` points at the full-decode buffers sized for all blocks and tokens (tok_off is their
-        // exact prefix sum), the lists hold every match and the stamps every stream byte.
+        // SAFETY: arguments match parse_k<K>(Ctx, u32, u32) and resolve_round(Ctx, u32, u32*, u32, u32, u64*,
+        // u64*, u64*, u64*, u32*, u32, u32); `c` points at the full-decode buffers sized for all units and tokens
+        // (tok_off is their exact prefix sum), the four lists hold every match and the stamps every stream byte.
         unsafe {
             let warps_per_cta = (CTA_THREADS / 32) as u64;
             let cfg = LaunchConfig {
-                grid_dim: (grid_for(n as u64, warps_per_cta, 1 << 20), 1, 1),
+                grid_dim: (grid_for(n as u64, self.parse_groups_per_cta(), 1 << 20), 1, 1),
                 block_dim: (CTA_THREADS, 1, 1),
                 shared_mem_bytes: 0,
             };
@@ -712,6 +792,7 @@ impl Device {
             let later_round = LaunchConfig { grid_dim: (132 * 16, 1, 1), ..cfg };
             for round in 0..rounds {
                 let (list_in, list_out) = (lists[(round as usize + 1) % 2], lists[round as usize % 2]);
+                let (klist_in, klist_out) = (lists[2 + (round as usize + 1) % 2], lists[2 + round as usize % 2]);
                 stream
                     .launch_builder(&self.kernels.resolve_round)
                     .arg(&c)
@@ -721,8 +802,11 @@ impl Device {
                     .arg(&round)
                     .arg(&list_in)
                     .arg(&list_out)
+                    .arg(&klist_in)
+                    .arg(&klist_out)
                     .arg(&counts_ptr)
                     .arg(&list_cap)
+                    .arg(&trim)
                     .launch(if round == 0 { first_round } else { later_round })
                     .map_err(gpu("resolve launch"))?;
             }
@@ -737,7 +821,7 @@ impl Device {
         // list_counts[r]: matches still unresolved after round r; none may be left after the last.
         let left = stream.clone_dtoh(&full.list_counts).map_err(gpu("status copy"))?;
         if rounds > 0 && left[self.max_depth as usize] != 0 {
-            return Ok(Err(KernelFault { code: 8, block: 0 }));
+            return Ok(Err(KernelFault { code: 8, unit: 0 }));
         }
         let used = if rounds > 0 { left.iter().take_while(|&&c| c != 0).count() as u32 + 1 } else { 0 };
         Ok(Ok(FullRun { device_ms, rounds: used }))
@@ -768,16 +852,18 @@ impl SeekBuffers {
         ctx: &Arc<CudaContext>,
         stream: &Arc<CudaStream>,
         data: &ArchiveData,
-        meta: &BlockMeta,
+        meta: &UnitMeta,
         by_rounds: bool,
     ) -> Result<SeekBuffers> {
-        let nblocks = data.block_count();
-        let block_log = data.header.block_log as u32;
-        let wl_cap = nblocks.clamp(1, WORKLIST_CAP) as u32;
-        let batch = MAX_BATCH.min(wl_cap as usize);
+        let nunits = data.global_slice_count();
+        let unit_log = data.header.slice_log as u32;
+        let shift = (data.header.block_log - data.header.slice_log) as u32;
+        let wl_cap = nunits.min(WORKLIST_BYTES >> unit_log).max(1) as u32;
+        // Units of the largest request: max_batch blocks of B/S slices each (Device::max_batch).
+        let batch = MAX_BATCH.min((wl_cap as usize >> shift).max(1)) << shift;
         // Each level's ranges hold at most the requested bytes; a quarter of that is plenty in practice and an
         // overflow only splits the batch.
-        let range_cap = ((batch << block_log) / 4).max(1024) as u32;
+        let range_cap = ((batch << unit_log) / 4).max(1024) as u32;
         let pool_cap = meta.total_tokens.min(wl_cap as u64 * meta.max_tokens).max(meta.max_tokens).max(1);
         let counters_len = 2 + 2 * (data.header.max_depth as usize + 2);
         let g = gpu("seek scratch allocation");
@@ -785,7 +871,7 @@ impl SeekBuffers {
         // the counters, pool, status and slot map are initialised below.
         // The stamps and deferred lists are only used when seeks resolve by rounds.
         let (stamps_len, list_len) =
-            if by_rounds { ((wl_cap as usize) << block_log, pool_cap as usize) } else { (1, 1) };
+            if by_rounds { ((wl_cap as usize) << unit_log, pool_cap as usize) } else { (1, 1) };
         // SAFETY: as above — uninitialised device buffers of plain integers, written by the kernels before use.
         let (stamps, lists) = unsafe {
             (
@@ -793,18 +879,22 @@ impl SeekBuffers {
                 [
                     stream.alloc::<u64>(list_len).map_err(gpu("alloc"))?,
                     stream.alloc::<u64>(list_len).map_err(gpu("alloc"))?,
+                    stream.alloc::<u64>(list_len).map_err(gpu("alloc"))?,
+                    stream.alloc::<u64>(list_len).map_err(gpu("alloc"))?,
                 ],
             )
         };
         // SAFETY: as above — uninitialised device buffers of plain integers, written by the kernels before use.
-        let (worklist, tok_off, tpos, mpos, back, bytes, rsrc, rlen, ids, out) = unsafe {
+        let (worklist, tok_off, tpos, mpos, lidx, resume, back, bytes, rsrc, rlen, ids, out) = unsafe {
             (
                 stream.alloc::<u32>(wl_cap as usize).map_err(g)?,
                 stream.alloc::<u64>(wl_cap as usize).map_err(gpu("alloc"))?,
                 stream.alloc::<u32>(pool_cap as usize).map_err(gpu("alloc"))?,
                 stream.alloc::<u32>(pool_cap as usize).map_err(gpu("alloc"))?,
+                stream.alloc::<u32>(pool_cap as usize).map_err(gpu("alloc"))?,
+                stream.alloc::<u32>(wl_cap as usize * RESUME_WORDS).map_err(gpu("alloc"))?,
                 stream.alloc::<u64>(pool_cap as usize).map_err(gpu("alloc"))?,
-                stream.alloc::<u8>((wl_cap as usize) << block_log).map_err(gpu("alloc"))?,
+                stream.alloc::<u8>((wl_cap as usize) << unit_log).map_err(gpu("alloc"))?,
                 [
                     stream.alloc::<u64>(range_cap as usize).map_err(gpu("alloc"))?,
                     stream.alloc::<u64>(range_cap as usize).map_err(gpu("alloc"))?,
@@ -814,16 +904,16 @@ impl SeekBuffers {
                     stream.alloc::<u32>(range_cap as usize).map_err(gpu("alloc"))?,
                 ],
                 stream.alloc::<u32>(batch).map_err(gpu("alloc"))?,
-                stream.alloc::<u8>(batch << block_log).map_err(gpu("alloc"))?,
+                stream.alloc::<u8>(batch << unit_log).map_err(gpu("alloc"))?,
             )
         };
-        let slot_of_block = stream.clone_htod(&vec![u32::MAX; nblocks.max(1) as usize]).map_err(gpu("alloc"))?;
+        let slot_of_unit = stream.clone_htod(&vec![u32::MAX; nunits.max(1) as usize]).map_err(gpu("alloc"))?;
         // SAFETY: pinned host buffers; ids are written by the host before upload, results by device copies
         // before the host reads them after a synchronize.
         let (host_ids, host_out, host_status, host_counters) = unsafe {
             (
                 ctx.alloc_pinned_with_flags::<u32>(batch, 0).map_err(gpu("pinned alloc"))?,
-                ctx.alloc_pinned_with_flags::<u8>(batch << block_log, 0).map_err(gpu("pinned alloc"))?,
+                ctx.alloc_pinned_with_flags::<u8>(batch << unit_log, 0).map_err(gpu("pinned alloc"))?,
                 ctx.alloc_pinned_with_flags::<u64>(1, 0).map_err(gpu("pinned alloc"))?,
                 ctx.alloc_pinned_with_flags::<u32>(counters_len, 0).map_err(gpu("pinned alloc"))?,
             )
@@ -833,9 +923,11 @@ impl SeekBuffers {
             tok_off,
             tpos,
             mpos,
+            lidx,
+            resume,
             back,
             bytes,
-            slot_of_block,
+            slot_of_unit,
             counters: stream.alloc_zeros::<u32>(counters_len).map_err(gpu("alloc"))?,
             pool_used: stream.alloc_zeros::<u64>(1).map_err(gpu("alloc"))?,
             status: stream.alloc_zeros::<u64>(1).map_err(gpu("alloc"))?,

@@ -1,10 +1,12 @@
 //! The GPU engine: NVRTC-compiled seek kernels from `kernels/`, driven through cudarc.
 //!
 //! [`GpuEngine::try_new`] loads the driver and NVRTC at run time, compiles kernels/decode.cu once per process for
-//! the GPU's own architecture, and uploads the archive's payloads, block metadata and decode tables. A batch of
-//! blocks is then decoded by one launch sequence (see the kernel file's overview): the blocks are parsed on the
-//! device, the source ranges their matches need are found level by level (at most `max_depth` levels) and
-//! parsed too, and every requested byte is resolved to a literal. Results come back through pinned memory and
+//! the GPU's own architecture, and uploads the archive's payloads, per-slice metadata (prep.rs) and decode
+//! tables. The device works on slices (FORMAT.md §3): a group of K lanes (K = the archive's rANS lanes; a single
+//! thread when K = 1) parses one slice. A batch of blocks is decoded by one launch sequence (see the kernel
+//! file's overview): the requested blocks' slices are parsed, the source ranges their matches need are found
+//! level by level (at most `max_depth` levels) and only the slices holding them are parsed too, and every
+//! requested byte is resolved to a literal. Results come back through pinned memory and
 //! are checked against the index's xxh3 before they are returned: this engine never hands out wrong bytes.
 //!
 //! Without a GPU, driver or NVRTC, `try_new` fails fast with a one-line reason (never a panic) and the caller
@@ -176,11 +178,12 @@ mod tests {
     }
 
     /// A random archive (every FORMAT feature: periodic fills, far and cross-block sources, depth up to the bound)
-    /// and its reference stream.
-    fn random_archive(dir: &std::path::Path, seed: u64, lanes: u8) -> (Arc<ArchiveData>, Vec<u8>) {
+    /// with K rANS lanes and slices of `2^slice_log` bytes (4 KiB blocks), and its reference stream.
+    fn random_archive(dir: &std::path::Path, seed: u64, lanes: u8, slice_log: u8) -> (Arc<ArchiveData>, Vec<u8>) {
         use crate::format::testkit::{small_header, Plan, Rng};
-        let plan = Plan::random(small_header(6, lanes), 200_000, &mut Rng(seed));
-        let path = dir.join(format!("random-{seed}-{lanes}.acx"));
+        let header = crate::format::Header { slice_log, ..small_header(6, lanes) };
+        let plan = Plan::random(header, 200_000 + seed as usize * 777, &mut Rng(seed));
+        let path = dir.join(format!("random-{seed}-{lanes}-{slice_log}.acx"));
         plan.write(&path);
         (Arc::new(ArchiveData::open(&path).unwrap()), plan.stream)
     }
@@ -189,7 +192,7 @@ mod tests {
     #[test]
     fn try_new_fails_cleanly_or_opens() {
         let dir = tempfile::tempdir().unwrap();
-        let (data, _) = random_archive(dir.path(), 1, 32);
+        let (data, _) = random_archive(dir.path(), 1, 32, 11);
         match GpuEngine::try_new(data) {
             Ok(engine) => assert!(!engine.description().is_empty()),
             Err(Error::Gpu(reason)) => assert!(!reason.contains('\n'), "one line: {reason}"),
@@ -197,26 +200,88 @@ mod tests {
         }
     }
 
+    /// The host-side slice metadata of a random archive: one valid row per slice, lengths and counts that add
+    /// up to the stream (CPU only, runs everywhere).
+    #[test]
+    fn unit_meta_covers_every_slice() {
+        let dir = tempfile::tempdir().unwrap();
+        for (seed, lanes, slice_log) in [(5, 1, 9), (6, 4, 11), (7, 32, 12)] {
+            let (data, stream) = random_archive(dir.path(), seed, lanes, slice_log);
+            let meta = prep::unit_meta(&data);
+            assert_eq!(meta.units() as u64, data.global_slice_count());
+            let mut total = 0u64;
+            for (u, row) in meta.words.chunks_exact(prep::META_WORDS).enumerate() {
+                assert_ne!(row[7], prep::BAD_BLOCK, "slice {u}");
+                assert_eq!(row[7], data.slice_len(u as u64));
+                assert!(2 * row[2] <= row[7] && row[3] <= row[7]);
+                total += row[7] as u64;
+            }
+            assert_eq!(total, stream.len() as u64);
+        }
+    }
+
+    /// A corrupt slice directory marks exactly that block's slices bad, so the device refuses them.
+    #[test]
+    fn corrupt_directory_marks_its_block_bad() {
+        let dir = tempfile::tempdir().unwrap();
+        let (data, _) = random_archive(dir.path(), 8, 2, 10);
+        let mut bytes = std::fs::read(&data.path).unwrap();
+        let at = data.payload_offset(1) as usize;
+        bytes[at] = bytes[at].wrapping_add(1) & 0x7f; // first slice length off by one (stays a one-byte varint)
+        let path = dir.path().join("corrupt.acx");
+        std::fs::write(&path, &bytes).unwrap();
+        let corrupt = ArchiveData::open(&path).unwrap();
+        let meta = prep::unit_meta(&corrupt);
+        let per_block = corrupt.header.slices_per_block() as usize;
+        for (u, row) in meta.words.chunks_exact(prep::META_WORDS).enumerate() {
+            assert_eq!(row[7] == prep::BAD_BLOCK, u / per_block == 1, "slice {u}");
+        }
+        // On a GPU, the corrupt block is refused (never wrong bytes); block 0, which needs nothing after it, still
+        // decodes.
+        let Ok(engine) = GpuEngine::try_new(Arc::new(corrupt)) else { return };
+        let mut buf = vec![0u8; data.block_len(1) as usize];
+        assert!(engine.decode_blocks(&[1], &mut [&mut buf[..]]).is_err());
+        let mut buf = vec![0u8; data.block_len(0) as usize];
+        engine.decode_blocks(&[0], &mut [&mut buf[..]]).unwrap();
+        assert!(engine.full_decode(FullVariant::Full, None).is_err());
+    }
+
     /// On a machine with a GPU: every block through the seek path and the full device decode equal the reference
-    /// stream, for several lane counts. Elsewhere the test has nothing to run and passes.
+    /// stream, for every lane count the format allows and several slice sizes. Elsewhere the test has nothing to
+    /// run and passes.
     #[test]
     fn gpu_bytes_equal_the_reference_when_a_gpu_is_present() {
         let dir = tempfile::tempdir().unwrap();
-        for (seed, lanes) in [(2, 32), (3, 8), (4, 1)] {
-            let (data, stream) = random_archive(dir.path(), seed, lanes);
+        let cases = [(2, 32, 11), (3, 8, 9), (4, 1, 11), (9, 2, 10), (10, 4, 12), (11, 16, 11), (12, 1, 9), (13, 4, 9)];
+        for (seed, lanes, slice_log) in cases {
+            let (data, stream) = random_archive(dir.path(), seed, lanes, slice_log);
             let Ok(engine) = GpuEngine::try_new(data.clone()) else {
                 eprintln!("no GPU: GPU bit-exactness test skipped");
                 return;
             };
+            let what = format!("lanes {lanes}, slice_log {slice_log}");
             let ids: Vec<u64> = (0..data.block_count()).collect();
             let mut bufs: Vec<Vec<u8>> = ids.iter().map(|&id| vec![0; data.block_len(id) as usize]).collect();
             let mut outs: Vec<&mut [u8]> = bufs.iter_mut().map(|b| b.as_mut_slice()).collect();
             engine.decode_blocks(&ids, &mut outs).unwrap();
-            assert_eq!(bufs.concat(), stream, "seek path, lanes {lanes}");
+            assert_eq!(bufs.concat(), stream, "seek path, all blocks, {what}");
+            // Single blocks and short runs (cold: nothing is kept between batches), the last block included.
+            let n = data.block_count();
+            for first in [0, n / 3, n / 2, n - 1] {
+                let ids: Vec<u64> = (first..(first + 3).min(n)).collect();
+                let mut bufs: Vec<Vec<u8>> = ids.iter().map(|&id| vec![0; data.block_len(id) as usize]).collect();
+                let mut outs: Vec<&mut [u8]> = bufs.iter_mut().map(|b| b.as_mut_slice()).collect();
+                engine.decode_blocks(&ids, &mut outs).unwrap();
+                let start = (first << data.header.block_log) as usize;
+                assert_eq!(bufs.concat(), stream[start..start + bufs.iter().map(Vec::len).sum::<usize>()], "{what}");
+            }
+            for variant in [FullVariant::EntropyOnly, FullVariant::ParseNoLiterals, FullVariant::ParseOnly] {
+                engine.full_decode(variant, None).unwrap();
+            }
             engine.full_decode(FullVariant::Full, Some(0xA5)).unwrap();
             let mut full = vec![0u8; stream.len()];
             engine.full_output(&mut full).unwrap();
-            assert_eq!(full, stream, "full decode, lanes {lanes}");
+            assert_eq!(full, stream, "full decode, {what}");
         }
     }
 
@@ -224,7 +289,7 @@ mod tests {
     fn fault_words_decode() {
         assert_eq!(KernelFault::from_status(0), None);
         let f = KernelFault::from_status((10u64 << 40) | 7).unwrap();
-        assert_eq!((f.code, f.block), (10, 7));
+        assert_eq!((f.code, f.unit), (10, 7));
         assert!(f.is_capacity());
         assert!(!KernelFault::from_status(3u64 << 40).unwrap().is_capacity());
     }

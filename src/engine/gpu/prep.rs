@@ -1,18 +1,23 @@
-//! Host-side preparation of what the kernels read: per-block metadata from the payload headers and flattened
-//! slot→symbol decode tables per group.
+//! Host-side preparation of what the kernels read: per-slice metadata from the block directories and slice
+//! headers (FORMAT.md §3), and flattened slot→symbol decode tables per group.
+//!
+//! The kernels work on **units**: a unit is one slice (`2^slice_log` bytes), numbered globally over the stream
+//! (unit `u` covers stream bytes from `u·S`; every block but the last holds exactly `B/S` of them), and coded
+//! exactly like a version-1 block payload. So every kernel sees "a sequence of independently coded pieces of
+//! `2^unit_log` bytes", and the table group of unit `u` is `u >> (block_log − slice_log + group_log)`.
 //!
 //! Everything here is plain Rust (no CUDA), so it is unit-tested on any machine. The kernels trust the numbers
-//! prepared here (offsets, counts, exact payload lengths), so this is where the block headers are validated; the
-//! data-dependent checks (rANS words, sums, distances) stay in the kernels.
+//! prepared here (offsets, counts, exact payload lengths), so this is where the block directories and slice
+//! headers are validated; the data-dependent checks (rANS words, sums, distances) stay in the kernels.
 
 use crate::codec::tables::{Table, TableSet, LIT_ALPHABET, LL_ALPHABET, ML_ALPHABET, OF_ALPHABET};
 use crate::codec::varint;
 use crate::error::DecodeError;
 use crate::format::ArchiveData;
 
-/// u32 words of metadata per block (kernels/decode.cu: `META_WORDS`).
+/// u32 words of metadata per unit (kernels/decode.cu: `META_WORDS`).
 pub const META_WORDS: usize = 8;
-/// Word 7 of a block whose header failed validation: the kernel reports `E_HEADER` for it.
+/// Word 7 of a unit whose header (or whose block's directory) failed validation: the kernel reports `E_HEADER`.
 pub const BAD_BLOCK: u32 = u32::MAX;
 /// Slots per table (scale 2^12).
 pub const SLOTS: usize = 4096;
@@ -21,7 +26,7 @@ pub const GROUP_ENTRIES: usize = 4 * SLOTS;
 /// Entry for a slot no symbol covers (an unused table, or one whose frequencies do not fill the scale).
 pub const NO_SYMBOL: u32 = u32::MAX;
 
-/// The four varints at the start of a block payload (FORMAT.md §3), validated against the payload length.
+/// The four varints at the start of a slice payload (FORMAT.md §3), validated against the payload length.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PayloadHeader {
     pub nmatch: u32,
@@ -33,18 +38,17 @@ pub struct PayloadHeader {
 }
 
 impl PayloadHeader {
-    /// Tokens of the block: its matches plus the final literal-only token.
+    /// Tokens of the slice: its matches plus the final literal-only token.
     pub fn tokens(&self) -> u64 {
         self.nmatch as u64 + 1
     }
 }
 
-/// Reads and validates a payload header. `block_len` is the block's decoded length.
+/// Reads and validates a slice payload header. `len` is the slice's decoded length.
 ///
-/// Beyond §3's limits this also requires `2·nmatch ≤ block_len`: every match is at least 2 bytes and all of
-/// them lie inside the block (§3.3), so a block that breaks this is corrupt anyway, and the bound lets the
-/// device size token storage from `block_len`.
-pub fn read_payload_header(payload: &[u8], lanes: u32, block_len: u32) -> Result<PayloadHeader, DecodeError> {
+/// Beyond §3's limits this also requires `2·nmatch ≤ len` (§3.3: every match is at least 2 bytes and all of
+/// them lie inside the slice), which lets the device size token storage from `len`.
+pub fn read_payload_header(payload: &[u8], lanes: u32, len: u32) -> Result<PayloadHeader, DecodeError> {
     let mut pos = 0usize;
     let mut field = |what: &'static str, limit: u64| -> Result<u32, DecodeError> {
         let v = varint::read_at(payload, &mut pos)?;
@@ -53,49 +57,102 @@ pub fn read_payload_header(payload: &[u8], lanes: u32, block_len: u32) -> Result
         }
         Ok(v as u32)
     };
-    let nmatch = field("nmatch", block_len as u64 / 2)?;
-    let nlit = field("nlit", block_len as u64)?;
+    let nmatch = field("nmatch", len as u64 / 2)?;
+    let nlit = field("nlit", len as u64)?;
     let nwords = field("nwords", payload.len() as u64 / 2)?;
     let extra_len = field("extra_len", payload.len() as u64)?;
     let header_len = pos as u32;
     let expected = pos as u64 + 4 * lanes as u64 + 2 * nwords as u64 + extra_len as u64;
     if expected != payload.len() as u64 {
         return Err(DecodeError::Invalid {
-            what: "block payload length",
+            what: "slice payload length",
             detail: format!("header says {expected} bytes, payload has {}", payload.len()),
         });
     }
     Ok(PayloadHeader { nmatch, nlit, nwords, extra_len, header_len })
 }
 
-/// Per-block metadata for the kernels (layout in kernels/decode.cu) and the total token count. A block whose
-/// header is invalid gets [`BAD_BLOCK`] and zero tokens, so it fails on the device, never out of bounds.
-pub struct BlockMeta {
+/// Reads a block's slice directory (`n_slices` varint lengths) and returns each slice's `(start, end)` inside
+/// the block payload. The lengths must add up to exactly the payload after the directory (FORMAT.md §3).
+pub fn slice_spans(payload: &[u8], n_slices: u32) -> Result<Vec<(usize, usize)>, DecodeError> {
+    let mut pos = 0usize;
+    let mut lens = Vec::with_capacity(n_slices as usize);
+    for _ in 0..n_slices {
+        // Each length is bounded by the payload, so the sum below cannot overflow.
+        let v = varint::read_at(payload, &mut pos)?;
+        if v > payload.len() as u64 {
+            return Err(DecodeError::Limit { what: "slice_bytes", value: v, limit: payload.len() as u64 });
+        }
+        lens.push(v as usize);
+    }
+    let sum: usize = lens.iter().sum();
+    if sum != payload.len() - pos {
+        return Err(DecodeError::Invalid {
+            what: "slice directory",
+            detail: format!("slices hold {sum} bytes, the payload has {} after the directory", payload.len() - pos),
+        });
+    }
+    let mut spans = Vec::with_capacity(lens.len());
+    for len in lens {
+        spans.push((pos, pos + len));
+        pos += len;
+    }
+    Ok(spans)
+}
+
+/// Per-unit metadata for the kernels (layout in kernels/decode.cu) and token counts. A unit whose header is
+/// invalid gets [`BAD_BLOCK`] and zero tokens, so it fails on the device, never out of bounds.
+pub struct UnitMeta {
+    /// [`META_WORDS`] per unit: payload offset in the file (lo, hi), nmatch, nlit, nwords, extra_len, header
+    /// length, decoded length (or [`BAD_BLOCK`]).
     pub words: Vec<u32>,
     pub total_tokens: u64,
     pub max_tokens: u64,
 }
 
-/// Builds [`BlockMeta`] for every block of `data`.
-pub fn block_meta(data: &ArchiveData) -> BlockMeta {
-    let count = data.block_count() as usize;
-    let lanes = data.header.rans_lanes as u32;
-    let mut words = Vec::with_capacity(count * META_WORDS);
-    let (mut total_tokens, mut max_tokens) = (0u64, 0u64);
-    for id in 0..count as u64 {
-        let offset = data.payload_offset(id);
-        let block_len = data.block_len(id);
-        let row = match read_payload_header(data.payload(id), lanes, block_len) {
-            Ok(h) => {
-                total_tokens += h.tokens();
-                max_tokens = max_tokens.max(h.tokens());
-                [offset as u32, (offset >> 32) as u32, h.nmatch, h.nlit, h.nwords, h.extra_len, h.header_len, block_len]
-            }
-            Err(_) => [offset as u32, (offset >> 32) as u32, 0, 0, 0, 0, 0, BAD_BLOCK],
-        };
-        words.extend_from_slice(&row);
+impl UnitMeta {
+    pub fn units(&self) -> usize {
+        self.words.len() / META_WORDS
     }
-    BlockMeta { words, total_tokens, max_tokens }
+
+    /// Matches of unit `u` (0 for a bad unit).
+    pub fn nmatch(&self, u: usize) -> u32 {
+        self.words[u * META_WORDS + 2]
+    }
+}
+
+/// Builds [`UnitMeta`] for every slice of `data`, in global slice order.
+pub fn unit_meta(data: &ArchiveData) -> UnitMeta {
+    let units = data.global_slice_count() as usize;
+    let lanes = data.header.rans_lanes as u32;
+    let slice_log = data.header.slice_log as u32;
+    let mut words = Vec::with_capacity(units * META_WORDS);
+    let (mut total_tokens, mut max_tokens) = (0u64, 0u64);
+    for id in 0..data.block_count() {
+        let offset = data.payload_offset(id);
+        let payload = data.payload(id);
+        let block_len = data.block_len(id);
+        let n_slices = data.slice_count(id);
+        let spans = slice_spans(payload, n_slices).ok();
+        for j in 0..n_slices {
+            let len = (block_len - (j << slice_log)).min(1 << slice_log);
+            let parsed = spans.as_ref().and_then(|spans| {
+                let (a, b) = spans[j as usize];
+                read_payload_header(&payload[a..b], lanes, len).ok().map(|h| (offset + a as u64, h))
+            });
+            let row = match parsed {
+                Some((at, h)) => {
+                    total_tokens += h.tokens();
+                    max_tokens = max_tokens.max(h.tokens());
+                    [at as u32, (at >> 32) as u32, h.nmatch, h.nlit, h.nwords, h.extra_len, h.header_len, len]
+                }
+                None => [offset as u32, (offset >> 32) as u32, 0, 0, 0, 0, 0, BAD_BLOCK],
+            };
+            words.extend_from_slice(&row);
+        }
+    }
+    debug_assert_eq!(words.len(), units * META_WORDS);
+    UnitMeta { words, total_tokens, max_tokens }
 }
 
 /// One table's slot lookup: entry `sym | (freq − 1) << 8 | cum << 20` for every slot in `[cum, cum + freq)`.
@@ -167,6 +224,33 @@ mod tests {
         let p = header_bytes([0, 101, 0, 0], 1, 0);
         assert!(matches!(read_payload_header(&p, 1, 100), Err(DecodeError::Limit { what: "nlit", .. })));
         assert!(read_payload_header(&[0x80], 1, 100).is_err());
+    }
+
+    fn directory(lens: &[u64], body: usize) -> Vec<u8> {
+        let mut out = Vec::new();
+        for &l in lens {
+            varint::write(l, &mut out);
+        }
+        out.extend(std::iter::repeat_n(7u8, body));
+        out
+    }
+
+    #[test]
+    fn slice_spans_follow_the_directory() {
+        let p = directory(&[3, 0, 5], 8);
+        assert_eq!(slice_spans(&p, 3).unwrap(), vec![(3, 6), (6, 6), (6, 11)]);
+        // A 2-byte varint length shifts every slice.
+        let p = directory(&[200, 1], 201);
+        assert_eq!(slice_spans(&p, 2).unwrap(), vec![(3, 203), (203, 204)]);
+    }
+
+    #[test]
+    fn slice_spans_reject_wrong_sums_and_truncation() {
+        assert!(matches!(slice_spans(&directory(&[3, 5], 9), 2), Err(DecodeError::Invalid { .. })));
+        assert!(matches!(slice_spans(&directory(&[3, 5], 7), 2), Err(DecodeError::Invalid { .. })));
+        assert!(matches!(slice_spans(&directory(&[u64::MAX], 0), 1), Err(DecodeError::Limit { .. })));
+        assert!(slice_spans(&[0x80], 1).is_err());
+        assert!(slice_spans(&directory(&[1], 1), 2).is_err());
     }
 
     #[test]
