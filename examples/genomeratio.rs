@@ -100,7 +100,7 @@ fn measure(name: &str, files: &[PathBuf], dir: &Path) {
         runs += s.genome.layout.runs().len();
         structure.extend(serial::encode(&s.genome));
         bases.extend_from_slice(&s.bases);
-        let plain = dir.join(f.file_name().unwrap().to_string_lossy().trim_end_matches(".gz").to_string());
+        let plain = dir.join(f.file_name().unwrap().to_string_lossy().trim_end_matches(".gz"));
         std::fs::write(&plain, &bytes).expect("write plain copy");
         plain_paths.push(plain);
         all.extend(bytes);
@@ -174,8 +174,8 @@ fn measure(name: &str, files: &[PathBuf], dir: &Path) {
 
     println!("  -- LZ on bases: 16-mer seeds, 4 candidates, one-step lazy, cut at 2 Ki-base slices; tokens priced");
     println!("     with the format's log codes (order-0 entropy of LL/ML/OF codes + extra bits + direction flag)");
-    for rc in [false, true] {
-        let lz = lz_bases(&codes, rc);
+    for (rc, subs) in [(false, false), (true, false), (true, true)] {
+        let lz = lz_bases(&codes, rc, subs);
         let lit = &lz.literals;
         let lit0 = group_entropy(lit, 0);
         let lit2 = group_entropy(lit, 2);
@@ -183,7 +183,11 @@ fn measure(name: &str, files: &[PathBuf], dir: &Path) {
         println!(
             "  {}: {} matches ({} reverse-complement), {:.1}% of bases matched; tokens {:.0} bytes; literals \
              order-0/group {lit0:.4}, order-2/group {lit2:.4} bits/base",
-            if rc { "forward + reverse-complement" } else { "forward only" },
+            match (rc, subs) {
+                (false, _) => "forward only".to_string(),
+                (true, false) => "forward + reverse-complement".to_string(),
+                (true, true) => format!("fwd + rc + substitutions ({} substituted bases)", lz.subs),
+            },
             lz.matches,
             lz.rc_matches,
             100.0 * (nb - lit.len()) as f64 / nb as f64,
@@ -371,6 +375,8 @@ fn group_entropy(codes: &[u8], k: u32) -> f64 {
 struct LzResult {
     matches: usize,
     rc_matches: usize,
+    /// Substituted bases inside matches.
+    subs: u64,
     /// Bits of the token stream under the stated cost model.
     token_bits: f64,
     /// Bases not covered by matches, in order.
@@ -405,11 +411,13 @@ const MATCH_FIXED_BITS: f64 = 10.0;
 
 /// A match candidate: length, distance to the source (for a reverse-complement match, to the source's last
 /// base, which it reads backwards) and direction.
-#[derive(Clone, Copy, Default)]
+#[derive(Clone, Default)]
 struct Cand {
     len: usize,
     back: usize,
     rc: bool,
+    /// Offsets inside the match whose base differs from the source (substitutions patched in).
+    subs: Vec<u32>,
 }
 
 impl Cand {
@@ -418,14 +426,40 @@ impl Cand {
         if self.len == 0 {
             return 0.0;
         }
-        self.len as f64 * LIT_BITS - MATCH_FIXED_BITS - (self.back as f64).log2() - (self.len as f64).log2()
+        self.len as f64 * LIT_BITS
+            - MATCH_FIXED_BITS
+            - (self.back as f64).log2()
+            - (self.len as f64).log2()
+            - self.subs.len() as f64 * SUB_BITS
+    }
+}
+
+/// A substitution is taken only when this many bases after it match again.
+const SUB_RUN: usize = 12;
+/// Price of one substitution for the parse: its offset's log code and the new base.
+const SUB_BITS: f64 = 8.0;
+
+/// Length of a match whose offset `m` agrees with its source when `same(m)`, for `m < max`; with `subs`, it
+/// runs on through single mismatches that [`SUB_RUN`] agreeing bases follow, and lists their offsets.
+fn extend(max: usize, same: impl Fn(usize) -> bool, subs: bool) -> (usize, Vec<u32>) {
+    let mut l = 0;
+    let mut at = Vec::new();
+    loop {
+        while l < max && same(l) {
+            l += 1;
+        }
+        if !subs || l + 1 + SUB_RUN > max || !(l + 1..l + 1 + SUB_RUN).all(&same) {
+            return (l, at);
+        }
+        at.push(l as u32);
+        l += 1;
     }
 }
 
 /// The LZ stage of a genome codec, on 2-bit codes: at each position the best of the candidates sharing its
 /// 16-mer (forward) or the 16-mer's reverse complement (when `rc`), priced by the bits it saves, with one step of
 /// lazy matching. Sources lie wholly before the match. Returns matches, token cost and the literal stream.
-fn lz_bases(codes: &[u8], rc: bool) -> LzResult {
+fn lz_bases(codes: &[u8], rc: bool, subs: bool) -> LzResult {
     let n = codes.len();
     let kmer = |i: usize| codes[i..i + SEED].iter().fold(0u32, |a, &s| a << 2 | s as u32);
     let rc_kmer = |i: usize| codes[i..i + SEED].iter().rev().fold(0u32, |a, &s| a << 2 | (3 - s) as u32);
@@ -447,11 +481,8 @@ fn lz_bases(codes: &[u8], rc: bool) -> LzResult {
                 break;
             }
             let j = j as usize;
-            let mut l = 0;
-            while i + l < n && codes[j + l] == codes[i + l] {
-                l += 1;
-            }
-            let c = Cand { len: l, back: i - j, rc: false };
+            let (l, at) = extend(n - i, |m| codes[j + m] == codes[i + m], subs);
+            let c = Cand { len: l, back: i - j, rc: false, subs: at };
             if l >= SEED && c.savings() > best.savings() {
                 best = c;
             }
@@ -466,11 +497,8 @@ fn lz_bases(codes: &[u8], rc: bool) -> LzResult {
                 if top >= i {
                     continue;
                 }
-                let mut l = 0;
-                while l <= top && i + l < n && codes[i + l] == 3 - codes[top - l] {
-                    l += 1;
-                }
-                let c = Cand { len: l, back: i - top, rc: true };
+                let (l, at) = extend((n - i).min(top + 1), |m| codes[i + m] == 3 - codes[top - m], subs);
+                let c = Cand { len: l, back: i - top, rc: true, subs: at };
                 if l >= SEED && c.savings() > best.savings() {
                     best = c;
                 }
@@ -481,8 +509,10 @@ fn lz_bases(codes: &[u8], rc: bool) -> LzResult {
 
     let (mut ll, mut ml, mut of) = (vec![0u64; 64], vec![0u64; 64], vec![0u64; 96]);
     let mut extra = 0u64;
-    let mut r = LzResult { matches: 0, rc_matches: 0, token_bits: 0.0, literals: Vec::new() };
+    let mut r = LzResult { matches: 0, rc_matches: 0, subs: 0, token_bits: 0.0, literals: Vec::new() };
     let mut lit_run = 0u64;
+    // Substitutions: a count per match and each one's offset from the previous (log codes), and the new base.
+    let (mut sub_count, mut sub_gap, mut sub_extra, mut sub_total) = (vec![0u64; 64], vec![0u64; 64], 0u64, 0u64);
     let mut token = |lit_run: u64, m: Option<(usize, usize)>| {
         let (c, e) = log_code(lit_run);
         ll[c] += 1;
@@ -520,6 +550,19 @@ fn lz_bases(codes: &[u8], rc: bool) -> LzResult {
             }
             r.matches += 1;
             r.rc_matches += usize::from(here.rc);
+            if subs {
+                let (c, e) = log_code(here.subs.len() as u64);
+                sub_count[c] += 1;
+                sub_extra += e as u64;
+                let mut prev = 0;
+                for &at in &here.subs {
+                    let (c, e) = log_code((at - prev) as u64);
+                    sub_gap[c] += 1;
+                    sub_extra += e as u64;
+                    prev = at;
+                }
+                sub_total += here.subs.len() as u64;
+            }
             // The match, cut at slice boundaries into tokens.
             let end = i + here.len;
             let mut p = i;
@@ -556,6 +599,11 @@ fn lz_bases(codes: &[u8], rc: bool) -> LzResult {
         + hist_bits(&of)
         + extra as f64
         + h_rc * r.matches as f64
-        + groups * 224.0 * 12.0;
+        + groups * 224.0 * 12.0
+        + hist_bits(&sub_count)
+        + hist_bits(&sub_gap)
+        + sub_extra as f64
+        + sub_total as f64 * 3f64.log2();
+    r.subs = sub_total;
     r
 }
