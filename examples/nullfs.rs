@@ -27,7 +27,8 @@ fn main() -> std::process::ExitCode {
     let pattern: Vec<u8> = (0..1u32 << 20).map(|i| (i.wrapping_mul(2654435761) >> 24) as u8).collect();
     let mut tree = MemoryTreeBuilder::new();
     tree.file("null.bin", Content::Repeat { pattern: Arc::new(pattern), size }, 0o444);
-    let fs = Arc::new(AcxFs::new(Arc::new(tree.build()), FsOptions::default()));
+    // No stream runs: there is nothing to decode ahead, so every read is the FUSE path plus one copy.
+    let fs = Arc::new(AcxFs::new(Arc::new(tree.build()), FsOptions { readahead_bytes: 0, ..FsOptions::default() }));
     let threads = std::thread::available_parallelism().map_or(4, |n| n.get()).clamp(2, 16);
     let settings = MountSettings { threads, fsname: "nullfs".to_string(), ..MountSettings::default() };
     let result = fuse::mount(fs, std::path::Path::new(mountpoint), &settings).and_then(|session| session.run());

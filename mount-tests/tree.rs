@@ -114,7 +114,9 @@ fn stats_file_reports_reads() {
     let doc: serde_json::Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("stats JSON: {e}\n{text}"));
     assert!(doc["fs"]["bytes_served"].as_u64().unwrap() >= 1_500_000, "{text}");
     assert!(doc["fs"]["read_latency"]["p99_us"].is_u64(), "{text}");
-    assert!(doc["archive_stats"]["cache"]["misses"].as_u64().unwrap() > 0, "{text}");
+    // Decoded by a stream run (sequential read) or the random-access path: either way the engine counted it.
+    assert!(doc["archive_stats"]["cache"]["decodes"]["cpu"].as_u64().unwrap() > 0, "{text}");
+    assert!(doc["streams"]["runs"]["started"].is_u64(), "{text}");
     // A second read sees newer counters: the file is not cached.
     let again = std::fs::read_to_string(fx.mnt.join(".aceapex/stats")).unwrap();
     let doc2: serde_json::Value = serde_json::from_str(&again).unwrap();

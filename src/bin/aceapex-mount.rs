@@ -266,8 +266,10 @@ fn init_logging(debug: bool, foreground: bool) {
     let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(false).try_init();
 }
 
-fn fs_options(options: &MountOptions) -> FsOptions {
-    let mut fs = FsOptions::default();
+/// The filesystem layer's settings; it gets half of the `cache_size` budget for the blocks stream runs
+/// decode (the archive's own cache, for random reads, gets the other half).
+fn fs_options(options: &MountOptions, cache_bytes: u64) -> FsOptions {
+    let mut fs = FsOptions { stream_cache_bytes: cache_bytes / 2, ..FsOptions::default() };
     if let Some(uid) = options.uid {
         fs.uid = uid;
     }
@@ -287,10 +289,10 @@ fn default_threads() -> usize {
 /// Opens, mounts and serves until unmounted or signalled.
 fn serve(args: &Args, canonical_mountpoint: &Path, notifier: &mut ParentNotifier) -> Result<(), Failure> {
     let cache_bytes = args.options.cache_bytes.unwrap_or(DEFAULT_CACHE_BYTES);
-    let archive = Archive::open_with(&args.archive, ArchiveOptions { cache_bytes, decoder: args.options.decoder })
-        .map_err(|e| Failure::new(e.to_string()))?;
+    let archive_options = ArchiveOptions { cache_bytes: cache_bytes - cache_bytes / 2, decoder: args.options.decoder };
+    let archive = Archive::open_with(&args.archive, archive_options).map_err(|e| Failure::new(e.to_string()))?;
     let engine = archive.engine_name().to_string();
-    let fs = Arc::new(AcxFs::new(Arc::new(archive), fs_options(&args.options)));
+    let fs = Arc::new(AcxFs::new(Arc::new(archive), fs_options(&args.options, cache_bytes)));
     let settings = MountSettings {
         threads: args.options.threads.unwrap_or_else(default_threads),
         allow_other: args.options.allow_other,

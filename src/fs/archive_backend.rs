@@ -1,10 +1,12 @@
-//! The opened [`Archive`] as the filesystem's [`Backend`]: reads go through the archive's single-flight block
-//! cache and its engines; readahead maps a file range onto the blocks of the logical stream that hold it.
+//! The opened [`Archive`] as the filesystem's [`Backend`]: random reads go through the archive's single-flight
+//! block cache and its engines; stream runs go through its sequential decoder
+//! ([`Archive::decode_range_sequential`]), which keeps its window of recent blocks between runs.
 
 use std::ops::Range;
 
 use super::Backend;
 use crate::archive::Archive;
+use crate::error::Error;
 use crate::format::tree::{EntryId, EntryKind, Tree};
 
 impl Backend for Archive {
@@ -16,22 +18,36 @@ impl Backend for Archive {
         Archive::read_file(self, id, offset, buf)
     }
 
-    fn blocks_for(&self, id: EntryId, range: Range<u64>) -> Range<u64> {
-        // Only stored files map linearly onto the stream; transformed ones (genome mode) get no readahead.
-        let Some(EntryKind::File { offset: start, size, transform: 0 }) = self.tree().entry(id).map(|e| &e.kind) else {
-            return 0..0;
-        };
-        let (from, to) = (range.start.min(*size), range.end.min(*size));
-        if from >= to {
-            return 0..0;
+    fn stream_offset(&self, id: EntryId) -> Option<u64> {
+        // Only stored files map linearly onto the stream; transformed ones (genome mode) are read through
+        // `read_file` alone.
+        match self.tree().entry(id).map(|e| &e.kind) {
+            Some(EntryKind::File { offset, transform: 0, .. }) => Some(*offset),
+            _ => None,
         }
-        let block_log = self.data().header.block_log;
-        ((start + from) >> block_log)..((start + to - 1) >> block_log) + 1
     }
 
-    fn prefetch(&self, blocks: &[u64]) -> crate::Result<()> {
-        Archive::prefetch(self, blocks);
-        Ok(())
+    fn decode_stream(&self, blocks: Range<u64>, sink: &mut dyn FnMut(u64, &[u8]) -> bool) -> crate::Result<()> {
+        let data = self.data();
+        let end_block = blocks.end.min(data.block_count());
+        if blocks.start >= end_block {
+            return Ok(());
+        }
+        let start = data.block_start(blocks.start);
+        let end = data.block_start(end_block - 1) + u64::from(data.block_len(end_block - 1));
+        // The range is block-aligned, so the sequential decoder hands out one whole block per call.
+        let mut id = blocks.start;
+        let result = self.decode_range_sequential(start, end - start, |bytes| {
+            if !sink(id, bytes) {
+                return Err(Error::io(&data.path, std::io::Error::from(std::io::ErrorKind::Interrupted)));
+            }
+            id += 1;
+            Ok(())
+        });
+        match result {
+            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::Interrupted => Ok(()),
+            other => other,
+        }
     }
 
     fn stats_json(&self) -> serde_json::Value {
@@ -67,7 +83,7 @@ mod tests {
 
     use crate::archive::{Archive, ArchiveOptions};
     use crate::engine::DecoderChoice;
-    use crate::fs::{AcxFs, Backend, FileKind, FsOptions};
+    use crate::fs::{AcxFs, FileKind, FsOptions};
 
     fn packed(dir: &std::path::Path) -> (PathBuf, Vec<u8>, Vec<u8>) {
         let src = dir.join("in");
@@ -121,6 +137,10 @@ mod tests {
         let stats: serde_json::Value = serde_json::from_slice(&fs.stats_snapshot()).unwrap();
         assert_eq!(stats["archive_stats"]["engine"], "cpu");
         assert!(stats["archive_stats"]["cache"]["misses"].as_u64().unwrap() > 0);
-        assert!(fs.backend().blocks_for(b.ino as u32 - 1, 0..20000).end > 0);
+        // A sequential read is served by a stream run, byte for byte.
+        assert_eq!(read(b.ino, 128 << 10), blob);
+        let stats: serde_json::Value = serde_json::from_slice(&fs.stats_snapshot()).unwrap();
+        assert!(stats["streams"]["runs"]["blocks"].as_u64().unwrap() > 0, "{stats}");
+        assert!(stats["fs"]["streamed_bytes"].as_u64().unwrap() > 0, "{stats}");
     }
 }

@@ -12,7 +12,7 @@ use super::Backend;
 use crate::error::{DecodeError, Error};
 use crate::format::tree::{Entry, EntryId, EntryKind, Tree};
 
-/// Block size the memory backend pretends to decode in (for readahead planning and statfs).
+/// Block size the memory backend pretends to decode in (stream runs and statfs).
 const BLOCK_SIZE: u32 = 64 << 10;
 
 /// A file's bytes.
@@ -160,7 +160,7 @@ impl MemoryTreeBuilder {
             contents: self.contents.clone(),
             total_len: self.stream_len,
             failing: Vec::new(),
-            prefetched_blocks: AtomicU64::new(0),
+            streamed_blocks: AtomicU64::new(0),
             reads: AtomicU64::new(0),
         }
     }
@@ -173,7 +173,7 @@ pub struct MemoryBackend {
     total_len: u64,
     /// Stream ranges that fail like a corrupt block (tests).
     failing: Vec<Range<u64>>,
-    prefetched_blocks: AtomicU64,
+    streamed_blocks: AtomicU64,
     reads: AtomicU64,
 }
 
@@ -183,12 +183,51 @@ impl MemoryBackend {
         self.failing.push(range);
     }
 
-    /// Blocks handed to `prefetch` so far.
-    pub fn prefetched_blocks(&self) -> u64 {
-        self.prefetched_blocks.load(Ordering::Relaxed)
+    /// Blocks handed out by `decode_stream` so far.
+    pub fn streamed_blocks(&self) -> u64 {
+        self.streamed_blocks.load(Ordering::Relaxed)
     }
 
-    fn stream_offset(&self, id: EntryId) -> u64 {
+    /// Reads made through `read_file` so far.
+    pub fn random_reads(&self) -> u64 {
+        self.reads.load(Ordering::Relaxed)
+    }
+
+    /// Fills `buf` with logical stream bytes from `pos` (files laid end to end in the order they were added);
+    /// fails like a corrupt block where a failing range is touched.
+    pub fn read_stream(&self, pos: u64, buf: &mut [u8]) -> crate::Result<()> {
+        let end = pos.saturating_add(buf.len() as u64);
+        if end > self.total_len {
+            return Err(Error::InvalidArgument(format!("range {pos}+{} is outside the stream", buf.len())));
+        }
+        self.check_failing(pos, end)?;
+        for (&id, content) in &self.contents {
+            let start = self.file_start(id);
+            let (from, to) = (pos.max(start), end.min(start + content.len()));
+            if from < to {
+                let at = (from - pos) as usize;
+                content.read(from - start, &mut buf[at..at + (to - from) as usize]);
+            }
+        }
+        Ok(())
+    }
+
+    fn check_failing(&self, start: u64, end: u64) -> crate::Result<()> {
+        match self.failing.iter().find(|r| r.start < end && start < r.end) {
+            Some(bad) => {
+                let block = bad.start / u64::from(BLOCK_SIZE);
+                Err(Error::CorruptBlock {
+                    path: PathBuf::from("memory"),
+                    block,
+                    offset: block * u64::from(BLOCK_SIZE),
+                    source: DecodeError::Checksum { expected: 0, actual: 1 },
+                })
+            }
+            None => Ok(()),
+        }
+    }
+
+    fn file_start(&self, id: EntryId) -> u64 {
         match self.tree.entry(id).map(|e| &e.kind) {
             Some(EntryKind::File { offset, .. }) => *offset,
             _ => 0,
@@ -204,31 +243,28 @@ impl Backend for MemoryBackend {
     fn read_file(&self, id: EntryId, offset: u64, buf: &mut [u8]) -> crate::Result<usize> {
         self.reads.fetch_add(1, Ordering::Relaxed);
         let content = self.contents.get(&id).ok_or_else(|| Error::NotFound(format!("entry {id}")))?;
-        let start = self.stream_offset(id).saturating_add(offset);
+        let start = self.file_start(id).saturating_add(offset);
         let end = start.saturating_add(buf.len().min(content.len().saturating_sub(offset) as usize) as u64);
-        if let Some(bad) = self.failing.iter().find(|r| r.start < end && start < r.end) {
-            let block = bad.start / u64::from(BLOCK_SIZE);
-            return Err(Error::CorruptBlock {
-                path: PathBuf::from("memory"),
-                block,
-                offset: block * u64::from(BLOCK_SIZE),
-                source: DecodeError::Checksum { expected: 0, actual: 1 },
-            });
-        }
+        self.check_failing(start, end)?;
         Ok(content.read(offset, buf))
     }
 
-    fn blocks_for(&self, id: EntryId, range: Range<u64>) -> Range<u64> {
-        let base = self.stream_offset(id);
-        let bs = u64::from(BLOCK_SIZE);
-        if range.start >= range.end {
-            return 0..0;
-        }
-        (base + range.start) / bs..(base + range.end).div_ceil(bs)
+    fn stream_offset(&self, id: EntryId) -> Option<u64> {
+        self.contents.contains_key(&id).then(|| self.file_start(id))
     }
 
-    fn prefetch(&self, blocks: &[u64]) -> crate::Result<()> {
-        self.prefetched_blocks.fetch_add(blocks.len() as u64, Ordering::Relaxed);
+    fn decode_stream(&self, blocks: Range<u64>, sink: &mut dyn FnMut(u64, &[u8]) -> bool) -> crate::Result<()> {
+        let bs = u64::from(BLOCK_SIZE);
+        let mut buf = Vec::new();
+        for id in blocks.start..blocks.end.min(self.total_len.div_ceil(bs)) {
+            let start = id * bs;
+            buf.resize((self.total_len - start).min(bs) as usize, 0);
+            self.read_stream(start, &mut buf)?;
+            self.streamed_blocks.fetch_add(1, Ordering::Relaxed);
+            if !sink(id, &buf) {
+                break;
+            }
+        }
         Ok(())
     }
 
@@ -236,7 +272,7 @@ impl Backend for MemoryBackend {
         serde_json::json!({
             "backend": "memory",
             "reads": self.reads.load(Ordering::Relaxed),
-            "prefetched_blocks": self.prefetched_blocks(),
+            "streamed_blocks": self.streamed_blocks(),
         })
     }
 

@@ -7,9 +7,10 @@
 //!   the counters (this layer's, the cache's and the engines'). A real `.aceapex` in the archive's root is
 //!   hidden by it (and a warning says so once at mount).
 //! - Reads go through a [`Backend`] (the opened [`crate::archive::Archive`], or an in-memory tree for tests and
-//!   the `nullfs` baseline). Each open handle watches for sequential access; a sequential stream is decoded
-//!   in stream order through a per-handle cursor (so that blocks copy their sources from the cache instead of
-//!   resolving them through tokens), and a background pool keeps the next few MiB decoded ahead of it.
+//!   the `nullfs` baseline). Each open handle watches for sequential access ([`readahead`]); a sequential
+//!   reader gets a [`stream::Run`]: the backend's sequential decoder on its own thread, decoding the rest of
+//!   the file in order ahead of the reader into the stream cache. Every read first takes what the stream cache
+//!   holds and goes to the backend's random-access path only for the rest.
 //! - A corrupt block fails only the reads that touch it (EIO) and is logged once with archive, block id and
 //!   payload offset; everything else keeps working.
 
@@ -18,6 +19,7 @@ pub mod memory;
 pub mod options;
 pub mod readahead;
 pub mod stats;
+pub mod stream;
 
 use std::collections::{HashMap, HashSet};
 use std::ops::Range;
@@ -27,8 +29,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::error::Error;
 use crate::format::tree::{EntryId, EntryKind, Tree};
-use readahead::{ReadaheadPool, SequentialState, StreamCursor};
+use readahead::SequentialState;
 use stats::FsStats;
+use stream::{Run, StreamRuns};
 
 /// What the filesystem layer needs from an archive. [`crate::archive::Archive`] implements it; so does the
 /// in-memory [`memory::MemoryBackend`].
@@ -37,10 +40,13 @@ pub trait Backend: Send + Sync + 'static {
     fn tree(&self) -> &Tree;
     /// Reads regular file `id` from `offset` into `buf`; returns the bytes read (short only at end of file).
     fn read_file(&self, id: EntryId, offset: u64, buf: &mut [u8]) -> crate::Result<usize>;
-    /// The decoded blocks that hold file `id`'s bytes `range` (empty if that cannot be said cheaply).
-    fn blocks_for(&self, id: EntryId, range: Range<u64>) -> Range<u64>;
-    /// Decodes the given blocks into the cache (readahead); blocks already cached are skipped.
-    fn prefetch(&self, blocks: &[u64]) -> crate::Result<()>;
+    /// Where regular file `id`'s byte 0 lies in the logical stream, if the file is stored there as is (its
+    /// bytes are then stream bytes `[offset, offset + size)`, cut into blocks of [`Backend::block_size`]).
+    fn stream_offset(&self, id: EntryId) -> Option<u64>;
+    /// Decodes `blocks` in order with the sequential decoder, handing each whole block to `sink`, which returns
+    /// false to stop. Ids past the last block are ignored. An error ends the run (the blocks handed out so far
+    /// are good).
+    fn decode_stream(&self, blocks: Range<u64>, sink: &mut dyn FnMut(u64, &[u8]) -> bool) -> crate::Result<()>;
     /// The archive's own counters (cache, engines) as JSON.
     fn stats_json(&self) -> serde_json::Value;
     /// Where the data comes from, for logs and stats (the archive path).
@@ -146,12 +152,12 @@ pub struct FsOptions {
     /// Owner reported for every inode (default: the mounting user).
     pub uid: u32,
     pub gid: u32,
-    /// Bytes kept decoded ahead of a sequential reader (0 disables readahead).
+    /// The most bytes a stream run decodes ahead of its sequential reader (0 disables stream runs).
     pub readahead_bytes: u64,
-    /// Bytes per readahead batch handed to the engine at once.
-    pub readahead_batch_bytes: u64,
-    /// Background threads decoding readahead batches.
-    pub readahead_threads: usize,
+    /// Byte budget of the stream cache, where stream runs put the blocks they decode.
+    pub stream_cache_bytes: u64,
+    /// Stream runs decoding at once (each is one thread; the decoder itself uses all cores).
+    pub max_streams: usize,
     /// Attribute and entry cache lifetime for archive inodes (immutable, so long).
     pub ttl: Duration,
 }
@@ -163,9 +169,9 @@ impl Default for FsOptions {
         FsOptions {
             uid,
             gid,
-            readahead_bytes: 8 << 20,
-            readahead_batch_bytes: 2 << 20,
-            readahead_threads: 2,
+            readahead_bytes: 16 << 20,
+            stream_cache_bytes: 256 << 20,
+            max_streams: 4,
             ttl: Duration::from_secs(24 * 3600),
         }
     }
@@ -182,12 +188,19 @@ enum Handle {
     File {
         id: EntryId,
         size: u64,
-        seq: Mutex<SequentialState>,
-        /// Shared with this handle's readahead jobs.
-        cursor: Arc<StreamCursor>,
+        /// Stream position of the file's byte 0, if it is stored there as is.
+        stream_offset: Option<u64>,
+        stream: Mutex<HandleStream>,
     },
     /// A stats snapshot taken at open, so that one reader sees one consistent document.
     Stats { snapshot: Vec<u8> },
+}
+
+/// The sequential detector of a handle and the run serving it, if any.
+#[derive(Default)]
+struct HandleStream {
+    detector: SequentialState,
+    run: Option<Arc<Run>>,
 }
 
 /// The filesystem over one backend.
@@ -205,12 +218,14 @@ pub struct AcxFs<B: Backend> {
     handles: Mutex<HashMap<u64, Arc<Handle>>>,
     next_fh: AtomicU64,
     stats: Arc<FsStats>,
-    readahead: ReadaheadPool,
+    streams: StreamRuns,
     /// Corrupt blocks already logged (each is logged once; bounded so a ruined archive cannot grow it).
     logged_corrupt: Mutex<HashSet<u64>>,
 }
 
 const MAX_LOGGED_CORRUPT: usize = 4096;
+/// Reads this far before a handle's run start are served beside it instead of restarting it.
+const READ_BEHIND_SLACK: u64 = 1 << 20;
 
 impl<B: Backend> AcxFs<B> {
     pub fn new(backend: Arc<B>, options: FsOptions) -> AcxFs<B> {
@@ -224,9 +239,8 @@ impl<B: Backend> AcxFs<B> {
                 backend.source_name()
             );
         }
-        let queue = 4 * options.readahead_threads.max(1);
-        let readahead =
-            ReadaheadPool::new(if options.readahead_bytes > 0 { options.readahead_threads } else { 0 }, queue);
+        let max_streams = if options.readahead_bytes > 0 { options.max_streams } else { 0 };
+        let streams = StreamRuns::new(options.stream_cache_bytes, max_streams);
         AcxFs {
             backend,
             nlink,
@@ -238,7 +252,7 @@ impl<B: Backend> AcxFs<B> {
             handles: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
             stats: Arc::new(FsStats::default()),
-            readahead,
+            streams,
             logged_corrupt: Mutex::new(HashSet::new()),
             options,
         }
@@ -430,9 +444,12 @@ impl<B: Backend> AcxFs<B> {
         } else {
             let id = self.entry_id(ino).ok_or(Errno::ENOENT)?;
             match &self.tree().entries[id as usize].kind {
-                EntryKind::File { size, .. } => {
-                    Handle::File { id, size: *size, seq: Mutex::default(), cursor: Arc::default() }
-                }
+                EntryKind::File { size, .. } => Handle::File {
+                    id,
+                    size: *size,
+                    stream_offset: self.backend.stream_offset(id),
+                    stream: Mutex::default(),
+                },
                 EntryKind::Dir => return Err(Errno::EISDIR),
                 EntryKind::Symlink { .. } => return Err(Errno::ELOOP),
             }
@@ -484,7 +501,7 @@ impl<B: Backend> AcxFs<B> {
                 out.extend_from_slice(&snapshot[start..end]);
                 Ok(())
             }
-            Handle::File { id, size: file_size, seq, cursor } => {
+            Handle::File { id, size: file_size, stream_offset, stream } => {
                 if Self::ino_of(*id) != ino {
                     return Err(Errno::EBADF);
                 }
@@ -492,9 +509,12 @@ impl<B: Backend> AcxFs<B> {
                     return Ok(());
                 }
                 let len = (u64::from(size)).min(file_size - offset) as usize;
-                self.decode_sequentially(*id, *file_size, seq, cursor, offset, len as u64);
+                if let Some(base) = *stream_offset {
+                    let run = self.follow_stream(stream, base, *file_size, offset, len as u64);
+                    self.copy_streamed(base + offset, len, run.as_deref(), out);
+                }
+                let mut done = out.len();
                 out.resize(len, 0);
-                let mut done = 0;
                 while done < len {
                     match self.backend.read_file(*id, offset + done as u64, &mut out[done..]) {
                         Ok(0) => break, // the file is shorter than its entry says: end of file
@@ -511,68 +531,71 @@ impl<B: Backend> AcxFs<B> {
         }
     }
 
-    /// Feeds the handle's sequential detector. For a sequential stream, decodes the blocks of this read in
-    /// stream order through the handle's cursor (see [`StreamCursor`]) and queues readahead that continues
-    /// from the same cursor; random reads go straight to the backend.
-    fn decode_sequentially(
+    /// Feeds the handle's sequential detector and returns the run that serves this read, starting one from
+    /// the read's block to the end of the file when the reads are sequential and no run covers them. A jump
+    /// away cancels the handle's run.
+    fn follow_stream(
         &self,
-        id: EntryId,
+        stream: &Mutex<HandleStream>,
+        base: u64,
         file_size: u64,
-        seq: &Mutex<SequentialState>,
-        cursor: &Arc<StreamCursor>,
         offset: u64,
         len: u64,
-    ) {
-        let (sequential, ahead) = {
-            let mut state = lock(seq);
-            let ahead = state.on_read(offset, len, self.options.readahead_bytes, file_size);
-            (state.is_sequential(), ahead)
-        };
-        if !sequential {
-            return;
+    ) -> Option<Arc<Run>> {
+        if !self.streams.enabled() {
+            return None;
         }
         let block_size = u64::from(self.backend.block_size().max(1));
-        let batch = (self.options.readahead_batch_bytes / block_size).max(1);
-        let max_gap = (self.options.readahead_bytes.max(4 << 20) / block_size).max(1);
-        let needed = self.backend.blocks_for(id, offset..offset.saturating_add(len));
-        cursor.advance_to(needed.start, needed.end, batch, max_gap, |blocks| self.prefetch_now(blocks));
-        if let Some(range) = ahead {
-            let blocks = self.backend.blocks_for(id, range);
-            self.submit_readahead(Arc::clone(cursor), blocks, batch, max_gap);
+        let first = (base + offset) / block_size;
+        let end = (base + file_size).div_ceil(block_size);
+        let mut slot = lock(stream);
+        if !slot.detector.on_read(offset, len) {
+            if let Some(run) = slot.run.take() {
+                run.cancel();
+            }
+            return None;
         }
+        if let Some(run) = &slot.run {
+            let blocks = run.blocks();
+            // Reads a little before the run's start are kernel requests that arrived out of order: they are
+            // served by the random path while the run goes on.
+            let slack = READ_BEHIND_SLACK / block_size;
+            if (blocks.start.saturating_sub(slack)..blocks.end).contains(&first) {
+                return Some(Arc::clone(run));
+            }
+            run.cancel();
+        }
+        let max_ahead = (self.options.readahead_bytes / block_size).max(1);
+        slot.run = self.streams.start(&self.backend, first..end, max_ahead);
+        slot.run.clone()
     }
 
-    /// Decodes `blocks` into the cache on this thread.
-    fn prefetch_now(&self, blocks: Range<u64>) {
-        let ids: Vec<u64> = blocks.collect();
-        if let Err(e) = self.backend.prefetch(&ids) {
-            // The read that needs these blocks gets (and logs) the error itself.
-            tracing::debug!("prefetch failed: {e}");
-        }
-    }
-
-    /// Queues decoding `blocks` in the background, in order through `cursor`.
-    fn submit_readahead(&self, cursor: Arc<StreamCursor>, blocks: Range<u64>, batch: u64, max_gap: u64) {
-        if blocks.start >= blocks.end {
-            return;
-        }
-        let backend = Arc::clone(&self.backend);
-        let stats = Arc::clone(&self.stats);
-        let count = blocks.end - blocks.start;
-        let job = Box::new(move || {
-            cursor.advance_to(blocks.start, blocks.end, batch, max_gap, |range| {
-                let ids: Vec<u64> = range.collect();
-                if let Err(e) = backend.prefetch(&ids) {
-                    tracing::debug!("readahead failed: {e}");
-                    FsStats::add(&stats.readahead_errors, 1);
-                }
-            });
-        });
-        if self.readahead.try_submit(job) {
-            FsStats::add(&self.stats.readahead_batches, 1);
-            FsStats::add(&self.stats.readahead_blocks, count);
-        } else {
-            FsStats::add(&self.stats.readahead_dropped, 1);
+    /// Appends to `out` (empty) the longest prefix of stream bytes `[pos, pos + len)` that stream runs have
+    /// decoded, waiting for `run` when it is about to produce the next block needed.
+    fn copy_streamed(&self, pos: u64, len: usize, run: Option<&Run>, out: &mut Vec<u8>) {
+        let block_size = u64::from(self.backend.block_size().max(1));
+        let max_lead = (self.options.readahead_bytes / block_size).max(1);
+        while out.len() < len {
+            let at = pos + out.len() as u64;
+            let id = at / block_size;
+            let block = match self.streams.cached(id) {
+                Some(block) => block,
+                None => match run {
+                    Some(run) if run.wait_for(id, max_lead, self.streams.stats()) => match self.streams.cached(id) {
+                        Some(block) => block,
+                        None => return, // evicted already: the random path decodes it
+                    },
+                    _ => return,
+                },
+            };
+            let from = (at - id * block_size) as usize;
+            let Some(bytes) = block.get(from..) else { return };
+            if bytes.is_empty() {
+                return;
+            }
+            let take = bytes.len().min(len - out.len());
+            out.extend_from_slice(&bytes[..take]);
+            FsStats::add(&self.stats.streamed_bytes, take as u64);
         }
     }
 
@@ -611,6 +634,7 @@ impl<B: Backend> AcxFs<B> {
             "uptime_s": self.started.elapsed().as_secs_f64(),
             "open_handles": self.open_handles(),
             "fs": self.stats.to_json(),
+            "streams": { "runs": self.streams.stats().to_json(), "cache": self.streams.cache_json() },
             "archive_stats": self.backend.stats_json(),
         });
         let mut text = serde_json::to_vec_pretty(&doc).unwrap_or_default();

@@ -103,12 +103,8 @@ pub struct FsStats {
     pub bytes_served: AtomicU64,
     pub read_errors: AtomicU64,
     pub opens: AtomicU64,
-    /// Readahead batches handed to the background pool, the blocks in them, and batches dropped because the
-    /// pool was saturated (those blocks are then decoded on demand).
-    pub readahead_batches: AtomicU64,
-    pub readahead_blocks: AtomicU64,
-    pub readahead_dropped: AtomicU64,
-    pub readahead_errors: AtomicU64,
+    /// Bytes served from the stream cache (decoded by stream runs) rather than by the random-access path.
+    pub streamed_bytes: AtomicU64,
     pub read_latency: LatencyHistogram,
 }
 
@@ -126,12 +122,7 @@ impl FsStats {
             "read_errors": get(&self.read_errors),
             "opens": get(&self.opens),
             "read_latency": self.read_latency.summary(),
-            "readahead": {
-                "batches": get(&self.readahead_batches),
-                "blocks": get(&self.readahead_blocks),
-                "dropped_batches": get(&self.readahead_dropped),
-                "errors": get(&self.readahead_errors),
-            },
+            "streamed_bytes": get(&self.streamed_bytes),
         })
     }
 }

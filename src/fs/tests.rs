@@ -192,21 +192,68 @@ fn reads_return_exact_bytes_and_stop_at_eof() {
 }
 
 #[test]
-fn sequential_reads_prefetch_ahead() {
+fn sequential_reads_are_served_by_a_stream_run() {
+    let data = pattern(1 << 20, 2);
     let mut b = MemoryTreeBuilder::new();
-    b.file("big", Content::Repeat { pattern: Arc::new(pattern(1 << 20, 2)), size: 64 << 20 }, 0o644);
+    b.file("big", Content::Repeat { pattern: Arc::new(data.clone()), size: 64 << 20 }, 0o644);
     let backend = Arc::new(b.build());
-    let fs = AcxFs::new(Arc::clone(&backend), FsOptions::default());
+    let fs = AcxFs::new(Arc::clone(&backend), FsOptions { readahead_bytes: 4 << 20, ..FsOptions::default() });
     let ino = lookup_path_generic(&fs, "big");
     let opened = fs.open(ino, libc::O_RDONLY).unwrap();
     let mut buf = Vec::new();
     for i in 0..64u64 {
         fs.read(ino, opened.fh, i * (128 << 10), 128 << 10, &mut buf).unwrap();
+        assert_eq!(buf, &data[(i as usize % 8) * (128 << 10)..][..128 << 10], "read {i}");
     }
-    drop(fs); // joins the readahead workers
-    let prefetched = backend.prefetched_blocks();
-    // 8 MiB read sequentially with an 8 MiB window: at least the 8 MiB after the reader is requested.
-    assert!(prefetched * 65536 >= 8 << 20, "prefetched {prefetched} blocks");
+    let stats: serde_json::Value = serde_json::from_slice(&fs.stats_snapshot()).unwrap();
+    assert_eq!(stats["streams"]["runs"]["started"], 1, "{stats}");
+    assert_eq!(stats["fs"]["streamed_bytes"], 8 << 20, "every byte came from the run: {stats}");
+    assert_eq!(backend.random_reads(), 0);
+    // The run stays within its window ahead of the reader: 8 MiB read, 4 MiB ahead at most.
+    let produced = backend.streamed_blocks() * 65536;
+    assert!(((8 << 20)..=(12 << 20) + 65536).contains(&produced), "produced {produced} bytes");
+    // A jump cancels the run; random reads go to the backend.
+    fs.read(ino, opened.fh, 40 << 20, 4096, &mut buf).unwrap();
+    assert_eq!(buf, &data[..4096]);
+    assert_eq!(backend.random_reads(), 1);
+    fs.release(opened.fh);
+}
+
+#[test]
+fn streams_are_off_with_zero_readahead() {
+    let mut b = MemoryTreeBuilder::new();
+    b.file("big", Content::Repeat { pattern: Arc::new(pattern(4096, 3)), size: 8 << 20 }, 0o644);
+    let backend = Arc::new(b.build());
+    let fs = AcxFs::new(Arc::clone(&backend), FsOptions { readahead_bytes: 0, ..FsOptions::default() });
+    let ino = lookup_path_generic(&fs, "big");
+    assert_eq!(read_all(&fs, ino, 1 << 20).len(), 8 << 20);
+    assert_eq!(backend.streamed_blocks(), 0);
+}
+
+#[test]
+fn a_corrupt_block_fails_only_its_reads_in_a_stream() {
+    let data = pattern(300_000, 1);
+    let mut b = MemoryTreeBuilder::new();
+    b.bytes("f", &data);
+    let mut backend = b.build();
+    backend.fail_stream_range(150_000..150_001);
+    let fs = fs_over(backend);
+    let ino = lookup_path(&fs, "f").unwrap().ino;
+    let opened = fs.open(ino, libc::O_RDONLY).unwrap();
+    let mut buf = Vec::new();
+    let chunk = 16u64 << 10;
+    let mut errors = 0;
+    for i in 0..300_000u64.div_ceil(chunk) {
+        match fs.read(ino, opened.fh, i * chunk, chunk as u32, &mut buf) {
+            Ok(()) => assert_eq!(buf, &data[(i * chunk) as usize..((i + 1) * chunk).min(300_000) as usize]),
+            Err(e) => {
+                assert_eq!(e, Errno::EIO);
+                assert!((i * chunk..(i + 1) * chunk).contains(&150_000), "read {i} failed");
+                errors += 1;
+            }
+        }
+    }
+    assert_eq!(errors, 1);
 }
 
 fn lookup_path_generic<B: Backend>(fs: &AcxFs<B>, name: &str) -> u64 {
