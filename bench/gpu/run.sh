@@ -6,7 +6,7 @@
 #   carry/gpubench      release build of examples/gpubench.rs (cargo build --release --example gpubench)
 #   carry/aceapex       release build of the CLI (cargo build --release --bin aceapex)
 #   carry/libtests      optional: the lib test binary (cargo test --release --lib --no-run)
-#   carry/*.acx         corpus archives (aceapex pack ...); the first one named atha*.acx seeds the big archive
+#   carry/*.acx         corpus archives (aceapex pack ...); carry/atha.acx also seeds the big archive
 # Usage: bash bench/gpu/run.sh [quick]
 # Writes $OUT/device.log (everything) and $OUT/results.tar.gz (one JSON per archive) when $OUT is set.
 set -uo pipefail
@@ -40,7 +40,16 @@ for a in carry/*.acx; do
   fi
   run 200 ./carry/gpubench "$a" "${args[@]}" --json "$out/json/$name.json" || rc=1
 done
-seed="$(ls carry/atha*.acx 2>/dev/null | head -1)"
+# Variants on atha (env switches read at engine start): seek levels parsing whole slices, seeks resolved by
+# rounds instead of the byte chase, resolve rounds re-walking whole matches.
+if [ -f carry/atha.acx ]; then
+  for v in ACEAPEX_GPU_SEEK_FUSED ACEAPEX_GPU_SEEK_ROUNDS ACEAPEX_GPU_RESOLVE_WHOLE; do
+    say "=== variant $v=1 ==="
+    env "$v=1" timeout 120 ./carry/gpubench carry/atha.acx --runs 5 --ranges 200 --latency 300 --contig 5 \
+      --json "$out/json/atha-$v.json" 2>&1 | tee -a "$log" || rc=1
+  done
+fi
+seed=carry/atha.acx; [ -f "$seed" ] || seed=""
 if [ -n "$seed" ] && [ -z "$quick" ]; then
   big=/tmp/big.acx
   run 240 ./carry/gpubench "$seed" --runs 5 --ranges 300 --latency 300 --contig 5 --big-gib 4 --big-keep "$big" \
