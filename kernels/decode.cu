@@ -115,6 +115,18 @@ __device__ __forceinline__ u32 warp_inclusive_scan(u32 v) {
     return v;
 }
 
+// Prefetches `bytes` bytes at `p` towards L1. The lanes of this warp that ask for the same `p` split the lines
+// among themselves, so a warp whose slices share a table group fetches that group's table once. (A seek level
+// parses a few cold slices: without this every rANS step waits for an L2 or memory round trip on its table
+// lookup.) Only a hint: lanes that are not converged here just fetch on their own.
+__device__ __forceinline__ void prefetch_l1_shared(const void* p, u32 bytes) {
+    const u32 peers = __match_any_sync(__activemask(), (u64)p);
+    const u32 rank = __popc(peers & ((1u << (threadIdx.x & 31)) - 1u));
+    const u32 n = __popc(peers);
+    for (u32 off = rank * 128; off < bytes; off += n * 128)
+        asm volatile("prefetch.global.L1 [%0];" ::"l"((const u8*)p + off));
+}
+
 // Index of the last token whose start `arr[t]` <= key, among arr[lo..hi) (arr non-decreasing, arr[lo] <= key).
 __device__ __forceinline__ u32 last_le(const u32* arr, u32 lo, u32 hi, u32 key) {
     while (hi - lo > 1) {
@@ -294,6 +306,8 @@ __device__ void parse_one(const Ctx& c, const Group<W>& g, u32 id, u64 tok_base,
             asm volatile("prefetch.global.L1 [%0];" ::"l"(file + payload + off));
     }
 
+    if (mode == MODE_TOKENS) prefetch_l1_shared(tab, 3 * 4096 * 4);  // the LL, ML and OF tables
+
     // Phase A: entropy-decode the LL, ML and OF codes (symbols [0, 3 nmatch + 1)) into the token arrays, and
     // keep going into the literals up to the end of the step that holds the last code: those (at most one per
     // lane) wait in `pending` until the tokens are parsed.
@@ -448,10 +462,34 @@ __device__ void literal_phase(const Ctx& c, const Group<W>& g, u32 id, const u32
     // window by shuffles; a lane whose token lies at or beyond the window's end walks forward in memory (runs of
     // literal-less tokens). The window is reloaded at the end of a step that moved the cursor, so the load
     // overlaps the next step's entropy decode instead of stalling the placement.
-    u32 cursor = 0, wbase = 0;
-    u32 wm = lane < ntok ? li[lane] : 0xFFFFFFFFu;
-    u32 wt = lane < ntok ? tp[lane] : 0u;
+    // With W = 1 the one lane keeps its token t1 (literal index li1, offset tp1) and the next token's literal
+    // index nx1 in registers, and loads only when a literal moves it to a later token.
+    u32 cursor = 0, wbase = 0, wm = 0, wt = 0;
+    u32 t1 = 0, tp1 = 0, li1 = 0, nx1 = 0xFFFFFFFFu;  // token 0 starts at offset 0 with literal 0
+    if (W == 1) {
+        nx1 = ntok > 1 ? li[1] : 0xFFFFFFFFu;
+    } else {
+        wm = lane < ntok ? li[lane] : 0xFFFFFFFFu;
+        wt = lane < ntok ? tp[lane] : 0u;
+    }
     auto place_step = [&](bool valid, u32 l, u32 sym) {
+        if constexpr (W == 1) {
+            if (!valid) return;
+            if (l >= nx1) {
+                do {
+                    t1++;
+                    li1 = nx1;
+                    nx1 = t1 + 1 < ntok ? li[t1 + 1] : 0xFFFFFFFFu;
+                } while (l >= nx1);
+                tp1 = tp[t1];
+            }
+            if (mode != MODE_NO_LITERALS) {
+                u32 o = tp1 + (l - li1);
+                bytes[o] = (u8)sym;
+                if (stamps) stamps[o] = 1;  // literals are final before round 0
+            }
+            return;
+        }
         u32 key = valid ? l : 0u;
         u32 lo = 0;
 #pragma unroll
@@ -547,6 +585,10 @@ __device__ __forceinline__ void literal_units(const Ctx& c, u32 parsed_level) {
         const u32* rs = c.resume + (u64)e * RESUME_WORDS;
         const u64 payload = (u64)m[0] | ((u64)m[1] << 32);
         const u8* words = c.file + payload + m[6] + 4 * W;
+        // The literal table and the rest of the word stream, towards L1 (see prefetch_l1_shared).
+        prefetch_l1_shared(c.dtab + (u64)(id >> c.group_shift) * 4 * 4096 + 3 * 4096, 4096 * 4);
+        for (u64 off = 2ull * rs[0] + 128ull * g.lane; off < 2ull * m[4]; off += 128ull * W)
+            asm volatile("prefetch.global.L1 [%0];" ::"l"(words + off));
         WordWindow<W> ww;
         ww.init(words, m[4], g.lane, rs[0]);
         const u32 p = rs[33 + g.lane];

@@ -548,6 +548,9 @@ impl Device {
             shared_mem_bytes: 0,
         };
         let later_level = LaunchConfig { grid_dim: (LEVEL_GRID, 1, 1), ..first_level };
+        // Later parse levels (and the literal launch) stride over a count that lives on the device: about 16k
+        // parse groups (128 CTAs with K = 1) cover the levels seen in practice without launching idle CTAs.
+        let later_parse = LaunchConfig { grid_dim: (LEVEL_GRID.min(128 * self.lanes), 1, 1), ..first_level };
         // expand_ranges runs a warp per range; level 0's ranges are the requested units.
         let first_expand =
             LaunchConfig { grid_dim: (grid_for(n as u64, (CTA_THREADS / 32) as u64, LEVEL_GRID), 1, 1), ..first_level };
@@ -590,7 +593,7 @@ impl Device {
                 .launch(threads(n as u64, 65535))
                 .map_err(gpu("seed"))?;
             for level in 0..=levels {
-                let cfg = if level == 0 { first_level } else { later_level };
+                let cfg = if level == 0 { first_level } else { later_parse };
                 stream.launch_builder(&k.parse).arg(&c).arg(&level).arg(&mode).launch(cfg).map_err(gpu("parse"))?;
                 if level < self.max_depth {
                     let cfg = if level == 0 { first_expand } else { later_level };
@@ -603,7 +606,7 @@ impl Device {
                     .launch_builder(&k.literals)
                     .arg(&c)
                     .arg(&parsed_level)
-                    .launch(later_level)
+                    .launch(later_parse)
                     .map_err(gpu("literals"))?;
             }
             // Resolve: by match-resolution rounds over every parsed slot (the requested blocks are slots 0..n, so
