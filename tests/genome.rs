@@ -381,3 +381,17 @@ fn corpus_files_when_present() {
         assert!(model(&out.stdout).is_some(), "{} not worth genome mode", gz.display());
     }
 }
+
+#[test]
+fn split_into_streams_the_same_bases_in_bounded_pieces() {
+    let mut seq = bases(300_000, 9);
+    seq[1000..5000].make_ascii_lowercase();
+    seq[70_000..70_100].fill(b'N');
+    let input = [b">big\n".to_vec(), wrap(&seq, 60, b"\n"), b">two\nACGTN\n".to_vec()].concat();
+    let whole = split(&input).unwrap();
+    let mut pieces = Vec::new();
+    let genome = aceapex::genome::split_into(&input, |p| pieces.push(p.to_vec())).unwrap();
+    assert_eq!(genome, whole.genome);
+    assert!(pieces.len() > 2 && pieces.iter().all(|p| p.len() <= 2 * 64 * 1024), "{} pieces", pieces.len());
+    assert_eq!(pieces.concat(), whole.bases);
+}

@@ -27,7 +27,7 @@ use crate::error::DecodeError;
 use layout::Layout;
 use mask::{CaseMask, Exceptions};
 
-pub use model::{split, Split};
+pub use model::{split, split_into, Split};
 
 /// The structure of a FASTA file: everything but its A/C/G/T bases.
 #[derive(Debug, Clone, PartialEq, Eq)]

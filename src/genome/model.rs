@@ -17,6 +17,9 @@ pub struct Split {
     pub bases: Vec<u8>,
 }
 
+/// Bases are handed to the sink in pieces of about this size, so memory does not grow with the file.
+const SINK_CHUNK: usize = 64 << 10;
+
 /// Accumulates runs while scanning, merging equal neighbours so the result is canonical.
 #[derive(Default)]
 struct Builder {
@@ -28,7 +31,10 @@ struct Builder {
     exc_starts: Vec<u64>,
     exc_ends: Vec<u64>,
     exc_bytes: Vec<u8>,
+    /// Bases not yet handed to the sink.
     bases: Vec<u8>,
+    /// Bases handed to the sink so far.
+    sunk: u64,
 }
 
 impl Builder {
@@ -77,10 +83,18 @@ impl Builder {
 /// Splits `bytes` into structure and nucleotide stream, or `None` if the file is not FASTA that the model
 /// represents exactly (see the module docs). Does not judge whether genome mode pays; see [`super::worthwhile`].
 pub fn split(bytes: &[u8]) -> Option<Split> {
+    let mut bases = Vec::with_capacity(bytes.len());
+    let genome = split_into(bytes, |piece| bases.extend_from_slice(piece))?;
+    Some(Split { genome, bases })
+}
+
+/// [`split`] for files of any size: the bases go to `sink` in order, in pieces of about 64 KiB, and only the
+/// structure is kept in memory. On `None` the sink may already have received bases; the caller discards them.
+pub fn split_into(bytes: &[u8], mut sink: impl FnMut(&[u8])) -> Option<Genome> {
     if bytes.len() as u64 > super::layout::MAX_TOTAL_LEN {
         return None;
     }
-    let mut b = Builder { bases: Vec::with_capacity(bytes.len()), ..Builder::default() };
+    let mut b = Builder { bases: Vec::with_capacity(2 * SINK_CHUNK), ..Builder::default() };
     let mut rest = bytes;
     while !rest.is_empty() {
         let (content, term, next) = match rest.iter().position(|&c| c == b'\n') {
@@ -97,15 +111,22 @@ pub fn split(bytes: &[u8]) -> Option<Split> {
             if !b.push_residues(content) {
                 return None;
             }
+            if b.bases.len() >= SINK_CHUNK {
+                sink(&b.bases);
+                b.sunk += b.bases.len() as u64;
+                b.bases.clear();
+            }
             b.push_line(LineKind::Sequence, content.len() as u64, term);
         }
     }
+    sink(&b.bases);
+    let sunk = b.sunk + b.bases.len() as u64;
     let residues = b.residue;
     let layout = Layout::new(b.runs, b.headers).ok()?;
     let case = CaseMask { runs: RunList::new(b.case_starts, b.case_ends, residues, "genome case runs").ok()? };
     let exc_runs = RunList::new(b.exc_starts, b.exc_ends, residues, "genome exception runs").ok()?;
     let exceptions = Exceptions::new(exc_runs, b.exc_bytes).ok()?;
     let genome = Genome::new(layout, case, exceptions).ok()?;
-    debug_assert_eq!(genome.bases(), b.bases.len() as u64);
-    Some(Split { genome, bases: b.bases })
+    debug_assert_eq!(genome.bases(), sunk);
+    Some(genome)
 }
