@@ -30,13 +30,17 @@ Mounts an .acx archive read-only at MOUNTPOINT.
   -o OPTIONS    comma-separated mount options:
                   allow_other, allow_root, default_permissions, uid=N, gid=N,
                   cache_size=SIZE (decoded-block cache, e.g. 512M, 2G), threads=N (FUSE workers),
-                  decoder=cpu|gpu|auto, readahead=SIZE, log=FILE (daemon log file)
+                  decoder=cpu|gpu|auto, readahead=SIZE (decoded ahead of a sequential reader),
+                  fill=SIZE (largest file decoded whole once read at random; 0 disables),
+                  log=FILE (daemon log file)
                 ro and the usual fstab options (defaults, nofail, noauto, user, _netdev, x-systemd.*)
                 are accepted and ignored; rw is refused.
   -h, --help    this text";
 
 /// Default decoded-block cache when `cache_size=` is not given.
 const DEFAULT_CACHE_BYTES: u64 = 1 << 30;
+/// Default largest file filled by a run when it is read at random (`fill=`).
+const DEFAULT_FILL_MAX: u64 = 256 << 20;
 /// How long a signalled daemon waits for the session to end after unmounting before it exits anyway.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 
@@ -267,9 +271,15 @@ fn init_logging(debug: bool, foreground: bool) {
 }
 
 /// The filesystem layer's settings; it gets half of the `cache_size` budget for the blocks stream runs
-/// decode (the archive's own cache, for random reads, gets the other half).
+/// decode (the archive's own cache, for random reads, gets the other half). Files up to a quarter of that
+/// (at most [`DEFAULT_FILL_MAX`]) are filled when read at random, unless `fill=` says otherwise.
 fn fs_options(options: &MountOptions, cache_bytes: u64) -> FsOptions {
-    let mut fs = FsOptions { stream_cache_bytes: cache_bytes / 2, ..FsOptions::default() };
+    let stream_cache_bytes = cache_bytes / 2;
+    let mut fs = FsOptions {
+        stream_cache_bytes,
+        fill_max_bytes: options.fill_bytes.unwrap_or((stream_cache_bytes / 4).min(DEFAULT_FILL_MAX)),
+        ..FsOptions::default()
+    };
     if let Some(uid) = options.uid {
         fs.uid = uid;
     }

@@ -24,8 +24,10 @@ pub struct MountOptions {
     /// FUSE worker threads.
     pub threads: Option<usize>,
     pub decoder: DecoderChoice,
-    /// Bytes decoded ahead of a sequential reader (`readahead=`, 0 disables).
+    /// Bytes decoded ahead of a sequential reader (`readahead=`, 0 disables stream runs and fills).
     pub readahead_bytes: Option<u64>,
+    /// Largest file decoded whole once it is read at random (`fill=`, 0 disables).
+    pub fill_bytes: Option<u64>,
     /// Where the daemon logs once detached (`log=`); default: nowhere.
     pub log_file: Option<PathBuf>,
     /// Options accepted but without effect here, for a debug line.
@@ -101,6 +103,7 @@ impl MountOptions {
             "readahead" => {
                 self.readahead_bytes = Some(parse_size(need("SIZE")?).map_err(|e| format!("readahead: {e}"))?)
             }
+            "fill" => self.fill_bytes = Some(parse_size(need("SIZE")?).map_err(|e| format!("fill: {e}"))?),
             "threads" => {
                 let n: usize =
                     need("N")?.parse().map_err(|_| format!("threads={}: not a number", value.unwrap_or("")))?;
@@ -141,7 +144,9 @@ mod tests {
 
     #[test]
     fn all_own_options() {
-        let o = MountOptions::parse("uid=1000,gid=100,threads=8,decoder=cpu,default_permissions,readahead=4M").unwrap();
+        let o = MountOptions::parse("uid=1000,gid=100,threads=8,decoder=cpu,default_permissions,readahead=4M,fill=0")
+            .unwrap();
+        assert_eq!(o.fill_bytes, Some(0));
         assert_eq!((o.uid, o.gid, o.threads), (Some(1000), Some(100), Some(8)));
         assert_eq!(o.decoder, DecoderChoice::Cpu);
         assert!(o.default_permissions);

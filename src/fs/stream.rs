@@ -23,8 +23,30 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use super::Backend;
 use crate::cache::{Block, BlockCache};
 
-/// A new run may first get this many blocks ahead of the reader, however small the reader's progress.
-const MIN_AHEAD_BLOCKS: u64 = 64;
+/// How a run paces itself against its readers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pacing {
+    /// Blocks the run may get ahead of the furthest block a reader asked for, however little was consumed.
+    pub min_ahead: u64,
+    /// Blocks the run may get ahead at most (it may get as far ahead as the reader has consumed, in between).
+    pub max_ahead: u64,
+    /// A reader waits for the run when the block it needs is at most this many blocks beyond the run's
+    /// progress; further away, it decodes the block itself.
+    pub wait_lead: u64,
+}
+
+impl Pacing {
+    /// A sequential reader's run: starts 64 blocks ahead and keeps up to `window` blocks in front of it.
+    pub fn stream(window: u64) -> Pacing {
+        let window = window.max(1);
+        Pacing { min_ahead: window.min(64), max_ahead: window, wait_lead: window }
+    }
+
+    /// A run that fills a whole range without waiting for readers; readers wait for it up to `wait_lead`.
+    pub fn fill(wait_lead: u64) -> Pacing {
+        Pacing { min_ahead: u64::MAX, max_ahead: u64::MAX, wait_lead }
+    }
+}
 
 /// Counters of the stream runs, for the stats file.
 #[derive(Debug, Default)]
@@ -94,9 +116,9 @@ impl StreamRuns {
         serde_json::json!({ "bytes": s.bytes, "entries": s.entries, "evictions": s.evictions, "budget_bytes": s.budget_bytes })
     }
 
-    /// Starts a run decoding `blocks` in order on a new thread, at most `max_ahead` blocks in front of its
-    /// reader. `None` when runs are disabled, too many are running, or the thread cannot be started.
-    pub fn start<B: Backend>(&self, backend: &Arc<B>, blocks: Range<u64>, max_ahead: u64) -> Option<Arc<Run>> {
+    /// Starts a run decoding `blocks` in order on a new thread, paced by `pacing`. `None` when runs are
+    /// disabled, too many are running, or the thread cannot be started.
+    pub fn start<B: Backend>(&self, backend: &Arc<B>, blocks: Range<u64>, pacing: Pacing) -> Option<Arc<Run>> {
         if blocks.start >= blocks.end || !self.enabled() {
             return None;
         }
@@ -107,10 +129,16 @@ impl StreamRuns {
             return None;
         }
         let shared = Arc::new(RunShared {
-            state: Mutex::new(RunState { next: blocks.start, reader: blocks.start, finished: false, cancelled: false }),
+            state: Mutex::new(RunState {
+                next: blocks.start,
+                reader: blocks.start,
+                finished: false,
+                failed: false,
+                cancelled: false,
+            }),
             changed: Condvar::new(),
             blocks: blocks.clone(),
-            max_ahead: max_ahead.max(1),
+            pacing,
         });
         let producer = Producer {
             backend: Arc::clone(backend),
@@ -148,6 +176,8 @@ struct RunState {
     reader: u64,
     /// The producer has returned (end of range, error, or cancellation).
     finished: bool,
+    /// It returned on a decode error.
+    failed: bool,
     cancelled: bool,
 }
 
@@ -156,7 +186,7 @@ struct RunShared {
     /// Signalled when `next`, `reader`, `finished` or `cancelled` change.
     changed: Condvar,
     blocks: Range<u64>,
-    max_ahead: u64,
+    pacing: Pacing,
 }
 
 impl RunShared {
@@ -165,10 +195,11 @@ impl RunShared {
     }
 
     /// How far the producer may get: in front of the reader by as much as the reader has consumed, between
-    /// [`MIN_AHEAD_BLOCKS`] and `max_ahead`.
+    /// the pacing's `min_ahead` and `max_ahead`.
     fn limit(&self, state: &RunState) -> u64 {
+        let Pacing { min_ahead, max_ahead, .. } = self.pacing;
         let consumed = state.reader - self.blocks.start;
-        state.reader.saturating_add(consumed.clamp(MIN_AHEAD_BLOCKS.min(self.max_ahead), self.max_ahead))
+        state.reader.saturating_add(consumed.max(min_ahead).min(max_ahead).max(1))
     }
 }
 
@@ -184,9 +215,10 @@ impl Run {
     }
 
     /// Waits until the run has produced block `id` and returns true, or returns false at once when it will not:
-    /// `id` is outside its range, the run has stopped, or `id` is more than `max_lead` blocks beyond what it
-    /// has produced (the reader is better off decoding it itself). Also moves the run's backpressure limit.
-    pub fn wait_for(&self, id: u64, max_lead: u64, stats: &StreamStats) -> bool {
+    /// `id` is outside its range, the run has stopped, or `id` is more than the pacing's `wait_lead` blocks
+    /// beyond what it has produced (the reader is better off decoding it itself). Also moves the run's
+    /// backpressure limit.
+    pub fn wait_for(&self, id: u64, stats: &StreamStats) -> bool {
         if !self.shared.blocks.contains(&id) {
             return false;
         }
@@ -200,7 +232,7 @@ impl Run {
             if state.next > id {
                 return true;
             }
-            if state.finished || state.cancelled || id - state.next > max_lead {
+            if state.finished || state.cancelled || id - state.next > self.shared.pacing.wait_lead {
                 return false;
             }
             if !waited {
@@ -214,6 +246,11 @@ impl Run {
     /// True while the producer has not returned.
     pub fn is_running(&self) -> bool {
         !self.shared.lock().finished
+    }
+
+    /// True if the producer stopped on a decode error.
+    pub fn failed(&self) -> bool {
+        self.shared.lock().failed
     }
 
     /// Stops the producer after the block it is decoding.
@@ -245,6 +282,7 @@ impl<B: Backend> Producer<B> {
         let cancelled = {
             let mut state = self.shared.lock();
             state.finished = true;
+            state.failed = result.is_err();
             self.shared.changed.notify_all();
             state.cancelled && state.next < self.shared.blocks.end
         };
@@ -289,15 +327,15 @@ mod tests {
     fn a_run_produces_every_block_for_a_reader_that_follows() {
         let (backend, runs) = runs_over(10 << 20);
         let blocks = 0..(10u64 << 20).div_ceil(u64::from(backend.block_size()));
-        let run = runs.start(&backend, blocks.clone(), 4).unwrap();
+        let run = runs.start(&backend, blocks.clone(), Pacing::stream(4)).unwrap();
         for id in blocks.clone() {
-            assert!(run.wait_for(id, u64::MAX, runs.stats()), "block {id}");
+            assert!(run.wait_for(id, runs.stats()), "block {id}");
             let block = runs.cached(id).unwrap();
             let mut want = vec![0u8; block.len()];
             backend.read_stream(id * u64::from(backend.block_size()), &mut want).unwrap();
             assert_eq!(&block[..], &want[..], "block {id}");
         }
-        assert!(!run.wait_for(blocks.end, u64::MAX, runs.stats()), "past the range");
+        assert!(!run.wait_for(blocks.end, runs.stats()), "past the range");
         while run.is_running() {
             std::thread::sleep(Duration::from_millis(1));
         }
@@ -308,14 +346,14 @@ mod tests {
     #[test]
     fn a_run_stays_a_bounded_distance_ahead_and_stops_when_dropped() {
         let (backend, runs) = runs_over(1 << 30);
-        let run = runs.start(&backend, 0..16384, 100).unwrap();
-        assert!(run.wait_for(0, u64::MAX, runs.stats()));
+        let run = runs.start(&backend, 0..16384, Pacing::stream(100)).unwrap();
+        assert!(run.wait_for(0, runs.stats()));
         std::thread::sleep(Duration::from_millis(100));
-        // The reader asked for block 0 only: the run may be MIN_AHEAD_BLOCKS in front, not more.
+        // The reader asked for block 0 only: the run may be 64 blocks in front, not more.
         let produced = runs.stats().blocks.load(Ordering::Relaxed);
-        assert!((1..=MIN_AHEAD_BLOCKS + 1).contains(&produced), "produced {produced}");
+        assert!((1..=65).contains(&produced), "produced {produced}");
         // A block far beyond what was produced is not waited for.
-        assert!(!run.wait_for(10_000, 50, runs.stats()));
+        assert!(!run.wait_for(10_000, runs.stats()));
         let shared = Arc::clone(&run.shared);
         drop(run);
         for _ in 0..1000 {
@@ -332,12 +370,24 @@ mod tests {
     #[test]
     fn runs_are_limited_and_disabled_by_zero() {
         let (backend, runs) = runs_over(1 << 30);
-        let a = runs.start(&backend, 0..100, 4);
-        let b = runs.start(&backend, 0..100, 4);
+        let pacing = Pacing::stream(4);
+        let a = runs.start(&backend, 0..100, pacing);
+        let b = runs.start(&backend, 0..100, pacing);
         assert!(a.is_some() && b.is_some());
-        assert!(runs.start(&backend, 0..100, 4).is_none(), "third run refused");
+        assert!(runs.start(&backend, 0..100, pacing).is_none(), "third run refused");
         assert_eq!(runs.stats().refused.load(Ordering::Relaxed), 1);
-        assert!(StreamRuns::new(1 << 20, 0).start(&backend, 0..100, 4).is_none());
-        assert!(runs.start(&backend, 5..5, 4).is_none(), "empty range");
+        assert!(StreamRuns::new(1 << 20, 0).start(&backend, 0..100, pacing).is_none());
+        assert!(runs.start(&backend, 5..5, pacing).is_none(), "empty range");
+    }
+
+    #[test]
+    fn a_fill_runs_to_the_end_without_a_reader() {
+        let (backend, runs) = runs_over(4 << 20);
+        let run = runs.start(&backend, 0..64, Pacing::fill(8)).unwrap();
+        while run.is_running() {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!((0..64).all(|id| runs.cached(id).is_some()));
+        assert!(run.wait_for(63, runs.stats()));
     }
 }

@@ -197,7 +197,8 @@ fn sequential_reads_are_served_by_a_stream_run() {
     let mut b = MemoryTreeBuilder::new();
     b.file("big", Content::Repeat { pattern: Arc::new(data.clone()), size: 64 << 20 }, 0o644);
     let backend = Arc::new(b.build());
-    let fs = AcxFs::new(Arc::clone(&backend), FsOptions { readahead_bytes: 4 << 20, ..FsOptions::default() });
+    let options = FsOptions { readahead_bytes: 4 << 20, fill_max_bytes: 0, ..FsOptions::default() };
+    let fs = AcxFs::new(Arc::clone(&backend), options);
     let ino = lookup_path_generic(&fs, "big");
     let opened = fs.open(ino, libc::O_RDONLY).unwrap();
     let mut buf = Vec::new();
@@ -228,6 +229,30 @@ fn streams_are_off_with_zero_readahead() {
     let ino = lookup_path_generic(&fs, "big");
     assert_eq!(read_all(&fs, ino, 1 << 20).len(), 8 << 20);
     assert_eq!(backend.streamed_blocks(), 0);
+}
+
+#[test]
+fn random_reads_of_a_small_file_fill_it() {
+    let data = pattern(2 << 20, 4);
+    let mut b = MemoryTreeBuilder::new();
+    b.bytes("small", &data).file("large", Content::Repeat { pattern: Arc::new(data.clone()), size: 64 << 20 }, 0o644);
+    let backend = Arc::new(b.build());
+    let fs = AcxFs::new(Arc::clone(&backend), FsOptions { fill_max_bytes: 4 << 20, ..FsOptions::default() });
+    let mut buf = Vec::new();
+    for name in ["small", "large"] {
+        let ino = lookup_path_generic(&fs, name);
+        let opened = fs.open(ino, libc::O_RDONLY).unwrap();
+        for (i, offset) in [1_500_000u64, 100_000, 1_900_000, 700_000, 30_000, 1_200_000].into_iter().enumerate() {
+            fs.read(ino, opened.fh, offset, 4096, &mut buf).unwrap();
+            assert_eq!(buf, &data[offset as usize..offset as usize + 4096], "{name} read {i}");
+        }
+        fs.release(opened.fh);
+    }
+    // The small file was filled at its first random read; the large one (over fill_max_bytes) never.
+    let stats: serde_json::Value = serde_json::from_slice(&fs.stats_snapshot()).unwrap();
+    assert_eq!(stats["streams"]["runs"]["started"], 1, "{stats}");
+    assert_eq!(backend.streamed_blocks(), 32, "the whole 2 MiB file, 64 KiB blocks");
+    assert_eq!(backend.random_reads(), 6, "the six large-file reads");
 }
 
 #[test]
