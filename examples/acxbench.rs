@@ -2,13 +2,21 @@
 //!
 //! - `acxbench decode ARCHIVE [--runs N]`: decodes the whole logical stream with the sequential CPU decoder
 //!   (all cores unless `RAYON_NUM_THREADS=1`), checks every block's hash, prints `bytes<TAB>best seconds`.
+//! - `acxbench parse ARCHIVE [--runs N]`: the entropy stage alone (every block's slices decoded to tokens and
+//!   literals, no copies) on one thread; prints `bytes<TAB>best seconds<TAB>best CPU seconds`. What the rANS
+//!   lane count and the slice layout change, isolated from the copy stage.
 //! - `acxbench randread ARCHIVE [--reads N] [--size S] [--seed X]`: cold random reads. For each read the
 //!   archive is opened afresh (no decoded or parsed block survives from the previous read), then `S` bytes at a
 //!   random position near the start, the middle or the end of the stream are read with `Archive::read_stream`
 //!   (block cache, engine batch, hash check: the path a filesystem read takes) and timed. `--decoder` picks the
 //!   engine (default cpu). Two more columns say why a read costs what it does: the median and the largest
-//!   number of blocks whose entropy stage a cold CPU read of the same range ran (the block itself plus every
-//!   block its sources lead to, within the depth bound). Prints one line per region: `region<TAB>reads<TAB>p50 µs<TAB>p99 µs<TAB>max µs<TAB>p50 blocks parsed<TAB>max blocks parsed`.
+//!   number of slices whose entropy stage a cold CPU read of the same range ran (the slices of the blocks read
+//!   plus every slice their sources lead to, within the depth bound). Prints one line per region:
+//!   `region<TAB>reads<TAB>p50 µs<TAB>p99 µs<TAB>max µs<TAB>p50 slices parsed<TAB>max slices parsed`.
+//!
+//! With `--cpu-time`, both also print the process CPU time (all threads) next to the wall time: on a shared,
+//! loaded machine wall time measures the scheduler as much as the decoder. `decode` then prints
+//! `bytes<TAB>best seconds<TAB>best CPU seconds`, `randread` adds `p50 CPU µs<TAB>p99 CPU µs`.
 //!
 //! The OS page cache is not dropped (that needs privileges): "cold" means cold in the process.
 
@@ -18,6 +26,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use aceapex::archive::{Archive, ArchiveOptions};
+use aceapex::codec::resolve::parse_block;
 use aceapex::engine::cpu::{CpuEngine, DEFAULT_WINDOW_BYTES};
 use aceapex::engine::DecoderChoice;
 use aceapex::format::ArchiveData;
@@ -35,6 +44,14 @@ enum Cmd {
         archive: PathBuf,
         #[arg(long, default_value_t = 1)]
         runs: u32,
+        /// Also print the best process CPU time.
+        #[arg(long)]
+        cpu_time: bool,
+    },
+    Parse {
+        archive: PathBuf,
+        #[arg(long, default_value_t = 5)]
+        runs: u32,
     },
     Randread {
         archive: PathBuf,
@@ -47,14 +64,20 @@ enum Cmd {
         /// Decoder for the reads: cpu, gpu or auto.
         #[arg(long, default_value = "cpu")]
         decoder: DecoderChoice,
+        /// Also print CPU-time percentiles.
+        #[arg(long)]
+        cpu_time: bool,
     },
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
     let result = match args.command {
-        Cmd::Decode { archive, runs } => decode(&archive, runs),
-        Cmd::Randread { archive, reads, size, seed, decoder } => randread(&archive, reads, size, seed, decoder),
+        Cmd::Decode { archive, runs, cpu_time } => decode(&archive, runs, cpu_time),
+        Cmd::Parse { archive, runs } => parse(&archive, runs),
+        Cmd::Randread { archive, reads, size, seed, decoder, cpu_time } => {
+            randread(&archive, reads, size, seed, decoder, cpu_time)
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -65,14 +88,27 @@ fn main() -> ExitCode {
     }
 }
 
-fn decode(path: &PathBuf, runs: u32) -> aceapex::Result<()> {
+/// CPU seconds used by this process so far, all threads.
+fn cpu_seconds() -> f64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid, writable timespec; CLOCK_PROCESS_CPUTIME_ID is supported on Linux.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return f64::NAN;
+    }
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
+fn decode(path: &PathBuf, runs: u32, cpu_time: bool) -> aceapex::Result<()> {
     let data = Arc::new(ArchiveData::open(path)?);
     let total = data.footer.total_len;
     let parallel = rayon::current_num_threads() > 1;
     let mut best = f64::INFINITY;
+    let mut best_cpu = f64::INFINITY;
     for _ in 0..runs.max(1) {
         // A fresh engine per run: nothing decoded in an earlier run helps a later one.
         let engine = CpuEngine::new(data.clone());
+        let cpu_started = cpu_seconds();
         let started = Instant::now();
         let mut bytes = 0u64;
         engine.decode_sequential(0, data.block_count(), parallel, DEFAULT_WINDOW_BYTES, |_, block| {
@@ -80,11 +116,34 @@ fn decode(path: &PathBuf, runs: u32) -> aceapex::Result<()> {
             Ok(())
         })?;
         best = best.min(started.elapsed().as_secs_f64());
+        best_cpu = best_cpu.min(cpu_seconds() - cpu_started);
         if bytes != total {
             return Err(aceapex::Error::InvalidArgument(format!("decoded {bytes} of {total} bytes")));
         }
     }
-    println!("{total}\t{best:.6}");
+    if cpu_time {
+        println!("{total}\t{best:.6}\t{best_cpu:.6}");
+    } else {
+        println!("{total}\t{best:.6}");
+    }
+    Ok(())
+}
+
+fn parse(path: &PathBuf, runs: u32) -> aceapex::Result<()> {
+    let data = ArchiveData::open(path)?;
+    let mut best = f64::INFINITY;
+    let mut best_cpu = f64::INFINITY;
+    for _ in 0..runs.max(1) {
+        let cpu_started = cpu_seconds();
+        let started = Instant::now();
+        for id in 0..data.block_count() {
+            let parsed = parse_block(&data, id).map_err(|f| f.into_error(&data))?;
+            std::hint::black_box(&parsed);
+        }
+        best = best.min(started.elapsed().as_secs_f64());
+        best_cpu = best_cpu.min(cpu_seconds() - cpu_started);
+    }
+    println!("{}\t{best:.6}\t{best_cpu:.6}", data.footer.total_len);
     Ok(())
 }
 
@@ -99,7 +158,14 @@ impl Rng {
     }
 }
 
-fn randread(path: &PathBuf, reads: usize, size: u64, seed: u64, decoder: DecoderChoice) -> aceapex::Result<()> {
+fn randread(
+    path: &PathBuf,
+    reads: usize,
+    size: u64,
+    seed: u64,
+    decoder: DecoderChoice,
+    cpu_time: bool,
+) -> aceapex::Result<()> {
     let total = ArchiveData::open(path)?.footer.total_len;
     if total < size {
         return Err(aceapex::Error::InvalidArgument(format!("stream of {total} bytes is shorter than one read")));
@@ -110,22 +176,27 @@ fn randread(path: &PathBuf, reads: usize, size: u64, seed: u64, decoder: Decoder
     let regions = [("start", 0), ("middle", (total - span) / 2), ("end", total - span)];
     for (name, base) in regions {
         let mut micros = Vec::with_capacity(reads);
+        let mut cpu_micros = Vec::with_capacity(reads);
         let mut parsed = Vec::with_capacity(reads);
         for _ in 0..reads {
             let pos = base + rng.below(span.saturating_sub(size) + 1);
             // A fresh archive: empty block cache, empty parsed-block cache, so the read is cold in-process.
             let archive = Archive::open_with(path, ArchiveOptions { decoder, ..ArchiveOptions::default() })?;
             let mut buf = vec![0u8; size as usize];
+            let cpu_started = cpu_seconds();
             let started = Instant::now();
             archive.read_stream(pos, &mut buf)?;
             std::hint::black_box(&buf);
             micros.push(started.elapsed().as_secs_f64() * 1e6);
-            parsed.push(blocks_parsed_by_cold_read(path, pos, size)? as f64);
+            cpu_micros.push((cpu_seconds() - cpu_started) * 1e6);
+            parsed.push(slices_parsed_by_cold_read(path, pos, size)? as f64);
         }
         let micros = Percentiles::new(micros);
         let parsed = Percentiles::new(parsed);
+        let cpu = Percentiles::new(cpu_micros);
+        let cpu_columns = if cpu_time { format!("\t{:.0}\t{:.0}", cpu.at(0.5), cpu.at(0.99)) } else { String::new() };
         println!(
-            "{name}\t{reads}\t{:.0}\t{:.0}\t{:.0}\t{:.0}\t{:.0}",
+            "{name}\t{reads}\t{:.0}\t{:.0}\t{:.0}\t{:.0}\t{:.0}{cpu_columns}",
             micros.at(0.5),
             micros.at(0.99),
             micros.at(1.0),
@@ -136,8 +207,8 @@ fn randread(path: &PathBuf, reads: usize, size: u64, seed: u64, decoder: Decoder
     Ok(())
 }
 
-/// How many blocks a cold CPU engine parses to decode the blocks covering `[pos, pos + size)`.
-fn blocks_parsed_by_cold_read(path: &PathBuf, pos: u64, size: u64) -> aceapex::Result<u64> {
+/// How many slices a cold CPU engine parses to decode the blocks covering `[pos, pos + size)`.
+fn slices_parsed_by_cold_read(path: &PathBuf, pos: u64, size: u64) -> aceapex::Result<u64> {
     let data = Arc::new(ArchiveData::open(path)?);
     let engine = CpuEngine::new(data.clone());
     let log = data.header.block_log;

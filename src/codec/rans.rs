@@ -140,6 +140,47 @@ fn with_lookup<R>(table: &Table, f: impl FnOnce(&DecodeLookup) -> R) -> R {
     })
 }
 
+/// Runs `f` with the decode lookups of four tables at once (a table set: LL, ML, OF, LIT), from this thread's
+/// cache or freshly built into it: what the lock-step decoder needs, since its streams switch tables at
+/// different symbols.
+fn with_set_lookups<R>(tables: [&Table; 4], f: impl FnOnce([&DecodeLookup; 4]) -> R) -> R {
+    LOOKUP_CACHE.with(|cell| {
+        let Ok(mut cache) = cell.try_borrow_mut() else {
+            let built = tables.map(|t| t.decode_lookup());
+            return f([&built[0], &built[1], &built[2], &built[3]]);
+        };
+        let mut index = [0usize; 4];
+        for (k, table) in tables.iter().enumerate() {
+            cache.clock += 1;
+            let now = cache.clock;
+            let address = *table as *const Table as usize;
+            let hit = cache.slots.iter().position(|c| c.address == address && c.freq == table.freq);
+            let i = match hit {
+                Some(i) => i,
+                None if cache.slots.len() < LOOKUP_CACHE_SLOTS => {
+                    let lookup = Box::new(table.decode_lookup());
+                    cache.slots.push(CachedLookup { address, freq: table.freq.clone(), lookup, last_used: now });
+                    cache.slots.len() - 1
+                }
+                None => {
+                    // The least recently used slot; the ones picked for this set were just used, so they are
+                    // never the oldest of the 16.
+                    let oldest = cache.slots.iter().enumerate().min_by_key(|(_, c)| c.last_used).map_or(0, |(i, _)| i);
+                    let slot = &mut cache.slots[oldest];
+                    slot.address = address;
+                    slot.freq.clone_from(&table.freq);
+                    slot.lookup.rebuild(&table.freq);
+                    oldest
+                }
+            };
+            cache.slots[i].last_used = now;
+            index[k] = i;
+        }
+        let slots = &cache.slots;
+        f(index.map(|i| &*slots[i].lookup))
+    })
+}
+
 /// Renormalises `y` with the word `w` when it fell below `2^16`; returns the new state and whether a word was taken.
 ///
 /// Written as arithmetic (shift by 0 or 16, mask the word) because LLVM turns an `if` here into a branch, which
@@ -175,6 +216,16 @@ unsafe fn step_unchecked(lookup: &DecodeLookup, x: &mut u32, words: &[u16], pos:
     *pos += took;
     *x = y;
     s
+}
+
+/// One stream of [`Decoder::decode_lockstep`]: its decoder, its state and word position (kept in registers
+/// while decoding), and what is left of its four segments.
+struct Lockstep<'d, 'o> {
+    dec: &'d mut Decoder,
+    x: u32,
+    pos: usize,
+    segs: [&'o mut [u8]; 4],
+    seg: usize,
 }
 
 /// Whole decoding steps with eight lanes per vector (AVX2 on x86-64), for lane counts that are multiples of 8.
@@ -423,6 +474,108 @@ impl Decoder {
         Ok(())
     }
 
+    /// Decodes `N` single-lane streams in lock step: stream `s` decodes the four segments `outs[s]` with the
+    /// tables `tables` (LL, ML, OF, LIT), and the streams advance one symbol each per round, so that their
+    /// dependency chains (lookup, multiply, refill) overlap instead of running one after another. The result is
+    /// exactly what [`Decoder::decode`] on each stream in turn gives. Streams with more than one lane are
+    /// decoded one by one. Call [`Decoder::finish`] on each afterwards.
+    pub fn decode_lockstep<const N: usize>(
+        decoders: [&mut Decoder; N],
+        outs: [[&mut [u8]; 4]; N],
+        tables: [&Table; 4],
+    ) -> Result<(), DecodeError> {
+        // A table the group does not use must not be asked for a symbol (same rule as `decode`).
+        for (s, segs) in outs.iter().enumerate() {
+            for (seg, table) in segs.iter().zip(tables) {
+                if !seg.is_empty() && table.is_empty() {
+                    return Err(DecodeError::Rans {
+                        detail: format!("stream {s}: a segment needs a table the group does not use (nsym = 0)"),
+                    });
+                }
+            }
+        }
+        if decoders.iter().any(|d| d.lanes != 1 || d.next != 0) {
+            return Decoder::decode_each(decoders, outs, tables);
+        }
+        let totals: [usize; N] = std::array::from_fn(|s| outs[s].iter().map(|o| o.len()).sum());
+        with_set_lookups(tables, |lookups| {
+            // Each stream's segments shrink from the front as they are decoded; `seg` is the current one.
+            let mut streams: [Lockstep; N] = {
+                let mut outs = outs.into_iter();
+                decoders.map(|d| Lockstep {
+                    x: d.states[0],
+                    pos: d.pos,
+                    segs: outs.next().unwrap_or_default(),
+                    seg: 0,
+                    dec: d,
+                })
+            };
+            loop {
+                // Move every stream past its finished segments; stop when one has no symbol left.
+                let mut round = usize::MAX;
+                for st in streams.iter_mut() {
+                    while st.seg < 4 && st.segs[st.seg].is_empty() {
+                        st.seg += 1;
+                    }
+                    round = round.min(if st.seg < 4 { st.segs[st.seg].len() } else { 0 });
+                }
+                if round == 0 {
+                    break;
+                }
+                // `round` symbols of every stream, each from its own current segment and table. States and
+                // positions live in local arrays (registers once unrolled), not behind the stream structs.
+                let mut xs: [u32; N] = std::array::from_fn(|k| streams[k].x);
+                let mut ps: [usize; N] = std::array::from_fn(|k| streams[k].pos);
+                let mut cur = streams.each_mut().map(|st| {
+                    let seg = std::mem::take(&mut st.segs[st.seg]);
+                    let (now, rest) = seg.split_at_mut(round);
+                    st.segs[st.seg] = rest;
+                    // Exactly `nwords + 1` words (the sentinel last), so `min(pos, nwords)` needs no bounds check.
+                    let words = st.dec.words.get(..=st.dec.nwords).unwrap_or(&[0]);
+                    (now, lookups[st.seg], words, words.len() - 1)
+                });
+                for i in 0..round {
+                    for (k, (out, lookup, words, nwords)) in cur.iter_mut().enumerate() {
+                        out[i] = step_clamped(lookup, &mut xs[k], words, *nwords, &mut ps[k]);
+                    }
+                }
+                for (k, st) in streams.iter_mut().enumerate() {
+                    st.x = xs[k];
+                    st.pos = ps[k];
+                }
+            }
+            // Streams with symbols left (the others ran out first) finish alone.
+            for st in streams.iter_mut() {
+                let first = st.seg.min(4);
+                for (seg, lookup) in st.segs[first..].iter_mut().zip(&lookups[first..]) {
+                    for o in std::mem::take(seg).iter_mut() {
+                        *o = step_clamped(lookup, &mut st.x, &st.dec.words, st.dec.nwords, &mut st.pos);
+                    }
+                }
+                st.dec.states[0] = st.x;
+                st.dec.pos = st.pos;
+            }
+            for (st, total) in streams.iter_mut().zip(totals) {
+                st.dec.next = total;
+            }
+            Ok(())
+        })
+    }
+
+    /// [`Decoder::decode_lockstep`]'s fallback: each stream's four segments with [`Decoder::decode`].
+    fn decode_each<const N: usize>(
+        decoders: [&mut Decoder; N],
+        outs: [[&mut [u8]; 4]; N],
+        tables: [&Table; 4],
+    ) -> Result<(), DecodeError> {
+        for (dec, segs) in decoders.into_iter().zip(outs) {
+            for (seg, table) in segs.into_iter().zip(tables) {
+                dec.decode(table, seg)?;
+            }
+        }
+        Ok(())
+    }
+
     /// The decode loop, monomorphised per lane count so the lane index is a cheap mask and whole steps unroll.
     fn decode_lanes<const K: usize>(&mut self, lookup: &DecodeLookup, out: &mut [u8]) {
         let mut lane = self.next % K;
@@ -667,6 +820,70 @@ mod tests {
                 assert_eq!(scalar, Ok(symbols.clone()));
             }
         }
+    }
+
+    /// Four single-lane streams of different lengths and segment splits, decoded in lock step and one by one:
+    /// the same symbols, states and word positions, corrupted or not.
+    fn lockstep_agrees(flips: &[(usize, u8)]) {
+        let t = [table(&[5, 1, 1]), table(&[1, 3]), table(&[2, 2, 2, 2]), table(&[9, 3, 3, 1])];
+        let tables = [&t[0], &t[1], &t[2], &t[3]];
+        let mut streams = Vec::new();
+        for (s, splits) in [[3usize, 0, 7, 500], [1, 1, 1, 0], [40, 39, 39, 2000], [0, 0, 0, 9]].iter().enumerate() {
+            let segs: Vec<Vec<u8>> = splits
+                .iter()
+                .zip(&t)
+                .map(|(&n, tb)| (0..n).map(|i| ((i * 7 + s) % tb.nsym()) as u8).collect())
+                .collect();
+            let symbols: Vec<u8> = segs.concat();
+            let segments: Vec<(usize, &Table)> = splits.iter().copied().zip(tables).collect();
+            let enc = encode(&symbols, &segments, 1);
+            let (sb, mut wb) = stream_bytes(&enc);
+            for &(at, x) in flips {
+                if !wb.is_empty() {
+                    let n = wb.len();
+                    wb[(at + s) % n] ^= x;
+                }
+            }
+            streams.push((sb, wb, *splits));
+        }
+        let mut decs: Vec<Decoder> = streams.iter().map(|(sb, wb, _)| Decoder::new(sb, wb, 1).unwrap()).collect();
+        let mut bufs: Vec<[Vec<u8>; 4]> = streams.iter().map(|(_, _, sp)| sp.map(|n| vec![0u8; n])).collect();
+        {
+            let [a, b, c, d] = &mut decs[..] else { unreachable!() };
+            let mut it = bufs.iter_mut();
+            let outs = std::array::from_fn(|_| {
+                let [p, q, r, s] = it.next().unwrap();
+                [&mut p[..], &mut q[..], &mut r[..], &mut s[..]]
+            });
+            Decoder::decode_lockstep([a, b, c, d], outs, tables).unwrap();
+        }
+        for ((sb, wb, splits), (dec, buf)) in streams.iter().zip(decs.iter().zip(&bufs)) {
+            let mut alone = Decoder::new(sb, wb, 1).unwrap();
+            for (k, &n) in splits.iter().enumerate() {
+                let mut part = vec![0u8; n];
+                alone.decode(tables[k], &mut part).unwrap();
+                assert_eq!(part, buf[k]);
+            }
+            assert_eq!((alone.pos, alone.states[0], alone.next), (dec.pos, dec.states[0], dec.next));
+            assert_eq!(alone.finish(), dec.finish());
+            if flips.is_empty() {
+                assert!(dec.finish().is_ok());
+            }
+        }
+    }
+
+    #[test]
+    fn lockstep_matches_one_by_one() {
+        lockstep_agrees(&[]);
+        lockstep_agrees(&[(3, 0x40)]);
+        lockstep_agrees(&[(0, 0xff), (17, 1)]);
+        // A segment that needs an unused table is refused, as `decode` refuses it.
+        let t = table(&[1, 1]);
+        let empty = Table::default();
+        let mut d = Decoder::new(&[0, 0, 1, 0], &[], 1).unwrap();
+        let mut one = [0u8; 1];
+        let outs = [[&mut [][..], &mut [][..], &mut [][..], &mut one[..]]];
+        assert!(Decoder::decode_lockstep([&mut d], outs, [&t, &t, &t, &empty]).is_err());
     }
 
     fn segment_strategy() -> impl Strategy<Value = Vec<(Vec<u64>, Vec<u8>)>> {
