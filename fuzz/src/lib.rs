@@ -11,7 +11,8 @@
 //!
 //! A panic in any of these functions is a finding.
 
-use aceapex::codec::block::{self, ParsedBlock, Token};
+use aceapex::codec::block::{self, BlockShape, ParsedBlock, Token};
+use aceapex::codec::cut::cut_slices;
 use aceapex::codec::rans;
 use aceapex::codec::tables::{SymbolStats, Table, TableSet};
 
@@ -155,25 +156,29 @@ fn all_symbols_tables() -> TableSet {
     TableSet::from_stats(&stats)
 }
 
-/// The invariants every successfully decoded block must satisfy (FORMAT.md §3.3).
+/// The invariants every successfully decoded unit (a slice, or a whole block of slices) must satisfy
+/// (FORMAT.md §3.3): prefix sums consistent with the tokens, every match at least 2 bytes with its source at or
+/// after stream position 0, literal-only tokens only where a slice ends, the last token literal-only.
 pub fn check_parsed_block(parsed: &ParsedBlock, start: u64, len: u32) {
     assert_eq!(parsed.start, start);
     assert_eq!(parsed.len, len);
     let n = parsed.tokens.len();
-    assert!(n >= 1);
     assert_eq!(parsed.token_pos.len(), n + 1);
     assert_eq!(parsed.lit_pos.len(), n);
     assert_eq!(parsed.token_pos[0], 0);
     assert_eq!(parsed.token_pos[n], len);
+    if n > 0 {
+        assert_eq!(parsed.tokens[n - 1].match_len, 0, "the last token must be literal-only");
+    }
     let (mut pos, mut lits) = (0u64, 0u64);
     for (t, token) in parsed.tokens.iter().enumerate() {
         assert_eq!(parsed.token_pos[t] as u64, pos);
         assert_eq!(parsed.lit_pos[t] as u64, lits);
         let dst = start + pos + token.lit_len as u64;
-        if t + 1 < n {
+        if token.match_len > 0 {
             assert!(token.match_len >= 2 && token.back >= 1 && token.back <= dst, "token {t}: {token:?}");
         } else {
-            assert_eq!((token.match_len, token.back), (0, 0));
+            assert_eq!(token.back, 0, "token {t}: {token:?}");
         }
         pos += token.lit_len as u64 + token.match_len as u64;
         lits += token.lit_len as u64;
@@ -182,38 +187,118 @@ pub fn check_parsed_block(parsed: &ParsedBlock, start: u64, len: u32) {
     assert_eq!(lits, parsed.literals.len() as u64);
 }
 
-/// Block stage. Hostile layout: `mode, block_len: u24, start: u32 (×256), tables_len: u8, tables, payload`.
-/// Round trip: `mode, start: u32, then 5-byte token shapes (lit: u8, len: u16, back: u16)`.
+/// Slice `j` of a whole-block parse, as its own unit (positions relative to the slice): what decoding slice `j`
+/// alone must give.
+fn slice_of(block: &ParsedBlock, shape: BlockShape, j: usize) -> ParsedBlock {
+    let s = 1u32 << shape.slice_log;
+    let (from, to) = (j as u32 * s, ((j as u32 + 1) * s).min(shape.len));
+    // Slice j's tokens start after the j-th literal-only token that ends a slice.
+    // (Only a slice's last token is literal-only: every other token carries a match of at least 2 bytes.)
+    let ends: Vec<usize> = (0..block.tokens.len()).filter(|&t| block.tokens[t].match_len == 0).collect();
+    let first = if j == 0 { 0 } else { ends[j - 1] + 1 };
+    let last = ends[j];
+    let lit0 = block.lit_pos[first];
+    let lit1 = block.lit_pos[last] + block.tokens[last].lit_len;
+    ParsedBlock {
+        start: shape.start + from as u64,
+        len: to - from,
+        tokens: block.tokens[first..=last].to_vec(),
+        token_pos: block.token_pos[first..=last + 1].iter().map(|&p| p - from).collect(),
+        lit_pos: block.lit_pos[first..=last].iter().map(|&p| p - lit0).collect(),
+        literals: block.literals[lit0 as usize..lit1 as usize].to_vec(),
+    }
+}
+
+/// Decodes a payload as a whole block and slice by slice: whatever decodes must be valid, and when the whole
+/// block decodes, every slice must decode alone to exactly its part of it.
+fn check_block_and_slices(payload: &[u8], tables: &TableSet, shape: BlockShape) {
+    let n_slices = block::slice_count(shape.len, shape.slice_log);
+    let whole = block::decode_block(payload, tables, shape);
+    if let Ok(parsed) = &whole {
+        check_parsed_block(parsed, shape.start, shape.len);
+    }
+    // At most 64 slices: enough to reach every path, bounded work for 1 MiB blocks of 512-byte slices.
+    for j in 0..n_slices.min(64) {
+        let one = block::decode_slice(payload, tables, shape, j);
+        if let Ok(p) = &one {
+            check_parsed_block(p, p.start, p.len);
+        }
+        if let Ok(parsed) = &whole {
+            assert_eq!(one.as_ref().ok(), Some(&slice_of(parsed, shape, j)), "slice {j} alone differs");
+        }
+    }
+    assert!(block::decode_slice(payload, tables, shape, n_slices).is_err());
+}
+
+/// The stream byte at absolute position `p` before a round-trip block.
+fn outside_byte(p: u64) -> u8 {
+    (p.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 56) as u8
+}
+
+/// A block's decoded bytes by the byte-wise definition of FORMAT.md §1, sources before it from [`outside_byte`].
+fn block_bytes(start: u64, tokens: &[Token], literals: &[u8]) -> Vec<u8> {
+    let mut out: Vec<u8> = Vec::new();
+    let mut lit = 0;
+    for t in tokens {
+        out.extend_from_slice(&literals[lit..lit + t.lit_len as usize]);
+        lit += t.lit_len as usize;
+        let dst = start + out.len() as u64;
+        for k in 0..t.match_len as u64 {
+            let from = dst - t.back + k % t.back;
+            out.push(if from < start { outside_byte(from) } else { out[(from - start) as usize] });
+        }
+    }
+    out
+}
+
+/// `slice_log` from a selector byte: 9 ..= 20, and never more than 2^11 slices for a block of `len` bytes.
+fn slice_log_of(selector: u8, len: u32) -> u8 {
+    let need = (32 - len.max(1).leading_zeros()) as u8;
+    (9 + selector % 12).max(need.saturating_sub(11)).min(20)
+}
+
+/// Block stage. Hostile layout: `mode, block_len: u24, start: u32 (×256), slice_log: u8, tables_len: u8, tables,
+/// payload`. Round trip: `mode, start: u32, slice_log: u8, then 5-byte token shapes (lit: u8, len: u16, back:
+/// u16)`.
 pub fn block_decode(data: &[u8]) {
     let Some(&mode) = data.first() else { return };
     let lanes = lanes_of(mode) as u32;
     let mut at = 1;
     if mode & 0x80 != 0 {
         let start = u32::from_le_bytes(take::<4>(data, &mut at)) as u64;
+        let [selector] = take::<1>(data, &mut at);
         let (tokens, literals) = tokens_from_shapes(start, data.get(at..).unwrap_or(&[]));
+        let bytes = block_bytes(start, &tokens, &literals);
+        let len = bytes.len() as u32;
+        let slice_log = slice_log_of(selector, len);
+        let slice_len = 1usize << slice_log;
         let mut stats = SymbolStats::default();
-        block::count_symbols(&tokens, &literals, &mut stats);
+        block::count_symbols(&tokens, &literals, &bytes, slice_len, &mut stats);
         let tables = TableSet::from_stats(&stats);
         let mut payload = Vec::new();
-        block::encode_block(&tokens, &literals, &tables, lanes, &mut payload);
-        let len: u32 = tokens.iter().map(|t| t.lit_len + t.match_len).sum();
-        let parsed = block::decode_block(&payload, &tables, lanes, start, len).expect("round trip must decode");
+        block::encode_block(&tokens, &literals, &bytes, slice_len, &tables, lanes, &mut payload);
+        let shape = BlockShape { start, len, slice_log, lanes };
+        let parsed = block::decode_block(&payload, &tables, shape).expect("round trip must decode");
         check_parsed_block(&parsed, start, len);
-        assert_eq!(parsed.tokens, tokens);
-        assert_eq!(parsed.literals, literals);
+        let slices = cut_slices(&tokens, &literals, &bytes, slice_len);
+        let cut_tokens: Vec<Token> = slices.iter().flat_map(|s| s.tokens.iter().copied()).collect();
+        let cut_literals: Vec<u8> = slices.iter().flat_map(|s| s.literals.iter().copied()).collect();
+        assert_eq!(parsed.tokens, cut_tokens);
+        assert_eq!(parsed.literals, cut_literals);
+        check_block_and_slices(&payload, &tables, shape);
         return;
     }
     let [a, b, c] = take::<3>(data, &mut at);
     let len = u32::from_le_bytes([a, b, c, 0]) % ((1 << 20) + 2);
     let start = (u32::from_le_bytes(take::<4>(data, &mut at)) as u64) << 8;
+    let [selector] = take::<1>(data, &mut at);
     let [tables_len] = take::<1>(data, &mut at);
     let table_bytes = data.get(at..(at + tables_len as usize).min(data.len())).unwrap_or(&[]);
     at += tables_len as usize;
     let tables = TableSet::read(table_bytes).unwrap_or_else(|_| all_symbols_tables());
     let payload = data.get(at..).unwrap_or(&[]);
-    if let Ok(parsed) = block::decode_block(payload, &tables, lanes, start, len) {
-        check_parsed_block(&parsed, start, len);
-    }
+    let shape = BlockShape { start, len, slice_log: slice_log_of(selector, len), lanes };
+    check_block_and_slices(payload, &tables, shape);
 }
 
 /// Valid tokens from 5-byte shapes, each source inside `[0, dst)`; the block stays under 1 MiB.

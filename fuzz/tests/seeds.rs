@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use aceapex::codec::block::{self, Token};
+use aceapex::codec::block::{self, BlockShape, Token};
 use aceapex::codec::rans;
 use aceapex::codec::tables::{SymbolStats, Table, TableSet};
 
@@ -62,25 +62,48 @@ fn write(target: &str, name: &str, bytes: &[u8]) {
     std::fs::write(dir.join(name), bytes).unwrap();
 }
 
-/// A hostile-mode `block_decode` input holding a valid block: header fields, its tables, its payload.
-fn block_seed(lanes_log: u8, start: u64, tokens: &[Token], literals: &[u8]) -> Vec<u8> {
+/// A block's decoded bytes by the byte-wise definition of FORMAT.md §1 (sources before it: a fixed pattern).
+fn block_bytes(start: u64, tokens: &[Token], literals: &[u8]) -> Vec<u8> {
+    let mut out: Vec<u8> = Vec::new();
+    let mut lit = 0;
+    for t in tokens {
+        out.extend_from_slice(&literals[lit..lit + t.lit_len as usize]);
+        lit += t.lit_len as usize;
+        let dst = start + out.len() as u64;
+        for k in 0..t.match_len as u64 {
+            let from = dst - t.back + k % t.back;
+            out.push(if from < start { b"ACGT"[(from % 4) as usize] } else { out[(from - start) as usize] });
+        }
+    }
+    out
+}
+
+/// A hostile-mode `block_decode` input holding a valid block: header fields (slice_log selector `slice_sel`:
+/// `slice_log = 9 + slice_sel`), its tables, its payload.
+fn block_seed(lanes_log: u8, start: u64, slice_sel: u8, tokens: &[Token], literals: &[u8]) -> Vec<u8> {
+    let bytes = block_bytes(start, tokens, literals);
+    let slice_log = 9 + slice_sel;
+    let slice_len = 1usize << slice_log;
     let mut stats = SymbolStats::default();
-    block::count_symbols(tokens, literals, &mut stats);
+    block::count_symbols(tokens, literals, &bytes, slice_len, &mut stats);
     let tables = TableSet::from_stats(&stats);
     let mut table_bytes = Vec::new();
     tables.write(&mut table_bytes);
     assert!(table_bytes.len() < 256);
-    let len: u32 = tokens.iter().map(|t| t.lit_len + t.match_len).sum();
+    let len = bytes.len() as u32;
     let mut out = vec![lanes_log];
     out.extend_from_slice(&len.to_le_bytes()[..3]);
     assert_eq!(start % 256, 0);
     out.extend_from_slice(&((start >> 8) as u32).to_le_bytes());
+    out.push(slice_sel);
     out.push(table_bytes.len() as u8);
     out.extend_from_slice(&table_bytes);
     let lanes = 1u32 << lanes_log;
-    block::encode_block(tokens, literals, &tables, lanes, &mut out);
+    let header_len = out.len();
+    block::encode_block(tokens, literals, &bytes, slice_len, &tables, lanes, &mut out);
     // The seed must decode in hostile mode.
-    assert!(block::decode_block(&out[9 + table_bytes.len()..], &tables, lanes, start, len).is_ok());
+    let shape = BlockShape { start, len, slice_log, lanes };
+    assert!(block::decode_block(&out[header_len..], &tables, shape).is_ok());
     out
 }
 
@@ -119,15 +142,24 @@ fn write_seeds() {
     write(
         "block_decode",
         "literals_k1",
-        &block_seed(0, 0, &[Token { lit_len: 40, match_len: 0, back: 0 }], &dna(40, 0)),
+        &block_seed(0, 0, 0, &[Token { lit_len: 40, match_len: 0, back: 0 }], &dna(40, 0)),
     );
+    // Several slices: a long literal run and matches crossing 512-byte slice boundaries (K = 1 and 2).
+    let crossing = [
+        Token { lit_len: 700, match_len: 900, back: 1 },
+        Token { lit_len: 3, match_len: 1100, back: 7 },
+        Token { lit_len: 10, match_len: 800, back: 1500 },
+        Token { lit_len: 1, match_len: 0, back: 0 },
+    ];
+    write("block_decode", "slices_k1", &block_seed(0, 1 << 20, 0, &crossing, &dna(714, 9)));
+    write("block_decode", "slices_k2", &block_seed(1, 1 << 20, 1, &crossing, &dna(714, 9)));
     let tokens = [
         Token { lit_len: 3, match_len: 50, back: 3 },
         Token { lit_len: 20, match_len: 19, back: 1 },
         Token { lit_len: 0, match_len: 300, back: 1 << 30 },
         Token { lit_len: 5, match_len: 0, back: 0 },
     ];
-    write("block_decode", "periodic_far_k32", &block_seed(5, 1 << 32, &tokens, &dna(28, 2)));
+    write("block_decode", "periodic_far_k32", &block_seed(5, 1 << 32, 2, &tokens, &dna(28, 2)));
     let mut tokens = Vec::new();
     let mut lits = 0;
     for i in 0..200u32 {
@@ -135,16 +167,24 @@ fn write_seeds() {
         lits += i % 9;
     }
     tokens.push(Token { lit_len: 1, match_len: 0, back: 0 });
-    write("block_decode", "many_tokens_k4", &block_seed(2, 8192, &tokens, &dna(lits as usize + 1, 5)));
-    let mut shapes = vec![0x80 | 4, 0, 16, 0, 0];
+    write("block_decode", "many_tokens_k4", &block_seed(2, 8192, 0, &tokens, &dna(lits as usize + 1, 5)));
+    let mut shapes = vec![0x80 | 4, 0, 16, 0, 0, 0];
     for i in 0..40u8 {
         shapes.extend_from_slice(&[i % 7, i, 0, i.wrapping_mul(37), i % 3]);
     }
     write("block_decode", "round_trip_k16", &shapes);
+    // Single-lane slices (the lock-step decoder), long matches crossing 512-byte slices.
+    let mut shapes = vec![0x80, 0, 0, 1, 0, 0];
+    for i in 0..24u8 {
+        shapes.extend_from_slice(&[i % 5, 200 + i, i % 2, i.wrapping_mul(91), i % 4]);
+    }
+    write("block_decode", "round_trip_k1", &shapes);
 
     // tables_read: serialised sets (typical, single-symbol, all unused, maximal alphabets) and count vectors.
     let mut stats = SymbolStats::default();
-    block::count_symbols(&tokens, &dna(lits as usize + 1, 5), &mut stats);
+    let literals = dna(lits as usize + 1, 5);
+    let bytes = block_bytes(8192, &tokens, &literals);
+    block::count_symbols(&tokens, &literals, &bytes, 512, &mut stats);
     let mut bytes = Vec::new();
     TableSet::from_stats(&stats).write(&mut bytes);
     write("tables_read", "typical", &bytes);
