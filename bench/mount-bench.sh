@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Benchmarks reads through `aceapex-mount`, side by side with the baselines, in one run on one machine.
 #
-# Prints markdown tables:
-#   1. sequential `dd bs=1M` of the FASTA through: the aceapex mount (cold cache, fresh mount), an empty FUSE
-#      filesystem serving a static buffer through the same fs layer and adapter settings (examples/nullfs.rs),
-#      and squashfuse over `mksquashfs -comp zstd`; MB/s and the ratio to nullfs;
-#   2. random 4 KiB reads through the mount: cold (fresh mount, O_DIRECT, distinct offsets), warm daemon cache
-#      (same offsets again, O_DIRECT) and warm page cache (buffered, third pass): p50/p90/p99 in µs;
-#   3. 1000 random `samtools faidx` regions on the mount vs on the bgzip'd original on local disk (outputs are
-#      compared byte for byte).
+# Prints one markdown table:
+#   - sequential `dd bs=1M` of the FASTA through: the aceapex mount (decoder=cpu, fresh mount), an empty FUSE
+#     filesystem serving a static buffer through the same fs layer and adapter settings (examples/nullfs.rs),
+#     and squashfuse over `mksquashfs -comp zstd`; MB/s and the ratio to nullfs;
+#   - random 4 KiB O_DIRECT reads at 1000 distinct offsets: cold (fresh mount with readahead=0,fill=0, so every
+#     read decodes through the random-access path), warm (the same offsets again), and on a fresh mount with
+#     default options (the first random read starts a background fill of the file); squashfuse alongside;
+#   - 1000 random `samtools faidx` regions on a fresh mount (default options, and fill=0) vs on the bgzip'd
+#     original on local disk (outputs compared byte for byte).
 #
 # Usage: bash bench/mount-bench.sh [FASTA]
 #   FASTA  input (default: atha_chr1 from ../shared/corpus, else a generated 64 MiB genome)
@@ -59,6 +60,7 @@ trap cleanup EXIT
 # --- input -----------------------------------------------------------------------------------------------------
 mkdir -p "$work/data"
 fasta="$work/data/genome.fa"
+input_name="${input:-atha_chr1.fa.gz}"
 if [ -n "$input" ]; then
   case "$input" in
     *.gz) gzip -dc "$input" > "$fasta" ;;
@@ -67,6 +69,7 @@ if [ -n "$input" ]; then
 elif [ -f "$repo/../shared/corpus/atha_chr1.fa.gz" ]; then
   gzip -dc "$repo/../shared/corpus/atha_chr1.fa.gz" > "$fasta"
 else
+  input_name="generated 64 MiB genome"
   log "generating a 64 MiB genome"
   python3 - "$fasta" <<'EOF'
 import random, sys
@@ -131,7 +134,7 @@ EOF
 
 # --- 1. sequential ---------------------------------------------------------------------------------------------
 log "sequential reads"
-mount_acx "$work/mnt-acx"
+mount_acx "$work/mnt-acx" "decoder=cpu"
 acx_mbps=$(seq_mbps "$work/mnt-acx/genome.fa")
 cmp "$work/mnt-acx/genome.fa" "$fasta" || die "mounted bytes differ"
 unmount "$work/mnt-acx"
@@ -149,32 +152,22 @@ wait_mounted "$work/mnt-sq"
 sq_mbps=$(seq_mbps "$work/mnt-sq/genome.fa")
 unmount "$work/mnt-sq"
 
-ratio() { python3 -c "print(f'{$1 / $2:.2f}')"; }
-echo
-echo "### Sequential read (dd bs=1M, fresh mount), $((size >> 20)) MiB FASTA"
-echo
-echo "| filesystem | MB/s | vs nullfs |"
-echo "| --- | --- | --- |"
-echo "| nullfs (static buffer, same adapter) | $null_mbps | 1.00 |"
-echo "| aceapex-mount | $acx_mbps | $(ratio "$acx_mbps" "$null_mbps") |"
-echo "| squashfuse (mksquashfs -comp zstd) | $sq_mbps | $(ratio "$sq_mbps" "$null_mbps") |"
-
 # --- 2. random 4 KiB -------------------------------------------------------------------------------------------
-log "random 4 KiB reads"
-mount_acx "$work/mnt-acx" "readahead=0"
-python3 - "$work/mnt-acx/genome.fa" "$fasta" <<'EOF'
+# rand_lat PATH -> "cold_p50 cold_p99 warm_p50 warm_p99" in µs: 1000 distinct 4 KiB-aligned offsets read with
+# O_DIRECT (every read reaches the filesystem), then the same offsets again; every byte is checked.
+rand_lat() {
+  python3 - "$1" "$fasta" <<'EOF'
 import mmap, os, random, sys, time
 path, orig = sys.argv[1], sys.argv[2]
 size = os.path.getsize(orig)
 random.seed(11)
-n = 1000
-offsets = random.sample(range(0, size - 4096, 4096), n)
+offsets = random.sample(range(0, size - 4096, 4096), min(1000, size // 4096 - 1))
 with open(orig, 'rb') as f:
     want = {o: (f.seek(o), f.read(4096))[1] for o in offsets}
 buf = mmap.mmap(-1, 4096)  # page-aligned buffer for O_DIRECT
-
-def run(flags, label):
-    fd = os.open(path, os.O_RDONLY | flags)
+out = []
+for _ in range(2):
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
     lat = []
     for o in offsets:
         t = time.perf_counter_ns()
@@ -183,20 +176,23 @@ def run(flags, label):
         assert got == 4096 and buf[:4096] == want[o], f"bytes differ at {o}"
     os.close(fd)
     lat.sort()
-    p = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))]
-    print(f"| {label} | {n} | {p(0.5):.0f} | {p(0.9):.0f} | {p(0.99):.0f} |")
-
-print()
-print("### Random 4 KiB reads through the mount (µs)")
-print()
-print("| case | reads | p50 | p90 | p99 |")
-print("| --- | --- | --- | --- | --- |")
-run(os.O_DIRECT, "cold: fresh mount, O_DIRECT, distinct offsets")
-run(os.O_DIRECT, "warm daemon cache: same offsets, O_DIRECT")
-run(0, "page cache filled: buffered, first pass")
-run(0, "warm page cache: buffered, second pass")
+    out += [lat[len(lat) // 2], lat[min(len(lat) - 1, int(0.99 * len(lat)))]]
+print(" ".join(f"{x:.0f}" for x in out))
 EOF
+}
+log "random 4 KiB reads: cold decodes (no stream runs, no fills)"
+mount_acx "$work/mnt-acx" "decoder=cpu,readahead=0,fill=0"
+read -r cold50 cold99 warm50 warm99 <<<"$(rand_lat "$work/mnt-acx/genome.fa")"
 unmount "$work/mnt-acx"
+log "random 4 KiB reads: default options (the file is filled in the background)"
+mount_acx "$work/mnt-acx" "decoder=cpu"
+read -r fill50 fill99 _ _ <<<"$(rand_lat "$work/mnt-acx/genome.fa")"
+unmount "$work/mnt-acx"
+log "random 4 KiB reads: squashfuse"
+squashfuse "$work/genome.sqfs" "$work/mnt-sq"
+wait_mounted "$work/mnt-sq"
+read -r sqc50 sqc99 sqw50 sqw99 <<<"$(rand_lat "$work/mnt-sq/genome.fa")"
+unmount "$work/mnt-sq"
 
 # --- 3. samtools faidx ------------------------------------------------------------------------------------------
 log "samtools faidx, 1000 regions"
@@ -212,7 +208,6 @@ with open(sys.argv[2], 'w') as f:
         f.write(f"{name}:{s}-{min(n, s + random.randrange(1, 1000))}\n")
 EOF
 rm -f "$fasta.fai"
-mount_acx "$work/mnt-acx"
 time_faidx() { # time_faidx FILE OUT -> seconds
   python3 - "$1" "$work/regions.txt" "$2" <<'EOF'
 import subprocess, sys, time
@@ -222,15 +217,35 @@ with open(sys.argv[3], 'wb') as out:
 print(f"{time.perf_counter() - t:.3f}")
 EOF
 }
+mount_acx "$work/mnt-acx" "decoder=cpu"
 t_acx=$(time_faidx "$work/mnt-acx/genome.fa" "$work/out-acx.txt")
+unmount "$work/mnt-acx"
+mount_acx "$work/mnt-acx" "decoder=cpu,fill=0"
+t_acx_nofill=$(time_faidx "$work/mnt-acx/genome.fa" "$work/out-acx-nofill.txt")
+unmount "$work/mnt-acx"
 t_bgz=$(time_faidx "$work/genome.fa.gz" "$work/out-bgz.txt")
 cmp "$work/out-acx.txt" "$work/out-bgz.txt" || die "samtools outputs differ"
+cmp "$work/out-acx-nofill.txt" "$work/out-bgz.txt" || die "samtools outputs differ (fill=0)"
 [ ! -e "$work/data/genome.fa.fai" ] || die "an index was written next to the original"
-unmount "$work/mnt-acx"
+
+# --- the table --------------------------------------------------------------------------------------------------
+ratio() { python3 -c "print(f'{$1 / $2:.2f}')"; }
+ms() { python3 -c "print(f'{$1 / 1000:.2f}')"; }
+# BENCH_COMMIT names the commit when the tree is an export without .git (git archive).
+commit=${BENCH_COMMIT:-$(cd "$repo" && git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 echo
-echo "### samtools faidx, 1000 random regions (fresh mount; outputs identical)"
+echo "### aceapex-mount vs baselines: ${input_name##*/}, $size bytes, commit $commit, $(nproc) cores," \
+  "load $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%Y-%m-%d)"
 echo
-echo "| source | seconds | regions/s |"
+echo "| measure | aceapex-mount (decoder=cpu) | baselines |"
 echo "| --- | --- | --- |"
-echo "| aceapex mount (packed .fai sidecar) | $t_acx | $(python3 -c "print(f'{1000 / $t_acx:.0f}')") |"
-echo "| bgzip'd FASTA on local disk (.fai + .gzi) | $t_bgz | $(python3 -c "print(f'{1000 / $t_bgz:.0f}')") |"
+echo "| sequential \`dd bs=1M\`, fresh mount | $acx_mbps MB/s ($(ratio "$acx_mbps" "$null_mbps")× nullfs) |" \
+  "empty FUSE fs (nullfs) $null_mbps MB/s; squashfuse (zstd) $sq_mbps MB/s |"
+echo "| random 4 KiB O_DIRECT, cold (readahead=0,fill=0), p50 / p99 | $(ms "$cold50") / $(ms "$cold99") ms |" \
+  "squashfuse $(ms "$sqc50") / $(ms "$sqc99") ms |"
+echo "| random 4 KiB O_DIRECT, warm (same offsets again), p50 / p99 | $(ms "$warm50") / $(ms "$warm99") ms |" \
+  "squashfuse $(ms "$sqw50") / $(ms "$sqw99") ms |"
+echo "| random 4 KiB O_DIRECT, fresh mount, default options (file filled), p50 / p99 |" \
+  "$(ms "$fill50") / $(ms "$fill99") ms | — |"
+echo "| 1000 random \`samtools faidx\` regions, fresh mount | $t_acx s (fill=0: $t_acx_nofill s) |" \
+  "bgzip'd FASTA on local disk $t_bgz s |"
