@@ -290,7 +290,10 @@ __device__ void parse_one(const Ctx& c, const Group<W>& g, u32 id, u64 tok_base,
     const u32 ntok = nmatch + 1;
     const u64 S = 3ull * nmatch + 1 + nlit;
     const u8* states = file + payload + hdr_len;
-    const u8* words = states + 4 * W;
+    // K rANS lanes (the archive's) among the group's W lanes: W = K, except that the W = 32 entry point also
+    // serves smaller K (the seek's token levels: the whole warp then runs the token parse of one slice).
+    const u32 K = W == 32 ? c.lanes : W;
+    const u8* words = states + 4 * K;
     const u8* extra = words + 2ull * nwords;
     const u32* tab = c.dtab + (u64)(id >> c.group_shift) * 4 * 4096;
     const u64 unit_start = (u64)id << c.unit_log;
@@ -301,7 +304,7 @@ __device__ void parse_one(const Ctx& c, const Group<W>& g, u32 id, u64 tok_base,
     // Bring the slice's payload towards the SM now: the rANS loop reads it a word at a time (a seek level's
     // latency is this loop's).
     {
-        const u64 len = hdr_len + 4ull * W + 2ull * nwords + extra_len;
+        const u64 len = hdr_len + 4ull * K + 2ull * nwords + extra_len;
         for (u64 off = (u64)lane * 128; off < len; off += 128ull * W)
             asm volatile("prefetch.global.L1 [%0];" ::"l"(file + payload + off));
     }
@@ -311,20 +314,21 @@ __device__ void parse_one(const Ctx& c, const Group<W>& g, u32 id, u64 tok_base,
     // Phase A: entropy-decode the LL, ML and OF codes (symbols [0, 3 nmatch + 1)) into the token arrays, and
     // keep going into the literals up to the end of the step that holds the last code: those (at most one per
     // lane) wait in `pending` until the tokens are parsed.
-    u32 x = load_u32_le(states + 4 * lane);
+    // Lanes >= K hold no state: x = 2^16, the value every lane must end with.
+    u32 x = lane < K ? load_u32_le(states + 4 * lane) : 65536u;
     WordWindow<W> ww;
     ww.init(words, nwords, lane, 0);
     // An encoder never leaves a state below 2^16 (the CPU decoder refuses it too).
     bool bad = x < 65536u;
     const u64 ncodes = 3ull * nmatch + 1;
-    const u64 code_steps = (ncodes + W - 1) / W;
-    const u64 steps = (S + W - 1) / W;
+    const u64 code_steps = (ncodes + K - 1) / K;
+    const u64 steps = (S + K - 1) / K;
     int pending = -1;  // literal byte decoded in the last code step, or -1
 
     for (u64 j = 0; j < steps; j++) {
         if (j == code_steps && mode != MODE_ENTROPY_ONLY) break;
-        u64 i = j * W + lane;
-        bool act = i < S;
+        u64 i = j * K + lane;
+        bool act = lane < K && i < S;
         if (act) {
             u32 slot = x & 4095u;
             u32 which = i < nmatch + 1ull ? 0 : (i < 2ull * nmatch + 1 ? 1 : (i < ncodes ? 2 : 3));
@@ -451,10 +455,11 @@ __device__ void literal_phase(const Ctx& c, const Group<W>& g, u32 id, const u32
     const u32 ntok = nmatch + 1;
     const u64 S = 3ull * nmatch + 1 + nlit;
     const u64 ncodes = 3ull * nmatch + 1;
-    const u64 code_steps = (ncodes + W - 1) / W;
-    const u64 steps = (S + W - 1) / W;
+    const u32 K = W == 32 ? c.lanes : W;  // as in parse_one
+    const u64 code_steps = (ncodes + K - 1) / K;
+    const u64 steps = (S + K - 1) / K;
     const u32* tab = c.dtab + (u64)(id >> c.group_shift) * 4 * 4096;
-    const u64 pending_idx = (code_steps - 1) * W + lane - ncodes;  // meaningful only when pending >= 0
+    const u64 pending_idx = (code_steps - 1) * K + lane - ncodes;  // meaningful only when pending >= 0
     bool bad = false;
     // The literals. Literal l goes to tpos[t] + l - litidx[t] for the last token t with litidx[t] <= l.
     // A step's literals are consecutive, so their tokens start at `cursor` (the largest token of the step before):
@@ -523,8 +528,8 @@ __device__ void literal_phase(const Ctx& c, const Group<W>& g, u32 id, const u32
     };
     place_step(pending >= 0, (u32)pending_idx, (u32)pending);
     for (u64 j = code_steps; j < steps; j++) {
-        u64 i = j * W + lane;
-        bool act = i < S;
+        u64 i = j * K + lane;
+        bool act = lane < K && i < S;
         u32 sym = 0;
         if (act) {
             u32 slot = x & 4095u;
@@ -584,13 +589,14 @@ __device__ __forceinline__ void literal_units(const Ctx& c, u32 parsed_level) {
         if (m[7] == BAD_ENTRY) continue;  // reported by the parse
         const u32* rs = c.resume + (u64)e * RESUME_WORDS;
         const u64 payload = (u64)m[0] | ((u64)m[1] << 32);
-        const u8* words = c.file + payload + m[6] + 4 * W;
+        const u8* words = c.file + payload + m[6] + 4 * (W == 32 ? c.lanes : W);
         // The literal table and the rest of the word stream, towards L1 (see prefetch_l1_shared).
         prefetch_l1_shared(c.dtab + (u64)(id >> c.group_shift) * 4 * 4096 + 3 * 4096, 4096 * 4);
         for (u64 off = 2ull * rs[0] + 128ull * g.lane; off < 2ull * m[4]; off += 128ull * W)
             asm volatile("prefetch.global.L1 [%0];" ::"l"(words + off));
         WordWindow<W> ww;
         ww.init(words, m[4], g.lane, rs[0]);
+        // Lanes >= K of a W = 32 group saved nothing (x = 2^16, no pending literal); see parse_one.
         const u32 p = rs[33 + g.lane];
         const u64 tb = c.tok_off[e];
         u8* stamps = c.stamps ? c.stamps + ((u64)e << c.unit_log) : nullptr;

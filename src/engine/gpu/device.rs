@@ -201,6 +201,9 @@ struct SeekBuffers {
 
 struct Kernels {
     parse: CudaFunction,
+    /// The seek's token levels: a whole warp per slice whatever K is (`parse_k32` runs K of its lanes' rANS
+    /// states and uses all 32 for the token parse), unless ACEAPEX_GPU_SEEK_GROUP=1 asks for the K-lane group.
+    parse_seek: CudaFunction,
     literals: CudaFunction,
     seed: CudaFunction,
     expand: CudaFunction,
@@ -311,6 +314,11 @@ impl Device {
         let load = |n: &str| module.load_function(n).map_err(gpu("kernel missing"));
         let kernels = Kernels {
             parse: load(&format!("parse_k{}", data.header.rans_lanes))?,
+            parse_seek: if std::env::var_os("ACEAPEX_GPU_SEEK_GROUP").is_some() {
+                load(&format!("parse_k{}", data.header.rans_lanes))?
+            } else {
+                load("parse_k32")?
+            },
             literals: load(&format!("literals_k{}", data.header.rans_lanes))?,
             seed: load("seed_batch")?,
             expand: load("expand_ranges")?,
@@ -425,9 +433,18 @@ impl Device {
         MAX_BATCH.min((self.seek.wl_cap as usize >> (self.block_log - self.unit_log)).max(1))
     }
 
-    /// Threads per CTA of the parse kernels and how many units one CTA parses at once (a group of K lanes each).
+    /// How many units one CTA of the full-decode parse kernel parses at once (a group of K lanes each).
     fn parse_groups_per_cta(&self) -> u64 {
         (CTA_THREADS / self.lanes) as u64
+    }
+
+    /// Lanes per unit of the seek's parse kernel (`Kernels::parse_seek`).
+    fn seek_group_lanes(&self) -> u32 {
+        if std::env::var_os("ACEAPEX_GPU_SEEK_GROUP").is_some() {
+            self.lanes
+        } else {
+            32
+        }
     }
 
     /// Decodes blocks `ids` (distinct, ascending, at most [`Device::max_batch`]) through the seek path and returns
@@ -542,15 +559,17 @@ impl Device {
         let ids_ptr = self.ptr(&self.seek.ids);
         let out_ptr = self.ptr(&self.seek.out);
         let out_bytes = n << self.unit_log;
+        let seek_lanes = self.seek_group_lanes();
         let first_level = LaunchConfig {
-            grid_dim: (grid_for(n as u64, self.parse_groups_per_cta(), LEVEL_GRID), 1, 1),
+            grid_dim: (grid_for(n as u64, (CTA_THREADS / seek_lanes) as u64, LEVEL_GRID), 1, 1),
             block_dim: (CTA_THREADS, 1, 1),
             shared_mem_bytes: 0,
         };
         let later_level = LaunchConfig { grid_dim: (LEVEL_GRID, 1, 1), ..first_level };
         // Later parse levels (and the literal launch) stride over a count that lives on the device: about 16k
         // parse groups (128 CTAs with K = 1) cover the levels seen in practice without launching idle CTAs.
-        let later_parse = LaunchConfig { grid_dim: (LEVEL_GRID.min(128 * self.lanes), 1, 1), ..first_level };
+        let later_parse = LaunchConfig { grid_dim: (LEVEL_GRID.min(128 * seek_lanes), 1, 1), ..first_level };
+        let later_literals = LaunchConfig { grid_dim: (LEVEL_GRID.min(128 * self.lanes), 1, 1), ..first_level };
         // expand_ranges runs a warp per range; level 0's ranges are the requested units.
         let first_expand =
             LaunchConfig { grid_dim: (grid_for(n as u64, (CTA_THREADS / 32) as u64, LEVEL_GRID), 1, 1), ..first_level };
@@ -594,7 +613,18 @@ impl Device {
                 .map_err(gpu("seed"))?;
             for level in 0..=levels {
                 let cfg = if level == 0 { first_level } else { later_parse };
-                stream.launch_builder(&k.parse).arg(&c).arg(&level).arg(&mode).launch(cfg).map_err(gpu("parse"))?;
+                // With the literals split off (the default) a level parses tokens only, in the seek's parse
+                // kernel; fused, it parses whole slices in the K-lane groups.
+                let parse = if self.seek_split { &k.parse_seek } else { &k.parse };
+                let cfg = if self.seek_split || level > 0 {
+                    cfg
+                } else {
+                    LaunchConfig {
+                        grid_dim: (grid_for(n as u64, self.parse_groups_per_cta(), LEVEL_GRID), 1, 1),
+                        ..cfg
+                    }
+                };
+                stream.launch_builder(parse).arg(&c).arg(&level).arg(&mode).launch(cfg).map_err(gpu("parse"))?;
                 if level < self.max_depth {
                     let cfg = if level == 0 { first_expand } else { later_level };
                     stream.launch_builder(&k.expand).arg(&c).arg(&level).launch(cfg).map_err(gpu("expand"))?;
@@ -606,7 +636,7 @@ impl Device {
                     .launch_builder(&k.literals)
                     .arg(&c)
                     .arg(&parsed_level)
-                    .launch(later_parse)
+                    .launch(later_literals)
                     .map_err(gpu("literals"))?;
             }
             // Resolve: by match-resolution rounds over every parsed slot (the requested blocks are slots 0..n, so
