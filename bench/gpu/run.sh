@@ -7,7 +7,7 @@
 #   carry/aceapex       release build of the CLI (cargo build --release --bin aceapex)
 #   carry/libtests      optional: the lib test binary (cargo test --release --lib --no-run)
 #   carry/*.acx         corpus archives (aceapex pack ...); carry/atha.acx also seeds the big archive
-# Usage: [SKIP_CAT=1] bash bench/gpu/run.sh [quick]
+# Usage: [SKIP_CAT=1] [VARIANTS="ACEAPEX_GPU_..."] bash bench/gpu/run.sh [quick]
 # Writes $OUT/device.log (everything) and $OUT/results.tar.gz (one JSON per archive) when $OUT is set.
 set -uo pipefail
 out="${OUT:-/tmp/gpu-out}"
@@ -40,10 +40,11 @@ for a in carry/*.acx; do
   fi
   run 200 ./carry/gpubench "$a" "${args[@]}" --json "$out/json/$name.json" || rc=1
 done
-# Variants on atha (env switches read at engine start): seek levels parsing whole slices, seeks resolved by
-# rounds instead of the byte chase, resolve rounds re-walking whole matches.
+# Variants on atha (env switches read at engine start): seek token levels in K-lane groups instead of a warp per
+# slice, seek levels parsing whole slices, seeks resolved by rounds instead of the byte chase, resolve rounds
+# re-walking whole matches. VARIANTS="..." picks some.
 if [ -f carry/atha.acx ]; then
-  for v in ACEAPEX_GPU_SEEK_FUSED ACEAPEX_GPU_SEEK_ROUNDS ACEAPEX_GPU_RESOLVE_WHOLE; do
+  for v in ${VARIANTS:-ACEAPEX_GPU_SEEK_GROUP ACEAPEX_GPU_SEEK_FUSED ACEAPEX_GPU_SEEK_ROUNDS ACEAPEX_GPU_RESOLVE_WHOLE}; do
     say "=== variant $v=1 ==="
     env "$v=1" timeout 120 ./carry/gpubench carry/atha.acx --runs 5 --ranges 200 --latency 300 --contig 5 \
       --json "$out/json/atha-$v.json" 2>&1 | tee -a "$log" || rc=1
