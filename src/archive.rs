@@ -25,13 +25,6 @@ use crate::format::ArchiveData;
 /// With `DecoderChoice::Auto`, batches of at least this many blocks go to the GPU, smaller ones to the CPU
 /// (one cold block decodes faster on the CPU than a kernel launch plus transfers).
 pub const AUTO_GPU_MIN_BATCH: usize = 4;
-/// A sequential range that starts mid-stream is decoded from the start of the stream (discarding the prefix)
-/// when the prefix is at most this long or at most [`PREFIX_DECODE_RATIO`] times the range: sources before the
-/// range are then plain copies from the window, where resolving them through tokens measured ~50× slower per
-/// byte than sequential decoding (92 MB source tarball, depth 16: 8 MiB at 46 MiB took 2.2 s through tokens,
-/// the whole stream 0.45 s).
-pub const PREFIX_DECODE_MAX_BYTES: u64 = 256 << 20;
-pub const PREFIX_DECODE_RATIO: u64 = 32;
 /// Blocks decoded per batch by a long `read_stream`, so memory stays bounded for any read size.
 const READ_BATCH_BLOCKS: usize = 1024;
 
@@ -191,6 +184,12 @@ impl Archive {
 
     /// Streams bytes `[start, start + len)` to `sink` in order, with the sequential decoder (entropy stage on
     /// all cores ahead of the copy stage). For unpack and cat of large files; bypasses the block cache.
+    ///
+    /// A range that does not continue the previous run starts decoding at its own first block, never before:
+    /// its sources older than the window are resolved through the tokens of the slices that hold them (the
+    /// random-access path, within the depth bound), so the work is proportional to the range, not to where it
+    /// lies in the stream. (Format v1 decoded up to 256 MiB of stream prefix instead, because resolving a source
+    /// then cost the entropy stage of a whole block.)
     pub fn decode_range_sequential(
         &self,
         start: u64,
@@ -204,22 +203,16 @@ impl Archive {
         let log = self.data.header.block_log;
         let (first, last) = (start >> log, (end - 1) >> log);
         let taken = self.seq_window.lock().unwrap_or_else(|p| p.into_inner()).take();
-        let continues = taken.as_ref().is_some_and(|w| (w.first_id()..=w.next_id()).contains(&first));
+        // A window that does not reach `first` is replaced by the decoder itself (it starts at `first`).
         let mut window = taken.unwrap_or_else(|| SeqWindow::new(first, DEFAULT_WINDOW_BYTES >> log));
         // Blocks still in the window are handed out again, not decoded.
         let reused = match window.get(first) {
             Some(_) => window.next_id().min(last + 1) - first,
             None => 0,
         };
-        let run_from = if !continues && prefix_is_cheaper(first << log, len) { 0 } else { first };
         let mut handed = 0u64;
-        let result = self.cpu.decode_sequential_with(&mut window, run_from, last + 1, true, |id, block| {
+        let result = self.cpu.decode_sequential_with(&mut window, first, last + 1, true, |id, block| {
             handed += 1;
-            if id < first {
-                // Decoded only so that the range's sources are plain copies; a bad block here is reported by
-                // the blocks of the range that need it.
-                return Ok(());
-            }
             let block = block?;
             let block_start = self.data.block_start(id);
             let from = start.saturating_sub(block_start) as usize;
@@ -310,12 +303,6 @@ impl Archive {
             );
         }
     }
-}
-
-/// Whether decoding a `prefix` of the stream to reach a range of `len` bytes is cheaper than resolving the
-/// range's older sources through tokens.
-fn prefix_is_cheaper(prefix: u64, len: u64) -> bool {
-    prefix <= PREFIX_DECODE_MAX_BYTES.max(len.saturating_mul(PREFIX_DECODE_RATIO))
 }
 
 /// Tries to start the GPU engine; on failure logs one warning and returns `None` (the CPU engine serves).

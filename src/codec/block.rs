@@ -368,48 +368,68 @@ pub fn decode_block_into(
         let (_, len) = shape.slice_span(j);
         layouts.push(PayloadLayout::parse(slice, lanes, len).map_err(|e| in_slice(j, e))?);
     }
-    with_scratch(|scratch| decode_layouts(&layouts, tables, shape, lanes, scratch, out))
+    let dests: Vec<Dest> = (0..layouts.len())
+        .map(|j| {
+            let (off, len) = shape.slice_span(j);
+            Dest { unit: 0, start: shape.start + off as u64, base: off, len }
+        })
+        .collect();
+    with_scratch(|scratch| decode_layouts(&layouts, &dests, tables, lanes, scratch, &mut [out]))
+        .map_err(|(j, e)| in_slice(j, e))
 }
 
-/// The entropy stage of every slice (in lock-step groups of four), then each slice's token parse in order.
+/// Where a decoded slice goes: into unit `unit`, at offset `base` of it; the slice starts at absolute stream
+/// position `start` and has `len` bytes. Slices of one unit come in order.
+struct Dest {
+    unit: usize,
+    start: u64,
+    base: u32,
+    len: u32,
+}
+
+/// The entropy stage of every slice (in lock-step groups of four), then each slice's token parse in order,
+/// appended to its unit (units must have been reset). Errors name the index of the slice that failed.
 fn decode_layouts(
     layouts: &[PayloadLayout],
+    dests: &[Dest],
     tables: &TableSet,
-    shape: BlockShape,
     lanes: usize,
     scratch: &mut Scratch,
-    out: &mut ParsedBlock,
-) -> Result<(), DecodeError> {
+    outs: &mut [&mut ParsedBlock],
+) -> Result<(), (usize, DecodeError)> {
     let n = layouts.len();
     let code_len: usize = layouts.iter().map(|l| 3 * l.nmatch + 1).sum();
-    let nlit: usize = layouts.iter().map(|l| l.nlit).sum();
     scratch.codes.clear();
     scratch.codes.resize(code_len, 0);
-    out.literals.clear();
-    out.literals.resize(nlit, 0);
+    for (u, out) in outs.iter_mut().enumerate() {
+        let nlit: usize = layouts.iter().zip(dests).filter(|(_, d)| d.unit == u).map(|(l, _)| l.nlit).sum();
+        out.literals.clear();
+        out.literals.resize(nlit, 0);
+    }
     if scratch.decoders.len() < n {
         scratch.decoders.resize_with(n, rans::Decoder::default);
     }
     for (j, (dec, l)) in scratch.decoders.iter_mut().zip(layouts).enumerate() {
-        dec.reset(l.states, l.words, lanes).map_err(|e| in_slice(j, e))?;
+        dec.reset(l.states, l.words, lanes).map_err(|e| (j, e))?;
     }
     {
-        // Each slice's four output segments: its LL, ML and OF codes, and its literals.
+        // Each slice's four output segments: its LL, ML and OF codes, and its literals (in its unit).
         let mut segs: Vec<[&mut [u8]; 4]> = Vec::with_capacity(n);
-        let (mut codes, mut lits) = (&mut scratch.codes[..], &mut out.literals[..]);
-        for l in layouts {
+        let mut codes = &mut scratch.codes[..];
+        let mut lits: Vec<&mut [u8]> = outs.iter_mut().map(|o| &mut o.literals[..]).collect();
+        for (l, d) in layouts.iter().zip(dests) {
             let (c, rest) = std::mem::take(&mut codes).split_at_mut(3 * l.nmatch + 1);
             codes = rest;
             let (ll, c) = c.split_at_mut(l.nmatch + 1);
             let (ml, of) = c.split_at_mut(l.nmatch);
-            let (lit, rest) = std::mem::take(&mut lits).split_at_mut(l.nlit);
-            lits = rest;
+            let (lit, rest) = std::mem::take(&mut lits[d.unit]).split_at_mut(l.nlit);
+            lits[d.unit] = rest;
             segs.push([ll, ml, of, lit]);
         }
         let set = [&tables.ll, &tables.ml, &tables.of, &tables.lit];
         let mut segs = segs.into_iter();
         for (g, decs) in scratch.decoders[..n].chunks_mut(4).enumerate() {
-            let in_group = |e| in_slice(4 * g, e);
+            let in_group = |e| (4 * g, e);
             match decs {
                 [a, b, c, d] => {
                     let s = std::array::from_fn(|_| segs.next().unwrap_or_default());
@@ -432,18 +452,58 @@ fn decode_layouts(
         }
     }
     for (j, dec) in scratch.decoders[..n].iter().enumerate() {
-        dec.finish().map_err(|e| in_slice(j, e))?;
+        dec.finish().map_err(|e| (j, e))?;
     }
-    let (mut c0, mut lit_base) = (0usize, 0u32);
-    for (j, l) in layouts.iter().enumerate() {
-        let (off, len) = shape.slice_span(j);
-        let unit = SliceUnit { start: shape.start + off as u64, base: off, len, lit_base, nlit: l.nlit };
+    let mut c0 = 0usize;
+    let mut lit_base = vec![0u32; outs.len()];
+    for (j, (l, d)) in layouts.iter().zip(dests).enumerate() {
+        let unit = SliceUnit { start: d.start, base: d.base, len: d.len, lit_base: lit_base[d.unit], nlit: l.nlit };
         let codes = &scratch.codes[c0..c0 + 3 * l.nmatch + 1];
-        parse_tokens(codes, l.nmatch, l.extra, unit, out).map_err(|e| in_slice(j, e))?;
+        parse_tokens(codes, l.nmatch, l.extra, unit, outs[d.unit]).map_err(|e| (j, e))?;
         c0 += 3 * l.nmatch + 1;
-        lit_base += l.nlit as u32;
+        lit_base[d.unit] += l.nlit as u32;
     }
     Ok(())
+}
+
+/// Decodes several slices, each on its own (as [`decode_slice`] would), but their entropy stages four at a time
+/// in lock step: what a reader resolving many source pieces does, one slice per piece. All slices must use
+/// `tables`; `jobs` are `(block payload, block shape, slice index)`. One result per job.
+pub fn decode_slices(jobs: &[(&[u8], BlockShape, usize)], tables: &TableSet) -> Vec<Result<ParsedBlock, DecodeError>> {
+    let together = (|| {
+        check_alphabets(tables)?;
+        let mut layouts = Vec::with_capacity(jobs.len());
+        let mut dests = Vec::with_capacity(jobs.len());
+        let mut lanes = None;
+        for (k, &(payload, shape, j)) in jobs.iter().enumerate() {
+            let (l, n_slices) = shape.check()?;
+            if j >= n_slices || lanes.is_some_and(|x| x != l) {
+                return Err(DecodeError::Invalid { what: "slice job", detail: format!("job {k}") });
+            }
+            lanes = Some(l);
+            let slice = SliceDirectory::parse(payload, n_slices)?.slice(j)?;
+            let (off, len) = shape.slice_span(j);
+            layouts.push(PayloadLayout::parse(slice, l, len)?);
+            dests.push(Dest { unit: k, start: shape.start + off as u64, base: 0, len });
+        }
+        let mut outs: Vec<ParsedBlock> = dests
+            .iter()
+            .map(|d| {
+                let mut p = ParsedBlock::default();
+                p.reset(d.start, d.len);
+                p
+            })
+            .collect();
+        let mut refs: Vec<&mut ParsedBlock> = outs.iter_mut().collect();
+        with_scratch(|scratch| decode_layouts(&layouts, &dests, tables, lanes.unwrap_or(1), scratch, &mut refs))
+            .map_err(|(_, e)| e)?;
+        Ok(outs)
+    })();
+    match together {
+        Ok(outs) => outs.into_iter().map(Ok).collect(),
+        // Some slice is bad: decode each alone, so that each gets its own verdict and error.
+        Err(_) => jobs.iter().map(|&(payload, shape, j)| decode_slice(payload, tables, shape, j)).collect(),
+    }
 }
 
 /// Decodes slice `j` of a block payload on its own into a unit covering just that slice (`start` is the slice's
@@ -481,9 +541,11 @@ pub fn decode_slice_into(
     let start = shape.start + off as u64;
     out.reset(start, len);
     let layout = PayloadLayout::parse(slice, lanes, len).map_err(|e| in_slice(j, e))?;
-    let one = BlockShape { start, len, ..shape };
-    with_scratch(|scratch| decode_layouts(std::slice::from_ref(&layout), tables, one, lanes, scratch, out))
-        .map_err(|e| relabel_slice(j, e))
+    let dest = Dest { unit: 0, start, base: 0, len };
+    with_scratch(|scratch| {
+        decode_layouts(std::slice::from_ref(&layout), std::slice::from_ref(&dest), tables, lanes, scratch, &mut [out])
+    })
+    .map_err(|(_, e)| in_slice(j, e))
 }
 
 /// Buffers a decode needs, kept per thread so that decoding many slices allocates nothing.
@@ -503,19 +565,6 @@ fn with_scratch<R>(f: impl FnOnce(&mut Scratch) -> R) -> R {
         Ok(mut scratch) => f(&mut scratch),
         Err(_) => f(&mut Scratch::default()),
     })
-}
-
-/// A one-slice decode labels its errors "slice 0"; says which slice of the block it was.
-fn relabel_slice(j: usize, e: DecodeError) -> DecodeError {
-    let fix = |d: String| match d.strip_prefix("slice 0: ") {
-        Some(rest) => format!("slice {j}: {rest}"),
-        None => d,
-    };
-    match e {
-        DecodeError::Invalid { what, detail } => DecodeError::Invalid { what, detail: fix(detail) },
-        DecodeError::Rans { detail } => DecodeError::Rans { detail: fix(detail) },
-        other => other,
-    }
 }
 
 /// Where the fields of a slice payload lie, with every count checked against the slice and the payload's size.
@@ -1122,6 +1171,29 @@ mod tests {
         assert!(decode_block(&p, &tables, shape).is_err());
         let err = decode_slice(&p, &tables, shape, 0).unwrap_err();
         assert!(err.to_string().contains("slice 0") || matches!(err, DecodeError::Limit { .. }), "{err}");
+    }
+
+    #[test]
+    fn slices_decoded_together_equal_slices_decoded_alone() {
+        for lanes in [1, 2, 4, 8] {
+            let (tables, payload) = three_slices(lanes);
+            let mut bad = payload.clone();
+            let last = bad.len() - 2;
+            bad[last] ^= 0x21;
+            let shape = shape(0, 5000, lanes);
+            let other = BlockShape { start: 5000, ..shape };
+            for jobs in [
+                vec![(&payload[..], shape, 2), (&payload[..], shape, 0), (&payload[..], other, 1)],
+                vec![(&payload[..], shape, 0), (&bad[..], shape, 2), (&payload[..], shape, 1), (&bad[..], shape, 0)],
+                vec![(&payload[..], shape, 1); 5],
+                vec![(&payload[..], shape, 3)],
+                vec![],
+            ] {
+                let together = decode_slices(&jobs, &tables);
+                let alone: Vec<_> = jobs.iter().map(|&(p, sh, j)| decode_slice(p, &tables, sh, j)).collect();
+                assert_eq!(together, alone, "lanes {lanes}");
+            }
+        }
     }
 
     #[test]
