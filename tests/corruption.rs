@@ -10,6 +10,8 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use aceapex::archive::Archive;
+use aceapex::codec::block::SliceDirectory;
+use aceapex::codec::varint;
 use aceapex::error::Error;
 use aceapex::format::tree::EntryKind;
 use aceapex::pack::{pack, PackOptions};
@@ -225,6 +227,102 @@ fn truncated_and_extended_archives_are_refused() {
             let mut zeros = fx.bytes.clone();
             zeros.resize(len + extra, 0);
             fx.check(&zeros, &format!("extended by {extra} zeros"));
+        }
+    });
+}
+
+/// Rewrites block `block`'s slice directory with `lens` (same encoded size as the original directory), or `None`
+/// when the lengths do not encode to that size.
+fn with_directory(fx: &Fixture, block: usize, lens: &[u64]) -> Option<Vec<u8>> {
+    let (start, end) = fx.payload_ranges[block];
+    let payload = &fx.bytes[start as usize..end as usize];
+    let n = Archive::open(&fx.archive).unwrap().data().slice_count(block as u64) as usize;
+    let body: usize = SliceDirectory::parse(payload, n).unwrap().slices().map(|s| s.len()).sum();
+    let dir_len = payload.len() - body;
+    let mut dir = Vec::new();
+    lens.iter().for_each(|&l| varint::write(l, &mut dir));
+    if dir.len() != dir_len {
+        return None;
+    }
+    let mut bytes = fx.bytes.clone();
+    bytes[start as usize..start as usize + dir_len].copy_from_slice(&dir);
+    Some(bytes)
+}
+
+#[test]
+fn lying_slice_directories_are_caught() {
+    within(Duration::from_secs(120), || {
+        let fx = Fixture::new();
+        let data = Archive::open(&fx.archive).unwrap();
+        let mut tried = 0;
+        for block in 0..fx.payload_ranges.len() {
+            let n = data.data().slice_count(block as u64) as usize;
+            let (start, end) = fx.payload_ranges[block];
+            let payload = &fx.bytes[start as usize..end as usize];
+            let lens: Vec<u64> = SliceDirectory::parse(payload, n).unwrap().slices().map(|s| s.len() as u64).collect();
+            // Lengths that keep the sum (bytes moved between slices), and sums one too large or too small.
+            let mut variants = Vec::new();
+            for j in 0..n {
+                for delta in [-3i64, -1, 1, 3] {
+                    let mut l = lens.clone();
+                    l[j] = (l[j] as i64 + delta).max(0) as u64;
+                    if n > 1 {
+                        let k = (j + 1) % n;
+                        let mut moved = l.clone();
+                        moved[k] = (moved[k] as i64 - delta).max(0) as u64;
+                        variants.push(moved);
+                    }
+                    variants.push(l);
+                }
+            }
+            for lying in variants {
+                if lying == lens {
+                    continue;
+                }
+                if let Some(bytes) = with_directory(&fx, block, &lying) {
+                    fx.check(&bytes, &format!("block {block}: directory {lens:?} -> {lying:?}"));
+                    tried += 1;
+                }
+            }
+        }
+        assert!(tried > 50, "only {tried} lying directories tried");
+    });
+}
+
+#[test]
+fn a_header_with_another_legal_slice_size_is_caught() {
+    within(Duration::from_secs(120), || {
+        let fx = Fixture::new();
+        // 4 KiB blocks: slice_log 9..=12 are all legal; the archive was written with 11.
+        assert_eq!(fx.bytes[24], 11);
+        for slice_log in [9u8, 10, 12] {
+            let mut bytes = fx.bytes.clone();
+            bytes[24] = slice_log;
+            let sum = xxhash_rust::xxh3::xxh3_64(&bytes[..56]);
+            bytes[56..64].copy_from_slice(&sum.to_le_bytes());
+            let path = fx.archive.with_extension(format!("s{slice_log}.acx"));
+            std::fs::write(&path, &bytes).unwrap();
+            let archive = Archive::open(&path).unwrap();
+            let errors = archive.verify();
+            assert!(!errors.is_empty(), "slice_log {slice_log}: verify found nothing");
+            assert!(errors.iter().all(|e| matches!(e, Error::CorruptBlock { .. })), "{errors:?}");
+            for (name, want) in &fx.files {
+                let id = archive.tree().resolve_path(name).unwrap();
+                let mut got = vec![0u8; want.len()];
+                if let Ok(n) = archive.read_file(id, 0, &mut got) {
+                    assert!(n == want.len() && got == *want, "slice_log {slice_log}: wrong bytes read back");
+                }
+            }
+        }
+        // An illegal slice size for 4 KiB blocks is refused at open.
+        for slice_log in [0u8, 8, 13, 255] {
+            let mut bytes = fx.bytes.clone();
+            bytes[24] = slice_log;
+            let sum = xxhash_rust::xxh3::xxh3_64(&bytes[..56]);
+            bytes[56..64].copy_from_slice(&sum.to_le_bytes());
+            let path = fx.archive.with_extension("illegal.acx");
+            std::fs::write(&path, &bytes).unwrap();
+            assert!(Archive::open(&path).is_err(), "slice_log {slice_log} accepted");
         }
     });
 }
