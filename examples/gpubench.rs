@@ -250,6 +250,7 @@ fn bench_seek(gpu: &GpuEngine, data: &Arc<ArchiveData>, reference: Option<&[u8]>
         let len = data.block_len(id) as usize;
         gpu.decode_blocks_timed(&[id], &mut [&mut buf[..len]])?;
     }
+    gpu.seek_profile(true)?;
     for _ in 0..o.latency {
         let id = rng.below(nblocks);
         let len = data.block_len(id) as usize;
@@ -267,6 +268,7 @@ fn bench_seek(gpu: &GpuEngine, data: &Arc<ArchiveData>, reference: Option<&[u8]>
         percentile(&dev, 0.99),
         o.latency
     );
+    print_profile(gpu, "one block")?;
 
     // 1000 contiguous blocks.
     let run = 1000.min(nblocks);
@@ -293,6 +295,7 @@ fn bench_seek(gpu: &GpuEngine, data: &Arc<ArchiveData>, reference: Option<&[u8]>
             }
         }
     }
+    print_profile(gpu, "contiguous run")?;
     let (contig, contig_wall) = (sorted(contig), sorted(contig_wall));
     println!(
         "{run} contiguous blocks: device median {:.3} ms (min {:.3}), host incl. verify {:.3} ms ({} runs)",
@@ -310,6 +313,19 @@ fn bench_seek(gpu: &GpuEngine, data: &Arc<ArchiveData>, reference: Option<&[u8]>
         "contig_device_ms": { "median": percentile(&contig, 0.5), "min": contig.first() },
         "contig_host_ms_median": percentile(&contig_wall, 0.5),
     }))
+}
+
+/// With ACEAPEX_GPU_SEEK_PROFILE=1: the average device µs per seek sequence by stage since the last call.
+fn print_profile(gpu: &GpuEngine, what: &str) -> BoxResult<()> {
+    if let Some(stages) = gpu.seek_profile(true)? {
+        let total: f64 = stages.iter().map(|s| s.1).sum();
+        let parts: Vec<String> = stages.iter().map(|(s, us)| format!("{s} {us:.1}")).collect();
+        println!(
+            "  seek stages, {what} (avg device us per sequence, no graphs): {} | sum {total:.1}",
+            parts.join(", ")
+        );
+    }
+    Ok(())
 }
 
 /// Writes an archive of at least `gib` GiB by repeating whole table groups of `src`.

@@ -216,6 +216,23 @@ struct Kernels {
 /// A captured seek sequence.
 struct SeekGraph(CudaGraph);
 
+/// Per-stage device time of the seek sequences (diagnostics, see `Device::profile`).
+#[derive(Default)]
+struct SeekProfile {
+    stages: Vec<(&'static str, f64)>,
+    batches: u64,
+    marks: Vec<(&'static str, CudaEvent)>,
+}
+
+impl SeekProfile {
+    fn add(&mut self, stage: &'static str, ms: f64) {
+        match self.stages.iter_mut().find(|(s, _)| *s == stage) {
+            Some(entry) => entry.1 += ms,
+            None => self.stages.push((stage, ms)),
+        }
+    }
+}
+
 // SAFETY: a CUDA graph handle may be launched from any thread (cudarc binds the context first); the engine only
 // touches its graphs while holding the Device mutex, so they are never used from two threads at once.
 unsafe impl Send for SeekGraph {}
@@ -252,6 +269,9 @@ pub struct Device {
     /// Deferred matches carry only their unresolved span to the next resolve round (the default), or their whole
     /// length (ACEAPEX_GPU_RESOLVE_WHOLE=1, for comparison).
     resolve_trim: bool,
+    /// ACEAPEX_GPU_SEEK_PROFILE=1: seeks are launched without graphs, with an event after every stage, and the
+    /// time between events is summed here by stage (total ms, batches); `marks` holds the current batch's events.
+    profile: Option<SeekProfile>,
     /// Name and compute capability, for the log line.
     pub description: String,
 }
@@ -370,10 +390,12 @@ impl Device {
             events,
             depth_hint: 2,
             graphs: HashMap::new(),
-            use_graphs: std::env::var_os("ACEAPEX_GPU_NO_GRAPHS").is_none(),
+            use_graphs: std::env::var_os("ACEAPEX_GPU_NO_GRAPHS").is_none()
+                && std::env::var_os("ACEAPEX_GPU_SEEK_PROFILE").is_none(),
             seek_by_chase,
             seek_split: std::env::var_os("ACEAPEX_GPU_SEEK_FUSED").is_none(),
             resolve_trim: std::env::var_os("ACEAPEX_GPU_RESOLVE_WHOLE").is_none(),
+            profile: std::env::var_os("ACEAPEX_GPU_SEEK_PROFILE").map(|_| SeekProfile::default()),
         })
     }
 
@@ -536,7 +558,30 @@ impl Device {
         }
         self.events.1.record(&stream).map_err(gpu("event"))?;
         stream.synchronize().map_err(gpu("seek batch"))?;
+        if let Some(profile) = self.profile.as_mut() {
+            let marks = std::mem::take(&mut profile.marks);
+            let mut prev = &self.events.0;
+            for (stage, event) in &marks {
+                let ms = prev.elapsed_ms(event).map_err(gpu("event timing"))?;
+                profile.add(stage, ms as f64);
+                prev = event;
+            }
+            profile.batches += 1;
+        }
         self.events.0.elapsed_ms(&self.events.1).map_err(gpu("event timing"))
+    }
+
+    /// Average device µs per seek sequence by stage, since the last reset (None unless
+    /// ACEAPEX_GPU_SEEK_PROFILE is set).
+    pub fn seek_profile(&mut self, reset: bool) -> Option<Vec<(&'static str, f64)>> {
+        let profile = self.profile.as_mut()?;
+        let n = profile.batches.max(1) as f64;
+        let out = profile.stages.iter().map(|&(s, ms)| (s, ms * 1000.0 / n)).collect();
+        if reset {
+            profile.stages.clear();
+            profile.batches = 0;
+        }
+        Some(out)
     }
 
     /// Records the seek sequence for (`n`, `levels`) into a graph.
@@ -593,6 +638,18 @@ impl Device {
         let list_counts = self.ptr(&self.seek.list_counts);
         let (counters, pool, status) =
             (self.ptr(&self.seek.counters), self.ptr(&self.seek.pool_used), self.ptr(&self.seek.status));
+        // Stage events for ACEAPEX_GPU_SEEK_PROFILE (never while capturing a graph: profiling disables graphs).
+        let profiling = self.profile.is_some();
+        let ctx = self.ctx.clone();
+        let mut marks: Vec<(&'static str, CudaEvent)> = Vec::new();
+        let mut mark = |stage: &'static str| -> Result<()> {
+            if profiling {
+                let event = ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(gpu("event"))?;
+                event.record(&stream).map_err(gpu("event"))?;
+                marks.push((stage, event));
+            }
+            Ok(())
+        };
         // SAFETY (copies): the pinned buffers hold at least max_batch << (block_log - unit_log) unit ids and
         // max_batch << block_log result bytes, one status word and counters_len counters; n is at most that many
         // units (seek_batch); the device buffers are at least as large. They live as long as this Device, which
@@ -611,6 +668,7 @@ impl Device {
                 .arg(&n32)
                 .launch(threads(n as u64, 65535))
                 .map_err(gpu("seed"))?;
+            mark("ids + seed")?;
             for level in 0..=levels {
                 let cfg = if level == 0 { first_level } else { later_parse };
                 // With the literals split off (the default) a level parses tokens only, in the seek's parse
@@ -625,9 +683,11 @@ impl Device {
                     }
                 };
                 stream.launch_builder(parse).arg(&c).arg(&level).arg(&mode).launch(cfg).map_err(gpu("parse"))?;
+                mark(if level == 0 { "parse level 0" } else { "parse levels 1+" })?;
                 if level < self.max_depth {
                     let cfg = if level == 0 { first_expand } else { later_level };
                     stream.launch_builder(&k.expand).arg(&c).arg(&level).launch(cfg).map_err(gpu("expand"))?;
+                    mark(if level == 0 { "expand level 0" } else { "expand levels 1+" })?;
                 }
             }
             if self.seek_split {
@@ -638,6 +698,7 @@ impl Device {
                     .arg(&parsed_level)
                     .launch(later_literals)
                     .map_err(gpu("literals"))?;
+                mark("literals")?;
             }
             // Resolve: by match-resolution rounds over every parsed slot (the requested blocks are slots 0..n, so
             // their bytes are then the first n << unit_log bytes of the pool), or byte by byte (the chase).
@@ -650,6 +711,7 @@ impl Device {
                     .arg(&out_ptr)
                     .launch(chase_cfg)
                     .map_err(gpu("chase"))?;
+                mark("chase")?;
                 out_ptr
             } else {
                 let parsed_level = levels + 1;
@@ -686,6 +748,10 @@ impl Device {
             result::memset_d8_async(pool, 0, 8, cu).map_err(gpu("reset"))?;
             result::memset_d8_async(status, 0, 8, cu).map_err(gpu("reset"))?;
             result::memset_d8_async(list_counts, 0, list_counts_len * 4, cu).map_err(gpu("reset"))?;
+            mark("copies + reset")?;
+        }
+        if let Some(profile) = self.profile.as_mut() {
+            profile.marks = marks;
         }
         Ok(())
     }

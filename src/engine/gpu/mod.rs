@@ -133,6 +133,12 @@ impl GpuEngine {
         self.lock()?.full_decode(variant, poison)?.map_err(KernelFault::into_error)
     }
 
+    /// With ACEAPEX_GPU_SEEK_PROFILE=1 in the environment at engine start: the average device µs per seek
+    /// sequence spent in each stage since the last reset (a diagnostic; seeks then run without CUDA graphs).
+    pub fn seek_profile(&self, reset: bool) -> Result<Option<Vec<(&'static str, f64)>>> {
+        Ok(self.lock()?.seek_profile(reset))
+    }
+
     /// Copies the last full decode's stream into `host`, returning the transfer's device ms.
     pub fn full_output(&self, host: &mut [u8]) -> Result<f32> {
         let total = self.data.footer.total_len as usize;
