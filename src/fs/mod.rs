@@ -9,8 +9,10 @@
 //! - Reads go through a [`Backend`] (the opened [`crate::archive::Archive`], or an in-memory tree for tests and
 //!   the `nullfs` baseline). Each open handle watches for sequential access ([`readahead`]); a sequential
 //!   reader gets a [`stream::Run`]: the backend's sequential decoder on its own thread, decoding the rest of
-//!   the file in order ahead of the reader into the stream cache. Every read first takes what the stream cache
-//!   holds and goes to the backend's random-access path only for the rest.
+//!   the file in order ahead of the reader into the stream cache. A file read at random whose size is within
+//!   the fill limits gets one run over the whole file (a fill), so that later random reads find it decoded.
+//!   Every read first takes what the stream cache holds and goes to the backend's random-access path only for
+//!   the rest.
 //! - A corrupt block fails only the reads that touch it (EIO) and is logged once with archive, block id and
 //!   payload offset; everything else keeps working.
 
