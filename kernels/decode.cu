@@ -640,8 +640,10 @@ extern "C" __global__ void seed_batch(Ctx c, const u32* ids, u32 n) {
     c.tok_off[i] = off;
 }
 
-// Claims unit b for parsing at the next level (at most once per batch).
+// Claims unit b for parsing at the next level (at most once per batch). A plain read first: most pieces land in
+// units already claimed (hot sources), and skipping their atomicCAS keeps them off one contended address.
 __device__ void claim_unit(const Ctx& c, u32 b) {
+    if (*(volatile u32*)&c.slot_of_unit[b] != NO_SLOT) return;
     if (atomicCAS(&c.slot_of_unit[b], NO_SLOT, CLAIMING) != NO_SLOT) return;
     u32 e = atomicAdd(&c.counters[0], 1u);
     if (e >= c.wl_cap) {
@@ -659,9 +661,15 @@ __device__ void claim_unit(const Ctx& c, u32 b) {
     c.tok_off[e] = off;
 }
 
-// Appends the source range [src, src + len) to level `next`'s list, split at unit boundaries, and claims the
-// units it lies in.
-__device__ void emit_range(const Ctx& c, u32 next, u64 src, u32 len) {
+// Pieces of [src, src + len) when it is split at unit boundaries.
+__device__ __forceinline__ u32 range_pieces(const Ctx& c, u64 src, u32 len) {
+    if (len == 0) return 0;
+    return (u32)(((src + len - 1) >> c.unit_log) - (src >> c.unit_log) + 1);
+}
+
+// Writes [src, src + len), split at unit boundaries, to level `next`'s list from slot `idx` on (the caller
+// reserved range_pieces slots), and claims the units it lies in.
+__device__ void write_range(const Ctx& c, u32 next, u32 idx, u64 src, u32 len) {
     u64* rsrc = (next & 1) ? c.rsrc1 : c.rsrc0;
     u32* rlen = (next & 1) ? c.rlen1 : c.rlen0;
     while (len > 0) {
@@ -671,42 +679,49 @@ __device__ void emit_range(const Ctx& c, u32 next, u64 src, u32 len) {
             return;
         }
         u32 piece = (u32)min((u64)len, ((b + 1) << c.unit_log) - src);
-        u32 idx = atomicAdd(range_count(c, next), 1u);
         if (idx >= c.range_cap) {
             report(c.status, E_RANGES, b);
             return;
         }
         rsrc[idx] = src;
         rlen[idx] = piece;
+        idx++;
         claim_unit(c, (u32)b);
         src += piece;
         len -= piece;
     }
 }
 
-// The source bytes of match-relative bytes [k0, k1) of a match from `msrc` at distance `dist` and length `len`
-// (periodic fill: byte k comes from msrc + k mod dist).
-__device__ void emit_match_sources(const Ctx& c, u32 next, u64 msrc, u64 dist, u32 len, u32 k0, u32 k1) {
+// The (at most two) source ranges of match-relative bytes [k0, k1) of a match from `msrc` at distance `dist` and
+// length `len` (periodic fill: byte k comes from msrc + k mod dist). Returns how many.
+__device__ __forceinline__ u32 match_sources(u64 msrc, u64 dist, u32 len, u32 k0, u32 k1, u64* s, u32* l) {
     if (dist >= (u64)len) {
-        emit_range(c, next, msrc + k0, k1 - k0);
-        return;
+        s[0] = msrc + k0;
+        l[0] = k1 - k0;
+        return 1;
     }
     u32 p = (u32)dist;
     if (k1 - k0 >= p) {
-        emit_range(c, next, msrc, p);
-        return;
+        s[0] = msrc;
+        l[0] = p;
+        return 1;
     }
     u32 a0 = k0 % p, a1 = a0 + (k1 - k0);
     if (a1 <= p) {
-        emit_range(c, next, msrc + a0, a1 - a0);
-    } else {  // wraps around the period
-        emit_range(c, next, msrc + a0, p - a0);
-        emit_range(c, next, msrc, a1 - p);
+        s[0] = msrc + a0;
+        l[0] = a1 - a0;
+        return 1;
     }
+    s[0] = msrc + a0;  // wraps around the period
+    l[0] = p - a0;
+    s[1] = msrc;
+    l[1] = a1 - p;
+    return 2;
 }
 
 // Level d -> d + 1: for every byte range needed at level d (for d = 0: each requested unit), the source ranges
-// of the match bytes in it. A warp per range, a lane per overlapping token.
+// of the match bytes in it. A warp per range, a lane per overlapping token; the warp reserves the list slots of
+// all its pieces with one atomicAdd (a prefix sum of the lanes' piece counts), not one per piece.
 extern "C" __global__ void expand_ranges(Ctx c, u32 level) {
     if (failed(c)) return;
     const u32 nranges = level == 0 ? *level_begin(c, 1) : min(*range_count(c, level), c.range_cap);
@@ -739,17 +754,32 @@ extern "C" __global__ void expand_ranges(Ctx c, u32 level) {
         u64 tb = c.tok_off[s];
         const u32* tp = c.tpos + tb;
         u32 t0 = last_le(tp, 0, ntok, lo);
-        // The final token (t = ntok - 1) has no match.
-        for (u32 t = t0 + lane; t + 1 < ntok && tp[t] < hi; t += 32) {
-            u32 ms = c.mpos[tb + t], me = tp[t + 1];
-            u32 a = max(ms, lo), z = min(me, hi);
-            if (a >= z) continue;
-            u64 dist = c.back[tb + t];
-            if (dist == 0 || dist > bstart + ms) {
-                report(c.status, E_BACK, b);
-                continue;
+        // The final token (t = ntok - 1) has no match. Every lane runs every pass (warp-collective prefix sum).
+        for (u32 pass = t0;; pass += 32) {
+            u32 t = pass + lane;
+            bool in = t + 1 < ntok && tp[t] < hi;
+            if (!__any_sync(FULL_MASK, in)) break;
+            u64 ss[2] = {0, 0};
+            u32 ll[2] = {0, 0};
+            u32 nr = 0;
+            if (in) {
+                u32 ms = c.mpos[tb + t], me = tp[t + 1];
+                u32 a = max(ms, lo), z = min(me, hi);
+                if (a < z) {
+                    u64 dist = c.back[tb + t];
+                    if (dist == 0 || dist > bstart + ms) report(c.status, E_BACK, b);
+                    else nr = match_sources(bstart + ms - dist, dist, me - ms, a - ms, z - ms, ss, ll);
+                }
             }
-            emit_match_sources(c, level + 1, bstart + ms - dist, dist, me - ms, a - ms, z - ms);
+            u32 cnt = (nr > 0 ? range_pieces(c, ss[0], ll[0]) : 0) + (nr > 1 ? range_pieces(c, ss[1], ll[1]) : 0);
+            u32 incl = warp_inclusive_scan(cnt);
+            u32 total = __shfl_sync(FULL_MASK, incl, 31);
+            u32 base = 0;
+            if (lane == 31 && total > 0) base = atomicAdd(range_count(c, level + 1), total);
+            base = __shfl_sync(FULL_MASK, base, 31);
+            u32 idx = base + incl - cnt;
+            if (nr > 0) write_range(c, level + 1, idx, ss[0], ll[0]);
+            if (nr > 1) write_range(c, level + 1, idx + range_pieces(c, ss[0], ll[0]), ss[1], ll[1]);
         }
     }
 }
