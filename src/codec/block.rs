@@ -7,7 +7,7 @@
 //! the block), which the whole-block decoders use.
 
 use crate::codec::cut::{cut_slices, SliceTokens};
-use crate::codec::tables::{SymbolStats, TableSet, LIT_ALPHABET, LL_ALPHABET, ML_ALPHABET, OF_ALPHABET};
+use crate::codec::tables::{SymbolStats, Table, TableSet, LIT_ALPHABET, LL_ALPHABET, ML_ALPHABET, OF_ALPHABET};
 use crate::codec::{logcode, rans, varint};
 use crate::error::DecodeError;
 
@@ -374,7 +374,8 @@ pub fn decode_block_into(
             Dest { unit: 0, start: shape.start + off as u64, base: off, len }
         })
         .collect();
-    with_scratch(|scratch| decode_layouts(&layouts, &dests, tables, lanes, scratch, &mut [out]))
+    let sets = vec![tables; layouts.len()];
+    with_scratch(|scratch| decode_layouts(&layouts, &dests, &sets, lanes, scratch, &mut [out]))
         .map_err(|(j, e)| in_slice(j, e))
 }
 
@@ -388,11 +389,12 @@ struct Dest {
 }
 
 /// The entropy stage of every slice (in lock-step groups of four), then each slice's token parse in order,
-/// appended to its unit (units must have been reset). Errors name the index of the slice that failed.
+/// appended to its unit (units must have been reset). Slice `k` is coded with `sets[k]`. Errors name the index
+/// of the slice that failed.
 fn decode_layouts(
     layouts: &[PayloadLayout],
     dests: &[Dest],
-    tables: &TableSet,
+    sets: &[&TableSet],
     lanes: usize,
     scratch: &mut Scratch,
     outs: &mut [&mut ParsedBlock],
@@ -426,26 +428,27 @@ fn decode_layouts(
             lits[d.unit] = rest;
             segs.push([ll, ml, of, lit]);
         }
-        let set = [&tables.ll, &tables.ml, &tables.of, &tables.lit];
+        let table_sets: Vec<[&Table; 4]> = sets.iter().map(|t| [&t.ll, &t.ml, &t.of, &t.lit]).collect();
         let mut segs = segs.into_iter();
         for (g, decs) in scratch.decoders[..n].chunks_mut(4).enumerate() {
             let in_group = |e| (4 * g, e);
+            let set = |k: usize| table_sets.get(4 * g + k).copied().unwrap_or(table_sets[0]);
             match decs {
                 [a, b, c, d] => {
                     let s = std::array::from_fn(|_| segs.next().unwrap_or_default());
-                    rans::Decoder::decode_lockstep([a, b, c, d], s, set).map_err(in_group)?
+                    rans::Decoder::decode_lockstep([a, b, c, d], s, std::array::from_fn(set)).map_err(in_group)?
                 }
                 [a, b, c] => {
                     let s = std::array::from_fn(|_| segs.next().unwrap_or_default());
-                    rans::Decoder::decode_lockstep([a, b, c], s, set).map_err(in_group)?
+                    rans::Decoder::decode_lockstep([a, b, c], s, std::array::from_fn(set)).map_err(in_group)?
                 }
                 [a, b] => {
                     let s = std::array::from_fn(|_| segs.next().unwrap_or_default());
-                    rans::Decoder::decode_lockstep([a, b], s, set).map_err(in_group)?
+                    rans::Decoder::decode_lockstep([a, b], s, std::array::from_fn(set)).map_err(in_group)?
                 }
                 [a] => {
                     let s = [segs.next().unwrap_or_default()];
-                    rans::Decoder::decode_lockstep([a], s, set).map_err(in_group)?
+                    rans::Decoder::decode_lockstep([a], s, [set(0)]).map_err(in_group)?
                 }
                 _ => unreachable!("chunks_mut(4) yields 1 to 4 decoders"),
             }
@@ -466,16 +469,21 @@ fn decode_layouts(
     Ok(())
 }
 
+/// One slice to decode with [`decode_slices`]: its block's payload, shape and tables, and the slice's index.
+pub type SliceJob<'a> = (&'a [u8], BlockShape, usize, &'a TableSet);
+
 /// Decodes several slices, each on its own (as [`decode_slice`] would), but their entropy stages four at a time
-/// in lock step: what a reader resolving many source pieces does, one slice per piece. All slices must use
-/// `tables`; `jobs` are `(block payload, block shape, slice index)`. One result per job.
-pub fn decode_slices(jobs: &[(&[u8], BlockShape, usize)], tables: &TableSet) -> Vec<Result<ParsedBlock, DecodeError>> {
+/// in lock step: what a reader resolving many source pieces does, one slice per piece (the slices may belong to
+/// any blocks and table groups). One result per job.
+pub fn decode_slices(jobs: &[SliceJob]) -> Vec<Result<ParsedBlock, DecodeError>> {
     let together = (|| {
-        check_alphabets(tables)?;
         let mut layouts = Vec::with_capacity(jobs.len());
         let mut dests = Vec::with_capacity(jobs.len());
+        let mut sets = Vec::with_capacity(jobs.len());
         let mut lanes = None;
-        for (k, &(payload, shape, j)) in jobs.iter().enumerate() {
+        for (k, &(payload, shape, j, tables)) in jobs.iter().enumerate() {
+            check_alphabets(tables)?;
+            sets.push(tables);
             let (l, n_slices) = shape.check()?;
             if j >= n_slices || lanes.is_some_and(|x| x != l) {
                 return Err(DecodeError::Invalid { what: "slice job", detail: format!("job {k}") });
@@ -495,14 +503,14 @@ pub fn decode_slices(jobs: &[(&[u8], BlockShape, usize)], tables: &TableSet) -> 
             })
             .collect();
         let mut refs: Vec<&mut ParsedBlock> = outs.iter_mut().collect();
-        with_scratch(|scratch| decode_layouts(&layouts, &dests, tables, lanes.unwrap_or(1), scratch, &mut refs))
+        with_scratch(|scratch| decode_layouts(&layouts, &dests, &sets, lanes.unwrap_or(1), scratch, &mut refs))
             .map_err(|(_, e)| e)?;
         Ok(outs)
     })();
     match together {
         Ok(outs) => outs.into_iter().map(Ok).collect(),
         // Some slice is bad: decode each alone, so that each gets its own verdict and error.
-        Err(_) => jobs.iter().map(|&(payload, shape, j)| decode_slice(payload, tables, shape, j)).collect(),
+        Err(_) => jobs.iter().map(|&(payload, shape, j, tables)| decode_slice(payload, tables, shape, j)).collect(),
     }
 }
 
@@ -543,7 +551,14 @@ pub fn decode_slice_into(
     let layout = PayloadLayout::parse(slice, lanes, len).map_err(|e| in_slice(j, e))?;
     let dest = Dest { unit: 0, start, base: 0, len };
     with_scratch(|scratch| {
-        decode_layouts(std::slice::from_ref(&layout), std::slice::from_ref(&dest), tables, lanes, scratch, &mut [out])
+        decode_layouts(
+            std::slice::from_ref(&layout),
+            std::slice::from_ref(&dest),
+            &[tables],
+            lanes,
+            scratch,
+            &mut [out],
+        )
     })
     .map_err(|(_, e)| in_slice(j, e))
 }
@@ -1180,17 +1195,36 @@ mod tests {
             let mut bad = payload.clone();
             let last = bad.len() - 2;
             bad[last] ^= 0x21;
+            // A second block with its own tables, to mix table sets in one lock-step group.
+            let (t2, p2, _) =
+                encode_with_own_tables(9000, &[Token { lit_len: 700, match_len: 0, back: 0 }], &[7; 700], lanes);
+            let s2 = shape(9000, 700, lanes);
             let shape = shape(0, 5000, lanes);
             let other = BlockShape { start: 5000, ..shape };
             for jobs in [
-                vec![(&payload[..], shape, 2), (&payload[..], shape, 0), (&payload[..], other, 1)],
-                vec![(&payload[..], shape, 0), (&bad[..], shape, 2), (&payload[..], shape, 1), (&bad[..], shape, 0)],
-                vec![(&payload[..], shape, 1); 5],
-                vec![(&payload[..], shape, 3)],
+                vec![
+                    (&payload[..], shape, 2, &tables),
+                    (&payload[..], shape, 0, &tables),
+                    (&payload[..], other, 1, &tables),
+                ],
+                vec![
+                    (&payload[..], shape, 0, &tables),
+                    (&bad[..], shape, 2, &tables),
+                    (&payload[..], shape, 1, &tables),
+                    (&bad[..], shape, 0, &tables),
+                ],
+                vec![
+                    (&p2[..], s2, 0, &t2),
+                    (&payload[..], shape, 1, &tables),
+                    (&p2[..], s2, 0, &t2),
+                    (&payload[..], shape, 2, &tables),
+                ],
+                vec![(&payload[..], shape, 1, &tables); 5],
+                vec![(&payload[..], shape, 3, &tables)],
                 vec![],
             ] {
-                let together = decode_slices(&jobs, &tables);
-                let alone: Vec<_> = jobs.iter().map(|&(p, sh, j)| decode_slice(p, &tables, sh, j)).collect();
+                let together = decode_slices(&jobs);
+                let alone: Vec<_> = jobs.iter().map(|&(p, sh, j, t)| decode_slice(p, t, sh, j)).collect();
                 assert_eq!(together, alone, "lanes {lanes}");
             }
         }

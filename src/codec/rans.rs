@@ -87,7 +87,7 @@ fn decode_step(lookup: &DecodeLookup, x: u32) -> (u8, u32) {
 /// How many decode lookups (16 KiB each) a thread keeps: the four tables of a few groups, so that decoding the
 /// blocks of one group in a row builds each lookup once, while memory stays bounded however many groups the
 /// archive has.
-const LOOKUP_CACHE_SLOTS: usize = 16;
+const LOOKUP_CACHE_SLOTS: usize = 32;
 
 /// A cached lookup, found again by the table's address and confirmed by its frequencies (the lookup is a pure
 /// function of them, so a reused address with other frequencies is simply a miss).
@@ -140,16 +140,17 @@ fn with_lookup<R>(table: &Table, f: impl FnOnce(&DecodeLookup) -> R) -> R {
     })
 }
 
-/// Runs `f` with the decode lookups of four tables at once (a table set: LL, ML, OF, LIT), from this thread's
-/// cache or freshly built into it: what the lock-step decoder needs, since its streams switch tables at
-/// different symbols.
-fn with_set_lookups<R>(tables: [&Table; 4], f: impl FnOnce([&DecodeLookup; 4]) -> R) -> R {
+/// Runs `f` with the decode lookups of `M ≤ 16` tables at once (the table sets of up to four streams: LL, ML,
+/// OF, LIT each), from this thread's cache or freshly built into it: what the lock-step decoder needs, since its
+/// streams switch tables at different symbols.
+fn with_set_lookups<const M: usize, R>(tables: [&Table; M], f: impl FnOnce([&DecodeLookup; M]) -> R) -> R {
+    const { assert!(M <= LOOKUP_CACHE_SLOTS / 2) };
     LOOKUP_CACHE.with(|cell| {
         let Ok(mut cache) = cell.try_borrow_mut() else {
             let built = tables.map(|t| t.decode_lookup());
-            return f([&built[0], &built[1], &built[2], &built[3]]);
+            return f(std::array::from_fn(|k| &built[k]));
         };
-        let mut index = [0usize; 4];
+        let mut index = [0usize; M];
         for (k, table) in tables.iter().enumerate() {
             cache.clock += 1;
             let now = cache.clock;
@@ -163,8 +164,8 @@ fn with_set_lookups<R>(tables: [&Table; 4], f: impl FnOnce([&DecodeLookup; 4]) -
                     cache.slots.len() - 1
                 }
                 None => {
-                    // The least recently used slot; the ones picked for this set were just used, so they are
-                    // never the oldest of the 16.
+                    // The least recently used slot; the ones picked for this call were just used, and they are
+                    // at most half of the slots, so they are never the oldest.
                     let oldest = cache.slots.iter().enumerate().min_by_key(|(_, c)| c.last_used).map_or(0, |(i, _)| i);
                     let slot = &mut cache.slots[oldest];
                     slot.address = address;
@@ -475,18 +476,18 @@ impl Decoder {
     }
 
     /// Decodes `N` single-lane streams in lock step: stream `s` decodes the four segments `outs[s]` with the
-    /// tables `tables` (LL, ML, OF, LIT), and the streams advance one symbol each per round, so that their
+    /// tables `tables[s]` (LL, ML, OF, LIT), and the streams advance one symbol each per round, so that their
     /// dependency chains (lookup, multiply, refill) overlap instead of running one after another. The result is
     /// exactly what [`Decoder::decode`] on each stream in turn gives. Streams with more than one lane are
     /// decoded one by one. Call [`Decoder::finish`] on each afterwards.
     pub fn decode_lockstep<const N: usize>(
         decoders: [&mut Decoder; N],
         outs: [[&mut [u8]; 4]; N],
-        tables: [&Table; 4],
+        tables: [[&Table; 4]; N],
     ) -> Result<(), DecodeError> {
         // A table the group does not use must not be asked for a symbol (same rule as `decode`).
-        for (s, segs) in outs.iter().enumerate() {
-            for (seg, table) in segs.iter().zip(tables) {
+        for (s, (segs, set)) in outs.iter().zip(&tables).enumerate() {
+            for (seg, table) in segs.iter().zip(set) {
                 if !seg.is_empty() && table.is_empty() {
                     return Err(DecodeError::Rans {
                         detail: format!("stream {s}: a segment needs a table the group does not use (nsym = 0)"),
@@ -497,8 +498,24 @@ impl Decoder {
         if decoders.iter().any(|d| d.lanes != 1 || d.next != 0) {
             return Decoder::decode_each(decoders, outs, tables);
         }
+        match N {
+            1 => Decoder::lockstep_with::<N, 4>(decoders, outs, tables),
+            2 => Decoder::lockstep_with::<N, 8>(decoders, outs, tables),
+            3 => Decoder::lockstep_with::<N, 12>(decoders, outs, tables),
+            _ => Decoder::lockstep_with::<N, 16>(decoders, outs, tables),
+        }
+    }
+
+    /// [`Decoder::decode_lockstep`] once the checks are done; `M = 4N` lookups.
+    fn lockstep_with<const N: usize, const M: usize>(
+        decoders: [&mut Decoder; N],
+        outs: [[&mut [u8]; 4]; N],
+        tables: [[&Table; 4]; N],
+    ) -> Result<(), DecodeError> {
         let totals: [usize; N] = std::array::from_fn(|s| outs[s].iter().map(|o| o.len()).sum());
-        with_set_lookups(tables, |lookups| {
+        let flat: [&Table; M] = std::array::from_fn(|k| tables[(k / 4).min(N - 1)][k % 4]);
+        with_set_lookups(flat, |flat| {
+            let lookups: [[&DecodeLookup; 4]; N] = std::array::from_fn(|s| std::array::from_fn(|k| flat[4 * s + k]));
             // Each stream's segments shrink from the front as they are decoded; `seg` is the current one.
             let mut streams: [Lockstep; N] = {
                 let mut outs = outs.into_iter();
@@ -526,13 +543,16 @@ impl Decoder {
                 // positions live in local arrays (registers once unrolled), not behind the stream structs.
                 let mut xs: [u32; N] = std::array::from_fn(|k| streams[k].x);
                 let mut ps: [usize; N] = std::array::from_fn(|k| streams[k].pos);
+                let mut s = 0;
                 let mut cur = streams.each_mut().map(|st| {
                     let seg = std::mem::take(&mut st.segs[st.seg]);
                     let (now, rest) = seg.split_at_mut(round);
                     st.segs[st.seg] = rest;
                     // Exactly `nwords + 1` words (the sentinel last), so `min(pos, nwords)` needs no bounds check.
                     let words = st.dec.words.get(..=st.dec.nwords).unwrap_or(&[0]);
-                    (now, lookups[st.seg], words, words.len() - 1)
+                    let lookup = lookups[s][st.seg];
+                    s += 1;
+                    (now, lookup, words, words.len() - 1)
                 });
                 for i in 0..round {
                     for (k, (out, lookup, words, nwords)) in cur.iter_mut().enumerate() {
@@ -545,9 +565,9 @@ impl Decoder {
                 }
             }
             // Streams with symbols left (the others ran out first) finish alone.
-            for st in streams.iter_mut() {
+            for (st, set) in streams.iter_mut().zip(&lookups) {
                 let first = st.seg.min(4);
-                for (seg, lookup) in st.segs[first..].iter_mut().zip(&lookups[first..]) {
+                for (seg, lookup) in st.segs[first..].iter_mut().zip(&set[first..]) {
                     for o in std::mem::take(seg).iter_mut() {
                         *o = step_clamped(lookup, &mut st.x, &st.dec.words, st.dec.nwords, &mut st.pos);
                     }
@@ -566,10 +586,10 @@ impl Decoder {
     fn decode_each<const N: usize>(
         decoders: [&mut Decoder; N],
         outs: [[&mut [u8]; 4]; N],
-        tables: [&Table; 4],
+        tables: [[&Table; 4]; N],
     ) -> Result<(), DecodeError> {
-        for (dec, segs) in decoders.into_iter().zip(outs) {
-            for (seg, table) in segs.into_iter().zip(tables) {
+        for ((dec, segs), set) in decoders.into_iter().zip(outs).zip(tables) {
+            for (seg, table) in segs.into_iter().zip(set) {
                 dec.decode(table, seg)?;
             }
         }
@@ -855,7 +875,7 @@ mod tests {
                 let [p, q, r, s] = it.next().unwrap();
                 [&mut p[..], &mut q[..], &mut r[..], &mut s[..]]
             });
-            Decoder::decode_lockstep([a, b, c, d], outs, tables).unwrap();
+            Decoder::decode_lockstep([a, b, c, d], outs, [tables; 4]).unwrap();
         }
         for ((sb, wb, splits), (dec, buf)) in streams.iter().zip(decs.iter().zip(&bufs)) {
             let mut alone = Decoder::new(sb, wb, 1).unwrap();
@@ -883,7 +903,7 @@ mod tests {
         let mut d = Decoder::new(&[0, 0, 1, 0], &[], 1).unwrap();
         let mut one = [0u8; 1];
         let outs = [[&mut [][..], &mut [][..], &mut [][..], &mut one[..]]];
-        assert!(Decoder::decode_lockstep([&mut d], outs, [&t, &t, &t, &empty]).is_err());
+        assert!(Decoder::decode_lockstep([&mut d], outs, [[&t, &t, &t, &empty]]).is_err());
     }
 
     fn segment_strategy() -> impl Strategy<Value = Vec<(Vec<u64>, Vec<u8>)>> {

@@ -22,7 +22,7 @@ use lru::LruCache;
 use rayon::prelude::*;
 use xxhash_rust::xxh3::xxh3_64;
 
-use crate::codec::block::{decode_block, decode_slice, decode_slices, BlockShape, ParsedBlock};
+use crate::codec::block::{decode_block, decode_slice, decode_slices, BlockShape, ParsedBlock, SliceJob};
 use crate::error::{DecodeError, Error};
 use crate::format::ArchiveData;
 
@@ -175,39 +175,22 @@ pub fn parse_slice(data: &ArchiveData, g: u64) -> Result<ParsedBlock, BlockFault
     Ok(parsed)
 }
 
-/// Parses the global slices `gs` (sorted), each on its own, with the entropy stages of slices that share a table
-/// group run four at a time in lock step ([`decode_slices`]): the closure planner's unit of work.
+/// Parses the global slices `gs`, each on its own, with their entropy stages four at a time in lock step
+/// ([`decode_slices`]): the closure planner's unit of work.
 pub fn parse_slices(data: &ArchiveData, gs: &[u64]) -> Vec<(u64, Result<ParsedBlock, BlockFault>)> {
-    let group_log = data.header.group_log;
-    let mut out = Vec::with_capacity(gs.len());
-    let mut rest = gs;
-    while let Some(&first) = rest.first() {
-        let (id, _) = data.slice_block(first);
-        if first >= data.global_slice_count() || id >= data.block_count() {
-            out.push((first, parse_slice(data, first)));
-            rest = &rest[1..];
-            continue;
-        }
-        // Up to four valid slices of the same table group.
-        let group = id >> group_log;
-        let n = rest
-            .iter()
-            .take(4)
-            .take_while(|&&g| {
-                let (b, _) = data.slice_block(g);
-                g < data.global_slice_count() && b < data.block_count() && b >> group_log == group
-            })
-            .count();
-        let (now, later) = rest.split_at(n);
-        rest = later;
-        let jobs: Vec<(&[u8], BlockShape, usize)> = now
+    let valid = |g: u64| g < data.global_slice_count() && data.slice_block(g).0 < data.block_count();
+    let (good, bad): (Vec<u64>, Vec<u64>) = gs.iter().partition(|&&g| valid(g));
+    let mut out: Vec<(u64, Result<ParsedBlock, BlockFault>)> =
+        bad.into_iter().map(|g| (g, parse_slice(data, g))).collect();
+    for now in good.chunks(4) {
+        let jobs: Vec<SliceJob> = now
             .iter()
             .map(|&g| {
                 let (b, j) = data.slice_block(g);
-                (data.payload(b), block_shape(data, b), j as usize)
+                (data.payload(b), block_shape(data, b), j as usize, data.tables_for(b))
             })
             .collect();
-        for (&g, result) in now.iter().zip(decode_slices(&jobs, data.tables_for(id))) {
+        for (&g, result) in now.iter().zip(decode_slices(&jobs)) {
             let (b, _) = data.slice_block(g);
             let fault = |error| BlockFault { block: b, error };
             let checked = result
