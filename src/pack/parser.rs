@@ -39,6 +39,29 @@ pub struct BlockTokens {
     pub literals: Vec<u8>,
 }
 
+/// Index of the first byte of `depths` that is at least `max`, eight bytes at a time: candidates are checked at
+/// nearly every position, over up to a few hundred source bytes each.
+#[inline]
+fn first_deep(depths: &[u8], max: u8) -> Option<usize> {
+    if max > 128 {
+        return depths.iter().position(|&d| d >= max);
+    }
+    const LOW: u64 = u64::from_le_bytes([0x01; 8]);
+    const HIGH: u64 = u64::from_le_bytes([0x80; 8]);
+    // A byte > n (n <= 127) sets its high bit in `(x + (127 - n) * LOW) | x`.
+    let add = (127 - (max as u64 - 1)) * LOW;
+    let mut chunks = depths.chunks_exact(8);
+    let mut at = 0;
+    for c in &mut chunks {
+        let x = u64::from_le_bytes(c.try_into().expect("8 bytes"));
+        if ((x.wrapping_add(add)) | x) & HIGH != 0 {
+            return c.iter().position(|&d| d >= max).map(|k| at + k);
+        }
+        at += 8;
+    }
+    chunks.remainder().iter().position(|&d| d >= max).map(|k| at + k)
+}
+
 /// Distance class of a back distance (FORMAT.md §1): `< 2^12, 2^16, … , 2^36`, then the rest.
 #[inline]
 pub fn distance_class(back: u64) -> usize {
@@ -226,7 +249,25 @@ impl<'a> SegmentParser<'a> {
     fn cap_by_depth(&self, pos: u64, c: Candidate) -> u32 {
         let src = pos - c.back;
         let span = (c.len as u64).min(c.back);
-        (0..span).find(|&k| self.depth_at(src + k) >= self.max_depth).map_or(c.len, |k| k as u32)
+        let end = src + span;
+        // Sources before the segment read the final depths (bytes past them count as 0), the rest this
+        // segment's own estimates.
+        let split = self.seg_start.clamp(src, end);
+        if split > src {
+            let outer_end = (split as usize).min(self.outer_depth.len());
+            if (src as usize) < outer_end {
+                if let Some(k) = first_deep(&self.outer_depth[src as usize..outer_end], self.max_depth) {
+                    return k as u32;
+                }
+            }
+        }
+        if end > split {
+            let local = &self.local_depth[(split - self.seg_start) as usize..(end - self.seg_start) as usize];
+            if let Some(k) = first_deep(local, self.max_depth) {
+                return (split - src) as u32 + k as u32;
+            }
+        }
+        c.len
     }
 
     /// Replaces the block's estimated depths with those of its final tokens.
@@ -358,5 +399,29 @@ impl<'a> SegmentParser<'a> {
         }
         out.tokens.push(Token { lit_len: run, match_len: 0, back: 0 });
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::first_deep;
+
+    #[test]
+    fn first_deep_matches_a_byte_scan() {
+        let mut x = 7u64;
+        for len in 0..70 {
+            let depths: Vec<u8> = (0..len)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    // Mostly shallow, sometimes deep, sometimes above 127 (the word trick must still hold).
+                    [0, 1, 3, 15, 16, 17, 127, 128, 200, 255][(x % 10) as usize] * ((x >> 8) % 4 == 0) as u8
+                })
+                .collect();
+            for max in [1u8, 2, 16, 17, 127, 128, 129, 255] {
+                assert_eq!(first_deep(&depths, max), depths.iter().position(|&d| d >= max), "{depths:?} {max}");
+            }
+        }
     }
 }

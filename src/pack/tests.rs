@@ -298,4 +298,5 @@ fn measure() {
         r.literals,
         r.max_depth_seen
     );
+    println!("stages: {:?}", r.stages);
 }
