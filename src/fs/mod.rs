@@ -602,8 +602,8 @@ impl<B: Backend> AcxFs<B> {
                 return Some(Arc::clone(run));
             }
         }
-        // A file of a few blocks is read whole by its first request or two; a fill would only add a run, whose
-        // start may decode the stream before the file (Archive::decode_range_sequential's prefix rule).
+        // A file of a few blocks is read whole by its first request or two; a fill would only add a run and its
+        // thread for nothing.
         if file_size < FILL_MIN_BYTES || file_size > self.options.fill_max_bytes {
             return None;
         }
