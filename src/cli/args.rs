@@ -89,7 +89,7 @@ pub struct PackArgs {
     /// Memory budget for the packer's working structures, e.g. 4G [default: 1G].
     #[arg(long, value_name = "SIZE", value_parser = size_arg)]
     pub memory: Option<u64>,
-    /// Interleaved rANS states per slice: 1, 2, 4, 8, 16 or 32 (1 packs smallest; more lanes decode faster on a GPU warp).
+    /// Interleaved rANS states per slice: 1, 2, 4, 8, 16 or 32 (1 packs smallest, more decode faster).
     #[arg(long, value_name = "K", value_parser = lanes_arg, default_value_t = PackOptions::default().rans_lanes)]
     pub lanes: u8,
     /// A table group is 2^N consecutive blocks sharing frequency tables, 0..=12.
