@@ -106,6 +106,12 @@ impl Archive {
         self.data.footer.total_len
     }
 
+    /// Whether large ranges are better read as batches through the engine (a GPU is in use) than with the
+    /// CPU's sequential decoder.
+    pub fn prefers_batches(&self) -> bool {
+        self.gpu.is_some()
+    }
+
     /// "cpu", "gpu", or "gpu+cpu" (auto with a working GPU: batches on the GPU, single cold blocks on the CPU).
     pub fn engine_name(&self) -> &str {
         &self.engine_name

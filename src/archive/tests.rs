@@ -151,6 +151,7 @@ fn consecutive_sequential_runs_continue_one_window() {
         .unwrap();
     assert!(out == plan.stream[40_000..50_000]);
     assert_eq!(fresh.stats().decodes.get("cpu"), Some(&4)); // blocks 9 ..= 12
+
     // Going back, repeating, and jumping all still give the right bytes.
     for (start, len) in [(5, 100), (30_000, 30_000), (30_000, 30_000), (59_999, 1), (0, 60_000), (4096, 0)] {
         read(start, len);

@@ -17,6 +17,8 @@ use crate::pack::{pack, PackOptions};
 
 /// Bytes moved per read call when `cat` streams a small range through the block cache.
 const CHUNK: usize = 1 << 20;
+/// Read size when a GPU decodes: 1024 blocks of 16 KiB, the archive's largest engine batch.
+const GPU_CHUNK: usize = 16 << 20;
 
 pub fn run(command: Command) -> Result<(), CliError> {
     match command {
@@ -72,7 +74,8 @@ fn pack_cmd(a: PackArgs) -> Result<(), CliError> {
 const SEQUENTIAL_MIN_BYTES: u64 = 4 << 20;
 
 /// Streams `len` bytes of the logical stream from `start` to `sink`, in order: with the sequential decoder when
-/// `sequential`, else through the block cache.
+/// `sequential`, else through the block cache (batches of up to 16 MiB when a GPU decodes them: one launch
+/// sequence per batch).
 fn stream_range(
     archive: &Archive,
     start: u64,
@@ -80,7 +83,7 @@ fn stream_range(
     sequential: bool,
     sink: &mut dyn FnMut(&[u8]) -> Result<(), CliError>,
 ) -> Result<(), CliError> {
-    if sequential {
+    if sequential && !archive.prefers_batches() {
         // The decoder's callback returns the library's error type; a sink error is parked here and returned
         // as it was (a broken pipe must stay a broken pipe).
         let mut sink_error: Option<CliError> = None;
@@ -96,7 +99,8 @@ fn stream_range(
             (Ok(()), None) => Ok(()),
         };
     }
-    let mut buf = vec![0u8; CHUNK.min(len as usize)];
+    let chunk = if archive.prefers_batches() { GPU_CHUNK } else { CHUNK };
+    let mut buf = vec![0u8; chunk.min(len as usize)];
     let mut pos = start;
     let end = start + len;
     while pos < end {
@@ -108,9 +112,10 @@ fn stream_range(
     Ok(())
 }
 
-/// Serves file bytes to the extractor from an opened archive. Every file goes through the sequential decoder:
-/// unpack visits files in stream order, and the archive keeps the decoder's window of recent blocks from one
-/// file to the next, so near sources are plain copies instead of cold random-access resolutions.
+/// Serves file bytes to the extractor from an opened archive. Without a GPU every file goes through the
+/// sequential decoder: unpack visits files in stream order, and the archive keeps the decoder's window of recent
+/// blocks from one file to the next, so near sources are plain copies instead of cold random-access resolutions.
+/// With a GPU, files are read in engine batches (see [`stream_range`]).
 struct ArchiveSource<'a>(&'a Archive);
 
 impl FileSource for ArchiveSource<'_> {
