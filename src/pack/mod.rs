@@ -54,7 +54,7 @@ pub struct PackOptions {
     pub threads: usize,
     /// Bound on the packer's own working memory in bytes (tables, per-chunk buffers); the input itself is mapped.
     pub memory: u64,
-    /// Interleaved rANS lanes per block (1, 2, 4, 8, 16, 32).
+    /// Interleaved rANS lanes per slice (1, 2, 4, 8, 16, 32).
     pub rans_lanes: u8,
     /// Blocks per table group: `2^group_log`.
     pub group_log: u8,
@@ -70,7 +70,7 @@ impl Default for PackOptions {
             max_depth: 16,
             threads: 0,
             memory: 1 << 30,
-            rans_lanes: 32,
+            rans_lanes: crate::format::header::DEFAULT_LANES,
             group_log: 6,
             progress: false,
         }

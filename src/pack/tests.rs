@@ -281,7 +281,7 @@ fn measure() {
         level,
         threads,
         group_log: env("ACEAPEX_GROUP_LOG", 6),
-        rans_lanes: env("ACEAPEX_LANES", 32),
+        rans_lanes: env("ACEAPEX_LANES", PackOptions::default().rans_lanes),
         block_log: env("ACEAPEX_BLOCK_LOG", 14),
         max_depth: env("ACEAPEX_DEPTH", 16),
         ..Default::default()
