@@ -11,7 +11,7 @@
 //!
 //! A panic in any of these functions is a finding.
 
-use aceapex::codec::block::{self, BlockShape, ParsedBlock, Token};
+use aceapex::codec::block::{self, reference_block_bytes, BlockShape, ParsedBlock, Token};
 use aceapex::codec::cut::cut_slices;
 use aceapex::codec::rans;
 use aceapex::codec::tables::{SymbolStats, Table, TableSet};
@@ -237,18 +237,7 @@ fn outside_byte(p: u64) -> u8 {
 
 /// A block's decoded bytes by the byte-wise definition of FORMAT.md §1, sources before it from [`outside_byte`].
 fn block_bytes(start: u64, tokens: &[Token], literals: &[u8]) -> Vec<u8> {
-    let mut out: Vec<u8> = Vec::new();
-    let mut lit = 0;
-    for t in tokens {
-        out.extend_from_slice(&literals[lit..lit + t.lit_len as usize]);
-        lit += t.lit_len as usize;
-        let dst = start + out.len() as u64;
-        for k in 0..t.match_len as u64 {
-            let from = dst - t.back + k % t.back;
-            out.push(if from < start { outside_byte(from) } else { out[(from - start) as usize] });
-        }
-    }
-    out
+    reference_block_bytes(start, tokens, literals, outside_byte)
 }
 
 /// `slice_log` from a selector byte: 9 ..= 20, and never more than 2^11 slices for a block of `len` bytes.

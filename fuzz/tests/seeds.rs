@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use aceapex::codec::block::{self, BlockShape, Token};
+use aceapex::codec::block::{self, reference_block_bytes, BlockShape, Token};
 use aceapex::codec::rans;
 use aceapex::codec::tables::{SymbolStats, Table, TableSet};
 
@@ -64,18 +64,7 @@ fn write(target: &str, name: &str, bytes: &[u8]) {
 
 /// A block's decoded bytes by the byte-wise definition of FORMAT.md §1 (sources before it: a fixed pattern).
 fn block_bytes(start: u64, tokens: &[Token], literals: &[u8]) -> Vec<u8> {
-    let mut out: Vec<u8> = Vec::new();
-    let mut lit = 0;
-    for t in tokens {
-        out.extend_from_slice(&literals[lit..lit + t.lit_len as usize]);
-        lit += t.lit_len as usize;
-        let dst = start + out.len() as u64;
-        for k in 0..t.match_len as u64 {
-            let from = dst - t.back + k % t.back;
-            out.push(if from < start { b"ACGT"[(from % 4) as usize] } else { out[(from - start) as usize] });
-        }
-    }
-    out
+    reference_block_bytes(start, tokens, literals, |from| b"ACGT"[(from % 4) as usize])
 }
 
 /// A hostile-mode `block_decode` input holding a valid block: header fields (slice_log selector `slice_sel`:

@@ -64,6 +64,25 @@ impl ParsedBlock {
     }
 }
 
+/// A block's (or slice's) decoded bytes by the byte-wise definition of FORMAT.md §1: literals, then each match
+/// as a periodic fill. `start` is the stream position of the first byte; sources before it read `outside(pos)`.
+/// Slow on purpose (a byte at a time): the reference that the decoders, the fuzz targets and their seeds are
+/// checked against.
+pub fn reference_block_bytes(start: u64, tokens: &[Token], literals: &[u8], outside: impl Fn(u64) -> u8) -> Vec<u8> {
+    let mut out: Vec<u8> = Vec::new();
+    let mut lit = 0;
+    for t in tokens {
+        out.extend_from_slice(&literals[lit..lit + t.lit_len as usize]);
+        lit += t.lit_len as usize;
+        let dst = start + out.len() as u64;
+        for k in 0..t.match_len as u64 {
+            let from = dst - t.back + k % t.back;
+            out.push(if from < start { outside(from) } else { out[(from - start) as usize] });
+        }
+    }
+    out
+}
+
 /// Largest literal-run / match-length code (exclusive), and distance code (exclusive), FORMAT.md §3.2.
 const LEN_CODE_LIMIT: u32 = 64;
 const DIST_CODE_LIMIT: u32 = 96;
@@ -919,19 +938,7 @@ mod tests {
     /// The block's decoded bytes by the byte-wise definition of FORMAT.md §1, sources before the block read
     /// through [`outside_byte`].
     fn block_bytes(start: u64, tokens: &[Token], literals: &[u8]) -> Vec<u8> {
-        let mut out: Vec<u8> = Vec::with_capacity(block_len_of(tokens) as usize);
-        let mut lit = 0;
-        for t in tokens {
-            out.extend_from_slice(&literals[lit..lit + t.lit_len as usize]);
-            lit += t.lit_len as usize;
-            let dst = start + out.len() as u64;
-            for k in 0..t.match_len as u64 {
-                let from = dst - t.back + k % t.back;
-                let byte = if from < start { outside_byte(from) } else { out[(from - start) as usize] };
-                out.push(byte);
-            }
-        }
-        out
+        reference_block_bytes(start, tokens, literals, outside_byte)
     }
 
     /// Slice size for a test block: 2 KiB, or more where a block would need more than 32 slices.

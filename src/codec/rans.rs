@@ -104,6 +104,35 @@ struct LookupCache {
     clock: u64,
 }
 
+impl LookupCache {
+    /// The slot holding `table`'s lookup: a hit, a new slot while there is room, else the least recently used
+    /// slot rebuilt for it. Marks the slot used.
+    fn slot_for(&mut self, table: &Table) -> usize {
+        self.clock += 1;
+        let now = self.clock;
+        let address = table as *const Table as usize;
+        let hit = self.slots.iter().position(|c| c.address == address && c.freq == table.freq);
+        let index = match hit {
+            Some(i) => i,
+            None if self.slots.len() < LOOKUP_CACHE_SLOTS => {
+                let lookup = Box::new(table.decode_lookup());
+                self.slots.push(CachedLookup { address, freq: table.freq.clone(), lookup, last_used: now });
+                self.slots.len() - 1
+            }
+            None => {
+                let oldest = self.slots.iter().enumerate().min_by_key(|(_, c)| c.last_used).map_or(0, |(i, _)| i);
+                let slot = &mut self.slots[oldest];
+                slot.address = address;
+                slot.freq.clone_from(&table.freq);
+                slot.lookup.rebuild(&table.freq);
+                oldest
+            }
+        };
+        self.slots[index].last_used = now;
+        index
+    }
+}
+
 thread_local! {
     static LOOKUP_CACHE: std::cell::RefCell<LookupCache> = std::cell::RefCell::new(LookupCache::default());
 }
@@ -115,27 +144,7 @@ fn with_lookup<R>(table: &Table, f: impl FnOnce(&DecodeLookup) -> R) -> R {
             // Only reachable if `f` itself decoded; stay correct without the cache.
             return f(&table.decode_lookup());
         };
-        cache.clock += 1;
-        let now = cache.clock;
-        let address = table as *const Table as usize;
-        let hit = cache.slots.iter().position(|c| c.address == address && c.freq == table.freq);
-        let index = match hit {
-            Some(i) => i,
-            None if cache.slots.len() < LOOKUP_CACHE_SLOTS => {
-                let lookup = Box::new(table.decode_lookup());
-                cache.slots.push(CachedLookup { address, freq: table.freq.clone(), lookup, last_used: now });
-                cache.slots.len() - 1
-            }
-            None => {
-                let oldest = cache.slots.iter().enumerate().min_by_key(|(_, c)| c.last_used).map_or(0, |(i, _)| i);
-                let slot = &mut cache.slots[oldest];
-                slot.address = address;
-                slot.freq.clone_from(&table.freq);
-                slot.lookup.rebuild(&table.freq);
-                oldest
-            }
-        };
-        cache.slots[index].last_used = now;
+        let index = cache.slot_for(table);
         f(&cache.slots[index].lookup)
     })
 }
@@ -152,30 +161,9 @@ fn with_set_lookups<const M: usize, R>(tables: [&Table; M], f: impl FnOnce([&Dec
         };
         let mut index = [0usize; M];
         for (k, table) in tables.iter().enumerate() {
-            cache.clock += 1;
-            let now = cache.clock;
-            let address = *table as *const Table as usize;
-            let hit = cache.slots.iter().position(|c| c.address == address && c.freq == table.freq);
-            let i = match hit {
-                Some(i) => i,
-                None if cache.slots.len() < LOOKUP_CACHE_SLOTS => {
-                    let lookup = Box::new(table.decode_lookup());
-                    cache.slots.push(CachedLookup { address, freq: table.freq.clone(), lookup, last_used: now });
-                    cache.slots.len() - 1
-                }
-                None => {
-                    // The least recently used slot; the ones picked for this call were just used, and they are
-                    // at most half of the slots, so they are never the oldest.
-                    let oldest = cache.slots.iter().enumerate().min_by_key(|(_, c)| c.last_used).map_or(0, |(i, _)| i);
-                    let slot = &mut cache.slots[oldest];
-                    slot.address = address;
-                    slot.freq.clone_from(&table.freq);
-                    slot.lookup.rebuild(&table.freq);
-                    oldest
-                }
-            };
-            cache.slots[i].last_used = now;
-            index[k] = i;
+            // The slots picked for this call were just used and are at most half of the slots, so the
+            // least-recently-used eviction in `slot_for` never takes one of them.
+            index[k] = cache.slot_for(table);
         }
         let slots = &cache.slots;
         f(index.map(|i| &*slots[i].lookup))
