@@ -34,11 +34,15 @@ pub struct ArchiveOptions {
     /// Byte budget of the decoded-block cache.
     pub cache_bytes: u64,
     pub decoder: DecoderChoice,
+    /// Decoded bytes each sequential run keeps so that near sources are plain copies (see
+    /// [`Archive::decode_range_sequential`]). Every concurrent run holds its own window, so a long-running
+    /// process with a memory budget (the mount) sizes it from that budget.
+    pub seq_window_bytes: u64,
 }
 
 impl Default for ArchiveOptions {
     fn default() -> Self {
-        ArchiveOptions { cache_bytes: 256 << 20, decoder: DecoderChoice::Auto }
+        ArchiveOptions { cache_bytes: 256 << 20, decoder: DecoderChoice::Auto, seq_window_bytes: DEFAULT_WINDOW_BYTES }
     }
 }
 
@@ -59,6 +63,7 @@ pub struct Archive {
     /// The recent blocks of the last sequential run, so that the next one (the next file of an unpack) continues
     /// it. Taken out while a run uses it; concurrent runs start their own.
     seq_window: Mutex<Option<SeqWindow>>,
+    seq_window_bytes: u64,
 }
 
 impl Archive {
@@ -89,6 +94,7 @@ impl Archive {
             choice: options.decoder,
             engine_name,
             gpu_failure_logged: AtomicBool::new(false),
+            seq_window_bytes: options.seq_window_bytes,
             seq_window: Mutex::new(None),
         })
     }
@@ -210,7 +216,7 @@ impl Archive {
         let (first, last) = (start >> log, (end - 1) >> log);
         let taken = self.seq_window.lock().unwrap_or_else(|p| p.into_inner()).take();
         // A window that does not reach `first` is replaced by the decoder itself (it starts at `first`).
-        let mut window = taken.unwrap_or_else(|| SeqWindow::new(first, DEFAULT_WINDOW_BYTES >> log));
+        let mut window = taken.unwrap_or_else(|| SeqWindow::new(first, (self.seq_window_bytes >> log).max(1)));
         // Blocks still in the window are handed out again, not decoded.
         let reused = match window.get(first) {
             Some(_) => window.next_id().min(last + 1) - first,

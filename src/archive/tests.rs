@@ -10,7 +10,7 @@ use crate::format::testkit::{small_header, Plan, Rng};
 use crate::format::{Footer, FOOTER_LEN};
 
 fn cpu_options(cache_bytes: u64) -> ArchiveOptions {
-    ArchiveOptions { cache_bytes, decoder: DecoderChoice::Cpu }
+    ArchiveOptions { cache_bytes, decoder: DecoderChoice::Cpu, ..ArchiveOptions::default() }
 }
 
 fn write_plan(dir: &Path, name: &str, plan: &Plan) -> PathBuf {

@@ -17,6 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use aceapex::archive::{Archive, ArchiveOptions};
+use aceapex::engine::cpu::DEFAULT_WINDOW_BYTES;
 use aceapex::fs::options::MountOptions;
 use aceapex::fs::{AcxFs, FsOptions};
 use aceapex::fuse::{self, MountSettings};
@@ -299,7 +300,13 @@ fn default_threads() -> usize {
 /// Opens, mounts and serves until unmounted or signalled.
 fn serve(args: &Args, canonical_mountpoint: &Path, notifier: &mut ParentNotifier) -> Result<(), Failure> {
     let cache_bytes = args.options.cache_bytes.unwrap_or(DEFAULT_CACHE_BYTES);
-    let archive_options = ArchiveOptions { cache_bytes: cache_bytes - cache_bytes / 2, decoder: args.options.decoder };
+    // Each stream run's sequential decoder keeps a window of recent blocks besides the caches: an eighth of the
+    // budget each (at most the library's default), so that concurrent runs stay within a small multiple of it.
+    let archive_options = ArchiveOptions {
+        cache_bytes: cache_bytes - cache_bytes / 2,
+        decoder: args.options.decoder,
+        seq_window_bytes: (cache_bytes / 8).clamp(1 << 20, DEFAULT_WINDOW_BYTES),
+    };
     let archive = Archive::open_with(&args.archive, archive_options).map_err(|e| Failure::new(e.to_string()))?;
     let engine = archive.engine_name().to_string();
     let fs = Arc::new(AcxFs::new(Arc::new(archive), fs_options(&args.options, cache_bytes)));

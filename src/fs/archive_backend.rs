@@ -110,8 +110,11 @@ mod tests {
     fn fs_over_packed_archive_reads_exact_bytes() {
         let dir = tempfile::tempdir().unwrap();
         let (path, fasta, blob) = packed(dir.path());
-        let archive =
-            Archive::open_with(&path, ArchiveOptions { cache_bytes: 1 << 20, decoder: DecoderChoice::Cpu }).unwrap();
+        let archive = Archive::open_with(
+            &path,
+            ArchiveOptions { cache_bytes: 1 << 20, decoder: DecoderChoice::Cpu, ..ArchiveOptions::default() },
+        )
+        .unwrap();
         let fs = AcxFs::new(Arc::new(archive), FsOptions::default());
         let top = fs.lookup(1, b"in").unwrap();
         assert_eq!(top.kind, FileKind::Directory);
