@@ -923,6 +923,17 @@ mod tests {
         )
     }
 
+    /// XORs `x` into the word-stream byte at `at` (mod its length) for each flip: a corrupted stream.
+    fn flip_words(wb: &mut [u8], flips: &[(usize, u8)]) {
+        if wb.is_empty() {
+            return;
+        }
+        let n = wb.len();
+        for &(at, x) in flips {
+            wb[at % n] ^= x;
+        }
+    }
+
     proptest! {
         #[test]
         fn round_trip_matches_reference(segs in segment_strategy(), lane_log in 0u32..6) {
@@ -947,12 +958,7 @@ mod tests {
             let symbols: Vec<u8> = segs.iter().flat_map(|(_, s)| s.iter().copied()).collect();
             let enc = encode(&symbols, &segments, lanes);
             let (sb, mut wb) = stream_bytes(&enc);
-            for (at, x) in flips {
-                if !wb.is_empty() {
-                    let n = wb.len();
-                    wb[at % n] ^= x;
-                }
-            }
+            flip_words(&mut wb, &flips);
             let run = |vector: bool| {
                 simd::set_enabled(vector);
                 let mut dec = Decoder::new(&sb, &wb, lanes).unwrap();
@@ -978,12 +984,7 @@ mod tests {
             let symbols: Vec<u8> = segs.iter().flat_map(|(_, s)| s.iter().copied()).collect();
             let enc = encode(&symbols, &segments, lanes);
             let (sb, mut wb) = stream_bytes(&enc);
-            for (at, x) in flips {
-                if !wb.is_empty() {
-                    let n = wb.len();
-                    wb[at % n] ^= x;
-                }
-            }
+            flip_words(&mut wb, &flips);
             if do_cut && !wb.is_empty() {
                 wb.truncate((cut % wb.len()) & !1);
             }
