@@ -7,7 +7,9 @@
 mod support;
 
 mod daemon;
+mod faults;
 mod faidx;
 mod integrity;
 mod reads;
+mod security;
 mod tree;
