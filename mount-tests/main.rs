@@ -7,8 +7,8 @@
 mod support;
 
 mod daemon;
-mod faults;
 mod faidx;
+mod faults;
 mod integrity;
 mod reads;
 mod security;
