@@ -1,4 +1,4 @@
-//! The bodies of the codec fuzz targets, as plain functions so that the seed corpora also replay as ordinary
+//! The bodies of the fuzz targets, as plain functions so that the seed corpora also replay as ordinary
 //! tests on stable (`cargo test --manifest-path fuzz/Cargo.toml --no-default-features`).
 //!
 //! Every target has two modes picked by the top bit of the first byte:
@@ -10,6 +10,18 @@
 //!   back exactly.
 //!
 //! A panic in any of these functions is a finding.
+//!
+//! The whole-archive targets (`archive_open`, `archive_read`, `resolver`) live in [`archive`], with their input
+//! framing in [`image`]; the genome-mode target (`fasta_layout`) in [`genome`]. [`alloc`] counts heap bytes per
+//! thread so that a target can bound memory by the input's length.
+
+pub mod alloc;
+pub mod archive;
+pub mod genome;
+pub mod image;
+
+pub use archive::{archive_open, archive_read, resolver};
+pub use genome::fasta_layout;
 
 use aceapex::codec::block::{self, reference_block_bytes, BlockShape, ParsedBlock, Token};
 use aceapex::codec::cut::cut_slices;

@@ -1,5 +1,7 @@
 //! Replays every seed (and any crash reproducer dropped next to them) through its target, and regenerates the
-//! seed corpora: `cargo test --manifest-path fuzz/Cargo.toml --no-default-features -- --ignored write_seeds`.
+//! seed corpora: `cargo test --manifest-path fuzz/Cargo.toml --no-default-features -- --ignored write_seeds`
+//! (codec targets) and `... -- --ignored write_archive_seeds` (archive and genome targets, packed from small
+//! generated inputs with the crate's own packer).
 
 use std::path::{Path, PathBuf};
 
@@ -9,10 +11,14 @@ use aceapex::codec::tables::{SymbolStats, Table, TableSet};
 
 type Target = fn(&[u8]);
 
-const TARGETS: [(&str, Target); 3] = [
+const TARGETS: [(&str, Target); 7] = [
     ("rans_decode", aceapex_fuzz::rans_decode),
     ("block_decode", aceapex_fuzz::block_decode),
     ("tables_read", aceapex_fuzz::tables_read),
+    ("archive_open", aceapex_fuzz::archive_open),
+    ("archive_read", aceapex_fuzz::archive_read),
+    ("resolver", aceapex_fuzz::resolver),
+    ("fasta_layout", aceapex_fuzz::fasta_layout),
 ];
 
 fn seed_dir(target: &str) -> PathBuf {
@@ -56,7 +62,7 @@ fn dna(n: usize, salt: usize) -> Vec<u8> {
     (0..n).map(|i| b"ACGTTGCAAC"[(i * 7 + salt + i / 13) % 10]).collect()
 }
 
-fn write(target: &str, name: &str, bytes: &[u8]) {
+pub(crate) fn write(target: &str, name: &str, bytes: &[u8]) {
     let dir = seed_dir(target);
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join(name), bytes).unwrap();
@@ -200,3 +206,6 @@ fn write_seeds() {
     }
     write("tables_read", "round_trip_counts", &counts);
 }
+
+#[path = "seeds/archive_seeds.rs"]
+mod archive_seeds;
