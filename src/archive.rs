@@ -9,13 +9,13 @@
 //! the CPU reference are checked against the block hashes here, and a block the GPU got wrong or failed on is
 //! decoded again on the CPU — so a read returns correct bytes or a `CorruptBlock` error for that block only.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use xxhash_rust::xxh3::xxh3_64;
 
 use crate::cache::{Block, BlockCache, CacheStats};
-use crate::engine::cpu::{CpuEngine, SeqWindow, DEFAULT_WINDOW_BYTES};
+use crate::engine::cpu::{CpuEngine, SeqWindow, DEFAULT_PARSED_CACHE_BYTES, DEFAULT_WINDOW_BYTES};
 use crate::engine::gpu::GpuEngine;
 use crate::engine::{BlockEngine, DecoderChoice};
 use crate::error::{DecodeError, Error, Result};
@@ -38,11 +38,20 @@ pub struct ArchiveOptions {
     /// [`Archive::decode_range_sequential`]). Every concurrent run holds its own window, so a long-running
     /// process with a memory budget (the mount) sizes it from that budget.
     pub seq_window_bytes: u64,
+    /// Bytes of parsed slices (entropy-stage output) the CPU engine keeps for source lookups, so that a cold
+    /// read's closure does not parse the same source slices again. Like the window, a long-running process
+    /// sizes it from its memory budget.
+    pub parsed_cache_bytes: u64,
 }
 
 impl Default for ArchiveOptions {
     fn default() -> Self {
-        ArchiveOptions { cache_bytes: 256 << 20, decoder: DecoderChoice::Auto, seq_window_bytes: DEFAULT_WINDOW_BYTES }
+        ArchiveOptions {
+            cache_bytes: 256 << 20,
+            decoder: DecoderChoice::Auto,
+            seq_window_bytes: DEFAULT_WINDOW_BYTES,
+            parsed_cache_bytes: DEFAULT_PARSED_CACHE_BYTES,
+        }
     }
 }
 
@@ -60,6 +69,8 @@ pub struct Archive {
     engine_name: String,
     /// Set once a GPU failure has been logged, so a failing GPU does not flood the log.
     gpu_failure_logged: AtomicBool,
+    /// Blocks the GPU failed on or got wrong, decoded again on the CPU.
+    gpu_fallbacks: AtomicU64,
     /// The recent blocks of the last sequential run, so that the next one (the next file of an unpack) continues
     /// it. Taken out while a run uses it; concurrent runs start their own.
     seq_window: Mutex<Option<SeqWindow>>,
@@ -74,19 +85,28 @@ impl Archive {
 
     pub fn open_with(path: impl AsRef<std::path::Path>, options: ArchiveOptions) -> Result<Archive> {
         let data = Arc::new(ArchiveData::open(path)?);
-        let cache = Arc::new(BlockCache::new(options.cache_bytes));
-        let cpu = CpuEngine::with_decoded(data.clone(), cache.clone());
         let gpu = match options.decoder {
             DecoderChoice::Cpu => None,
             DecoderChoice::Gpu | DecoderChoice::Auto => start_gpu(&data, options.decoder),
         };
+        Ok(Archive::with_engines(data, options, gpu))
+    }
+
+    /// An archive over `data` whose non-reference engine is `gpu` (used as `options.decoder` says; `None`
+    /// serves everything from the CPU). [`Archive::open_with`] passes the real GPU engine; tests pass engines
+    /// that fail or lie, to check that every read still returns the CPU reference's bytes.
+    #[doc(hidden)]
+    pub fn with_engines(data: Arc<ArchiveData>, options: ArchiveOptions, gpu: Option<Box<dyn BlockEngine>>) -> Archive {
+        let cache = Arc::new(BlockCache::new(options.cache_bytes));
+        let cpu = CpuEngine::with_decoded(data.clone(), cache.clone(), options.parsed_cache_bytes);
+        let gpu = if options.decoder == DecoderChoice::Cpu { None } else { gpu };
         let engine_name = match (&gpu, options.decoder) {
             (None, _) => "cpu",
             (Some(_), DecoderChoice::Auto) => "gpu+cpu",
             (Some(_), _) => "gpu",
         }
         .to_string();
-        Ok(Archive {
+        Archive {
             data,
             cache,
             cpu,
@@ -94,9 +114,10 @@ impl Archive {
             choice: options.decoder,
             engine_name,
             gpu_failure_logged: AtomicBool::new(false),
+            gpu_fallbacks: AtomicU64::new(0),
             seq_window_bytes: options.seq_window_bytes,
             seq_window: Mutex::new(None),
-        })
+        }
     }
 
     pub fn data(&self) -> &Arc<ArchiveData> {
@@ -125,6 +146,17 @@ impl Archive {
 
     pub fn stats(&self) -> CacheStats {
         self.cache.stats()
+    }
+
+    /// The decoded-block cache. Whoever decodes blocks of this archive by other means (the mount's stream runs)
+    /// puts them here, so that they serve random reads and sources too, within the one byte budget.
+    pub fn cache(&self) -> &Arc<BlockCache> {
+        &self.cache
+    }
+
+    /// Blocks a non-reference engine failed on or got wrong and the CPU decoded again.
+    pub fn gpu_fallbacks(&self) -> u64 {
+        self.gpu_fallbacks.load(Ordering::Relaxed)
     }
 
     /// Fills `buf` with stream bytes `[pos, pos + buf.len())`, which must lie inside the stream.
@@ -276,6 +308,9 @@ impl Archive {
                 if matches!(e, Error::Gpu(_)) {
                     self.log_gpu_failure(&e);
                 }
+                if !is_cpu {
+                    self.gpu_fallbacks.fetch_add(ids.len() as u64, Ordering::Relaxed);
+                }
                 ids.iter().map(|&id| self.decode_on_cpu(id)).collect()
             }
         }
@@ -291,6 +326,7 @@ impl Archive {
         if expected == actual {
             return Ok(buf.into());
         }
+        self.gpu_fallbacks.fetch_add(1, Ordering::Relaxed);
         let redone = self.decode_on_cpu(id);
         if redone.is_ok() {
             // The CPU reference got the right bytes, so the other engine was wrong.

@@ -17,8 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use aceapex::archive::{Archive, ArchiveOptions};
-use aceapex::engine::cpu::DEFAULT_WINDOW_BYTES;
-use aceapex::fs::options::MountOptions;
+use aceapex::fs::options::{MemoryBudget, MountOptions};
 use aceapex::fs::{AcxFs, FsOptions};
 use aceapex::fuse::{self, MountSettings};
 
@@ -271,14 +270,14 @@ fn init_logging(debug: bool, foreground: bool) {
     let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(false).try_init();
 }
 
-/// The filesystem layer's settings; it gets half of the `cache_size` budget for the blocks stream runs
-/// decode (the archive's own cache, for random reads, gets the other half). Files up to a quarter of that
-/// (at most [`DEFAULT_FILL_MAX`]) are filled when read at random, unless `fill=` says otherwise.
-fn fs_options(options: &MountOptions, cache_bytes: u64) -> FsOptions {
-    let stream_cache_bytes = cache_bytes / 2;
+/// The filesystem layer's settings. Stream runs put their blocks into the archive's cache (one budget); files
+/// up to an eighth of `cache_size` (at most [`DEFAULT_FILL_MAX`]) are filled when read at random, unless `fill=`
+/// says otherwise.
+fn fs_options(options: &MountOptions, cache_bytes: u64, budget: &MemoryBudget) -> FsOptions {
     let mut fs = FsOptions {
-        stream_cache_bytes,
-        fill_max_bytes: options.fill_bytes.unwrap_or((stream_cache_bytes / 4).min(DEFAULT_FILL_MAX)),
+        stream_cache_bytes: 0,
+        max_streams: budget.max_streams,
+        fill_max_bytes: options.fill_bytes.unwrap_or((cache_bytes / 8).min(DEFAULT_FILL_MAX)),
         ..FsOptions::default()
     };
     if let Some(uid) = options.uid {
@@ -287,10 +286,22 @@ fn fs_options(options: &MountOptions, cache_bytes: u64) -> FsOptions {
     if let Some(gid) = options.gid {
         fs.gid = gid;
     }
-    if let Some(bytes) = options.readahead_bytes {
-        fs.readahead_bytes = bytes;
-    }
+    // A run may get this far ahead of its reader; its blocks wait in the shared LRU, so all runs together
+    // should not fill more than half of it (else they evict their own blocks before the readers get there).
+    let share = budget.block_cache_bytes / (2 * budget.max_streams.max(1) as u64);
+    fs.readahead_bytes = options.readahead_bytes.unwrap_or_else(|| share.clamp(256 << 10, fs.readahead_bytes));
     fs
+}
+
+/// Caps glibc's malloc arenas. By default glibc gives busy threads arenas of their own (up to 8 per core), and
+/// freed block buffers stay in them: with 16 FUSE workers, stream threads and the rayon pool that slack
+/// measured tens of MiB above the cache budget. A few arenas keep the contention low and the slack bounded.
+fn limit_malloc_arenas() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets an allocator parameter; it is called before any thread is started.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 4);
+    }
 }
 
 fn default_threads() -> usize {
@@ -300,16 +311,18 @@ fn default_threads() -> usize {
 /// Opens, mounts and serves until unmounted or signalled.
 fn serve(args: &Args, canonical_mountpoint: &Path, notifier: &mut ParentNotifier) -> Result<(), Failure> {
     let cache_bytes = args.options.cache_bytes.unwrap_or(DEFAULT_CACHE_BYTES);
-    // Each stream run's sequential decoder keeps a window of recent blocks besides the caches: an eighth of the
-    // budget each (at most the library's default), so that concurrent runs stay within a small multiple of it.
+    // One budget for every holder of decoded data: the block LRU (which stream runs fill too), the parsed
+    // slices and the sequential windows of at most `max_streams` runs (see `MemoryBudget`).
+    let budget = MemoryBudget::split(cache_bytes);
     let archive_options = ArchiveOptions {
-        cache_bytes: cache_bytes - cache_bytes / 2,
+        cache_bytes: budget.block_cache_bytes,
         decoder: args.options.decoder,
-        seq_window_bytes: (cache_bytes / 8).clamp(1 << 20, DEFAULT_WINDOW_BYTES),
+        seq_window_bytes: budget.seq_window_bytes,
+        parsed_cache_bytes: budget.parsed_cache_bytes,
     };
     let archive = Archive::open_with(&args.archive, archive_options).map_err(|e| Failure::new(e.to_string()))?;
     let engine = archive.engine_name().to_string();
-    let fs = Arc::new(AcxFs::new(Arc::new(archive), fs_options(&args.options, cache_bytes)));
+    let fs = Arc::new(AcxFs::new(Arc::new(archive), fs_options(&args.options, cache_bytes, &budget)));
     let settings = MountSettings {
         threads: args.options.threads.unwrap_or_else(default_threads),
         allow_other: args.options.allow_other,
@@ -384,6 +397,7 @@ fn main() -> ExitCode {
         Err(f) => return fail(&f),
     };
     block_shutdown_signals();
+    limit_malloc_arenas();
     let mut notifier = if args.foreground {
         ParentNotifier(None)
     } else {

@@ -24,8 +24,8 @@ use crate::engine::BlockEngine;
 use crate::error::{Error, Result};
 use crate::format::ArchiveData;
 
-/// Bytes of parsed slices the engine keeps for source lookups.
-const PARSED_CACHE_BYTES: u64 = 64 << 20;
+/// Bytes of parsed slices the engine keeps for source lookups, unless told otherwise.
+pub const DEFAULT_PARSED_CACHE_BYTES: u64 = 64 << 20;
 /// Decoded bytes the sequential decoder keeps so that near sources are plain copies.
 pub const DEFAULT_WINDOW_BYTES: u64 = 64 << 20;
 /// Blocks whose entropy stage runs ahead of the copy stage, per batch, per core.
@@ -42,12 +42,13 @@ pub struct CpuEngine {
 impl CpuEngine {
     /// An engine that resolves every cross-block source through tokens.
     pub fn new(data: Arc<ArchiveData>) -> CpuEngine {
-        CpuEngine::with_decoded(data, Arc::new(NoDecodedBlocks))
+        CpuEngine::with_decoded(data, Arc::new(NoDecodedBlocks), DEFAULT_PARSED_CACHE_BYTES)
     }
 
-    /// An engine that copies cross-block sources from `decoded` (e.g. the block cache) when it holds them.
-    pub fn with_decoded(data: Arc<ArchiveData>, decoded: Arc<dyn DecodedBlocks>) -> CpuEngine {
-        let parsed = ParsedCache::with_budget(PARSED_CACHE_BYTES, data.header.slice_size());
+    /// An engine that copies cross-block sources from `decoded` (e.g. the block cache) when it holds them, and
+    /// keeps about `parsed_cache_bytes` of parsed slices.
+    pub fn with_decoded(data: Arc<ArchiveData>, decoded: Arc<dyn DecodedBlocks>, parsed_cache_bytes: u64) -> CpuEngine {
+        let parsed = ParsedCache::with_budget(parsed_cache_bytes, data.header.slice_size());
         CpuEngine { data, parsed, decoded }
     }
 

@@ -3,9 +3,11 @@
 //! ([`Archive::decode_range_sequential`]), which keeps its window of recent blocks between runs.
 
 use std::ops::Range;
+use std::sync::Arc;
 
 use super::Backend;
 use crate::archive::Archive;
+use crate::cache::BlockCache;
 use crate::error::Error;
 use crate::format::tree::{EntryId, EntryKind, Tree};
 
@@ -58,6 +60,7 @@ impl Backend for Archive {
             "blocks": data.block_count(),
             "total_len": data.footer.total_len,
             "cache": self.stats(),
+            "gpu_fallbacks": self.gpu_fallbacks(),
         })
     }
 
@@ -71,6 +74,10 @@ impl Backend for Archive {
 
     fn block_size(&self) -> u32 {
         self.data().header.block_size() as u32
+    }
+
+    fn block_cache(&self) -> Option<Arc<BlockCache>> {
+        Some(Arc::clone(self.cache()))
     }
 }
 
@@ -145,5 +152,116 @@ mod tests {
         let stats: serde_json::Value = serde_json::from_slice(&fs.stats_snapshot()).unwrap();
         assert!(stats["streams"]["runs"]["blocks"].as_u64().unwrap() > 0, "{stats}");
         assert!(stats["fs"]["streamed_bytes"].as_u64().unwrap() > 0, "{stats}");
+    }
+
+    /// A genome-like text of `len` bytes: random bases, then copies of earlier stretches with point changes, so
+    /// that blocks take sources from many earlier blocks.
+    fn repetitive(len: usize, seed: u64) -> Vec<u8> {
+        let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut out: Vec<u8> = (0..65_536).map(|_| b"ACGT"[(next() % 4) as usize]).collect();
+        while out.len() < len {
+            let from = (next() % out.len() as u64) as usize;
+            let n = (200 + next() % 3000) as usize;
+            for i in 0..n.min(out.len() - from) {
+                let b = out[from + i];
+                out.push(if next() % 97 == 0 { b"acgtN"[(next() % 5) as usize] } else { b });
+            }
+        }
+        out.truncate(len);
+        out
+    }
+
+    /// Running out of cache budget evicts, it never fails a read: with budgets smaller than one block (nothing
+    /// is ever kept: not in the LRU, the parsed-slice cache at its floor, one-block windows) and of three
+    /// blocks (constant eviction), 6 concurrent readers, sequential (stream runs, fills) and random, get every
+    /// byte right.
+    #[test]
+    fn a_budget_smaller_than_a_block_evicts_and_never_fails_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("in");
+        std::fs::create_dir_all(&src).unwrap();
+        let files: Vec<(String, Vec<u8>)> = (0..3u64)
+            .map(|i| (format!("f{i}"), repetitive([3 << 20, 1_500_000, 200_000][i as usize], i + 1)))
+            .collect();
+        for (name, bytes) in &files {
+            std::fs::write(src.join(name), bytes).unwrap();
+        }
+        let path = dir.path().join("t.acx");
+        crate::pack::pack(std::slice::from_ref(&src), &path, &crate::pack::PackOptions::default()).unwrap();
+
+        for budget in [4096u64, 3 * 16384] {
+            let options = ArchiveOptions {
+                cache_bytes: budget,
+                decoder: DecoderChoice::Cpu,
+                seq_window_bytes: budget,
+                parsed_cache_bytes: budget,
+            };
+            let archive = Arc::new(Archive::open_with(&path, options).unwrap());
+            assert!(archive.data().header.block_size() > 4096, "the first budget is below one block");
+            let fs_options = FsOptions {
+                readahead_bytes: 256 << 10,
+                max_streams: 2,
+                fill_max_bytes: 8 << 20,
+                ..FsOptions::default()
+            };
+            let fs = AcxFs::new(Arc::clone(&archive), fs_options);
+            let top = fs.lookup(1, b"in").unwrap().ino;
+            let inos: Vec<u64> = files.iter().map(|(name, _)| fs.lookup(top, name.as_bytes()).unwrap().ino).collect();
+            std::thread::scope(|s| {
+                for t in 0..6u64 {
+                    let (fs, files, inos) = (&fs, &files, &inos);
+                    s.spawn(move || {
+                        let mut x = (t + 1) * 0x2545_F491_4F6C_DD1D;
+                        let mut next = move |n: u64| {
+                            x ^= x << 13;
+                            x ^= x >> 7;
+                            x ^= x << 17;
+                            x % n.max(1)
+                        };
+                        let mut buf = Vec::new();
+                        for round in 0..6 {
+                            let f = next(files.len() as u64) as usize;
+                            let (ino, want) = (inos[f], &files[f].1);
+                            let opened = fs.open(ino, libc::O_RDONLY).unwrap();
+                            if (t + round) % 2 == 0 {
+                                // Sequential: 128 KiB requests from a random start, as the kernel sends them.
+                                let mut at = next(want.len() as u64 / 2);
+                                while at < want.len() as u64 {
+                                    fs.read(ino, opened.fh, at, 128 << 10, &mut buf).unwrap();
+                                    let end = (at as usize + (128 << 10)).min(want.len());
+                                    assert!(buf == want[at as usize..end], "budget {budget}: seq {f}@{at}");
+                                    at += 128 << 10;
+                                }
+                            } else {
+                                for _ in 0..40 {
+                                    let at = next(want.len() as u64);
+                                    let len = 1 + next(70_000) as u32;
+                                    fs.read(ino, opened.fh, at, len, &mut buf).unwrap();
+                                    let end = (at as usize + len as usize).min(want.len());
+                                    assert!(buf == want[at as usize..end], "budget {budget}: random {f}@{at}+{len}");
+                                }
+                            }
+                            fs.release(opened.fh);
+                        }
+                    });
+                }
+            });
+            let cache = archive.stats();
+            assert!(cache.bytes <= budget, "budget {budget}: {cache:?}");
+            if budget > 16384 {
+                assert!(cache.evictions > 0, "budget {budget}: the LRU was full and evicted: {cache:?}");
+            } else {
+                assert_eq!(cache.entries, 0, "nothing fits a budget below one block");
+            }
+            let stats: serde_json::Value = serde_json::from_slice(&fs.stats_snapshot()).unwrap();
+            assert_eq!(stats["fs"]["read_errors"], 0, "{stats}");
+            assert!(stats["streams"]["runs"]["started"].as_u64().unwrap() > 0, "runs were exercised: {stats}");
+        }
     }
 }

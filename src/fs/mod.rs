@@ -9,10 +9,11 @@
 //! - Reads go through a [`Backend`] (the opened [`crate::archive::Archive`], or an in-memory tree for tests and
 //!   the `nullfs` baseline). Each open handle watches for sequential access ([`readahead`]); a sequential
 //!   reader gets a [`stream::Run`]: the backend's sequential decoder on its own thread, decoding the rest of
-//!   the file in order ahead of the reader into the stream cache. A file read at random whose size is within
-//!   the fill limits gets one run over the whole file (a fill), so that later random reads find it decoded.
-//!   Every read first takes what the stream cache holds and goes to the backend's random-access path only for
-//!   the rest.
+//!   the file in order ahead of the reader into the backend's block cache (the archive's one LRU, so a run's
+//!   blocks also serve random reads and sources, all within one byte budget). A file read at random whose size
+//!   is within the fill limits gets one run over the whole file (a fill), so that later random reads find it
+//!   decoded. Every read first takes what the cache holds and goes to the backend's random-access path only
+//!   for the rest. Memory: see [`options::MemoryBudget`].
 //! - A corrupt block fails only the reads that touch it (EIO) and is logged once with archive, block id and
 //!   payload offset; everything else keeps working.
 
@@ -29,6 +30,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use crate::cache::BlockCache;
 use crate::error::Error;
 use crate::format::tree::{EntryId, EntryKind, Tree};
 use readahead::SequentialState;
@@ -57,6 +59,12 @@ pub trait Backend: Send + Sync + 'static {
     fn total_len(&self) -> u64;
     /// The decoded block size (statfs block size, readahead batch unit).
     fn block_size(&self) -> u32;
+    /// The backend's own decoded-block cache, if it has one: stream runs then put their blocks there, so one
+    /// byte budget holds every decoded block and blocks decoded by a run also serve random reads and sources.
+    /// Without one the layer keeps a cache of [`FsOptions::stream_cache_bytes`] for its runs.
+    fn block_cache(&self) -> Option<Arc<BlockCache>> {
+        None
+    }
 }
 
 /// An errno the filesystem answers with.
@@ -156,12 +164,13 @@ pub struct FsOptions {
     pub gid: u32,
     /// The most bytes a stream run decodes ahead of its sequential reader (0 disables stream runs).
     pub readahead_bytes: u64,
-    /// Byte budget of the stream cache, where stream runs put the blocks they decode.
+    /// Byte budget of the stream cache, where stream runs put the blocks they decode, for a backend without a
+    /// cache of its own ([`Backend::block_cache`]); the archive has one, and its budget covers the runs too.
     pub stream_cache_bytes: u64,
     /// Stream runs decoding at once (each is one thread; the decoder itself uses all cores).
     pub max_streams: usize,
     /// Files up to this size that are read at random get filled: one run decodes the whole file into the
-    /// stream cache at sequential speed (0 disables fills). Keep it well below `stream_cache_bytes`.
+    /// block cache at sequential speed (0 disables fills). Keep it well below the cache's budget.
     pub fill_max_bytes: u64,
     /// Attribute and entry cache lifetime for archive inodes (immutable, so long).
     pub ttl: Duration,
@@ -255,7 +264,8 @@ impl<B: Backend> AcxFs<B> {
             );
         }
         let max_streams = if options.readahead_bytes > 0 { options.max_streams } else { 0 };
-        let streams = StreamRuns::new(options.stream_cache_bytes, max_streams);
+        let cache = backend.block_cache().unwrap_or_else(|| Arc::new(BlockCache::new(options.stream_cache_bytes)));
+        let streams = StreamRuns::new(cache, max_streams);
         AcxFs {
             backend,
             nlink,
@@ -613,17 +623,18 @@ impl<B: Backend> AcxFs<B> {
         Some(run)
     }
 
-    /// Appends to `out` (empty) the longest prefix of stream bytes `[pos, pos + len)` that stream runs have
-    /// decoded, waiting for `run` when it is about to produce the next block needed.
+    /// Appends to `out` (empty) the longest prefix of stream bytes `[pos, pos + len)` that the block cache holds
+    /// (decoded by stream runs or earlier reads), waiting for `run` when it is about to produce the next block
+    /// needed.
     fn copy_streamed(&self, pos: u64, len: usize, run: Option<&Run>, out: &mut Vec<u8>) {
         let block_size = u64::from(self.backend.block_size().max(1));
         while out.len() < len {
             let at = pos + out.len() as u64;
             let id = at / block_size;
-            let block = match self.streams.cached(id) {
+            let block = match self.streams.serve(id) {
                 Some(block) => block,
                 None => match run {
-                    Some(run) if run.wait_for(id, self.streams.stats()) => match self.streams.cached(id) {
+                    Some(run) if run.wait_for(id, self.streams.stats()) => match self.streams.serve(id) {
                         Some(block) => block,
                         None => return, // evicted already: the random path decodes it
                     },

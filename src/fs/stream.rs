@@ -10,7 +10,8 @@
 //! current ones, with every near source a plain copy from its window.
 //!
 //! A [`Run`] is one call of [`Backend::decode_stream`] on a dedicated thread, over the blocks from the reader's
-//! position to the end of its file. Each decoded block goes into the shared stream cache (a [`BlockCache`])
+//! position to the end of its file. Each decoded block goes into the shared block cache (the backend's own,
+//! [`Backend::block_cache`], so a run's blocks count against the one budget and serve random reads too)
 //! before the reader asks for it; a reader that needs a block the run is about to produce waits for it. The
 //! run keeps at most `ahead` blocks in front of the furthest block the reader asked for (starting smaller and
 //! growing with the bytes the reader has consumed, so that a false start costs little), and it stops when it is
@@ -78,7 +79,7 @@ impl StreamStats {
     }
 }
 
-/// The stream cache and the bookkeeping of all runs of one filesystem.
+/// The block cache runs fill (shared with the backend's random path) and the bookkeeping of all runs.
 pub struct StreamRuns {
     cache: Arc<BlockCache>,
     live: Arc<AtomicUsize>,
@@ -87,30 +88,33 @@ pub struct StreamRuns {
 }
 
 impl StreamRuns {
-    /// Runs keep their blocks within `budget_bytes`; at most `max_live` run at once (0 disables runs).
-    pub fn new(budget_bytes: u64, max_live: usize) -> StreamRuns {
-        StreamRuns {
-            cache: Arc::new(BlockCache::new(budget_bytes)),
-            live: Arc::new(AtomicUsize::new(0)),
-            max_live,
-            stats: Arc::new(StreamStats::default()),
-        }
+    /// Runs put their blocks into `cache`; at most `max_live` run at once (0 disables runs). The bound on live
+    /// runs is also a memory bound: each run's sequential decoder holds a window (see
+    /// [`crate::fs::options::MemoryBudget`]).
+    pub fn new(cache: Arc<BlockCache>, max_live: usize) -> StreamRuns {
+        StreamRuns { cache, live: Arc::new(AtomicUsize::new(0)), max_live, stats: Arc::new(StreamStats::default()) }
     }
 
     pub fn enabled(&self) -> bool {
         self.max_live > 0
     }
 
-    /// Block `id` if a run has decoded it and it is still cached.
+    /// Block `id` if it is cached (decoded by a run or by a random read), without refreshing it.
     pub fn cached(&self, id: u64) -> Option<Block> {
         self.cache.peek(id)
+    }
+
+    /// Block `id` if cached, for a read it serves: counts a hit and refreshes its LRU position, so that blocks
+    /// readers come back to outlive those a run decoded once.
+    pub fn serve(&self, id: u64) -> Option<Block> {
+        self.cache.get(id)
     }
 
     pub fn stats(&self) -> &StreamStats {
         &self.stats
     }
 
-    /// The stream cache's counters (bytes held, evictions).
+    /// The counters of the cache the runs fill (bytes held, evictions): the archive's own when it has one.
     pub fn cache_json(&self) -> serde_json::Value {
         let s = self.cache.stats();
         serde_json::json!({ "bytes": s.bytes, "entries": s.entries, "evictions": s.evictions, "budget_bytes": s.budget_bytes })
@@ -320,7 +324,7 @@ mod tests {
         let pattern: Vec<u8> = (0..100_003u32).map(|i| (i % 251) as u8).collect();
         let mut b = MemoryTreeBuilder::new();
         b.file("f", Content::Repeat { pattern: Arc::new(pattern), size }, 0o644);
-        (Arc::new(b.build()), StreamRuns::new(1 << 30, 2))
+        (Arc::new(b.build()), StreamRuns::new(Arc::new(BlockCache::new(1 << 30)), 2))
     }
 
     #[test]
@@ -376,7 +380,7 @@ mod tests {
         assert!(a.is_some() && b.is_some());
         assert!(runs.start(&backend, 0..100, pacing).is_none(), "third run refused");
         assert_eq!(runs.stats().refused.load(Ordering::Relaxed), 1);
-        assert!(StreamRuns::new(1 << 20, 0).start(&backend, 0..100, pacing).is_none());
+        assert!(StreamRuns::new(Arc::new(BlockCache::new(1 << 20)), 0).start(&backend, 0..100, pacing).is_none());
         assert!(runs.start(&backend, 5..5, pacing).is_none(), "empty range");
     }
 
