@@ -342,7 +342,7 @@ fn write_big(src: &ArchiveData, gib: f64, path: &Path) -> BoxResult<u64> {
     let mut writer = ArchiveWriter::create(path, h)?;
     for _ in 0..copies {
         for id in 0..span {
-            writer.push_block(src.payload(id), src.block_hash[id as usize])?;
+            writer.push_block(&src.payload(id)?, src.block_hash[id as usize])?;
         }
     }
     let total_len = copies * span * h.block_size();

@@ -21,6 +21,9 @@ pub enum DecodeError {
     Rans { detail: String },
     #[error("reference depth exceeded the bound {bound} at stream position {pos}")]
     DepthExceeded { bound: u8, pos: u64 },
+    /// Reading archive bytes failed (the file shrank or became unreadable after it was opened).
+    #[error("reading the archive at byte {offset} failed: {detail}")]
+    Read { offset: u64, detail: String },
     #[error("checksum mismatch: expected {expected:016x}, computed {actual:016x}")]
     Checksum { expected: u64, actual: u64 },
 }

@@ -130,8 +130,11 @@ fn stream_sizes(data: &ArchiveData) -> StreamSizes {
     let lanes = u64::from(data.header.rans_lanes);
     let mut sizes = StreamSizes::default();
     for id in 0..data.block_count() {
-        let payload = data.payload(id);
-        let Ok(dir) = SliceDirectory::parse(payload, data.slice_count(id) as usize) else {
+        let Ok(payload) = data.payload(id) else {
+            sizes.unreadable_blocks += 1;
+            continue;
+        };
+        let Ok(dir) = SliceDirectory::parse(&payload, data.slice_count(id) as usize) else {
             sizes.unreadable_blocks += 1;
             continue;
         };

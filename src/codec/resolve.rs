@@ -153,8 +153,9 @@ pub fn parse_block(data: &ArchiveData, id: u64) -> Result<ParsedBlock, BlockFaul
         return Err(BlockFault { block: id, error });
     }
     let shape = block_shape(data, id);
-    let parsed =
-        decode_block(data.payload(id), data.tables_for(id), shape).map_err(|error| BlockFault { block: id, error })?;
+    let fault = |error| BlockFault { block: id, error };
+    let payload = data.payload(id).map_err(fault)?;
+    let parsed = decode_block(&payload, data.tables_for(id), shape).map_err(fault)?;
     check_parsed(&parsed, shape.start, shape.len).map_err(|error| BlockFault { block: id, error })?;
     Ok(parsed)
 }
@@ -170,7 +171,8 @@ pub fn parse_slice(data: &ArchiveData, g: u64) -> Result<ParsedBlock, BlockFault
     }
     let shape = block_shape(data, id);
     let fault = |error| BlockFault { block: id, error };
-    let parsed = decode_slice(data.payload(id), data.tables_for(id), shape, j as usize).map_err(fault)?;
+    let payload = data.payload(id).map_err(fault)?;
+    let parsed = decode_slice(&payload, data.tables_for(id), shape, j as usize).map_err(fault)?;
     check_parsed(&parsed, data.slice_start(g), data.slice_len(g)).map_err(fault)?;
     Ok(parsed)
 }
@@ -183,14 +185,24 @@ pub fn parse_slices(data: &ArchiveData, gs: &[u64]) -> Vec<(u64, Result<ParsedBl
     let mut out: Vec<(u64, Result<ParsedBlock, BlockFault>)> =
         bad.into_iter().map(|g| (g, parse_slice(data, g))).collect();
     for now in good.chunks(4) {
-        let jobs: Vec<SliceJob> = now
+        // Payloads first (a read can fail if the file changed under us), then the entropy stages in lock step.
+        let mut ready = Vec::with_capacity(now.len());
+        for &g in now {
+            let b = data.slice_block(g).0;
+            match data.payload(b) {
+                Ok(payload) => ready.push((g, payload)),
+                Err(error) => out.push((g, Err(BlockFault { block: b, error }))),
+            }
+        }
+        let jobs: Vec<SliceJob> = ready
             .iter()
-            .map(|&g| {
-                let (b, j) = data.slice_block(g);
-                (data.payload(b), block_shape(data, b), j as usize, data.tables_for(b))
+            .map(|(g, payload)| {
+                let (b, j) = data.slice_block(*g);
+                (&payload[..], block_shape(data, b), j as usize, data.tables_for(b))
             })
             .collect();
-        for (&g, result) in now.iter().zip(decode_slices(&jobs)) {
+        for ((g, _), result) in ready.iter().zip(decode_slices(&jobs)) {
+            let g = *g;
             let (b, _) = data.slice_block(g);
             let fault = |error| BlockFault { block: b, error };
             let checked = result

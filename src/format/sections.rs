@@ -1,8 +1,9 @@
 //! Parsing a whole archive image (FORMAT.md §2): header, footer, index, table and tree sections, each checked
 //! against its own xxh3 and against the limits of the format before any value is used.
 //!
-//! [`parse_archive`] works on a byte slice, so the same code validates a memory map in
-//! [`ArchiveData::open`](super::ArchiveData::open) and an in-memory image in the hostile-input tests.
+//! [`parse_archive`] validates a whole image in memory ([`ArchiveData::from_image`](super::ArchiveData::from_image),
+//! the hostile-input tests); [`ArchiveData::open`](super::ArchiveData::open) reads only the two ends of the file
+//! and the metadata after the payloads, and runs the same checks through [`parse_ends`] and [`parse_sections`].
 
 use super::cursor::{checked_body, Cursor};
 use super::tree::Tree;
@@ -45,10 +46,30 @@ pub fn parse_archive(bytes: &[u8]) -> Result<ParsedArchive, SectionError> {
         let needed = HEADER_LEN + FOOTER_LEN - bytes.len();
         return Err(SectionError { section: "file", error: DecodeError::Truncated { at: bytes.len(), needed } });
     }
-    let header = Header::parse(&bytes[..HEADER_LEN]).map_err(in_section("header"))?;
-    let footer = Footer::parse(&bytes[bytes.len() - FOOTER_LEN..], file_len).map_err(in_section("footer"))?;
+    let (header, footer) = parse_ends(&bytes[..HEADER_LEN], &bytes[bytes.len() - FOOTER_LEN..], file_len)?;
+    // Footer::parse checked tables_offset ≤ file_len − 64.
+    parse_sections(header, footer, &bytes[footer.tables_offset as usize..])
+}
+
+/// Validates the header (the first 64 bytes) and the footer (the last 64 bytes of a file of `file_len` bytes).
+pub fn parse_ends(head: &[u8], foot: &[u8], file_len: u64) -> Result<(Header, Footer), SectionError> {
+    let header = Header::parse(head).map_err(in_section("header"))?;
+    let footer = Footer::parse(foot, file_len).map_err(in_section("footer"))?;
+    Ok((header, footer))
+}
+
+/// Validates the metadata sections. `tail` is the file from `footer.tables_offset` to its end: table section,
+/// tree, index and footer, so an opened file needs only this and the header read into memory.
+pub fn parse_sections(header: Header, footer: Footer, tail: &[u8]) -> Result<ParsedArchive, SectionError> {
+    let base = footer.tables_offset;
+    let file_len = base + tail.len() as u64;
+    if file_len != footer.file_len {
+        let detail =
+            format!("{} bytes after the payloads, the footer says the file ends at {}", tail.len(), footer.file_len);
+        return Err(SectionError { section: "footer", error: DecodeError::Invalid { what: "file_len", detail } });
+    }
     // Footer::parse checked 64 ≤ tables ≤ tree ≤ index ≤ file_len − 64, so these slices are in bounds.
-    let slice = |from: u64, to: u64| &bytes[from as usize..to as usize];
+    let slice = |from: u64, to: u64| &tail[(from - base) as usize..(to - base) as usize];
     let index_bytes = slice(footer.index_offset, file_len - FOOTER_LEN as u64);
     let (payload_end, block_hash) = parse_index(index_bytes, &header, &footer).map_err(in_section("index"))?;
     let tables = parse_table_section(slice(footer.tables_offset, footer.tree_offset), &header, payload_end.len())

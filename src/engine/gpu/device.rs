@@ -280,6 +280,23 @@ fn gpu<E: std::fmt::Debug>(what: &'static str) -> impl FnOnce(E) -> Error {
     move |e| Error::Gpu(format!("{what}: {e:?}"))
 }
 
+/// Copies the archive's payload region (`[0, payload_end)` of the file) to the device in 64 MiB pieces read
+/// with `pread`, so host memory stays bounded for any archive size.
+fn upload_payloads(stream: &Arc<CudaStream>, data: &ArchiveData, payload_end: usize) -> Result<CudaSlice<u8>> {
+    const PIECE: usize = 64 << 20;
+    let mut file = stream.alloc_zeros::<u8>(payload_end.max(1)).map_err(gpu("allocating payloads"))?;
+    let mut host = vec![0u8; PIECE.min(payload_end)];
+    let mut at = 0usize;
+    while at < payload_end {
+        let n = PIECE.min(payload_end - at);
+        data.read_exact_at(at as u64, &mut host[..n])
+            .map_err(|e| Error::Gpu(format!("reading payloads for the upload: {e}")))?;
+        stream.memcpy_htod(&host[..n], &mut file.slice_mut(at..at + n)).map_err(gpu("uploading payloads"))?;
+        at += n;
+    }
+    Ok(file)
+}
+
 /// The NVRTC architecture option for a compute capability (kernels need warp reductions: sm_80 or later).
 fn arch_for(major: i32, minor: i32) -> Result<&'static str> {
     Ok(match (major, minor) {
@@ -352,7 +369,7 @@ impl Device {
 
         let meta_host = prep::unit_meta(data);
         let payload_end = data.footer.tables_offset as usize;
-        let file = stream.clone_htod(&data.map[..payload_end]).map_err(gpu("uploading payloads"))?;
+        let file = upload_payloads(&stream, data, payload_end)?;
         let meta = stream.clone_htod(&meta_host.words).map_err(gpu("uploading block metadata"))?;
         let dtab = stream.clone_htod(&prep::decode_tables(&data.tables)).map_err(gpu("uploading tables"))?;
         let nunits = data.global_slice_count();

@@ -130,10 +130,12 @@ pub fn unit_meta(data: &ArchiveData) -> UnitMeta {
     let (mut total_tokens, mut max_tokens) = (0u64, 0u64);
     for id in 0..data.block_count() {
         let offset = data.payload_offset(id);
-        let payload = data.payload(id);
+        // An unreadable payload (the file changed since it was opened) leaves its slices marked bad, like a
+        // payload that does not parse: decoding them fails and the CPU path reports the block.
+        let payload = data.payload(id).unwrap_or(std::borrow::Cow::Borrowed(&[]));
         let block_len = data.block_len(id);
         let n_slices = data.slice_count(id);
-        let spans = slice_spans(payload, n_slices).ok();
+        let spans = slice_spans(&payload, n_slices).ok();
         for j in 0..n_slices {
             let len = (block_len - (j << slice_log)).min(1 << slice_log);
             let parsed = spans.as_ref().and_then(|spans| {
