@@ -54,21 +54,32 @@ fn check_parsed(p: &ParsedArchive, image_len: usize) {
 }
 
 /// `archive_open`: `mode, image`. The image (resealed when the mode asks) must parse to `Ok` or `Err` without
-/// panicking, holding at most [`parse_memory_bound`] of heap; what parses must be internally consistent, and
-/// opening the same image as a file must agree with the in-memory parse.
+/// panicking, holding at most [`parse_memory_bound`] of heap, through both in-memory entry points
+/// (`parse_archive` and `ArchiveData::from_image`, which must agree); what parses must be internally
+/// consistent. Every 16th input is also opened as a file, whose reader takes another path (`pread` of the ends,
+/// then of the sections) and must reach the same verdict.
 pub fn archive_open(data: &[u8]) {
     let Some((&mode, rest)) = data.split_first() else { return };
     let mut image = rest.to_vec();
     if mode & RESEAL != 0 {
         image::reseal(&mut image);
     }
-    let (parsed, peak) = peak_during(|| parse_archive(&image));
     let bound = parse_memory_bound(image.len());
-    assert!(peak <= bound, "parsing {} bytes held {peak} bytes of heap (bound {bound})", image.len());
+    let (parsed, peak) = peak_during(|| parse_archive(&image));
+    assert!(peak <= bound, "parse_archive of {} bytes held {peak} bytes of heap (bound {bound})", image.len());
     if let Ok(p) = &parsed {
         check_parsed(p, image.len());
     }
-    // Only every 16th input goes through a file: the write costs more than the parse.
+    // from_image keeps the image itself: count only what it holds beyond it.
+    let copy = image.clone();
+    let (from_image, peak) = peak_during(|| ArchiveData::from_image("fuzz", copy));
+    let peak = peak.saturating_sub(image.len());
+    assert!(peak <= bound, "from_image of {} bytes held {peak} bytes of heap beyond the image", image.len());
+    assert_eq!(from_image.is_ok(), parsed.is_ok(), "from_image and parse_archive disagree");
+    if let (Err(a), Err(b)) = (&from_image, &parsed) {
+        assert!(a.to_string().contains(&b.to_string()), "from_image says {a}, parse_archive {b}");
+    }
+    // The file reader is slower (a write and three preads): every 16th input.
     if mode & 0xf0 == 0 {
         let Ok(file) = ImageFile::write(&image) else { return };
         let opened = ArchiveData::open(file.path());
@@ -107,16 +118,15 @@ fn cpu_options() -> ArchiveOptions {
 /// At most this many files are read per input, so an image with thousands of tiny entries stays fast.
 const MAX_FILES: usize = 32;
 
-/// `archive_read` (framed, see [`crate::image`]): opens the image as an [`Archive`] on the CPU engine, reads a
+/// `archive_read` (framed, see [`crate::image`]): opens the image in memory as an [`Archive`] on the CPU engine, reads a
 /// plan of ranges of every file through the block cache, streams each file through the sequential decoder
 /// (the `cat`/unpack path) and verifies every block. Never a panic or a hang; every successful read equals
 /// the original files while they are intact; an intact archive opens, reads and verifies without an error.
 pub fn archive_read(data: &[u8]) {
     let framed = unframe(data);
     let (image, intact) = prepare(&framed);
-    let Ok(file) = ImageFile::write(&image) else { return };
-    let archive = match Archive::open_with(file.path(), cpu_options()) {
-        Ok(a) => a,
+    let archive = match ArchiveData::from_image("fuzz", image.clone()) {
+        Ok(data) => Archive::with_engines(Arc::new(data), cpu_options(), None),
         Err(e) => {
             assert!(!intact, "the seed archive did not open: {e}");
             return;
@@ -185,8 +195,7 @@ fn assert_block_error(e: &Error, block_count: u64) {
 pub fn resolver(data: &[u8]) {
     let framed = unframe(data);
     let (image, intact) = prepare(&framed);
-    let Ok(file) = ImageFile::write(&image) else { return };
-    let Ok(opened) = ArchiveData::open(file.path()) else {
+    let Ok(opened) = ArchiveData::from_image("fuzz", image.clone()) else {
         assert!(!intact, "the seed archive did not open");
         return;
     };
