@@ -600,3 +600,136 @@ mod hostile {
         }
     }
 }
+
+/// What an injected engine does with one batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fault {
+    /// Decodes correctly.
+    None,
+    /// Fails the whole batch with `Error::Gpu`.
+    Fail,
+    /// Decodes, then flips a byte of one block (a silent wrong answer).
+    WrongBytes,
+}
+
+/// Which fault an injected engine applies to its n-th batch.
+type Schedule = fn(u64) -> Fault;
+
+/// A stand-in for the GPU engine: the CPU reference decoder underneath, with a fault chosen per batch by
+/// `schedule(batch_number)`. Counts batches and faults so the test can tell the faults really happened.
+struct FaultyEngine {
+    inner: CpuEngine,
+    schedule: Schedule,
+    batches: std::sync::atomic::AtomicU64,
+    faults: std::sync::atomic::AtomicU64,
+}
+
+impl FaultyEngine {
+    fn new(data: Arc<ArchiveData>, schedule: Schedule) -> FaultyEngine {
+        FaultyEngine { inner: CpuEngine::new(data), schedule, batches: Default::default(), faults: Default::default() }
+    }
+}
+
+impl BlockEngine for FaultyEngine {
+    fn name(&self) -> &'static str {
+        "gpu"
+    }
+
+    fn decode_blocks(&self, ids: &[u64], out: &mut [&mut [u8]]) -> Result<()> {
+        let batch = self.batches.fetch_add(1, Ordering::SeqCst);
+        let fault = (self.schedule)(batch);
+        if fault == Fault::Fail {
+            self.faults.fetch_add(1, Ordering::SeqCst);
+            return Err(Error::Gpu(format!("injected failure of batch {batch}")));
+        }
+        self.inner.decode_blocks(ids, out)?;
+        if fault == Fault::WrongBytes {
+            // The middle block of the batch, in its middle: not something a length check would notice.
+            if let Some(buf) = out.get_mut(ids.len() / 2).filter(|b| !b.is_empty()) {
+                let at = buf.len() / 2;
+                buf[at] ^= 0x40;
+                self.faults.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The archive owns its engine; the test keeps a handle on the same one to read its counters.
+struct SharedEngine(Arc<FaultyEngine>);
+
+impl BlockEngine for SharedEngine {
+    fn name(&self) -> &'static str {
+        self.0.name()
+    }
+
+    fn decode_blocks(&self, ids: &[u64], out: &mut [&mut [u8]]) -> Result<()> {
+        self.0.decode_blocks(ids, out)
+    }
+}
+
+/// A `Write` into a shared buffer, for capturing log lines.
+#[derive(Clone, Default)]
+struct LogCapture(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for LogCapture {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Issue 6, faults: a GPU batch that fails, or returns wrong bytes, falls back to the CPU with correct bytes;
+/// the failure is logged once, however many batches fail.
+#[test]
+fn injected_gpu_faults_fall_back_to_the_cpu_with_correct_bytes_and_one_log_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = Plan::random(small_header(8, 4), 150_000, &mut Rng(606));
+    let path = write_plan(dir.path(), "g.acx", &plan);
+    let schedules: [(&str, Schedule); 3] = [
+        ("every batch fails", |_| Fault::Fail),
+        ("every batch lies", |_| Fault::WrongBytes),
+        ("mixed", |b| [Fault::None, Fault::Fail, Fault::WrongBytes][(b % 3) as usize]),
+    ];
+    for (what, schedule) in schedules {
+        for decoder in [DecoderChoice::Gpu, DecoderChoice::Auto] {
+            let data = Arc::new(ArchiveData::open(&path).unwrap());
+            let engine = Arc::new(FaultyEngine::new(data.clone(), schedule));
+            // No cache: every read goes to the engines again.
+            let options = ArchiveOptions { cache_bytes: 0, decoder, ..ArchiveOptions::default() };
+            let archive = Archive::with_engines(data, options, Some(Box::new(SharedEngine(Arc::clone(&engine)))));
+            let log = LogCapture::default();
+            let writer = log.clone();
+            let subscriber = tracing_subscriber::fmt().with_writer(move || writer.clone()).with_ansi(false).finish();
+            tracing::subscriber::with_default(subscriber, || {
+                // Reads of many blocks (GPU batches under both choices) and single blocks, on this thread so the
+                // thread-local subscriber sees every log line.
+                check_random_reads(&archive, &plan.stream, &mut Rng(7), 60);
+                let mut whole = vec![0u8; plan.stream.len()];
+                archive.read_stream(0, &mut whole).unwrap();
+                assert!(whole == plan.stream, "{what}, {decoder:?}: the whole stream differs");
+                for id in 0..archive.data().block_count() {
+                    let start = archive.data().block_start(id) as usize;
+                    let block = archive.block(id).unwrap();
+                    assert_eq!(&block[..], &plan.stream[start..start + block.len()], "{what}: block {id}");
+                }
+            });
+            let faults = engine.faults.load(Ordering::SeqCst);
+            assert!(faults > 0, "{what}, {decoder:?}: no fault was injected");
+            assert!(
+                archive.gpu_fallbacks() >= faults,
+                "{what}: {} fallbacks for {faults} faults",
+                archive.gpu_fallbacks()
+            );
+            let text = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
+            let lines = text.lines().filter(|l| l.contains("GPU engine failed")).count();
+            assert_eq!(lines, 1, "{what}, {decoder:?}: the failure is logged once:\n{text}");
+            assert!(text.contains("g.acx"), "the line names the archive:\n{text}");
+            assert!(archive.stats().decodes.get("cpu").copied().unwrap_or(0) >= faults);
+        }
+    }
+}
