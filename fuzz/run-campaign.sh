@@ -9,7 +9,7 @@
 # crash, timeout and out-of-memory input is counted and kept under fuzz/artifacts/<target>/. The growing corpora
 # live in fuzz/corpus-gen/<target> (ignored by git); the committed seeds in fuzz/seeds/<target> are read, never
 # written. Minimise a corpus into new seeds with `cargo +nightly fuzz cmin <target> fuzz/corpus-gen/<target>`.
-# Environment: TARGET_DIR (default fuzz/target), TARGETS (default: all), JOBS (default 2).
+# Environment: TARGET_DIR (default fuzz/target), TARGETS (default: all), JOBS (default 2), FAIL_ON_FINDING.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -67,7 +67,14 @@ export seconds bin_dir work
 printf '%s\n' $targets | xargs -P "$jobs" -I{} bash -c 'run_target "$1"' _ {}
 
 printf '%-14s %8s %12s %8s %8s\n' target seconds execs corpus crashes
+findings=0
 for t in $targets; do
   read -r execs crashes took <"$work/$t.result"
   printf '%-14s %8s %12s %8s %8s\n' "$t" "$took" "$execs" "$(find "fuzz/corpus-gen/$t" -type f | wc -l)" "$crashes"
+  findings=$((findings + crashes))
 done
+# FAIL_ON_FINDING=1 (the smoke run of scripts/test.sh): any crash, hang or out-of-memory fails the run.
+if [ -n "${FAIL_ON_FINDING:-}" ] && [ "$findings" -gt 0 ]; then
+  echo "run-campaign: $findings finding(s): see fuzz/artifacts/" >&2
+  exit 1
+fi
