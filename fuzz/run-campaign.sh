@@ -16,7 +16,8 @@ cd "$(dirname "$0")/.."
 seconds="${1:-600}"
 jobs="${JOBS:-2}"
 target_dir="${TARGET_DIR:-fuzz/target}"
-targets="${TARGETS:-$(sed -n 's/^name = "\(.*\)"$/\1/p' fuzz/Cargo.toml | grep -v '^aceapex-fuzz$')}"
+# The [[bin]] sections of fuzz/Cargo.toml name the targets.
+targets="${TARGETS:-$(awk '/^\[\[bin\]\]/ { bin = 1; next } /^\[/ { bin = 0 } bin && /^name = / { gsub(/"/, "", $3); print $3 }' fuzz/Cargo.toml)}"
 
 if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
   echo "run-campaign: needs cargo-fuzz and a nightly toolchain (cargo install cargo-fuzz; rustup toolchain install nightly)" >&2
