@@ -5,14 +5,18 @@ use std::fs::File;
 use std::io::{IsTerminal, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
+use std::sync::{Arc, OnceLock};
 
 use super::args::{CatArgs, Command, InfoArgs, LsArgs, PackArgs, UnpackArgs, VerifyArgs};
 use super::extract::{extract_tree, ExtractOptions, FileSource};
 use super::output::{CliError, Stdout};
 use crate::archive::{Archive, ArchiveOptions};
-use crate::engine::DecoderChoice;
+use crate::engine::cpu::CpuEngine;
+use crate::engine::gpu::GpuEngine;
+use crate::engine::{BlockEngine, DecoderChoice};
 use crate::error::Error;
 use crate::format::tree::{EntryId, EntryKind};
+use crate::format::ArchiveData;
 use crate::pack::{pack, PackOptions};
 
 /// Bytes moved per read call when `cat` streams a small range through the block cache.
@@ -34,6 +38,106 @@ pub fn run(command: Command) -> Result<(), CliError> {
 fn open(path: &Path, decoder: DecoderChoice) -> Result<Archive, CliError> {
     let opts = ArchiveOptions { decoder, ..ArchiveOptions::default() };
     Ok(Archive::open_with(path, opts)?)
+}
+
+/// An archive opened for reading file bytes out (`cat`, `unpack`). With a GPU, the archive's engine batches and
+/// the whole-range path share one [`GpuEngine`]; `cpu` decodes again, on demand, blocks the GPU got wrong there.
+struct Reader {
+    archive: Archive,
+    gpu: Option<GpuEngine>,
+    cpu: OnceLock<CpuEngine>,
+}
+
+/// Ranges at least this long (or an eighth of the stream) are streamed from a complete device-resident decode
+/// when a GPU decodes; shorter ones go through the block cache in engine batches.
+const GPU_WHOLE_RANGE_MIN_BYTES: u64 = 64 << 20;
+
+impl Reader {
+    fn open(path: &Path, decoder: DecoderChoice) -> Result<Reader, CliError> {
+        if decoder == DecoderChoice::Cpu {
+            return Ok(Reader { archive: open(path, decoder)?, gpu: None, cpu: OnceLock::new() });
+        }
+        let data = Arc::new(ArchiveData::open(path)?);
+        let gpu = match GpuEngine::try_new(data.clone()) {
+            Ok(gpu) => Some(gpu),
+            Err(e) => {
+                let asked = if decoder == DecoderChoice::Gpu { "decoder=gpu was requested but " } else { "" };
+                tracing::warn!("{asked}the GPU engine is unavailable ({e}); decoding on the CPU");
+                None
+            }
+        };
+        let opts = ArchiveOptions { decoder, ..ArchiveOptions::default() };
+        let engine = gpu.clone().map(|g| Box::new(g) as Box<dyn BlockEngine>);
+        Ok(Reader { archive: Archive::with_engines(data, opts, engine), gpu, cpu: OnceLock::new() })
+    }
+
+    /// Streams `[start, start + len)` to `sink`; `sequential` asks for the streaming decoders (large ranges).
+    fn stream(
+        &self,
+        start: u64,
+        len: u64,
+        sequential: bool,
+        sink: &mut dyn FnMut(&[u8]) -> Result<(), CliError>,
+    ) -> Result<(), CliError> {
+        let whole = len >= GPU_WHOLE_RANGE_MIN_BYTES || len.saturating_mul(8) >= self.archive.total_len();
+        match &self.gpu {
+            Some(gpu) if sequential && whole && len > 0 => self.stream_gpu(gpu, start, len, sink),
+            _ => stream_range(&self.archive, start, len, sequential, sink),
+        }
+    }
+
+    /// The whole-range GPU path ([`GpuEngine::stream_blocks`]). If the device cannot decode the stream, the
+    /// rest of the range (all of it, unless the device failed mid-way) is read in engine batches, which fall
+    /// back to the CPU batch by batch.
+    fn stream_gpu(
+        &self,
+        gpu: &GpuEngine,
+        start: u64,
+        len: u64,
+        sink: &mut dyn FnMut(&[u8]) -> Result<(), CliError>,
+    ) -> Result<(), CliError> {
+        let data = self.archive.data();
+        let end = start.checked_add(len).filter(|&e| e <= data.footer.total_len).ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "range {start}+{len} is outside the stream of {} bytes",
+                data.footer.total_len
+            ))
+        })?;
+        let log = data.header.block_log;
+        let (first, last) = (start >> log, (end - 1) >> log);
+        let mut pos = first << log; // stream offset of the next byte the device hands over
+        let mut sink_error: Option<CliError> = None;
+        let redo =
+            |id: u64, out: &mut [u8]| self.cpu.get_or_init(|| CpuEngine::new(data.clone())).decode_block(id, out);
+        let result = gpu.stream_blocks(first, last + 1, &redo, &mut |bytes| {
+            let (from, to) = (pos, pos + bytes.len() as u64);
+            pos = to;
+            let (a, b) = (start.max(from), end.min(to));
+            if a >= b {
+                return Ok(());
+            }
+            sink(&bytes[(a - from) as usize..(b - from) as usize]).map_err(|e| {
+                sink_error = Some(e);
+                Error::InvalidArgument("output failed".into())
+            })
+        });
+        match (result, sink_error) {
+            (_, Some(e)) => Err(e),
+            (Ok(report), None) => {
+                tracing::info!(
+                    decode_ms = report.decode_ms,
+                    blocks_redone = report.blocks_redone,
+                    "streamed {len} bytes from the GPU's resident decode"
+                );
+                Ok(())
+            }
+            (Err(e), None) => {
+                let done = pos.clamp(start, end);
+                tracing::warn!("the GPU could not stream the range ({e}); reading the rest in engine batches");
+                stream_range(&self.archive, done, end - done, false, sink)
+            }
+        }
+    }
 }
 
 fn pack_cmd(a: PackArgs) -> Result<(), CliError> {
@@ -116,14 +220,14 @@ fn stream_range(
 /// sequential decoder: unpack visits files in stream order, and the archive keeps the decoder's window of recent
 /// blocks from one file to the next, so near sources are plain copies instead of cold random-access resolutions.
 /// With a GPU, files are read in engine batches (see [`stream_range`]).
-struct ArchiveSource<'a>(&'a Archive);
+struct ArchiveSource<'a>(&'a Reader);
 
 impl FileSource for ArchiveSource<'_> {
     fn write_file(&self, id: EntryId, out: &mut File, out_path: &Path) -> crate::Result<()> {
-        let (start, size) = self.0.file_range(id)?;
+        let (start, size) = self.0.archive.file_range(id)?;
         let mut write =
             |bytes: &[u8]| out.write_all(bytes).map_err(|e| CliError::Lib(Error::io(out_path.to_path_buf(), e)));
-        match stream_range(self.0, start, size, true, &mut write) {
+        match self.0.stream(start, size, true, &mut write) {
             Ok(()) => Ok(()),
             Err(CliError::Lib(e)) => Err(e),
             // Only library errors come out of a sink that writes a file; keep any other one readable.
@@ -135,14 +239,15 @@ impl FileSource for ArchiveSource<'_> {
 }
 
 fn unpack_cmd(a: UnpackArgs) -> Result<(), CliError> {
-    let archive = open(&a.archive, a.decoder.decoder)?;
+    let reader = Reader::open(&a.archive, a.decoder.decoder)?;
     let opts = ExtractOptions { include_generated: a.with_generated };
-    extract_tree(archive.tree(), &ArchiveSource(&archive), &a.dir, opts)?;
+    extract_tree(reader.archive.tree(), &ArchiveSource(&reader), &a.dir, opts)?;
     Ok(())
 }
 
 fn cat_cmd(a: CatArgs) -> Result<(), CliError> {
-    let archive = open(&a.archive, a.decoder.decoder)?;
+    let reader = Reader::open(&a.archive, a.decoder.decoder)?;
+    let archive = &reader.archive;
     let id = super::resolve::resolve_following(archive.tree(), a.path.as_os_str().as_bytes())?;
     let shown = a.path.display().to_string();
     let size = match archive.tree().entry(id).map(|e| &e.kind) {
@@ -158,7 +263,7 @@ fn cat_cmd(a: CatArgs) -> Result<(), CliError> {
     };
     let mut out = Stdout::new();
     let len = to - from;
-    stream_range(&archive, file_start + from, len, len >= SEQUENTIAL_MIN_BYTES, &mut |bytes| out.write(bytes))?;
+    reader.stream(file_start + from, len, len >= SEQUENTIAL_MIN_BYTES, &mut |bytes| out.write(bytes))?;
     out.flush()
 }
 

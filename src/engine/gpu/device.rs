@@ -254,6 +254,9 @@ pub struct Device {
     max_depth: u32,
     seek: SeekBuffers,
     full: Option<FullBuffers>,
+    /// The last full decode was `FullVariant::Full` and succeeded: `full.bytes` holds the whole stream (its
+    /// blocks still unverified; readers check each against the index).
+    full_ready: bool,
     events: (CudaEvent, CudaEvent),
     /// Source levels the seek path launches first (grows to the deepest level a batch needed).
     depth_hint: u32,
@@ -404,6 +407,7 @@ impl Device {
             max_depth: header.max_depth as u32,
             seek,
             full: None,
+            full_ready: false,
             events,
             depth_hint: 2,
             graphs: HashMap::new(),
@@ -844,6 +848,7 @@ impl Device {
         variant: FullVariant,
         poison: Option<u8>,
     ) -> Result<std::result::Result<FullRun, KernelFault>> {
+        self.full_ready = false;
         self.ensure_full()?;
         let n = self.nunits as u32;
         let stream = self.stream.clone();
@@ -940,7 +945,72 @@ impl Device {
             return Ok(Err(KernelFault { code: 8, unit: 0 }));
         }
         let used = if rounds > 0 { left.iter().take_while(|&&c| c != 0).count() as u32 + 1 } else { 0 };
+        self.full_ready = variant == FullVariant::Full;
         Ok(Ok(FullRun { device_ms, rounds: used }))
+    }
+
+    /// Whether a complete full decode is resident (see [`Device::stream_full`]).
+    pub fn full_ready(&self) -> bool {
+        self.full_ready
+    }
+
+    /// Hands bytes `[start, end)` of the resident full decode to `f` in order, as pieces of at most `piece`
+    /// bytes (`f` gets each piece's stream offset and its bytes, which it may change), copied out through two
+    /// pinned buffers: piece i + 1's copy is in flight while `f` works on piece i.
+    pub fn stream_full(
+        &mut self,
+        start: usize,
+        end: usize,
+        piece: usize,
+        f: &mut dyn FnMut(usize, &mut [u8]) -> Result<()>,
+    ) -> Result<()> {
+        let full = self.full.as_ref().filter(|_| self.full_ready).ok_or_else(|| Error::Gpu("no full decode".into()))?;
+        if start > end || end > full.bytes.len() || piece == 0 {
+            return Err(Error::InvalidArgument(format!("stream range {start}..{end} of {}", full.bytes.len())));
+        }
+        if start == end {
+            return Ok(());
+        }
+        let src = self.ptr(&full.bytes);
+        let cap = piece.min(end - start);
+        let mut bufs = [self.alloc_host(cap)?, self.alloc_host(cap)?];
+        let ptrs = [
+            bufs[0].as_mut_slice().map_err(gpu("pinned buffer"))?.as_mut_ptr(),
+            bufs[1].as_mut_slice().map_err(gpu("pinned buffer"))?.as_mut_ptr(),
+        ];
+        let events = [self.ctx.new_event(None).map_err(gpu("event"))?, self.ctx.new_event(None).map_err(gpu("event"))?];
+        let stream = self.stream.clone();
+        let pieces = (end - start).div_ceil(piece);
+        let len_of = |i: usize| piece.min(end - start - i * piece);
+        let enqueue = |i: usize| -> Result<()> {
+            // SAFETY: ptrs[i % 2] is a live pinned buffer of `cap >= len_of(i)` bytes (bufs outlives every copy:
+            // the stream is synchronised below before they drop), and the piece lies inside `full.bytes`.
+            unsafe {
+                let dst = std::slice::from_raw_parts_mut(ptrs[i % 2], len_of(i));
+                result::memcpy_dtoh_async(dst, src + (start + i * piece) as u64, stream.cu_stream())
+            }
+            .map_err(gpu("streamed copy"))?;
+            events[i % 2].record(&stream).map_err(gpu("event"))
+        };
+        let mut run = || -> Result<()> {
+            enqueue(0)?;
+            for i in 0..pieces {
+                if i + 1 < pieces {
+                    enqueue(i + 1)?;
+                }
+                events[i % 2].synchronize().map_err(gpu("streamed copy"))?;
+                // SAFETY: the copy into this buffer has completed (its event), and the next copy into it is only
+                // enqueued after `f` returns; nothing else aliases it.
+                let host = unsafe { std::slice::from_raw_parts_mut(ptrs[i % 2], len_of(i)) };
+                f(start + i * piece, host)?;
+            }
+            Ok(())
+        };
+        let result = run();
+        // No copy may still be writing into the pinned buffers when they are freed.
+        let synced = stream.synchronize().map_err(gpu("streamed copy"));
+        drop(bufs);
+        result.and(synced)
     }
 
     /// Copies the full decode's output (the whole stream) into `host` (pinned), returning the device→host ms.

@@ -11,12 +11,22 @@
 //!
 //! Without a GPU, driver or NVRTC, `try_new` fails fast with a one-line reason (never a panic) and the caller
 //! uses the CPU engine. A failed batch returns `Err` and the caller decodes it on the CPU.
+//!
+//! Large ranges (`cat`/`unpack` of big files) take [`GpuEngine::stream_blocks`] instead: the whole stream is
+//! decoded device-resident once, then streamed out through two pinned buffers, every block checked against the
+//! index and any block that fails decoded again by the caller's CPU fallback.
+//!
+//! Fault injection (testing the fallbacks on a real GPU): `ACEAPEX_GPU_FAULT=fail:N` makes every Nth batch (a
+//! seek batch, or a 64 MiB piece of a streamed range) fail as a driver error would, `corrupt:N` flips a byte of
+//! every Nth batch's device output before the checksum check. Read once at engine start and logged.
 
 mod device;
 pub mod prep;
 
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use rayon::prelude::*;
 use xxhash_rust::xxh3::xxh3_64;
 
 use device::Device;
@@ -27,11 +37,78 @@ use crate::error::{Error, Result};
 use crate::format::ArchiveData;
 
 /// Decodes blocks on an NVIDIA GPU. Construction fails (with a message for one log line) when there is no GPU,
-/// no driver or no NVRTC; callers then use the CPU engine.
+/// no driver or no NVRTC; callers then use the CPU engine. Clones share the one device.
+#[derive(Clone)]
 pub struct GpuEngine {
     data: Arc<ArchiveData>,
-    device: Mutex<Device>,
+    device: Arc<Mutex<Device>>,
     description: String,
+    fault: Option<InjectedFault>,
+    /// Batches started (seek batches and streamed pieces), for the fault injection's "every Nth".
+    batches: Arc<AtomicU64>,
+    /// Set once a streamed range's GPU failure was logged (the archive logs the seek batches' own).
+    stream_failure_logged: Arc<AtomicBool>,
+}
+
+/// Bytes of a streamed range copied out per piece (a multiple of every block size the format allows).
+const STREAM_PIECE: usize = 64 << 20;
+
+/// A fault injected into every Nth GPU batch (`ACEAPEX_GPU_FAULT`), to show on a real GPU that a failing or
+/// lying device never makes wrong bytes reach a reader.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InjectedFault {
+    /// The batch fails as a launch or copy error would (`fail:N`).
+    Fail(u64),
+    /// One byte of the batch's device output is flipped before the checksum check (`corrupt:N`).
+    Corrupt(u64),
+}
+
+impl InjectedFault {
+    /// Parses `fail:N` or `corrupt:N` (N >= 1).
+    pub fn parse(spec: &str) -> std::result::Result<InjectedFault, String> {
+        let (kind, n) = spec.split_once(':').ok_or_else(|| format!("{spec:?}: expected fail:N or corrupt:N"))?;
+        let n: u64 = n.parse().ok().filter(|&n| n >= 1).ok_or_else(|| format!("{spec:?}: N must be >= 1"))?;
+        match kind {
+            "fail" => Ok(InjectedFault::Fail(n)),
+            "corrupt" => Ok(InjectedFault::Corrupt(n)),
+            _ => Err(format!("{spec:?}: expected fail:N or corrupt:N")),
+        }
+    }
+
+    fn every(&self) -> u64 {
+        match *self {
+            InjectedFault::Fail(n) | InjectedFault::Corrupt(n) => n,
+        }
+    }
+
+    /// The fault to inject into batch number `batch` (counted from 1), if any.
+    fn at(self, batch: u64) -> Option<InjectedFault> {
+        (batch % self.every() == 0).then_some(self)
+    }
+}
+
+/// Reads `ACEAPEX_GPU_FAULT` once (at engine start) and logs what it injects.
+fn injected_fault_from_env() -> Option<InjectedFault> {
+    let spec = std::env::var("ACEAPEX_GPU_FAULT").ok()?;
+    match InjectedFault::parse(&spec) {
+        Ok(fault) => {
+            tracing::warn!("ACEAPEX_GPU_FAULT={spec}: injecting {fault:?} into every Nth GPU batch (testing only)");
+            Some(fault)
+        }
+        Err(e) => {
+            tracing::warn!("ACEAPEX_GPU_FAULT ignored: {e}");
+            None
+        }
+    }
+}
+
+/// What [`GpuEngine::stream_blocks`] did.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StreamReport {
+    /// Device time of the complete decode (0 when an earlier call left it resident).
+    pub decode_ms: f32,
+    /// Blocks whose GPU bytes failed (an injected fault or a checksum mismatch) and were decoded by the fallback.
+    pub blocks_redone: u64,
 }
 
 /// Device-side timing of one seek batch.
@@ -64,7 +141,27 @@ impl GpuEngine {
         let opened = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| Device::open(&data)))
             .map_err(|_| Error::Gpu("the CUDA driver failed while starting (panic contained)".into()))??;
         let description = opened.description.clone();
-        Ok(GpuEngine { data, device: Mutex::new(opened), description })
+        Ok(GpuEngine {
+            data,
+            device: Arc::new(Mutex::new(opened)),
+            description,
+            fault: injected_fault_from_env(),
+            batches: Arc::new(AtomicU64::new(0)),
+            stream_failure_logged: Arc::new(AtomicBool::new(false)),
+        })
+    }
+
+    /// Replaces the fault injection read from the environment (tests set it without touching the environment).
+    #[doc(hidden)]
+    pub fn with_injected_fault(mut self, fault: Option<InjectedFault>) -> GpuEngine {
+        self.fault = fault;
+        self
+    }
+
+    /// The fault to inject into the batch starting now, if `ACEAPEX_GPU_FAULT` asks for one.
+    fn next_batch_fault(&self) -> Option<InjectedFault> {
+        let fault = self.fault?;
+        fault.at(self.batches.fetch_add(1, Ordering::Relaxed) + 1)
     }
 
     /// The GPU's name and architecture, for logs.
@@ -90,41 +187,110 @@ impl GpuEngine {
         if ids.windows(2).any(|w| w[0] >= w[1]) {
             return Err(Error::InvalidArgument("block ids must be ascending and distinct".into()));
         }
+        let injected = self.next_batch_fault();
+        if let Some(InjectedFault::Fail(n)) = injected {
+            return Err(Error::Gpu(format!("injected fault (ACEAPEX_GPU_FAULT=fail:{n})")));
+        }
         let mut device = self.lock()?;
         let mut total_ms = 0.0f32;
         let batch = device.max_batch();
+        let mut corrupt = matches!(injected, Some(InjectedFault::Corrupt(_)));
         for (ids, out) in ids.chunks(batch).zip(out.chunks_mut(batch)) {
-            total_ms += self.decode_chunk(&mut device, ids, out)?;
+            total_ms += self.decode_chunk(&mut device, ids, out, std::mem::take(&mut corrupt))?;
         }
         Ok(BatchTiming { device_ms: total_ms })
     }
 
     /// One launch sequence; a capacity fault (too many source blocks for the scratch) splits the chunk in two.
-    fn decode_chunk(&self, device: &mut Device, ids: &[u64], out: &mut [&mut [u8]]) -> Result<f32> {
+    /// `corrupt` (fault injection) flips the first byte the device returned before it is checked.
+    fn decode_chunk(&self, device: &mut Device, ids: &[u64], out: &mut [&mut [u8]], corrupt: bool) -> Result<f32> {
         let block_log = self.data.header.block_log as u32;
         match device.seek_batch(ids)? {
             Ok((bytes, ms)) => {
                 for (e, (&id, buf)) in ids.iter().zip(out.iter_mut()).enumerate() {
                     let start = e << block_log;
-                    let decoded = &bytes[start..start + buf.len()];
+                    buf.copy_from_slice(&bytes[start..start + buf.len()]);
+                    if corrupt && e == 0 && !buf.is_empty() {
+                        buf[0] ^= 0x20;
+                    }
                     let expected = self.data.block_hash[id as usize];
-                    let actual = xxh3_64(decoded);
+                    let actual = xxh3_64(buf);
                     if actual != expected {
                         return Err(Error::Gpu(format!(
                             "block {id}: GPU bytes fail the checksum (expected {expected:016x}, got {actual:016x})"
                         )));
                     }
-                    buf.copy_from_slice(decoded);
                 }
                 Ok(ms)
             }
             Err(fault) if fault.is_capacity() && ids.len() > 1 => {
                 let mid = ids.len() / 2;
                 let (out_a, out_b) = out.split_at_mut(mid);
-                Ok(self.decode_chunk(device, &ids[..mid], out_a)? + self.decode_chunk(device, &ids[mid..], out_b)?)
+                Ok(self.decode_chunk(device, &ids[..mid], out_a, corrupt)?
+                    + self.decode_chunk(device, &ids[mid..], out_b, false)?)
             }
             Err(fault) => Err(fault.into_error()),
         }
+    }
+
+    /// Streams blocks `first..end` to `sink`, in order and whole (the caller trims the range's ends), from a
+    /// complete device-resident decode of the stream (run on the first call, kept for later ones): pieces of
+    /// 64 MiB are copied out through two pinned buffers, the next piece's copy overlapping the checks and the
+    /// sink's work on this one. Every block is checked against the index xxh3 (on all cores); a block that fails,
+    /// or every block of a piece whose batch failed, is handed to `redo` (the CPU decoder) to be decoded in place
+    /// before the sink sees it. An error means the device could not decode the stream at all (nothing reached
+    /// the sink) or the sink failed.
+    pub fn stream_blocks(
+        &self,
+        first: u64,
+        end: u64,
+        redo: &(dyn Fn(u64, &mut [u8]) -> Result<()> + Sync),
+        sink: &mut dyn FnMut(&[u8]) -> Result<()>,
+    ) -> Result<StreamReport> {
+        if first > end || end > self.data.block_count() {
+            return Err(Error::InvalidArgument(format!("blocks {first}..{end} of {}", self.data.block_count())));
+        }
+        let block_log = self.data.header.block_log as u32;
+        let block_size = 1usize << block_log;
+        let total = self.data.footer.total_len;
+        let start = (first << block_log).min(total) as usize;
+        let stop = (end << block_log).min(total) as usize;
+        let mut report = StreamReport::default();
+        let mut device = self.lock()?;
+        if !device.full_ready() {
+            report.decode_ms = device.full_decode(FullVariant::Full, None)?.map_err(KernelFault::into_error)?.device_ms;
+        }
+        let piece = STREAM_PIECE.max(block_size);
+        let redone = AtomicU64::new(0);
+        device.stream_full(start, stop, piece, &mut |at, host| {
+            let injected = self.next_batch_fault();
+            if let Some(InjectedFault::Corrupt(_)) = injected {
+                host[0] ^= 0x20;
+            }
+            let first_id = (at >> block_log) as u64;
+            let failed = matches!(injected, Some(InjectedFault::Fail(_)));
+            // Blocks are checked and, when wrong, decoded again on all cores; a failure names its block.
+            host.par_chunks_mut(block_size).enumerate().try_for_each(|(k, block)| {
+                let id = first_id + k as u64;
+                if !failed && xxh3_64(block) == self.data.block_hash[id as usize] {
+                    return Ok(());
+                }
+                redone.fetch_add(1, Ordering::Relaxed);
+                redo(id, block)
+            })?;
+            sink(host)
+        })?;
+        report.blocks_redone = redone.into_inner();
+        if report.blocks_redone > 0 && !self.stream_failure_logged.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                archive = %self.data.path.display(),
+                "GPU engine failed on {} blocks of a streamed range (injected: {:?}); decoded them on the CPU instead \
+                 (further GPU failures of streamed ranges are not logged)",
+                report.blocks_redone,
+                self.fault
+            );
+        }
+        Ok(report)
     }
 
     /// Decodes the whole archive on the device (entropy decoding included), up to the stages `variant` names.
@@ -289,6 +455,50 @@ mod tests {
             engine.full_output(&mut full).unwrap();
             assert_eq!(full, stream, "full decode, {what}");
         }
+    }
+
+    /// On a machine with a GPU: streaming blocks from the resident decode equals the reference, also when the
+    /// piece fails (the CPU fallback decodes its blocks) or is corrupted; injected faults fail seek batches.
+    #[test]
+    fn streamed_blocks_equal_the_reference_under_injected_faults() {
+        use crate::engine::cpu::CpuEngine;
+        let dir = tempfile::tempdir().unwrap();
+        let (data, stream) = random_archive(dir.path(), 14, 1, 10);
+        let Ok(engine) = GpuEngine::try_new(data.clone()) else {
+            eprintln!("no GPU: streamed-range test skipped");
+            return;
+        };
+        let cpu = CpuEngine::new(data.clone());
+        let redo = |id: u64, out: &mut [u8]| cpu.decode_block(id, out);
+        let n = data.block_count();
+        for fault in [None, Some(InjectedFault::Fail(1)), Some(InjectedFault::Corrupt(1))] {
+            let engine = engine.clone().with_injected_fault(fault);
+            let mut got = Vec::new();
+            let report = engine
+                .stream_blocks(1, n, &redo, &mut |b| {
+                    got.extend_from_slice(b);
+                    Ok(())
+                })
+                .unwrap();
+            let from = 1usize << data.header.block_log;
+            assert_eq!(got, stream[from..], "{fault:?}");
+            assert_eq!(report.blocks_redone > 0, fault.is_some(), "{fault:?}");
+            let mut buf = vec![0u8; data.block_len(0) as usize];
+            let seek = engine.clone().with_injected_fault(fault.map(|_| InjectedFault::Corrupt(1)));
+            assert_eq!(seek.decode_blocks(&[0], &mut [&mut buf[..]]).is_err(), fault.is_some(), "{fault:?}");
+        }
+    }
+
+    #[test]
+    fn injected_faults_parse_and_pick_every_nth_batch() {
+        assert_eq!(InjectedFault::parse("fail:3"), Ok(InjectedFault::Fail(3)));
+        assert_eq!(InjectedFault::parse("corrupt:1"), Ok(InjectedFault::Corrupt(1)));
+        for bad in ["fail", "fail:0", "fail:x", "flip:2", ":2", "corrupt:-1"] {
+            assert!(InjectedFault::parse(bad).is_err(), "{bad}");
+        }
+        let f = InjectedFault::Fail(3);
+        let hit: Vec<u64> = (1..=9).filter(|&b| f.at(b).is_some()).collect();
+        assert_eq!(hit, [3, 6, 9]);
     }
 
     #[test]
