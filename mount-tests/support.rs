@@ -297,3 +297,30 @@ impl Fixture {
         self.mnt.join("src")
     }
 }
+
+/// Reads up to `len` bytes of `path` at `offset` with `O_DIRECT`, so the read bypasses the kernel page cache
+/// and reaches the daemon whatever was read before (the mount keeps the page cache across opens). Offsets and
+/// lengths should be multiples of 4096; the buffer is page-aligned here. Short only at end of file.
+pub fn read_direct(path: &Path, offset: u64, len: usize) -> std::io::Result<Vec<u8>> {
+    use std::os::unix::fs::{FileExt, OpenOptionsExt};
+    let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(path)?;
+    let mut backing = vec![0u8; len + 4096];
+    let skip = backing.as_ptr().align_offset(4096);
+    let buf = &mut backing[skip..skip + len];
+    let mut done = 0;
+    while done < len {
+        match file.read_at(&mut buf[done..], offset + done as u64)? {
+            0 => break,
+            n => done += n,
+        }
+    }
+    Ok(buf[..done].to_vec())
+}
+
+/// Drops the kernel's clean page cache (root only; a no-op otherwise), so that buffered reads of a mount reach
+/// its daemon again. Returns whether it could.
+pub fn drop_page_cache() -> bool {
+    // SAFETY: sync has no preconditions.
+    unsafe { libc::sync() };
+    std::fs::write("/proc/sys/vm/drop_caches", "3").is_ok()
+}
