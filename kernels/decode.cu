@@ -34,6 +34,10 @@
 //   [6] header length (the four varints), [7] decoded unit length (0xFFFFFFFF: header invalid).
 // Decode tables: per group, per table (LL, ML, OF, LIT), 4096 u32 slot entries
 //   sym | (freq - 1) << 8 | cum << 20, or 0xFFFFFFFF for a slot no symbol covers.
+// Compact decode tables (the seek path loads them into shared memory, a warp per slice): per group CT_WORDS u32,
+//   bytes [0, 4 * 4096): the symbol of every slot, table t (LL, ML, OF, LIT) at t * 4096; then words
+//   [CT_FC, CT_FC + 480): freq | cum << 16 per symbol (LL at 0, ML at 64, OF at 128, LIT at 224), freq 0 for a
+//   symbol the table does not have (an unused table maps every slot to a symbol of frequency 0).
 // Tokens of a parsed unit (index tok_off[entry] + t, t < nmatch + 1):
 //   tpos[t] = unit offset where token t's literals start, mpos[t] = where its match starts,
 //   back[t] = match distance (0 for the final literal-only token). A match ends at tpos[t + 1].
@@ -48,6 +52,9 @@ typedef unsigned long long u64;
 #define CLAIMING 0xFFFFFFFEu
 #define BAD_ENTRY 0xFFFFFFFFu
 #define META_WORDS 8
+#define CT_WORDS 4608
+#define CT_FC 4096
+#define CT_LIT_FC 224
 
 // Error codes (mirrored in src/engine/gpu/device.rs).
 #define E_HEADER 1       // unit header (or its block directory) failed host validation
@@ -69,6 +76,8 @@ typedef unsigned long long u64;
 #define MODE_NO_LITERALS 2   // entropy + token parse, literal bytes decoded but not written
 #define MODE_TOKENS 3        // entropy-decode the codes and parse the tokens only; the rANS state is saved in
                              // `resume` and `literals_k<K>` decodes and places the literals later (seek path)
+#define MODE_SMEM 16         // flag (parse_k32 only): each warp loads its slice's LL/ML/OF tables into the
+                             // dynamic shared memory the launch provides (CODE_SMEM_BYTES per warp)
 
 // Words of resume state per worklist entry: [0] words consumed, [1 + lane] rANS state, [33 + lane] the literal
 // a lane decoded in the last code step (or 0xFFFFFFFF).
@@ -244,6 +253,7 @@ struct Ctx {
     u8* stamps;           // full decode: per stream byte, 0 = unresolved, k >= 1 = final before round k - 1
     u32* lidx;            // token arrays: index of token t's first literal in the unit's literal sequence
     u32* resume;          // RESUME_WORDS per worklist entry (MODE_TOKENS), null on the full path
+    const u32* ctab;      // compact decode tables, CT_WORDS per group
     u64 pool_cap;         // token storage available
     u64 nunits;           // units (slices) in the stream
     u32 wl_cap;           // worklist entries available
@@ -260,6 +270,40 @@ __device__ __forceinline__ u32* level_begin(const Ctx& c, u32 d) { return c.coun
 __device__ __forceinline__ u32* range_count(const Ctx& c, u32 d) { return c.counters + 2 + (c.max_depth + 2) + d; }
 __device__ __forceinline__ bool failed(const Ctx& c) { return *(volatile u64*)c.status != 0; }
 
+// A group's LL, ML and OF tables in shared memory (one warp's copy): symbol per slot, freq | cum << 16 per symbol.
+struct CodeTables {
+    u8 syms[3 * 4096];
+    u32 fc[CT_LIT_FC];
+};
+#define CODE_SMEM_BYTES 13184  // sizeof(CodeTables), a multiple of 16 (mirrored in src/engine/gpu/device.rs)
+
+// A group's literal table in shared memory.
+struct LitTables {
+    u8 syms[4096];
+    u32 fc[256];
+};
+#define LIT_SMEM_BYTES 5120  // sizeof(LitTables), a multiple of 16 (mirrored in src/engine/gpu/device.rs)
+
+// The whole warp copies `words16` 16-byte words from global to shared memory (coalesced, all loads in flight).
+__device__ __forceinline__ void warp_copy16(uint4* dst, const uint4* src, u32 words16) {
+    const u32 lane = threadIdx.x & 31;
+    for (u32 i = lane; i < words16; i += 32) dst[i] = src[i];
+}
+
+// Loads group `grp`'s LL/ML/OF tables into `t` (whole warp; the caller syncs the warp before and after).
+__device__ __forceinline__ void load_code_tables(const Ctx& c, u64 grp, CodeTables* t) {
+    const u32* g = c.ctab + grp * CT_WORDS;
+    warp_copy16((uint4*)t->syms, (const uint4*)g, 3 * 4096 / 16);
+    warp_copy16((uint4*)t->fc, (const uint4*)(g + CT_FC), CT_LIT_FC / 4);
+}
+
+// Loads group `grp`'s literal table into `t` (whole warp, as above).
+__device__ __forceinline__ void load_lit_table(const Ctx& c, u64 grp, LitTables* t) {
+    const u32* g = c.ctab + grp * CT_WORDS;
+    warp_copy16((uint4*)t->syms, (const uint4*)g + 3 * 4096 / 16, 4096 / 16);
+    warp_copy16((uint4*)t->fc, (const uint4*)(g + CT_FC + CT_LIT_FC), 256 / 4);
+}
+
 template <int W>
 __device__ void literal_phase(const Ctx& c, const Group<W>& g, u32 id, const u32* tp, const u32* li, u8* bytes,
                               u8* stamps, u32 mode, u32 x, WordWindow<W>& ww, int pending);
@@ -269,7 +313,7 @@ __device__ void literal_phase(const Ctx& c, const Group<W>& g, u32 id, const u32
 // their unit offsets in `bytes` (a unit-local buffer of 2^unit_log bytes).
 template <int W>
 __device__ void parse_one(const Ctx& c, const Group<W>& g, u32 id, u64 tok_base, u8* bytes, u8* stamps, u32 mode,
-                          u32* resume) {
+                          u32* resume, const CodeTables* sm) {
     const u8* file = c.file;
     u64* status = c.status;
     const u32 lane = g.lane;
@@ -309,7 +353,7 @@ __device__ void parse_one(const Ctx& c, const Group<W>& g, u32 id, u64 tok_base,
             asm volatile("prefetch.global.L1 [%0];" ::"l"(file + payload + off));
     }
 
-    if (mode == MODE_TOKENS) prefetch_l1_shared(tab, 3 * 4096 * 4);  // the LL, ML and OF tables
+    if (mode == MODE_TOKENS && !sm) prefetch_l1_shared(tab, 3 * 4096 * 4);  // the LL, ML and OF tables
 
     // Phase A: entropy-decode the LL, ML and OF codes (symbols [0, 3 nmatch + 1)) into the token arrays, and
     // keep going into the literals up to the end of the step that holds the last code: those (at most one per
@@ -332,7 +376,15 @@ __device__ void parse_one(const Ctx& c, const Group<W>& g, u32 id, u64 tok_base,
         if (act) {
             u32 slot = x & 4095u;
             u32 which = i < nmatch + 1ull ? 0 : (i < 2ull * nmatch + 1 ? 1 : (i < ncodes ? 2 : 3));
-            u32 e = tab[which * 4096 + slot];
+            u32 e;
+            if (sm && which < 3) {
+                // Shared-memory tables: two dependent shared loads instead of one global one.
+                const u32 sym = sm->syms[which * 4096 + slot];
+                const u32 f = sm->fc[(which == 0 ? 0u : which == 1 ? 64u : 128u) + sym];
+                e = f == 0 ? 0xFFFFFFFFu : sym | (((f & 0xFFFFu) - 1) << 8) | ((f >> 16) << 20);
+            } else {
+                e = tab[which * 4096 + slot];
+            }
             if (e == 0xFFFFFFFFu) {
                 bad = true;
                 act = false;
@@ -556,19 +608,114 @@ __device__ void literal_phase(const Ctx& c, const Group<W>& g, u32 id, const u32
 // bytes + e << unit_log and its tokens to tok_off[e]. Marks each parsed unit's slot for the later levels.
 template <int W>
 __device__ __forceinline__ void parse_units(const Ctx& c, u32 level, u32 mode) {
+    extern __shared__ uint4 dyn_smem[];
     const u32 begin = *level_begin(c, level);
     const u32 end = min(c.counters[0], c.wl_cap);
     if (blockIdx.x == 0 && threadIdx.x == 0) *level_begin(c, level + 1) = end;
+    // MODE_SMEM (W = 32 only): this warp's CodeTables in the launch's dynamic shared memory.
+    CodeTables* sm = nullptr;
+    if (W == 32 && (mode & MODE_SMEM)) sm = (CodeTables*)((u8*)dyn_smem + (threadIdx.x / 32) * CODE_SMEM_BYTES);
+    mode &= ~(u32)MODE_SMEM;
+    u64 loaded = ~0ull;  // the group whose tables `sm` holds
     const Group<W> g;
     const u32 groups_per_cta = blockDim.x / W;
     const u32 group = blockIdx.x * groups_per_cta + threadIdx.x / W;
     const u32 ngroups = gridDim.x * groups_per_cta;
     for (u32 e = begin + group; e < end; e += ngroups) {
         u32 id = c.worklist[e];
+        if (sm && (u64)(id >> c.group_shift) != loaded) {  // warp-uniform (a warp per entry)
+            __syncwarp();
+            loaded = id >> c.group_shift;
+            load_code_tables(c, loaded, sm);
+            __syncwarp();
+        }
         u8* stamps = c.stamps ? c.stamps + ((u64)e << c.unit_log) : nullptr;
         u32* resume = c.resume ? c.resume + (u64)e * RESUME_WORDS : nullptr;
-        parse_one<W>(c, g, id, c.tok_off[e], c.bytes + ((u64)e << c.unit_log), stamps, mode, resume);
+        parse_one<W>(c, g, id, c.tok_off[e], c.bytes + ((u64)e << c.unit_log), stamps, mode, resume, sm);
         if (g.lane == 0 && c.slot_of_unit) c.slot_of_unit[id] = e;
+    }
+}
+
+// The literals of every entry parsed with MODE_TOKENS by levels < parsed_level, a whole warp per entry whatever K
+// is (the seek's literal launch for slices of at most 4 KiB): K lanes run the rANS states from the saved state with
+// the group's literal table in shared memory and write each literal, in literal order, to a shared buffer; then
+// the warp scatters the buffer to the literals' offsets, a lane per token. So the serial chain of a step is the
+// table lookups and the state update, not the token walk of literal_phase. Dynamic shared memory per warp:
+// LIT_SMEM_BYTES + 2^unit_log.
+extern "C" __global__ void literals_warp(Ctx c, u32 parsed_level) {
+    extern __shared__ uint4 dyn_smem[];
+    if (failed(c)) return;
+    const u32 end = min(*level_begin(c, parsed_level), c.wl_cap);
+    const u32 wib = threadIdx.x / 32;
+    LitTables* sm = (LitTables*)((u8*)dyn_smem + wib * (LIT_SMEM_BYTES + (1u << c.unit_log)));
+    u8* lit = (u8*)sm + LIT_SMEM_BYTES;
+    const Group<32> g;
+    const u32 lane = g.lane;
+    const u32 warp = blockIdx.x * (blockDim.x / 32) + wib;
+    const u32 nwarps = gridDim.x * (blockDim.x / 32);
+    const u32 K = c.lanes;
+    u64 loaded = ~0ull;
+    for (u32 e = warp; e < end; e += nwarps) {
+        const u32 id = c.worklist[e];
+        const u32* m = c.meta + (u64)id * META_WORDS;
+        if (m[7] == BAD_ENTRY) continue;  // reported by the parse (warp-uniform)
+        __syncwarp();  // the previous entry's scatter is done with the buffer
+        if ((u64)(id >> c.group_shift) != loaded) {
+            loaded = id >> c.group_shift;
+            load_lit_table(c, loaded, sm);
+        }
+        const u32* rs = c.resume + (u64)e * RESUME_WORDS;
+        const u32 nmatch = m[2], nlit = m[3], nwords = m[4];
+        const u32 ntok = nmatch + 1;
+        const u64 ncodes = 3ull * nmatch + 1;
+        const u64 S = ncodes + nlit;
+        const u64 code_steps = (ncodes + K - 1) / K;
+        const u64 steps = (S + K - 1) / K;
+        const u64 payload = (u64)m[0] | ((u64)m[1] << 32);
+        WordWindow<32> ww;
+        ww.init(c.file + payload + m[6] + 4 * K, nwords, lane, rs[0]);
+        u32 x = rs[1 + lane];
+        const u32 p = rs[33 + lane];
+        // The literal a lane decoded in the last code step: index (code_steps - 1) K + lane - ncodes < nlit.
+        if (p != 0xFFFFFFFFu) lit[(code_steps - 1) * K + lane - ncodes] = (u8)p;
+        __syncwarp();  // the table is loaded
+        bool bad = false;
+        for (u64 j = code_steps; j < steps; j++) {
+            const u64 i = j * K + lane;
+            bool act = lane < K && i < S;
+            if (act) {
+                const u32 slot = x & 4095u;
+                const u32 sym = sm->syms[slot];
+                const u32 f = sm->fc[sym];
+                if (f == 0) {
+                    bad = true;
+                    act = false;
+                } else {
+                    x = (f & 0xFFFFu) * (x >> 12) + slot - (f >> 16);
+                    lit[i - ncodes] = (u8)sym;
+                }
+            }
+            ww.take(g, act && x < 65536u, &x, &bad);
+        }
+        const bool any_bad = g.any(bad);
+        if (any_bad || !g.all(x == 65536u) || ww.pos != nwords) {
+            if (lane == 0) report(c.status, any_bad ? E_WORDS : E_FINAL, id);
+            continue;
+        }
+        __syncwarp();  // every literal is in the buffer
+        // Token t's literals [lidx[t], lidx[t + 1]) (nlit for the last) start at tpos[t]; the parse checked that
+        // they lie inside the unit.
+        const u64 tb = c.tok_off[e];
+        u8* out = c.bytes + ((u64)e << c.unit_log);
+        u8* stamps = c.stamps ? c.stamps + ((u64)e << c.unit_log) : nullptr;
+        for (u32 t = lane; t < ntok; t += 32) {
+            const u32 a = c.lidx[tb + t], b = t + 1 < ntok ? c.lidx[tb + t + 1] : nlit;
+            const u32 o = c.tpos[tb + t];
+            for (u32 k = a; k < b; k++) {
+                out[o + k - a] = lit[k];
+                if (stamps) stamps[o + k - a] = 1;  // literals are final before round 0
+            }
+        }
     }
 }
 

@@ -39,6 +39,14 @@ const WORKLIST_BYTES: u64 = 512 << 20;
 const RESUME_WORDS: usize = 65;
 /// Captured seek graphs kept (one per batch size and level count).
 const MAX_GRAPHS: usize = 64;
+/// Shared memory per warp of the seek's token levels (kernels/decode.cu `CODE_SMEM_BYTES`: a group's LL, ML
+/// and OF tables) and of `literals_warp` (`LIT_SMEM_BYTES`, plus one slice of literals).
+const CODE_SMEM_BYTES: u32 = 13184;
+const LIT_SMEM_BYTES: u32 = 5120;
+/// kernels/decode.cu `MODE_SMEM`: the parse loads its tables into the launch's dynamic shared memory.
+const MODE_SMEM: u32 = 16;
+/// Largest slice `literals_warp` buffers in shared memory (4 KiB); larger slices use `literals_k<K>`.
+const LIT_WARP_MAX_UNIT_LOG: u32 = 12;
 
 /// Error codes written by the kernels (kernels/decode.cu `E_*`).
 fn describe(code: u32) -> &'static str {
@@ -106,6 +114,7 @@ struct KernelCtx {
     stamps: u64,
     lidx: u64,
     resume: u64,
+    ctab: u64,
     pool_cap: u64,
     nunits: u64,
     wl_cap: u32,
@@ -117,7 +126,7 @@ struct KernelCtx {
 }
 
 // SAFETY: KernelCtx is #[repr(C)], made only of u64/u32 fields in the order and with the alignment of the CUDA
-// struct `Ctx` (8-byte pointers first, then 32-bit fields, 200 bytes in all), so passing it by value as a
+// struct `Ctx` (8-byte pointers first, then 32-bit fields, 208 bytes in all), so passing it by value as a
 // kernel parameter matches the kernel's layout.
 unsafe impl DeviceRepr for KernelCtx {}
 
@@ -205,6 +214,8 @@ struct Kernels {
     /// states and uses all 32 for the token parse), unless ACEAPEX_GPU_SEEK_GROUP=1 asks for the K-lane group.
     parse_seek: CudaFunction,
     literals: CudaFunction,
+    /// The seek's literal launch, a warp per slice with shared-memory tables (see `Device::seek_smem`).
+    literals_warp: CudaFunction,
     seed: CudaFunction,
     expand: CudaFunction,
     chase: CudaFunction,
@@ -245,6 +256,7 @@ pub struct Device {
     file: CudaSlice<u8>,
     meta: CudaSlice<u32>,
     dtab: CudaSlice<u32>,
+    ctab: CudaSlice<u32>,
     meta_host: UnitMeta,
     nunits: u64,
     lanes: u32,
@@ -269,6 +281,10 @@ pub struct Device {
     /// Seek levels parse tokens only and one launch after the last level decodes every parsed slice's literals
     /// (the default), or each level parses whole slices (ACEAPEX_GPU_SEEK_FUSED=1, for comparison).
     seek_split: bool,
+    /// The seek's token levels and literal launch keep the slice's decode tables in shared memory, a warp per
+    /// slice (the default, with the literals split off and slices of at most 4 KiB), or read them from global
+    /// memory (ACEAPEX_GPU_SEEK_GLOBAL_TABLES=1, for comparison).
+    seek_smem: bool,
     /// Deferred matches carry only their unresolved span to the next resolve round (the default), or their whole
     /// length (ACEAPEX_GPU_RESOLVE_WHOLE=1, for comparison).
     resolve_trim: bool,
@@ -360,6 +376,7 @@ impl Device {
                 load("parse_k32")?
             },
             literals: load(&format!("literals_k{}", data.header.rans_lanes))?,
+            literals_warp: load("literals_warp")?,
             seed: load("seed_batch")?,
             expand: load("expand_ranges")?,
             chase: load("chase_bytes")?,
@@ -375,6 +392,15 @@ impl Device {
         let file = upload_payloads(&stream, data, payload_end)?;
         let meta = stream.clone_htod(&meta_host.words).map_err(gpu("uploading block metadata"))?;
         let dtab = stream.clone_htod(&prep::decode_tables(&data.tables)).map_err(gpu("uploading tables"))?;
+        let ctab = stream.clone_htod(&prep::compact_tables(&data.tables)).map_err(gpu("uploading tables"))?;
+        // The seek's token levels run 4 warps a CTA with CODE_SMEM_BYTES each: above the 48 KB default.
+        kernels
+            .parse_seek
+            .set_attribute(
+                cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                (CODE_SMEM_BYTES * (CTA_THREADS / 32)) as i32,
+            )
+            .map_err(gpu("shared memory attribute"))?;
         let nunits = data.global_slice_count();
         if nunits > u32::MAX as u64 / 2 {
             return Err(Error::Gpu("too many slices for the GPU engine".into()));
@@ -398,6 +424,7 @@ impl Device {
             file,
             meta,
             dtab,
+            ctab,
             meta_host,
             nunits,
             lanes: header.rans_lanes as u32,
@@ -415,6 +442,9 @@ impl Device {
                 && std::env::var_os("ACEAPEX_GPU_SEEK_PROFILE").is_none(),
             seek_by_chase,
             seek_split: std::env::var_os("ACEAPEX_GPU_SEEK_FUSED").is_none(),
+            seek_smem: std::env::var_os("ACEAPEX_GPU_SEEK_GLOBAL_TABLES").is_none()
+                && std::env::var_os("ACEAPEX_GPU_SEEK_FUSED").is_none()
+                && std::env::var_os("ACEAPEX_GPU_SEEK_GROUP").is_none(),
             resolve_trim: std::env::var_os("ACEAPEX_GPU_RESOLVE_WHOLE").is_none(),
             profile: std::env::var_os("ACEAPEX_GPU_SEEK_PROFILE").map(|_| SeekProfile::default()),
         })
@@ -425,6 +455,7 @@ impl Device {
             file: self.ptr(&self.file),
             meta: self.ptr(&self.meta),
             dtab: self.ptr(&self.dtab),
+            ctab: self.ptr(&self.ctab),
             nunits: self.nunits,
             lanes: self.lanes,
             unit_log: self.unit_log,
@@ -636,16 +667,42 @@ impl Device {
         // parse groups (128 CTAs with K = 1) cover the levels seen in practice without launching idle CTAs.
         let later_parse = LaunchConfig { grid_dim: (LEVEL_GRID.min(128 * seek_lanes), 1, 1), ..first_level };
         let later_literals = LaunchConfig { grid_dim: (LEVEL_GRID.min(128 * self.lanes), 1, 1), ..first_level };
+        // Shared-memory tables (seek_smem): the token levels get CODE_SMEM_BYTES per warp, and the literals run
+        // a warp per slice (literals_warp) with its table and one slice of literals per warp.
+        let warps = CTA_THREADS / 32;
+        let lit_warp = self.seek_smem && self.unit_log <= LIT_WARP_MAX_UNIT_LOG;
+        let (first_level, later_parse) = if self.seek_smem {
+            let smem = CODE_SMEM_BYTES * warps;
+            (
+                LaunchConfig { shared_mem_bytes: smem, ..first_level },
+                LaunchConfig { shared_mem_bytes: smem, ..later_parse },
+            )
+        } else {
+            (first_level, later_parse)
+        };
+        let later_literals = if lit_warp {
+            LaunchConfig {
+                grid_dim: (LEVEL_GRID, 1, 1),
+                shared_mem_bytes: (LIT_SMEM_BYTES + (1 << self.unit_log)) * warps,
+                ..later_literals
+            }
+        } else {
+            later_literals
+        };
         // expand_ranges runs a warp per range; level 0's ranges are the requested units.
-        let first_expand =
-            LaunchConfig { grid_dim: (grid_for(n as u64, (CTA_THREADS / 32) as u64, LEVEL_GRID), 1, 1), ..first_level };
+        let first_expand = LaunchConfig {
+            grid_dim: (grid_for(n as u64, (CTA_THREADS / 32) as u64, LEVEL_GRID), 1, 1),
+            shared_mem_bytes: 0,
+            ..first_level
+        };
         let threads = |items: u64, cap: u32| LaunchConfig {
             grid_dim: (grid_for(items, 256, cap), 1, 1),
             block_dim: (256, 1, 1),
             shared_mem_bytes: 0,
         };
         // kernels/decode.cu MODE_TOKENS (levels parse tokens, literals_k<K> places the literals) or MODE_FULL.
-        let mode = if self.seek_split { 3u32 } else { 0u32 };
+        let tables = if self.seek_smem { MODE_SMEM } else { 0 };
+        let mode = if self.seek_split { 3u32 | tables } else { 0u32 };
         let s = &mut self.seek;
         let host_ids = s.host_ids.as_mut_slice().map_err(gpu("pinned ids"))?.as_ptr();
         let host_out = s.host_out.as_mut_slice().map_err(gpu("pinned output"))?.as_mut_ptr();
@@ -714,7 +771,7 @@ impl Device {
             if self.seek_split {
                 let parsed_level = levels + 1;
                 stream
-                    .launch_builder(&k.literals)
+                    .launch_builder(if lit_warp { &k.literals_warp } else { &k.literals })
                     .arg(&c)
                     .arg(&parsed_level)
                     .launch(later_literals)

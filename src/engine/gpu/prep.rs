@@ -196,6 +196,48 @@ pub fn decode_tables(sets: &[TableSet]) -> Vec<u32> {
     out
 }
 
+/// u32 words of compact decode tables per group (kernels/decode.cu `CT_WORDS`): the symbol of every slot of
+/// the four tables as bytes (4 × 4096), then `freq | cum << 16` per symbol at [`CT_FC`] + LL 0, ML 64, OF 128,
+/// LIT 224, padded to 512 words.
+pub const CT_WORDS: usize = 4096 + 512;
+/// Word offset of the per-symbol frequencies in a group's compact tables.
+pub const CT_FC: usize = 4096;
+
+/// Compact decode tables of all groups (the seek path copies them into shared memory): a table that is unused
+/// or whose alphabet is too large maps every slot to symbol 0 with frequency 0, which the kernel reports as a
+/// slot no symbol covers (tables otherwise cover all 4096 slots: `Table::from_freqs` requires it).
+pub fn compact_tables(sets: &[TableSet]) -> Vec<u32> {
+    let mut out = vec![0u32; sets.len() * CT_WORDS];
+    for (set, chunk) in sets.iter().zip(out.chunks_exact_mut(CT_WORDS)) {
+        let mut syms = vec![0u8; 4 * SLOTS];
+        let tables = [
+            (&set.ll, LL_ALPHABET, 0),
+            (&set.ml, ML_ALPHABET, 64),
+            (&set.of, OF_ALPHABET, 128),
+            (&set.lit, LIT_ALPHABET, 224),
+        ];
+        for (t, (table, alphabet, fc_at)) in tables.into_iter().enumerate() {
+            let covered: usize = table.freq.iter().map(|&f| f as usize).sum();
+            if table.freq.len() > alphabet || covered != SLOTS {
+                continue;
+            }
+            let mut cum = 0usize;
+            for (sym, &freq) in table.freq.iter().enumerate() {
+                let freq = freq as usize;
+                syms[t * SLOTS + cum..t * SLOTS + cum + freq].fill(sym as u8);
+                if freq > 0 {
+                    chunk[CT_FC + fc_at + sym] = freq as u32 | (cum as u32) << 16;
+                }
+                cum += freq;
+            }
+        }
+        for (word, bytes) in chunk[..CT_FC].iter_mut().zip(syms.chunks_exact(4)) {
+            *word = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -268,6 +310,43 @@ mod tests {
         }
         assert_eq!(slots[0] & 0xff, 1);
         assert_eq!(slots[4095] & 0xff, 2);
+    }
+
+    /// The compact tables give every slot the symbol, frequency and cumulative frequency the full tables give.
+    #[test]
+    fn compact_tables_agree_with_the_slot_tables() {
+        let mut lit = vec![0u16; 256];
+        lit[0] = 1;
+        lit[255] = 4000;
+        lit[7] = 95;
+        let set = TableSet {
+            ll: Table::from_freqs(vec![0, 4000, 96]).unwrap(),
+            ml: Table::default(),
+            of: Table::from_freqs({
+                let mut f = vec![0u16; 96];
+                f[95] = 4096;
+                f
+            })
+            .unwrap(),
+            lit: Table::from_freqs(lit).unwrap(),
+        };
+        let full = decode_tables(std::slice::from_ref(&set));
+        let compact = compact_tables(std::slice::from_ref(&set));
+        let bytes: Vec<u8> = compact[..CT_FC].iter().flat_map(|w| w.to_le_bytes()).collect();
+        for (t, fc_at) in [0usize, 64, 128, 224].into_iter().enumerate() {
+            for slot in 0..SLOTS {
+                let e = full[t * SLOTS + slot];
+                let sym = bytes[t * SLOTS + slot] as usize;
+                let fc = compact[CT_FC + fc_at + sym];
+                if e == NO_SYMBOL {
+                    assert_eq!(fc & 0xffff, 0, "table {t} slot {slot}");
+                } else {
+                    assert_eq!(sym as u32, e & 0xff, "table {t} slot {slot}");
+                    assert_eq!(fc & 0xffff, ((e >> 8) & 0xfff) + 1);
+                    assert_eq!(fc >> 16, e >> 20);
+                }
+            }
+        }
     }
 
     #[test]
