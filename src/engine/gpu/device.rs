@@ -29,7 +29,7 @@ const KERNEL_SOURCE: &str = include_str!("../../../kernels/decode.cu");
 
 /// Threads per CTA for the warp-per-item kernels.
 const CTA_THREADS: u32 = 128;
-/// Fixed grid of the kernels whose work count lives on the device (later seek levels).
+/// Largest grid of the seek's first level (its work count is known on the host).
 const LEVEL_GRID: u32 = 1024;
 /// Most blocks requested in one launch sequence; larger requests are split.
 pub const MAX_BATCH: usize = 1024;
@@ -270,6 +270,10 @@ pub struct Device {
     /// blocks still unverified; readers check each against the index).
     full_ready: bool,
     events: (CudaEvent, CudaEvent),
+    /// Grid of the seek kernels whose work count lives on the device (later levels, literals, resolve rounds):
+    /// they stride over it, so a small grid costs little when a level holds a few slices and idle CTAs are not
+    /// launched by the thousand. Two CTAs per SM, or ACEAPEX_GPU_LEVEL_GRID.
+    later_grid: u32,
     /// Source levels the seek path launches first (grows to the deepest level a batch needed).
     depth_hint: u32,
     /// Captured seek sequences by (batch size, levels), and whether capturing works here.
@@ -416,6 +420,14 @@ impl Device {
             ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(gpu("event"))?,
         );
         stream.synchronize().map_err(gpu("upload"))?;
+        let sms = ctx
+            .attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+            .map_err(gpu("SM count"))?;
+        let later_grid = std::env::var("ACEAPEX_GPU_LEVEL_GRID")
+            .ok()
+            .and_then(|v| v.parse::<u32>().ok())
+            .unwrap_or(2 * sms.max(1) as u32)
+            .clamp(1, 65535);
         Ok(Device {
             description: format!("{name} (sm_{major}{minor})"),
             ctx,
@@ -436,6 +448,7 @@ impl Device {
             full: None,
             full_ready: false,
             events,
+            later_grid,
             depth_hint: 2,
             graphs: HashMap::new(),
             use_graphs: std::env::var_os("ACEAPEX_GPU_NO_GRAPHS").is_none()
@@ -662,11 +675,11 @@ impl Device {
             block_dim: (CTA_THREADS, 1, 1),
             shared_mem_bytes: 0,
         };
-        let later_level = LaunchConfig { grid_dim: (LEVEL_GRID, 1, 1), ..first_level };
+        let later_level = LaunchConfig { grid_dim: (self.later_grid, 1, 1), ..first_level };
         // Later parse levels (and the literal launch) stride over a count that lives on the device: about 16k
         // parse groups (128 CTAs with K = 1) cover the levels seen in practice without launching idle CTAs.
-        let later_parse = LaunchConfig { grid_dim: (LEVEL_GRID.min(128 * seek_lanes), 1, 1), ..first_level };
-        let later_literals = LaunchConfig { grid_dim: (LEVEL_GRID.min(128 * self.lanes), 1, 1), ..first_level };
+        let later_parse = LaunchConfig { grid_dim: (self.later_grid.min(128 * seek_lanes), 1, 1), ..first_level };
+        let later_literals = LaunchConfig { grid_dim: (self.later_grid.min(128 * self.lanes), 1, 1), ..first_level };
         // Shared-memory tables (seek_smem): the token levels get CODE_SMEM_BYTES per warp, and the literals run
         // a warp per slice (literals_warp) with its table and one slice of literals per warp.
         let warps = CTA_THREADS / 32;
@@ -682,7 +695,7 @@ impl Device {
         };
         let later_literals = if lit_warp {
             LaunchConfig {
-                grid_dim: (LEVEL_GRID, 1, 1),
+                grid_dim: (self.later_grid, 1, 1),
                 shared_mem_bytes: (LIT_SMEM_BYTES + (1 << self.unit_log)) * warps,
                 ..later_literals
             }
