@@ -733,3 +733,27 @@ fn injected_gpu_faults_fall_back_to_the_cpu_with_correct_bytes_and_one_log_line(
         }
     }
 }
+
+/// Measurement, not a check: heap bytes of parsed blocks (the parsed-slice cache's entries) per decoded byte,
+/// over the archive named by `ACX_MEASURE_ARCHIVE`. The mount's memory budget (`fs::options::MemoryBudget`)
+/// documents this factor. `ACX_MEASURE_ARCHIVE=x.acx cargo test --lib parsed_bytes -- --ignored --nocapture`
+#[test]
+#[ignore]
+fn parsed_bytes_per_decoded_byte() {
+    let Some(path) = std::env::var_os("ACX_MEASURE_ARCHIVE") else { return };
+    let data = ArchiveData::open(path).unwrap();
+    let (mut heap, mut decoded, mut tokens) = (0u64, 0u64, 0u64);
+    for id in (0..data.block_count()).step_by(7) {
+        let parsed = crate::codec::resolve::parse_block(&data, id).unwrap();
+        heap += parsed.heap_bytes() as u64;
+        decoded += u64::from(parsed.len);
+        tokens += parsed.tokens.len() as u64;
+    }
+    let slices = decoded as f64 / data.header.slice_size() as f64;
+    println!(
+        "parsed heap {:.3} bytes per decoded byte; {:.1} tokens per slice; {:.0} heap bytes per slice",
+        heap as f64 / decoded as f64,
+        tokens as f64 / slices,
+        heap as f64 / slices
+    );
+}

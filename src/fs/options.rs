@@ -36,36 +36,49 @@ pub struct MountOptions {
 }
 
 /// How the one `cache_size=` budget (C) is divided among everything that holds decoded data, so that the
-/// daemon's resident memory stays under C plus a fixed overhead that does not grow with reads, files or time.
+/// daemon's resident memory stays under C plus an overhead O that does not grow with reads, files or time.
 ///
 /// Charged to C:
 /// - **the decoded-block LRU** of the archive: `C - C/8 - C/4` (5/8 of C). Random reads, prefetches, stream runs
 ///   (sequential readers) and fills all put their blocks there, so a run's blocks also serve random reads and
 ///   sources; running out of budget evicts the least recent block, it never fails a read (a block larger than
 ///   the whole LRU is decoded, used and dropped);
-/// - **parsed slices**: the CPU engine's cache of slice entropy-stage output used to resolve sources, C/8
-///   (its count floor of 16 slices, 32 KiB with 2 KiB slices, is overhead);
+/// - **parsed slices**: the CPU engine's cache of slice entropy-stage output, used to resolve a cold block's
+///   sources: C/8 resident, but never less than [`MemoryBudget::PARSED_FLOOR_SLICES`] slices. A parsed slice
+///   holds about 1.5 times its decoded size (measured on atha_chr1: 2,754 heap bytes per 2 KiB slice, plus
+///   allocation headers; `parsed_bytes_per_decoded_byte` in `archive/tests.rs`), so the cache is given
+///   `C/12` of decoded-slice capacity;
 /// - **sequential windows**: at most [`MemoryBudget::MAX_STREAMS`] stream runs decode at once (more are
-///   refused and served by the random path), and each keeps `C/4 / MAX_STREAMS` of recent blocks (at least
-///   one block, at most the library default of 64 MiB).
+///   refused and served by the random path), and each keeps `C/16` of recent blocks (together C/4), but never
+///   less than [`MemoryBudget::WINDOW_FLOOR_BYTES`] and never more than the library default of 64 MiB.
 ///
-/// Not charged: the fixed overhead O, which depends on the machine and the archive's metadata but not on the
-/// workload (B = block size, 16 KiB by default; T = FUSE worker threads, `threads=`; P = CPU cores):
-/// - the process itself: code, libraries, allocator and logging state, ~6 MiB resident;
-/// - the archive's index and tree: ~32 bytes per block (offsets, hashes) plus the tree (names, entries);
+/// Why floors: a cold read in the middle of a stream resolves its sources through the parsed tokens of about
+/// 1,000–2,600 slices (atha_chr1, format v2). If they do not fit, the resolver parses the same slices over and
+/// over: with `cache_size=4M` and no floor (256 parsed slices) 16 load-test readers got 51 reads done in a
+/// minute on the loaded 2-core machine, 132 with the floor. Likewise a window of a few blocks sends most of a
+/// sequential run's sources through that path. So for small C the floors exceed their share; the excess,
+/// `max(0, 24 MiB - C/8) + 4 × max(0, 1 MiB - C/16)` (0 from C = 192 MiB up; 26.5 MiB at C = 4 MiB), is
+/// part of the overhead O.
+///
+/// Not charged: the overhead O, which depends on the machine and the archive but not on how long or how hard
+/// the mount is used (B = block size, 16 KiB by default; T = FUSE worker threads, `threads=`, default the
+/// core count up to 16; P = CPU cores; K = the largest cold-read closure in slices, about 2,600 on atha_chr1):
+/// - the floors' excess over their share of C (above);
+/// - the process itself with the archive's index and tree: 3.9 MiB resident for atha_chr1 mounted and idle
+///   (the index grows by ~32 bytes per block, the tree with names and entries);
 /// - per FUSE worker: a reply buffer up to `max_read` (1 MiB, [`crate::fuse::MAX_READ`]), the blocks of the
 ///   read in progress while they are copied (up to `max_read + 2B`, held outside the LRU when it is smaller
-///   than one request), and fuser's receive buffer (only the pages requests touch: a few KiB) and stack:
-///   about `T × (2 MiB + 2B)`;
+///   than one request), the slices a cold read's closure planner parses before they go into the cache (up to
+///   K × 3 KiB), fuser's receive buffer (only the pages requests touch: a few KiB) and the stack:
+///   about `T × (2 MiB + 2B + 3 KiB × K)`;
 /// - per live stream run: the sequential decoder's two batches of parsed blocks ahead of the copy (`2 × 8P`
-///   blocks, a parsed block being 1–3 B) plus one block in the making and one spare: about
-///   `MAX_STREAMS × 16P × 3B` (6 MiB with P = 2, B = 16 KiB);
+///   blocks of 1.5 B) plus one block in the making and one spare: about `MAX_STREAMS × 24P × B`;
 /// - thread stacks of the rayon pool (P) and the run threads: only touched pages, ~100 KiB each;
-/// - allocator slack: freed memory glibc keeps in per-thread arenas (bounded by `M_ARENA_MAX`, which the
-///   daemon sets to 4, and returned by trimming).
+/// - allocator slack: freed memory glibc keeps in its arenas (the daemon caps them at 4 with `M_ARENA_MAX`).
 ///
-/// So `O ≈ 6 MiB + index + T × (2 MiB + 2B) + MAX_STREAMS × 48P × B + P × 0.1 MiB + slack`; the README's load
-/// section gives the measured peak against `C + O`.
+/// So `O ≈ floors' excess + 4 MiB + T × (2 MiB + 2B + 3 KiB × K) + MAX_STREAMS × 24P × B + P × 0.1 MiB +
+/// slack`. With C = 4 MiB, T = P = 2, B = 16 KiB, K = 2,600: 26.5 + 4 + 19.3 + 3 + 0.2 ≈ 53 MiB before slack.
+/// The README's load section gives the measured peak against `C + O`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MemoryBudget {
     /// The archive's decoded-block LRU (also filled by stream runs and fills).
@@ -82,23 +95,39 @@ impl MemoryBudget {
     /// Stream runs allowed at once: enough for a few concurrent sequential readers (each run decodes on all
     /// cores anyway); further sequential readers are served by the random path.
     pub const MAX_STREAMS: usize = 4;
+    /// The least parsed-slice cache worth having, in decoded bytes of slices: 8,192 slices of 2 KiB (about
+    /// 24 MiB resident), three times the largest cold-read closure measured on atha_chr1 (2,605 slices), so that
+    /// a few concurrent cold reads do not thrash it.
+    pub const PARSED_FLOOR_BYTES: u64 = 16 << 20;
+    /// Resident bytes of a parsed slice per decoded byte, times 2 (1.5: see the type's documentation).
+    const PARSED_RESIDENT_X2: u64 = 3;
+    /// The least sequential window worth having: 64 blocks of 16 KiB.
+    pub const WINDOW_FLOOR_BYTES: u64 = 1 << 20;
 
     /// Divides `cache_bytes` (see the type's documentation).
     pub fn split(cache_bytes: u64) -> MemoryBudget {
-        let parsed_cache_bytes = cache_bytes / 8;
-        let windows = cache_bytes / 4;
+        let parsed_share = cache_bytes / 8;
+        let window_share = cache_bytes / 16;
         let max_streams = MemoryBudget::MAX_STREAMS;
+        // The parsed-slice cache is sized in decoded bytes of slices; its resident share is 1.5 times that.
+        let parsed_capacity = parsed_share / MemoryBudget::PARSED_RESIDENT_X2 * 2;
         MemoryBudget {
-            block_cache_bytes: cache_bytes - parsed_cache_bytes - windows,
-            parsed_cache_bytes,
-            seq_window_bytes: (windows / max_streams as u64).min(DEFAULT_WINDOW_BYTES),
+            block_cache_bytes: cache_bytes - parsed_share - window_share * max_streams as u64,
+            parsed_cache_bytes: parsed_capacity.max(MemoryBudget::PARSED_FLOOR_BYTES),
+            seq_window_bytes: window_share.clamp(MemoryBudget::WINDOW_FLOOR_BYTES, DEFAULT_WINDOW_BYTES),
             max_streams,
         }
     }
 
-    /// Bytes of `cache_size` the parts may hold together (never more than the budget).
-    pub fn charged_bytes(&self) -> u64 {
-        self.block_cache_bytes + self.parsed_cache_bytes + self.seq_window_bytes * self.max_streams as u64
+    /// Resident bytes the parts may hold together at most (parsed slices at 1.5 times their decoded size).
+    pub fn total_bytes(&self) -> u64 {
+        let parsed_resident = self.parsed_cache_bytes / 2 * MemoryBudget::PARSED_RESIDENT_X2;
+        self.block_cache_bytes + parsed_resident + self.seq_window_bytes * self.max_streams as u64
+    }
+
+    /// What the floors add beyond `cache_bytes` (0 from C = 192 MiB up): part of the overhead O.
+    pub fn floor_excess(&self, cache_bytes: u64) -> u64 {
+        self.total_bytes().saturating_sub(cache_bytes)
     }
 }
 
@@ -232,16 +261,26 @@ mod tests {
     }
 
     #[test]
-    fn the_budget_split_never_exceeds_cache_size() {
-        for c in [0u64, 1, 4095, 4 << 20, 64 << 20, 1 << 30, 1 << 40] {
+    fn the_budget_split_stays_within_cache_size_plus_the_floors() {
+        let floors = MemoryBudget::PARSED_FLOOR_BYTES / 2 * 3 + 4 * MemoryBudget::WINDOW_FLOOR_BYTES;
+        for c in [0u64, 1, 4095, 4 << 20, 64 << 20, 192 << 20, 1 << 30, 1 << 40] {
             let b = MemoryBudget::split(c);
-            assert!(b.charged_bytes() <= c, "{c}: {b:?}");
+            assert!(b.total_bytes() <= c + floors, "{c}: {b:?}");
+            assert!(b.floor_excess(c) <= floors);
             assert_eq!(b.max_streams, MemoryBudget::MAX_STREAMS);
-            assert!(b.seq_window_bytes <= DEFAULT_WINDOW_BYTES);
+            assert!((MemoryBudget::WINDOW_FLOOR_BYTES..=DEFAULT_WINDOW_BYTES).contains(&b.seq_window_bytes));
+            assert!(b.parsed_cache_bytes >= MemoryBudget::PARSED_FLOOR_BYTES);
         }
+        // Small budgets: the LRU gets its 5/8, the floors show as excess (26.5 MiB at 4 MiB).
         let b = MemoryBudget::split(4 << 20);
-        assert_eq!((b.block_cache_bytes, b.parsed_cache_bytes, b.seq_window_bytes), (5 << 19, 1 << 19, 1 << 18));
-        assert_eq!(MemoryBudget::split(1 << 30).seq_window_bytes, 64 << 20);
+        assert_eq!((b.block_cache_bytes, b.parsed_cache_bytes, b.seq_window_bytes), (5 << 19, 16 << 20, 1 << 20));
+        assert_eq!(b.floor_excess(4 << 20), (24 << 20) - (1 << 19) + 4 * ((1 << 20) - (1 << 18)));
+        // From 192 MiB up, everything is charged to the budget.
+        for c in [192u64 << 20, 1 << 30, 8 << 30] {
+            assert_eq!(MemoryBudget::split(c).floor_excess(c), 0, "{c}");
+        }
+        let b = MemoryBudget::split(1 << 30);
+        assert_eq!((b.parsed_cache_bytes, b.seq_window_bytes), ((128 << 20) / 3 * 2, 64 << 20));
     }
 
     #[test]
