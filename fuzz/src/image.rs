@@ -1,7 +1,7 @@
 //! Archive images as fuzz inputs: the seed framing, resealing, and opening an image.
 //!
-//! **Framing** (`archive_read`, `resolver`): `mode: u8, originals_len: u32, originals, xxh3(originals): u64,
-//! xxh3(archive): u64, archive`. `originals` is `count: u32` then `(path_len: u16, path, len: u32, bytes)` per
+//! **Framing** (`archive_read`, `resolver`): `mode: u8, originals_len: u32, originals, hash(originals): u64,
+//! hash(archive): u64, archive` (keyed xxh3, compared through [`hash_matches`] so the fuzzer cannot forge them). `originals` is `count: u32` then `(path_len: u16, path, len: u32, bytes)` per
 //! file: the files the seed archive was packed from, kept beside it so that a target can compare what it reads
 //! with the truth. The two hashes tell the target which parts the fuzzer left alone: while the originals are
 //! intact, every read that succeeds must give their bytes; while the archive is intact too, every read must
@@ -15,7 +15,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use xxhash_rust::xxh3::xxh3_64;
+use xxhash_rust::xxh3::{xxh3_64, xxh3_64_with_seed};
 
 /// Mode bit: recompute every checksum before parsing.
 pub const RESEAL: u8 = 1;
@@ -33,7 +33,7 @@ pub struct Framed<'a> {
     pub mode: u8,
     /// The originals, when they framed and their hash matched.
     pub originals: Option<Vec<Original>>,
-    /// xxh3 of the archive as the seed wrote it (`None` for a bare archive, which is then never taken as intact).
+    /// The framing hash of the archive as the seed wrote it (`None` for a bare archive, which is then never taken as intact).
     pub archive_hash: Option<u64>,
     pub archive: &'a [u8],
 }
@@ -92,7 +92,7 @@ pub fn unframe(data: &[u8]) -> Framed<'_> {
         let section = f.take(len)?;
         let originals_hash = f.u64()?;
         let archive_hash = f.u64()?;
-        let originals = if xxh3_64(section) == originals_hash { parse_originals(section) } else { None };
+        let originals = if hash_matches(originals_hash, section) { parse_originals(section) } else { None };
         Some(Framed { mode, originals, archive_hash: Some(archive_hash), archive: &data[f.at..] })
     })();
     framed.unwrap_or_else(bare)
@@ -111,8 +111,8 @@ pub fn frame(mode: u8, originals: &[Original], archive: &[u8]) -> Vec<u8> {
     let mut out = vec![mode];
     out.extend_from_slice(&(section.len() as u32).to_le_bytes());
     out.extend_from_slice(&section);
-    out.extend_from_slice(&xxh3_64(&section).to_le_bytes());
-    out.extend_from_slice(&xxh3_64(archive).to_le_bytes());
+    out.extend_from_slice(&frame_hash(&section).to_le_bytes());
+    out.extend_from_slice(&frame_hash(archive).to_le_bytes());
     out.extend_from_slice(archive);
     out
 }
@@ -191,6 +191,26 @@ pub fn prepare(framed: &Framed<'_>) -> (Vec<u8>, bool) {
     if framed.mode & RESEAL != 0 {
         reseal(&mut image);
     }
-    let intact = framed.archive_hash == Some(xxh3_64(&image));
+    let intact = framed.archive_hash.is_some_and(|stored| hash_matches(stored, &image));
     (image, intact)
+}
+
+/// The seed of the framing hashes: the fuzzer can learn it only by watching a comparison, which
+/// [`hash_matches`] does not show it.
+const FRAME_KEY: u64 = 0x6163_6561_7065_7821;
+
+/// The framing hash of `bytes`: xxh3 under [`FRAME_KEY`].
+fn frame_hash(bytes: &[u8]) -> u64 {
+    xxh3_64_with_seed(bytes, FRAME_KEY)
+}
+
+/// Whether `stored` is the framing hash of `bytes`, in a way the fuzzer cannot forge. libFuzzer watches integer
+/// comparisons (`-use_cmp`) and copies the operand it sees into the input where the other operand's bytes are:
+/// comparing `stored == xxh3(bytes)` directly let it rewrite `stored` to the plain xxh3 of a mutated image, and
+/// the target then took a mutated archive for the intact seed (a false finding of the first campaign, kept as
+/// `regress-forged-intact-hash`). The hash is keyed, and both sides are hashed once more before the comparison,
+/// so neither the key nor a value to copy ever shows.
+fn hash_matches(stored: u64, bytes: &[u8]) -> bool {
+    let blind = |h: u64| xxh3_64(&h.to_le_bytes());
+    blind(stored) == blind(frame_hash(bytes))
 }

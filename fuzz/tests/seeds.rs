@@ -39,12 +39,18 @@ fn replay_seeds() {
     }
 }
 
-/// Mutations of each seed that a fuzzer would try first: truncations and single-byte flips.
+/// Mutations of each hand-made seed that a fuzzer would try first: truncations and single-byte flips. (The
+/// `cmin-*` seeds, a campaign's minimised corpus, are replayed as they are: their mutations are what the
+/// campaign already ran.)
 #[test]
 fn replay_seed_mutations() {
     for (name, target) in TARGETS {
         for entry in std::fs::read_dir(seed_dir(name)).unwrap() {
-            let seed = std::fs::read(entry.unwrap().path()).unwrap();
+            let path = entry.unwrap().path();
+            if path.file_name().is_some_and(|n| n.to_string_lossy().starts_with("cmin-")) {
+                continue;
+            }
+            let seed = std::fs::read(&path).unwrap();
             let step = (seed.len() / 64).max(1);
             for cut in (0..seed.len()).step_by(step) {
                 target(&seed[..cut]);
