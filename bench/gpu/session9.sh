@@ -26,6 +26,7 @@ parts="${1:-tests bench profile big cat faults mount}"
 want() { [[ " $parts " == *" $1 "* ]]; }
 # md5 of the original atha_chr1.fa (the file in carry/atha.acx), computed on the development machine.
 ATHA_MD5=02a4ab4c4bc76921ab67877831375fc0
+ATHA_RANGE_MD5=9726e84726772ea3223c5e3edb538401  # bytes [10,000,000, 13,000,000) of it
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv 2>&1 | tee -a "$log"
 say "host cores: $(nproc); commit: $(git rev-parse --short HEAD 2>/dev/null) parts: $parts"
 rc=0
@@ -38,6 +39,12 @@ if want bench; then
   say "=== atha with the global-table seek path (the previous default) ==="
   ACEAPEX_GPU_SEEK_GLOBAL_TABLES=1 run 120 ./carry/gpubench carry/atha.acx --runs 3 --ranges 300 --latency 300 \
     --contig 5 --json "$out/json/atha-global.json" || rc=1
+  say "=== atha with 1024-CTA grids for the later levels (the previous default) ==="
+  ACEAPEX_GPU_LEVEL_GRID=1024 run 120 ./carry/gpubench carry/atha.acx --runs 3 --ranges 300 --latency 300 \
+    --contig 5 --json "$out/json/atha-grid1024.json" || rc=1
+  say "=== atha-k32 with the global-table seek path ==="
+  ACEAPEX_GPU_SEEK_GLOBAL_TABLES=1 run 120 ./carry/gpubench carry/atha-k32.acx --runs 3 --ranges 300 --latency 300 \
+    --contig 5 --json "$out/json/atha-k32-global.json" || rc=1
   for a in atha-k4 atha-k32 atha-d4 fly; do
     [ -f "carry/$a.acx" ] || continue
     run 120 ./carry/gpubench "carry/$a.acx" --runs 3 --ranges 1000 --latency 300 --contig 5 \
@@ -76,10 +83,10 @@ fi
 if want faults; then
   # Fault injection: cat of the whole atha file (whole-range path) and of 4 MB (engine batches); every md5 must
   # be the original's. The engine's one log line and the fallback's line go to the log.
-  say "=== fault injection (expected md5 $ATHA_MD5) ==="
+  say "=== fault injection (expected md5: whole file $ATHA_MD5, range $ATHA_RANGE_MD5) ==="
   f=atha_chr1.fa
   for fault in "" fail:3 corrupt:2 fail:1; do
-    for spec in "" "--offset 10000000 --length 4000000"; do
+    for spec in "" "--offset 10000000 --length 3000000"; do
       h=$(env ${fault:+ACEAPEX_GPU_FAULT=$fault} timeout 60 ./carry/aceapex cat --decoder gpu $spec carry/atha.acx "$f" \
         2>"$out/fault.err" | md5sum)
       say "### ACEAPEX_GPU_FAULT=$fault cat $spec: $h"
@@ -87,7 +94,7 @@ if want faults; then
     done
   done
   say "### reference: length-limited cat --decoder cpu: $(./carry/aceapex cat --decoder cpu --offset 10000000 \
-    --length 4000000 carry/atha.acx "$f" | md5sum)"
+    --length 3000000 carry/atha.acx "$f" | md5sum)"
   if [ -f "$big" ]; then
     h=$(ACEAPEX_GPU_FAULT=corrupt:5 timeout 120 ./carry/aceapex cat --decoder gpu "$big" big.bin 2>"$out/fault.err" | md5sum)
     say "### ACEAPEX_GPU_FAULT=corrupt:5 cat big.bin: $h"
