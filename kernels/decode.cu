@@ -814,9 +814,27 @@ __device__ __forceinline__ u32 range_pieces(const Ctx& c, u64 src, u32 len) {
     return (u32)(((src + len - 1) >> c.unit_log) - (src >> c.unit_log) + 1);
 }
 
+// Whether a source piece in unit b must go on the next level's list. With `requested` > 0, a piece inside one of
+// the requested units (worklist entries 0..requested, all parsed by level 0) is dropped: level 0 expanded every
+// byte of those units, so the sources of this piece's bytes were claimed at level 1 and their closure followed
+// from there (each byte's depth is within the bound, counted from level 0). A contiguous request's sources mostly
+// lie inside the request itself, so this removes most of its range pieces.
+__device__ __forceinline__ bool piece_needed(const Ctx& c, u64 b, u32 requested) {
+    return requested == 0 || b >= c.nunits || c.slot_of_unit[b] >= requested;
+}
+
+// Pieces of [src, src + len), split at unit boundaries, that go on the next level's list (see piece_needed).
+__device__ __forceinline__ u32 needed_pieces(const Ctx& c, u64 src, u32 len, u32 requested) {
+    if (len == 0) return 0;
+    if (requested == 0) return range_pieces(c, src, len);
+    u32 n = 0;
+    for (u64 b = src >> c.unit_log; b <= (src + len - 1) >> c.unit_log; b++) n += piece_needed(c, b, requested);
+    return n;
+}
+
 // Writes [src, src + len), split at unit boundaries, to level `next`'s list from slot `idx` on (the caller
-// reserved range_pieces slots), and claims the units it lies in.
-__device__ void write_range(const Ctx& c, u32 next, u32 idx, u64 src, u32 len) {
+// reserved needed_pieces slots), and claims the units it lies in; pieces piece_needed drops are skipped.
+__device__ void write_range(const Ctx& c, u32 next, u32 idx, u64 src, u32 len, u32 requested) {
     u64* rsrc = (next & 1) ? c.rsrc1 : c.rsrc0;
     u32* rlen = (next & 1) ? c.rlen1 : c.rlen0;
     while (len > 0) {
@@ -826,6 +844,11 @@ __device__ void write_range(const Ctx& c, u32 next, u32 idx, u64 src, u32 len) {
             return;
         }
         u32 piece = (u32)min((u64)len, ((b + 1) << c.unit_log) - src);
+        if (!piece_needed(c, b, requested)) {
+            src += piece;
+            len -= piece;
+            continue;
+        }
         if (idx >= c.range_cap) {
             report(c.status, E_RANGES, b);
             return;
@@ -869,8 +892,10 @@ __device__ __forceinline__ u32 match_sources(u64 msrc, u64 dist, u32 len, u32 k0
 // Level d -> d + 1: for every byte range needed at level d (for d = 0: each requested unit), the source ranges
 // of the match bytes in it. A warp per range, a lane per overlapping token; the warp reserves the list slots of
 // all its pieces with one atomicAdd (a prefix sum of the lanes' piece counts), not one per piece.
-extern "C" __global__ void expand_ranges(Ctx c, u32 level) {
+extern "C" __global__ void expand_ranges(Ctx c, u32 level, u32 skip_requested) {
     if (failed(c)) return;
+    // Entries 0..requested are the requested units (parsed by level 0); see piece_needed.
+    const u32 requested = skip_requested ? *level_begin(c, 1) : 0;
     const u32 nranges = level == 0 ? *level_begin(c, 1) : min(*range_count(c, level), c.range_cap);
     const u64* rsrc = (level & 1) ? c.rsrc1 : c.rsrc0;
     const u32* rlen = (level & 1) ? c.rlen1 : c.rlen0;
@@ -918,15 +943,16 @@ extern "C" __global__ void expand_ranges(Ctx c, u32 level) {
                     else nr = match_sources(bstart + ms - dist, dist, me - ms, a - ms, z - ms, ss, ll);
                 }
             }
-            u32 cnt = (nr > 0 ? range_pieces(c, ss[0], ll[0]) : 0) + (nr > 1 ? range_pieces(c, ss[1], ll[1]) : 0);
+            const u32 n0 = nr > 0 ? needed_pieces(c, ss[0], ll[0], requested) : 0;
+            u32 cnt = n0 + (nr > 1 ? needed_pieces(c, ss[1], ll[1], requested) : 0);
             u32 incl = warp_inclusive_scan(cnt);
             u32 total = __shfl_sync(FULL_MASK, incl, 31);
             u32 base = 0;
             if (lane == 31 && total > 0) base = atomicAdd(range_count(c, level + 1), total);
             base = __shfl_sync(FULL_MASK, base, 31);
             u32 idx = base + incl - cnt;
-            if (nr > 0) write_range(c, level + 1, idx, ss[0], ll[0]);
-            if (nr > 1) write_range(c, level + 1, idx + range_pieces(c, ss[0], ll[0]), ss[1], ll[1]);
+            if (nr > 0) write_range(c, level + 1, idx, ss[0], ll[0], requested);
+            if (nr > 1) write_range(c, level + 1, idx + n0, ss[1], ll[1], requested);
         }
     }
 }

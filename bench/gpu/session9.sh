@@ -39,15 +39,18 @@ if want bench; then
   say "=== atha with the global-table seek path (the previous default) ==="
   ACEAPEX_GPU_SEEK_GLOBAL_TABLES=1 run 120 ./carry/gpubench carry/atha.acx --runs 3 --ranges 300 --latency 300 \
     --contig 5 --json "$out/json/atha-global.json" || rc=1
-  say "=== atha with 1024-CTA grids for the later levels (the previous default) ==="
-  ACEAPEX_GPU_LEVEL_GRID=1024 run 120 ./carry/gpubench carry/atha.acx --runs 3 --ranges 300 --latency 300 \
-    --contig 5 --json "$out/json/atha-grid1024.json" || rc=1
+  say "=== atha expanding source pieces inside the requested units too (the previous default) ==="
+  ACEAPEX_GPU_EXPAND_ALL=1 run 120 ./carry/gpubench carry/atha.acx --runs 5 --ranges 300 --latency 300 \
+    --contig 10 --json "$out/json/atha-expand-all.json" || rc=1
+  say "=== atha-k32 expanding source pieces inside the requested units too ==="
+  ACEAPEX_GPU_EXPAND_ALL=1 run 120 ./carry/gpubench carry/atha-k32.acx --runs 3 --ranges 300 --latency 300 \
+    --contig 10 --json "$out/json/atha-k32-expand-all.json" || rc=1
   say "=== atha-k32 with the global-table seek path ==="
   ACEAPEX_GPU_SEEK_GLOBAL_TABLES=1 run 120 ./carry/gpubench carry/atha-k32.acx --runs 3 --ranges 300 --latency 300 \
     --contig 5 --json "$out/json/atha-k32-global.json" || rc=1
   for a in atha-k4 atha-k32 atha-d4 fly; do
     [ -f "carry/$a.acx" ] || continue
-    run 120 ./carry/gpubench "carry/$a.acx" --runs 3 --ranges 1000 --latency 300 --contig 5 \
+    run 120 ./carry/gpubench "carry/$a.acx" --runs 3 --ranges 1000 --latency 300 --contig 10 \
       --json "$out/json/$a.json" || rc=1
   done
 fi

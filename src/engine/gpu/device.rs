@@ -29,7 +29,8 @@ const KERNEL_SOURCE: &str = include_str!("../../../kernels/decode.cu");
 
 /// Threads per CTA for the warp-per-item kernels.
 const CTA_THREADS: u32 = 128;
-/// Largest grid of the seek's first level (its work count is known on the host).
+/// Grid of the seek kernels whose work count lives on the device (see `Device::later_grid`), and the largest
+/// grid of the first level.
 const LEVEL_GRID: u32 = 1024;
 /// Most blocks requested in one launch sequence; larger requests are split.
 pub const MAX_BATCH: usize = 1024;
@@ -270,10 +271,13 @@ pub struct Device {
     /// blocks still unverified; readers check each against the index).
     full_ready: bool,
     events: (CudaEvent, CudaEvent),
-    /// Grid of the seek kernels whose work count lives on the device (later levels, literals, resolve rounds):
-    /// they stride over it, so a small grid costs little when a level holds a few slices and idle CTAs are not
-    /// launched by the thousand. Two CTAs per SM, or ACEAPEX_GPU_LEVEL_GRID.
+    /// Grid of the seek kernels whose work count lives on the device (later levels, literals, resolve rounds),
+    /// which stride over it: LEVEL_GRID, or ACEAPEX_GPU_LEVEL_GRID. (Two CTAs per SM was measured slower: a
+    /// depth-16 seek parses thousands of slices and expands thousands of ranges per level even for one block.)
     later_grid: u32,
+    /// Expansions drop source pieces inside the requested units (kernels/decode.cu `piece_needed`), unless
+    /// ACEAPEX_GPU_EXPAND_ALL=1 (for comparison).
+    skip_requested: bool,
     /// Source levels the seek path launches first (grows to the deepest level a batch needed).
     depth_hint: u32,
     /// Captured seek sequences by (batch size, levels), and whether capturing works here.
@@ -420,13 +424,10 @@ impl Device {
             ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(gpu("event"))?,
         );
         stream.synchronize().map_err(gpu("upload"))?;
-        let sms = ctx
-            .attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
-            .map_err(gpu("SM count"))?;
         let later_grid = std::env::var("ACEAPEX_GPU_LEVEL_GRID")
             .ok()
             .and_then(|v| v.parse::<u32>().ok())
-            .unwrap_or(2 * sms.max(1) as u32)
+            .unwrap_or(LEVEL_GRID)
             .clamp(1, 65535);
         Ok(Device {
             description: format!("{name} (sm_{major}{minor})"),
@@ -449,6 +450,7 @@ impl Device {
             full_ready: false,
             events,
             later_grid,
+            skip_requested: std::env::var_os("ACEAPEX_GPU_EXPAND_ALL").is_none(),
             depth_hint: 2,
             graphs: HashMap::new(),
             use_graphs: std::env::var_os("ACEAPEX_GPU_NO_GRAPHS").is_none()
@@ -715,6 +717,7 @@ impl Device {
         };
         // kernels/decode.cu MODE_TOKENS (levels parse tokens, literals_k<K> places the literals) or MODE_FULL.
         let tables = if self.seek_smem { MODE_SMEM } else { 0 };
+        let skip_requested = u32::from(self.skip_requested);
         let mode = if self.seek_split { 3u32 | tables } else { 0u32 };
         let s = &mut self.seek;
         let host_ids = s.host_ids.as_mut_slice().map_err(gpu("pinned ids"))?.as_ptr();
@@ -777,7 +780,13 @@ impl Device {
                 mark(if level == 0 { "parse level 0" } else { "parse levels 1+" })?;
                 if level < self.max_depth {
                     let cfg = if level == 0 { first_expand } else { later_level };
-                    stream.launch_builder(&k.expand).arg(&c).arg(&level).launch(cfg).map_err(gpu("expand"))?;
+                    stream
+                        .launch_builder(&k.expand)
+                        .arg(&c)
+                        .arg(&level)
+                        .arg(&skip_requested)
+                        .launch(cfg)
+                        .map_err(gpu("expand"))?;
                     mark(if level == 0 { "expand level 0" } else { "expand levels 1+" })?;
                 }
             }
