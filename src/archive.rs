@@ -19,7 +19,7 @@ use crate::engine::cpu::{CpuEngine, SeqWindow, DEFAULT_PARSED_CACHE_BYTES, DEFAU
 use crate::engine::gpu::GpuEngine;
 use crate::engine::{BlockEngine, DecoderChoice};
 use crate::error::{DecodeError, Error, Result};
-use crate::format::tree::{EntryId, EntryKind, Tree};
+use crate::format::tree::{EntryId, EntryKind, Tree, TRANSFORM_GENOME, TRANSFORM_STORED};
 use crate::format::ArchiveData;
 
 /// With `DecoderChoice::Auto`, batches of at least this many blocks go to the GPU, smaller ones to the CPU
@@ -75,6 +75,8 @@ pub struct Archive {
     /// it. Taken out while a run uses it; concurrent runs start their own.
     seq_window: Mutex<Option<SeqWindow>>,
     seq_window_bytes: u64,
+    /// Genome-mode files opened so far (their structures).
+    genomes: genome_files::GenomeFiles,
 }
 
 impl Archive {
@@ -117,6 +119,7 @@ impl Archive {
             gpu_fallbacks: AtomicU64::new(0),
             seq_window_bytes: options.seq_window_bytes,
             seq_window: Mutex::new(None),
+            genomes: genome_files::GenomeFiles::default(),
         }
     }
 
@@ -183,6 +186,11 @@ impl Archive {
 
     /// Reads file `id` at `offset` into `buf`: the number of bytes read (short at end of file, 0 past it).
     pub fn read_file(&self, id: EntryId, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        if let Some(EntryKind::File { offset: at, size, transform: TRANSFORM_GENOME }) =
+            self.tree().entry(id).map(|e| &e.kind)
+        {
+            return self.read_genome_file(id, *at, *size, offset, buf);
+        }
         let (start, size) = self.file_range(id)?;
         if offset >= size {
             return Ok(0);
@@ -192,13 +200,18 @@ impl Archive {
         Ok(n)
     }
 
-    /// The stream range `(offset, size)` of regular file `id`.
+    /// The stream range `(offset, size)` of regular file `id`, whose bytes are stored as they are (transform 0;
+    /// a genome-mode file has no such range: read it with [`Archive::read_file`] or
+    /// [`Archive::stream_genome_file`]).
     pub fn file_range(&self, id: EntryId) -> Result<(u64, u64)> {
         let tree = self.tree();
         let entry = tree.entry(id).ok_or_else(|| Error::NotFound(format!("entry {id}")))?;
         let name = || String::from_utf8_lossy(&tree.path_of(id)).into_owned();
         match entry.kind {
-            EntryKind::File { offset, size, .. } => Ok((offset, size)),
+            EntryKind::File { offset, size, transform: TRANSFORM_STORED } => Ok((offset, size)),
+            EntryKind::File { .. } => {
+                Err(Error::InvalidArgument(format!("{}: a transformed file has no stream range", name())))
+            }
             EntryKind::Dir => Err(Error::IsDirectory(name())),
             EntryKind::Symlink { .. } => Err(Error::InvalidArgument(format!("{}: is a symlink", name()))),
         }
@@ -223,7 +236,9 @@ impl Archive {
 
     /// Decodes every block (on all cores) and returns every failure, sorted by block.
     pub fn verify(&self) -> Vec<Error> {
-        self.cpu.verify_all()
+        let mut errors = self.cpu.verify_all();
+        errors.extend(self.verify_genome_files());
+        errors
     }
 
     /// Streams bytes `[start, start + len)` to `sink` in order, with the sequential decoder (entropy stage on
@@ -365,5 +380,6 @@ fn start_gpu(data: &Arc<ArchiveData>, choice: DecoderChoice) -> Option<Box<dyn B
     }
 }
 
+mod genome_files;
 #[cfg(test)]
 mod tests;

@@ -96,6 +96,11 @@ pub struct PackArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(0..=12),
           default_value_t = PackOptions::default().group_log)]
     pub group_log: u8,
+    /// Store FASTA files as plain bytes. By default a FASTA file that genome mode models exactly is stored as its
+    /// structure (headers, line layout, case, N and IUPAC runs) plus a stream of A/C/G/T bases, which compresses
+    /// far better and reads back byte for byte (FORMAT.md §2.6).
+    #[arg(long)]
+    pub no_genome: bool,
     /// No progress bar even on a terminal.
     #[arg(short, long)]
     pub quiet: bool,

@@ -7,7 +7,7 @@
 use serde::Serialize;
 
 use crate::codec::block::SliceDirectory;
-use crate::format::tree::EntryKind;
+use crate::format::tree::{EntryKind, FLAG_SIDECAR, TRANSFORM_GENOME};
 use crate::format::{ArchiveData, FOOTER_LEN, HEADER_LEN, VERSION};
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -26,8 +26,11 @@ pub struct InfoReport {
     pub max_depth: u8,
     pub rans_lanes: u8,
     pub min_match: [u8; 8],
-    /// Original bytes: the logical stream of all regular files (generated sidecars included).
+    /// Original bytes: the regular files as packed (genome-mode files at their original size; generated
+    /// sidecars not counted), FORMAT.md §5.
     pub original_bytes: u64,
+    /// Length of the logical stream (what the blocks decode to).
+    pub stream_bytes: u64,
     pub archive_bytes: u64,
     /// original_bytes / archive_bytes (FORMAT.md §5).
     pub ratio: f64,
@@ -43,6 +46,10 @@ pub struct EntryCounts {
     pub symlinks: u64,
     /// Generated sidecars (flag bit 0), counted in `files` too.
     pub generated: u64,
+    /// Files stored in genome mode (transform 1), counted in `files` too.
+    pub genome: u64,
+    /// Sum of the sizes of the files that are not generated.
+    pub original_bytes: u64,
 }
 
 #[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
@@ -81,6 +88,7 @@ pub fn gather(data: &ArchiveData) -> InfoReport {
     let blocks = data.block_count();
     let group_size = 1u64 << header.group_log;
     let archive_bytes = footer.file_len;
+    let entries = count_entries(data);
     InfoReport {
         path: data.path.display().to_string(),
         format_version: VERSION,
@@ -95,10 +103,11 @@ pub fn gather(data: &ArchiveData) -> InfoReport {
         max_depth: header.max_depth,
         rans_lanes: header.rans_lanes,
         min_match: header.min_match,
-        original_bytes: footer.total_len,
+        original_bytes: entries.original_bytes,
+        stream_bytes: footer.total_len,
         archive_bytes,
-        ratio: if archive_bytes == 0 { 0.0 } else { footer.total_len as f64 / archive_bytes as f64 },
-        entries: count_entries(data),
+        ratio: if archive_bytes == 0 { 0.0 } else { entries.original_bytes as f64 / archive_bytes as f64 },
+        entries,
         sections: SectionSizes {
             header: HEADER_LEN as u64,
             payloads: footer.tables_offset.saturating_sub(HEADER_LEN as u64),
@@ -116,10 +125,16 @@ fn count_entries(data: &ArchiveData) -> EntryCounts {
     for entry in data.tree.entries.iter().skip(1) {
         match entry.kind {
             EntryKind::Dir => counts.dirs += 1,
-            EntryKind::File { .. } => counts.files += 1,
+            EntryKind::File { size, transform, .. } => {
+                counts.files += 1;
+                counts.genome += u64::from(transform == TRANSFORM_GENOME);
+                if entry.flags & FLAG_SIDECAR == 0 {
+                    counts.original_bytes += size;
+                }
+            }
             EntryKind::Symlink { .. } => counts.symlinks += 1,
         }
-        if entry.flags & 1 != 0 {
+        if entry.flags & FLAG_SIDECAR != 0 {
             counts.generated += 1;
         }
     }
@@ -213,8 +228,15 @@ pub fn render_text(r: &InfoReport) -> String {
     kv("rANS lanes:", format!("{} per slice", r.rans_lanes));
     kv("min match:", format!("{:?}", r.min_match));
     let e = &r.entries;
-    kv("entries:", format!("{} files ({} generated), {} dirs, {} symlinks", e.files, e.generated, e.dirs, e.symlinks));
+    kv(
+        "entries:",
+        format!(
+            "{} files ({} generated, {} in genome mode), {} dirs, {} symlinks",
+            e.files, e.generated, e.genome, e.dirs, e.symlinks
+        ),
+    );
     kv("original:", format!("{} bytes ({})", r.original_bytes, human(r.original_bytes)));
+    kv("stream:", format!("{} bytes ({})", r.stream_bytes, human(r.stream_bytes)));
     kv("archive:", format!("{} bytes ({})", r.archive_bytes, human(r.archive_bytes)));
     kv("ratio:", format!("{:.4}", r.ratio));
     let c = &r.sections;

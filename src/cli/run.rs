@@ -86,6 +86,40 @@ impl Reader {
         }
     }
 
+    /// Streams bytes `[from, from + len)` of regular file `id` (clamped to its size) to `sink`: a stored file as
+    /// its stream range ([`Reader::stream`]), a genome-mode file through its structure — small ranges as one
+    /// random-access read, large ones rebuilt chunk by chunk from its bases decoded in stream order.
+    fn stream_file(
+        &self,
+        id: EntryId,
+        from: u64,
+        len: u64,
+        sequential: bool,
+        sink: &mut dyn FnMut(&[u8]) -> Result<(), CliError>,
+    ) -> Result<(), CliError> {
+        let archive = &self.archive;
+        if !archive.is_genome_file(id) {
+            let (start, size) = archive.file_range(id)?;
+            let from = from.min(size);
+            return self.stream(start + from, len.min(size - from), sequential, sink);
+        }
+        if !sequential || archive.prefers_batches() {
+            let mut buf = vec![0u8; CHUNK];
+            let (mut pos, end) = (from, from.saturating_add(len));
+            while pos < end {
+                let want = ((end - pos) as usize).min(buf.len());
+                let n = archive.read_file(id, pos, &mut buf[..want])?;
+                if n == 0 {
+                    break;
+                }
+                sink(&buf[..n])?;
+                pos += n as u64;
+            }
+            return Ok(());
+        }
+        with_parked_sink(sink, |sink| archive.stream_genome_file(id, from, len, sink))
+    }
+
     /// The whole-range GPU path ([`GpuEngine::stream_blocks`]). If the device cannot decode the stream, the
     /// rest of the range (all of it, unless the device failed mid-way) is read in engine batches, which fall
     /// back to the CPU batch by batch.
@@ -150,6 +184,7 @@ fn pack_cmd(a: PackArgs) -> Result<(), CliError> {
         memory: a.memory.unwrap_or(defaults.memory),
         rans_lanes: a.lanes,
         group_log: a.group_log,
+        genome: !a.no_genome,
         ..defaults
     };
     opts.progress = !a.quiet && std::io::stderr().is_terminal();
@@ -188,20 +223,7 @@ fn stream_range(
     sink: &mut dyn FnMut(&[u8]) -> Result<(), CliError>,
 ) -> Result<(), CliError> {
     if sequential && !archive.prefers_batches() {
-        // The decoder's callback returns the library's error type; a sink error is parked here and returned
-        // as it was (a broken pipe must stay a broken pipe).
-        let mut sink_error: Option<CliError> = None;
-        let result = archive.decode_range_sequential(start, len, |bytes| {
-            sink(bytes).map_err(|e| {
-                sink_error = Some(e);
-                Error::InvalidArgument("output failed".into())
-            })
-        });
-        return match (result, sink_error) {
-            (_, Some(e)) => Err(e),
-            (Err(e), None) => Err(e.into()),
-            (Ok(()), None) => Ok(()),
-        };
+        return with_parked_sink(sink, |sink| archive.decode_range_sequential(start, len, sink));
     }
     let chunk = if archive.prefers_batches() { GPU_CHUNK } else { CHUNK };
     let mut buf = vec![0u8; chunk.min(len as usize)];
@@ -216,6 +238,26 @@ fn stream_range(
     Ok(())
 }
 
+/// Runs a library decoder whose callback returns the library's error type with `sink`, a CLI sink: a sink error
+/// is parked and returned as it was (a broken pipe must stay a broken pipe), not as a decode failure.
+fn with_parked_sink(
+    sink: &mut dyn FnMut(&[u8]) -> Result<(), CliError>,
+    decode: impl FnOnce(&mut dyn FnMut(&[u8]) -> crate::Result<()>) -> crate::Result<()>,
+) -> Result<(), CliError> {
+    let mut sink_error: Option<CliError> = None;
+    let result = decode(&mut |bytes| {
+        sink(bytes).map_err(|e| {
+            sink_error = Some(e);
+            Error::InvalidArgument("output failed".into())
+        })
+    });
+    match (result, sink_error) {
+        (_, Some(e)) => Err(e),
+        (Err(e), None) => Err(e.into()),
+        (Ok(()), None) => Ok(()),
+    }
+}
+
 /// Serves file bytes to the extractor from an opened archive. Without a GPU every file goes through the
 /// sequential decoder: unpack visits files in stream order, and the archive keeps the decoder's window of recent
 /// blocks from one file to the next, so near sources are plain copies instead of cold random-access resolutions.
@@ -224,10 +266,9 @@ struct ArchiveSource<'a>(&'a Reader);
 
 impl FileSource for ArchiveSource<'_> {
     fn write_file(&self, id: EntryId, out: &mut File, out_path: &Path) -> crate::Result<()> {
-        let (start, size) = self.0.archive.file_range(id)?;
         let mut write =
             |bytes: &[u8]| out.write_all(bytes).map_err(|e| CliError::Lib(Error::io(out_path.to_path_buf(), e)));
-        match self.0.stream(start, size, true, &mut write) {
+        match self.0.stream_file(id, 0, u64::MAX, true, &mut write) {
             Ok(()) => Ok(()),
             Err(CliError::Lib(e)) => Err(e),
             // Only library errors come out of a sink that writes a file; keep any other one readable.
@@ -255,7 +296,6 @@ fn cat_cmd(a: CatArgs) -> Result<(), CliError> {
         Some(EntryKind::Dir) => return Err(Error::IsDirectory(shown).into()),
         _ => return Err(Error::NotFound(shown).into()),
     };
-    let (file_start, _) = archive.file_range(id)?;
     let from = a.offset.min(size);
     let to = match a.length {
         Some(len) => from.saturating_add(len).min(size),
@@ -263,7 +303,7 @@ fn cat_cmd(a: CatArgs) -> Result<(), CliError> {
     };
     let mut out = Stdout::new();
     let len = to - from;
-    reader.stream(file_start + from, len, len >= SEQUENTIAL_MIN_BYTES, &mut |bytes| out.write(bytes))?;
+    reader.stream_file(id, from, len, len >= SEQUENTIAL_MIN_BYTES, &mut |bytes| out.write(bytes))?;
     out.flush()
 }
 

@@ -15,7 +15,8 @@ pub type EntryId = u32;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EntryKind {
     Dir,
-    /// A regular file: its bytes are `[offset, offset + size)` of the logical stream.
+    /// A regular file of `size` bytes. Transform 0: its bytes are `[offset, offset + size)` of the logical
+    /// stream. Transform 1 (genome mode): a region at `offset` holds its structure and bases (FORMAT.md §2.6).
     File {
         offset: u64,
         size: u64,
@@ -90,8 +91,12 @@ pub const MAX_SYMLINK_LEN: usize = 4095;
 pub const MODE_MASK: u32 = 0o7777;
 /// Entry flag bit 0: generated sidecar. Other bits are reserved.
 pub const FLAG_SIDECAR: u32 = 1;
-/// File transforms this reader knows: only 0 (stored bytes) in version 1.
-pub const KNOWN_TRANSFORMS: &[u32] = &[0];
+/// Transform 0: the file's bytes are stored as they are.
+pub const TRANSFORM_STORED: u32 = 0;
+/// Transform 1: genome mode, a FASTA file stored as structure plus bases ([`crate::genome::region`]).
+pub const TRANSFORM_GENOME: u32 = 1;
+/// File transforms this reader knows.
+pub const KNOWN_TRANSFORMS: &[u32] = &[TRANSFORM_STORED, TRANSFORM_GENOME];
 /// The smallest serialised entry (a directory with a 1-byte name and single-byte varints), used to bound
 /// `entry_count` by the section length before allocating.
 const MIN_ENTRY_BYTES: usize = 7;
@@ -197,8 +202,11 @@ impl Tree {
     /// Checks that every regular file's range lies inside a stream of `total_len` bytes.
     pub fn check_ranges(&self, total_len: u64) -> Result<(), DecodeError> {
         for (id, entry) in self.entries.iter().enumerate() {
-            if let EntryKind::File { offset, size, .. } = entry.kind {
-                if offset.checked_add(size).is_none_or(|end| end > total_len) {
+            if let EntryKind::File { offset, size, transform } = entry.kind {
+                // A genome region's length follows from its structure, which is checked when the file is opened
+                // (genome::region); here its start must at least leave room for the region's length word.
+                let stored = if transform == TRANSFORM_GENOME { crate::genome::region::HEAD_LEN } else { size };
+                if offset.checked_add(stored).is_none_or(|end| end > total_len) {
                     return Err(invalid_entry(
                         id,
                         format_args!("file range {offset}+{size} exceeds the stream length {total_len}"),

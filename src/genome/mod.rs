@@ -11,6 +11,7 @@
 //! - [`model`]: FASTA bytes → [`Genome`] + bases, or `None` for anything not modelled exactly.
 //! - [`serial`]: the versioned, checksummed structure encoding and its hostile-input decoder.
 //! - [`read`]: original bytes at any offset from the structure and a base fetcher, in `O(len + log n)`.
+//! - [`region`]: a genome-mode file's region of the archive's logical stream (length word, structure, bases).
 //!
 //! Three coordinate systems, all starting at 0: **original bytes** (the file as the user sees it), **residues**
 //! (bytes of sequence lines, i.e. original bytes minus headers and terminators) and **bases** (residues minus
@@ -21,6 +22,7 @@ pub mod layout;
 pub mod mask;
 pub mod model;
 pub mod read;
+pub mod region;
 pub mod serial;
 
 use crate::error::DecodeError;

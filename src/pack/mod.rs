@@ -60,6 +60,8 @@ pub struct PackOptions {
     pub group_log: u8,
     /// Show a progress bar on a terminal.
     pub progress: bool,
+    /// Store FASTA files in genome mode (structure plus bases, FORMAT.md §2.6) when the model is exact and pays.
+    pub genome: bool,
 }
 
 impl Default for PackOptions {
@@ -73,6 +75,7 @@ impl Default for PackOptions {
             rans_lanes: crate::format::header::DEFAULT_LANES,
             group_log: 6,
             progress: false,
+            genome: true,
         }
     }
 }
@@ -80,6 +83,7 @@ impl Default for PackOptions {
 /// What a pack did.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct PackReport {
+    /// Bytes of the input files (original sizes; generated sidecars not counted).
     pub input_bytes: u64,
     pub archive_bytes: u64,
     pub files: u64,
@@ -229,7 +233,7 @@ fn worker_threads(opts: &PackOptions, level: &LevelParams) -> usize {
 pub fn pack(inputs: &[PathBuf], output: &Path, opts: &PackOptions) -> Result<PackReport> {
     validate(opts)?;
     let started = Instant::now();
-    let gathered = input::gather(inputs, &fai::fasta_index)?;
+    let gathered = input::gather(inputs, input::Examine { index: &fai::fasta_index, genome: opts.genome })?;
     let files =
         gathered.entries.iter().filter(|e| matches!(e.kind, crate::format::tree::EntryKind::File { .. })).count();
     let total_len = gathered.total_len;
@@ -257,7 +261,18 @@ pub fn pack(inputs: &[PathBuf], output: &Path, opts: &PackOptions) -> Result<Pac
         .build()
         .map_err(|e| Error::InvalidArgument(format!("thread pool: {e}")))?;
     let mut depth_map = stream::ScratchBytes::new(total_len, &scratch_dir)?;
-    let mut report = PackReport { input_bytes: total_len, files: files as u64, ..Default::default() };
+    // Input bytes are the files as the user has them (genome-mode files count their original size, generated
+    // sidecars do not count), so ratio and speed mean the same whatever the stream holds.
+    let input_bytes = tree
+        .entries
+        .iter()
+        .filter(|e| e.flags & input::FLAG_SIDECAR == 0)
+        .map(|e| match e.kind {
+            crate::format::tree::EntryKind::File { size, .. } => size,
+            _ => 0,
+        })
+        .sum();
+    let mut report = PackReport { input_bytes, files: files as u64, ..Default::default() };
     let tables = pool.install(|| {
         let mut run = Packing::new(stream.bytes(), opts, level, depth_map.bytes_mut());
         run.run(&mut writer, &mut report)

@@ -80,11 +80,47 @@ fn concatenate(pieces: &[&Piece], scratch_dir: &Path) -> Result<File> {
                 }
             }
             Piece::Generated(bytes) => out.write_all(bytes).map_err(|e| Error::io(&tmp_path, e))?,
+            Piece::Genome { path, size, structure, region_len } => {
+                write_genome_region(path, *size, structure, *region_len, &mut out)?
+            }
         }
     }
     out.flush().map_err(|e| Error::io(&tmp_path, e))?;
     drop(out);
     Ok(file)
+}
+
+/// Writes a genome-mode file's region (FORMAT.md §2.6): the length word, the structure found while gathering,
+/// and the file's bases, split again from the file. A file that changed since it was examined is refused.
+fn write_genome_region(path: &Path, size: u64, structure: &[u8], region_len: u64, out: &mut impl Write) -> Result<()> {
+    let file = File::open(path).map_err(|e| Error::io(path, e))?;
+    check_size(path, &file, size)?;
+    // SAFETY: mapped read-only for the duration of this call; an input modified while packing is the user's race
+    // (at worst SIGBUS), and a changed split is caught below.
+    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(path, e))?;
+    let changed = || Error::Input { path: path.to_path_buf(), detail: "changed while packing".into() };
+    if map.len() as u64 != size {
+        return Err(changed());
+    }
+    out.write_all(&crate::genome::region::head(structure)).map_err(|e| Error::io(path, e))?;
+    out.write_all(structure).map_err(|e| Error::io(path, e))?;
+    let mut written = 0u64;
+    let mut io_error = None;
+    let genome = crate::genome::split_into(&map, |bases| {
+        if io_error.is_none() {
+            written += bases.len() as u64;
+            io_error = out.write_all(bases).err();
+        }
+    });
+    if let Some(e) = io_error {
+        return Err(Error::io(path, e));
+    }
+    let same = genome.is_some_and(|g| crate::genome::serial::encode(&g) == structure);
+    let expected_bases = region_len - crate::genome::region::HEAD_LEN - structure.len() as u64;
+    if !same || written != expected_bases {
+        return Err(changed());
+    }
+    Ok(())
 }
 
 /// Creates a new, already unlinked, read-write file in `dir`. The path is returned only for error messages.

@@ -1,0 +1,151 @@
+//! Reading genome-mode files (transform 1, FORMAT.md §2.6) through an [`Archive`].
+//!
+//! A genome file's region of the logical stream holds its structure and then its bases. The first read of such
+//! a file reads and validates the structure (two stream reads, through the block cache like any read) and keeps
+//! it; every read after that maps the original byte range to the base range it needs ([`GenomeFile::read_at`]),
+//! reads exactly those bases, and rebuilds headers, line breaks, case and N/IUPAC runs around them. The work per
+//! read stays proportional to the bytes read: the random-access contract holds for genome files too.
+//!
+//! Memory: the structures of the genome files read so far stay in memory (a few hundred KB to a few MB per
+//! chromosome-sized file: line runs, case runs and exception runs).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use super::Archive;
+use crate::error::{Error, Result};
+use crate::format::tree::{EntryId, EntryKind, TRANSFORM_GENOME};
+use crate::genome::region::GenomeFile;
+
+/// Stream bytes the bases of one chunk of a streamed genome file come in (see [`Archive::stream_genome_file`]).
+const STREAM_CHUNK: u64 = 4 << 20;
+
+/// The opened genome files of one archive, by entry id.
+#[derive(Default)]
+pub(super) struct GenomeFiles {
+    open: Mutex<HashMap<EntryId, Arc<GenomeFile>>>,
+}
+
+impl Archive {
+    /// The opened genome file `id` (a transform-1 file at stream `offset` of `size` original bytes).
+    fn genome_file(&self, id: EntryId, offset: u64, size: u64) -> Result<Arc<GenomeFile>> {
+        if let Some(file) = self.genomes.open.lock().unwrap_or_else(|p| p.into_inner()).get(&id) {
+            return Ok(file.clone());
+        }
+        // Opened outside the lock: two first readers may both open it, and the first one in is kept.
+        let file = GenomeFile::open(offset, size, self.total_len(), |pos, buf| self.read_stream(pos, buf))
+            .map_err(|e| self.genome_error(id, e))?;
+        let mut open = self.genomes.open.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(open.entry(id).or_insert_with(|| Arc::new(file)).clone())
+    }
+
+    /// A structure that does not validate is corrupt data of that file: say which file (a bad block under it
+    /// already names itself, and passes through unchanged).
+    fn genome_error(&self, id: EntryId, e: Error) -> Error {
+        match e {
+            Error::Decode(source) => {
+                let name = String::from_utf8_lossy(&self.tree().path_of(id)).into_owned();
+                Error::Format { path: self.data().path.clone(), detail: format!("{name}: genome structure: {source}") }
+            }
+            other => other,
+        }
+    }
+
+    /// Reads original bytes of genome file `id` from `offset` into `buf`; returns how many (short at the end).
+    pub(super) fn read_genome_file(
+        &self,
+        id: EntryId,
+        offset: u64,
+        size: u64,
+        off: u64,
+        buf: &mut [u8],
+    ) -> Result<usize> {
+        let file = self.genome_file(id, offset, size)?;
+        file.read_at(off, buf, |pos, bases| self.read_stream(pos, bases))
+    }
+
+    /// Opens every genome-mode file's structure (for `verify`): one error per file whose structure does not
+    /// validate. Blocks are checked separately; a file over a bad block reports that block here too.
+    pub(super) fn verify_genome_files(&self) -> Vec<Error> {
+        let mut errors = Vec::new();
+        for (id, entry) in self.tree().entries.iter().enumerate() {
+            if let EntryKind::File { offset, size, transform: TRANSFORM_GENOME } = entry.kind {
+                if let Err(e) = self.genome_file(id as EntryId, offset, size) {
+                    errors.push(e);
+                }
+            }
+        }
+        errors
+    }
+
+    /// Whether `id` is a genome-mode file.
+    pub fn is_genome_file(&self, id: EntryId) -> bool {
+        matches!(self.tree().entry(id).map(|e| &e.kind), Some(EntryKind::File { transform: TRANSFORM_GENOME, .. }))
+    }
+
+    /// Streams original bytes `[from, from + len)` of genome file `id` to `sink` in order, decoding its bases with
+    /// the sequential decoder (for `cat` and `unpack`): the bases arrive in stream order and each chunk of
+    /// original bytes is rebuilt as soon as its bases are in.
+    pub fn stream_genome_file(
+        &self,
+        id: EntryId,
+        from: u64,
+        len: u64,
+        sink: &mut dyn FnMut(&[u8]) -> Result<()>,
+    ) -> Result<()> {
+        let Some(EntryKind::File { offset, size, transform: TRANSFORM_GENOME }) =
+            self.tree().entry(id).map(|e| &e.kind)
+        else {
+            return Err(Error::InvalidArgument(format!("entry {id} is not a genome-mode file")));
+        };
+        let file = self.genome_file(id, *offset, *size)?;
+        let end = from.saturating_add(len).min(*size);
+        if from >= end {
+            return Ok(());
+        }
+        let (b0, b1) = file.genome.base_range(from, end - from);
+        // Bases decoded but not yet used, starting at base `have_from`; the next original chunk starts at `pos`.
+        let mut pending: Vec<u8> = Vec::new();
+        let mut have_from = b0;
+        let mut pos = from;
+        let mut out = Vec::new();
+        let mut emit = |pending: &mut Vec<u8>, have_from: &mut u64, flush: bool| -> Result<()> {
+            loop {
+                if pos >= end {
+                    return Ok(());
+                }
+                let take = (end - pos).min(STREAM_CHUNK);
+                let (_, c1) = file.genome.base_range(pos, take);
+                let have_to = *have_from + pending.len() as u64;
+                if c1 > have_to && !flush {
+                    return Ok(());
+                }
+                out.resize(take as usize, 0);
+                let n = file.genome.read_at(pos, &mut out, |a, buf: &mut [u8]| {
+                    let at = a.checked_sub(*have_from).filter(|&at| at + buf.len() as u64 <= pending.len() as u64);
+                    let Some(at) = at else {
+                        return Err(Error::InvalidArgument(format!("genome bases {a}.. not decoded yet")));
+                    };
+                    buf.copy_from_slice(&pending[at as usize..at as usize + buf.len()]);
+                    Ok(())
+                })?;
+                sink(&out[..n])?;
+                pos += n as u64;
+                // Drop the bases this chunk used up.
+                let used = (c1 - *have_from).min(pending.len() as u64) as usize;
+                pending.drain(..used);
+                *have_from += used as u64;
+                if n == 0 {
+                    return Ok(());
+                }
+            }
+        };
+        if b1 > b0 {
+            self.decode_range_sequential(file.bases_start + b0, b1 - b0, |bytes| {
+                pending.extend_from_slice(bytes);
+                emit(&mut pending, &mut have_from, false)
+            })?;
+        }
+        emit(&mut pending, &mut have_from, true)
+    }
+}
