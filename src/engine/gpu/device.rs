@@ -48,6 +48,11 @@ const LIT_SMEM_BYTES: u32 = 5120;
 const MODE_SMEM: u32 = 16;
 /// Largest slice `literals_warp` buffers in shared memory (4 KiB); larger slices use `literals_k<K>`.
 const LIT_WARP_MAX_UNIT_LOG: u32 = 12;
+/// Largest request (in slices) whose literals run a warp per slice: a cold block's literal launch is the slowest
+/// slice's serial chain, which shared-memory tables shorten (one block K = 1: 423 vs 963 µs), but a large request
+/// parses tens of thousands of slices and `literals_k<K>` (K lanes per slice, 32 / K slices a warp) keeps more of
+/// them in flight (1000 contiguous blocks: 1215 vs 877 µs).
+const LIT_WARP_MAX_UNITS: usize = 2048;
 
 /// Error codes written by the kernels (kernels/decode.cu `E_*`).
 fn describe(code: u32) -> &'static str {
@@ -685,7 +690,7 @@ impl Device {
         // Shared-memory tables (seek_smem): the token levels get CODE_SMEM_BYTES per warp, and the literals run
         // a warp per slice (literals_warp) with its table and one slice of literals per warp.
         let warps = CTA_THREADS / 32;
-        let lit_warp = self.seek_smem && self.unit_log <= LIT_WARP_MAX_UNIT_LOG;
+        let lit_warp = self.seek_smem && self.unit_log <= LIT_WARP_MAX_UNIT_LOG && n <= LIT_WARP_MAX_UNITS;
         let (first_level, later_parse) = if self.seek_smem {
             let smem = CODE_SMEM_BYTES * warps;
             (
