@@ -37,9 +37,10 @@ use crate::error::{Error, Result};
 use crate::format::tree::Tree;
 use crate::format::writer::ArchiveWriter;
 use crate::format::Header;
+use cost::PRICE_ONE;
 use ldm::{Ldm, LdmParams, LongMatch};
 use matcher::{ChainMatcher, ChainParams};
-use parser::{BlockTokens, DepthView, ParseParams, SegmentParser};
+use parser::{BlockTokens, ClosurePrice, DepthView, ParseParams, SegmentParser};
 
 /// Packing options (the `aceapex pack` flags).
 #[derive(Debug, Clone)]
@@ -127,8 +128,11 @@ struct LevelParams {
     parse: ParseParams,
     ldm_window: usize,
     ldm_sample_log: u32,
-    /// Parse a segment again when the depth pass forced many literals in it (about 0.4 % smaller archives on
-    /// atha_chr1 for up to twice the parse time).
+    /// Parse every segment of a chunk but the first a second time, knowing the depths the first parse gave the
+    /// segments before it (and any segment where the depth pass forced many literals). Without it, sources in
+    /// the segments parsed beside a segment look shallow to its closure price: on atha_chr1 a cold block at the
+    /// end of the stream then parses about twice as many slices (for up to twice the parse time; the first
+    /// segment of a chunk sees every depth before it already).
     reparse: bool,
 }
 
@@ -136,15 +140,22 @@ struct LevelParams {
 /// short far matches never pay; the parser prices every candidate anyway, these only prune.
 const MIN_MATCH: [u8; 8] = [3, 4, 6, 8, 10, 12, 14, 16];
 
+/// The closure price of every level (see [`ClosurePrice`]): 6 bits per source outside the block, 3 bits per level
+/// of its depth. Measured at level 6 (cold 16 KiB block at the end of the stream, slices parsed, p50 of 30,
+/// before → after): atha_chr1 2,223 → 505 with a 0.7 % smaller archive (deep sources made the depth pass force
+/// literals; shallow ones do not); the six fly-chr4 genomes 2,059 → 817 for 0.7 % larger. Twice these prices
+/// reached 379 and 643 for 0.3 % smaller and 1.4 % larger.
+const CLOSURE_PRICE: ClosurePrice = ClosurePrice { enter: 6 * PRICE_ONE, per_level: 3 * PRICE_ONE };
+
 fn level_params(level: u8) -> LevelParams {
-    // Level 7 is the former default. Level 6 drops its second parse (1.5x faster, 0.4 % larger on atha_chr1) and
-    // takes 32-byte matches at once (10 % faster, 0.01 % larger); level 5 also samples the long-distance matcher
-    // a quarter as densely.
+    // Level 7 is the former default. Level 6 takes 32-byte matches at once (10 % faster, 0.01 % larger); level 5
+    // also samples the long-distance matcher a quarter as densely and parses once (its sources' depths are then
+    // estimated less well, so cold reads late in a stream parse more slices).
     let (short_depth, long_depth, sufficient_len, window, rep_count, ldm_sample_log, reparse) = match level {
         0..=2 => (1, 1, 32, 256 << 10, 2, 5, false),
         3..=4 => (1, 2, 48, 512 << 10, 2, 4, false),
         5 => (1, 16, 32, 1 << 20, 4, 4, false),
-        6 => (1, 16, 32, 1 << 20, 4, 2, false),
+        6 => (1, 16, 32, 1 << 20, 4, 2, true),
         7 => (1, 16, 64, 1 << 20, 4, 2, true),
         8 => (4, 16, 128, 2 << 20, 4, 2, true),
         _ => (16, 48, 256, 4 << 20, 4, 2, true),
@@ -152,7 +163,7 @@ fn level_params(level: u8) -> LevelParams {
     LevelParams {
         chain: ChainParams { short_depth, long_depth, hash_log: 20 },
         window,
-        parse: ParseParams { sufficient_len, min_match: MIN_MATCH, rep_count },
+        parse: ParseParams { sufficient_len, min_match: MIN_MATCH, rep_count, closure: CLOSURE_PRICE },
         ldm_window: 16,
         ldm_sample_log,
         reparse,
@@ -399,9 +410,10 @@ impl<'a> Packing<'a> {
     }
 
     /// Parses the chunk and bounds its depth. Segments are parsed in parallel, each blind to the depths of the
-    /// segments beside it; when the depth pass then has to force literals in a segment (copy chains across
-    /// segments), that segment is parsed again knowing the depths the first pass produced, and the depth pass
-    /// runs once more over the whole chunk. Every step is deterministic.
+    /// segments beside it; at the levels that re-parse, every segment but the first (and any where the depth
+    /// pass had to force many literals) is parsed again knowing the depths the first pass produced, so that
+    /// its closure prices and depth caps see the segments before it, and the depth pass runs once more over the
+    /// whole chunk. Every step is deterministic.
     fn parse_chunk(&mut self, start: u64, end: u64, times: &mut StageTimes) -> Vec<BlockTokens> {
         let mut t = Instant::now();
         let mut lap = |slot: &mut f64| {
@@ -440,7 +452,7 @@ impl<'a> Packing<'a> {
         times.segments += segments.len() as u64;
         let block = 1u64 << self.opts.block_log;
         if self.level.reparse {
-            times.reparsed_segments += self.reparse_deep_segments(&segments, &mut per_segment, &long);
+            times.reparsed_segments += self.reparse_segments(&segments, &mut per_segment, &long);
         }
         lap(&mut times.reparse);
         let blocks: Vec<BlockTokens> = per_segment.into_iter().flatten().collect();
@@ -451,9 +463,10 @@ impl<'a> Packing<'a> {
     }
 
     /// Runs the depth pass over the freshly parsed segments and parses again, knowing the depths that pass produced,
-    /// each segment where it had to force more than one literal in [`REPARSE_FORCED_RATIO`] bytes (copy chains
-    /// across segments parsed side by side). The depth pass itself is rewound: the caller runs it for good.
-    fn reparse_deep_segments(
+    /// every segment after the first and each segment where it had to force more than one literal in
+    /// [`REPARSE_FORCED_RATIO`] bytes (copy chains across segments parsed side by side). The depth pass itself is
+    /// rewound: the caller runs it for good.
+    fn reparse_segments(
         &mut self,
         segments: &[(u64, u64)],
         per_segment: &mut [Vec<BlockTokens>],
@@ -467,7 +480,8 @@ impl<'a> Packing<'a> {
             for (i, b) in seg.iter().enumerate() {
                 self.depth.apply(segments[k].0 + i as u64 * block, b.clone());
             }
-            if (self.depth.forced - forced_before) * REPARSE_FORCED_RATIO > segments[k].1 - segments[k].0 {
+            let forced = self.depth.forced - forced_before;
+            if k > 0 || forced * REPARSE_FORCED_RATIO > segments[k].1 - segments[k].0 {
                 redo.push(k);
             }
         }

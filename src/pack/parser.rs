@@ -3,12 +3,15 @@
 //! Node `i` of a block holds the cheapest known way to code the block's first `i` bytes, *including* the price of
 //! the literal-run code of the token still open at `i`. From each node the parser tries one literal (the run code's
 //! price changes from `LL(l)` to `LL(l+1)`) and every candidate match: all lengths from the class minimum up to the
-//! candidate's length, each length with the nearest source that reaches it. Candidates come from three places:
+//! candidate's length, each length with the cheapest source that reaches it. Candidates come from three places:
 //!
 //! - the hash tables of [`crate::pack::matcher`] (the recent window);
 //! - the repeats of [`crate::pack::ldm`] that cover the position (any distance);
 //! - recently seen distances and their neighbours `±1`: a FASTA line break or a one-base indel shifts an alignment
 //!   by one, and without repeat-offset codes in the format the shifted source must be found, not assumed.
+//!
+//! A source's price is its distance code plus its [`ClosurePrice`]: what it adds to a cold read of the block
+//! (one more slice to decode, and the levels of depth behind it).
 //!
 //! Candidates are shortened to the bytes whose sources keep the reference depth within the bound, using the
 //! depths this segment has produced so far (estimated for the block being parsed) and the final depths before
@@ -30,6 +33,23 @@ pub struct ParseParams {
     pub min_match: [u8; 8],
     /// Distances remembered for the `±1` neighbour search.
     pub rep_count: usize,
+    /// What a source outside the block adds to a cold read (see [`ClosurePrice`]).
+    pub closure: ClosurePrice,
+}
+
+/// The price of a match's source in work for a cold read, added to its price in bits (both in 1/256 bit).
+///
+/// A cold read of a block decodes its slices, then every slice its cross-block sources lie in, then every slice
+/// *their* sources lie in, up to `max_depth` levels (FORMAT.md §1, §3). With global matching and no price for
+/// that, sources late in a stream scatter over the whole earlier stream and chain through many levels: on
+/// atha_chr1 a cold 16 KiB block at the end parsed about 2,200 slices against 68 at the start. So a source
+/// outside the block pays `enter` (late in a stream nearly every one lies in a slice of its own) and `per_level`
+/// for every level of depth of the bytes it copies (each level of a chain is one more slice to decode). Waiving
+/// `enter` for the last two slices a path entered changed nothing measurable, so the price is per source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClosurePrice {
+    pub enter: u32,
+    pub per_level: u32,
 }
 
 /// One block's parse: tokens (the literal-only one last) and its literal bytes.
@@ -110,11 +130,23 @@ pub struct SegmentParser<'a> {
     /// Final depths of everything before the current chunk (read-only while the chunk is parsed).
     outer_depth: &'a [u8],
     max_depth: u8,
+    /// First stream position of the block being parsed: sources at or after it cost a cold read nothing extra.
+    block_start: u64,
+    /// Candidates with their full source price (distance plus closure), the front the parser relaxes.
+    priced: Vec<Priced>,
+}
+
+/// A candidate with its source's price: the distance code plus what the source adds to a cold read.
+#[derive(Debug, Clone, Copy)]
+struct Priced {
+    back: u64,
+    len: u32,
+    price: u32,
 }
 
 /// What the parser knows about reference depth: the bound and the final depths before the current chunk.
 /// Sources between the chunk start and the segment start count as depth 0 (they are being parsed in parallel);
-/// the depth pass catches what that misses.
+/// the depth pass catches what that misses, and at the levels that re-parse a second parse sees them.
 #[derive(Clone, Copy)]
 pub struct DepthView<'a> {
     pub max_depth: u8,
@@ -146,6 +178,8 @@ impl<'a> SegmentParser<'a> {
             active: Vec::new(),
             reps: Vec::new(),
             first_block: true,
+            block_start: 0,
+            priced: Vec::with_capacity(64),
         }
     }
 
@@ -156,6 +190,7 @@ impl<'a> SegmentParser<'a> {
             self.first_block = false;
         }
         let prices = Prices::from_counts(&self.counts);
+        self.block_start = start;
         let n = (end - start) as usize;
         self.nodes.clear();
         self.nodes.resize(n + 1, UNREACHED);
@@ -193,24 +228,34 @@ impl<'a> SegmentParser<'a> {
         }
         // Comparing further than a few sufficient lengths only costs time: a longer match is taken in steps.
         let limit = ((n - i) as u32).min(self.params.sufficient_len.saturating_mul(SEARCH_FACTOR));
-        self.gather(pos, limit);
-        let Some(longest) = self.cands.last().copied() else {
+        self.gather(pos, limit, prices);
+        if self.priced.is_empty() {
             return i + 1;
-        };
+        }
         let base = here.price + prices.lit_run(0) as u64;
-        if longest.len >= self.params.sufficient_len {
-            self.relax(i, longest.len, longest, base, prices);
-            for k in 0..longest.len as u64 {
-                let d = self.depth_at(pos - longest.back + k % longest.back) + 1;
+        // A source that reaches the sufficient length is taken at once: of those, the one cheapest per byte.
+        let per_byte = |c: &Priced| (c.price as u64 + prices.match_len(c.len) as u64, c.len as u64);
+        let sufficient = self.priced.iter().filter(|c| c.len >= self.params.sufficient_len).copied().reduce(|a, b| {
+            let ((pa, la), (pb, lb)) = (per_byte(&a), per_byte(&b));
+            if pb * la < pa * lb {
+                b
+            } else {
+                a
+            }
+        });
+        if let Some(c) = sufficient {
+            self.relax(i, c, base, prices);
+            for k in 0..c.len as u64 {
+                let d = self.depth_at(pos - c.back + k % c.back) + 1;
                 self.set_depth(pos + k, d);
             }
-            return i + longest.len as usize;
+            return i + c.len as usize;
         }
         let mut from_len = 2;
-        for k in 0..self.cands.len() {
-            let c = self.cands[k];
+        for k in 0..self.priced.len() {
+            let c = self.priced[k];
             let min_len = (self.params.min_match[distance_class(c.back)] as u32).max(from_len);
-            let dist = base + prices.distance(c.back) as u64;
+            let dist = base + c.price as u64;
             for len in min_len..=c.len {
                 let price = dist + prices.match_len(len) as u64;
                 let node = &mut self.nodes[i + len as usize];
@@ -223,11 +268,11 @@ impl<'a> SegmentParser<'a> {
         i + 1
     }
 
-    fn relax(&mut self, i: usize, len: u32, c: Candidate, base: u64, prices: &Prices) {
-        let price = base + prices.distance(c.back) as u64 + prices.match_len(len) as u64;
-        let node = &mut self.nodes[i + len as usize];
+    fn relax(&mut self, i: usize, c: Priced, base: u64, prices: &Prices) {
+        let price = base + c.price as u64 + prices.match_len(c.len) as u64;
+        let node = &mut self.nodes[i + c.len as usize];
         if price < node.price {
-            *node = Node { price, lit_len: 0, match_len: len, back: c.back };
+            *node = Node { price, lit_len: 0, match_len: c.len, back: c.back };
         }
     }
 
@@ -288,8 +333,9 @@ impl<'a> SegmentParser<'a> {
 
     /// Collects the candidates at `pos` into `self.cands`: increasing distance and increasing length, so that
     /// every length is served by the nearest source that reaches it.
-    fn gather(&mut self, pos: u64, limit: u32) {
+    fn gather(&mut self, pos: u64, limit: u32, prices: &Prices) {
         self.cands.clear();
+        self.priced.clear();
         self.chain.find(pos, limit, &mut self.cands);
         self.collect_long(pos, limit);
         self.collect_reps(pos, limit);
@@ -298,29 +344,45 @@ impl<'a> SegmentParser<'a> {
         }
         for k in 0..self.cands.len() {
             let c = self.cands[k];
-            self.cands[k].len = self.cap_by_depth(pos, c);
+            let len = self.cap_by_depth(pos, c);
+            if len >= 2 {
+                let price = prices.distance(c.back) + self.closure_price(pos, c.back, len);
+                self.priced.push(Priced { back: c.back, len, price });
+            }
         }
-        self.cands.retain(|c| c.len >= 2);
-        if self.cands.is_empty() {
+        if self.priced.is_empty() {
             return;
         }
-        self.cands.sort_unstable_by_key(|c| (c.back, std::cmp::Reverse(c.len)));
+        // Keep the cheapest source for every length: increasing price with strictly increasing length.
+        self.priced.sort_unstable_by_key(|c| (c.price, std::cmp::Reverse(c.len), c.back));
         let mut best = 0;
-        self.cands.retain(|c| {
+        self.priced.retain(|c| {
             let keep = c.len > best;
             best = best.max(c.len);
             keep
         });
-        if self.cands.len() > MAX_CANDIDATES {
-            let drop = self.cands.len() - MAX_CANDIDATES;
-            self.cands.drain(..drop);
+        if self.priced.len() > MAX_CANDIDATES {
+            let drop = self.priced.len() - MAX_CANDIDATES;
+            self.priced.drain(..drop);
         }
-        let longest = self.cands.last().expect("non-empty").back;
+        let longest = self.priced.last().expect("non-empty").back;
         if let Some(at) = self.reps.iter().position(|&r| r == longest) {
             self.reps.remove(at);
         }
         self.reps.insert(0, longest);
         self.reps.truncate(self.params.rep_count);
+    }
+
+    /// What a source outside the current block adds to a cold read of it ([`ClosurePrice`]). The depth of the
+    /// source is sampled at its first, middle and last byte (a full scan per candidate would double the parse).
+    fn closure_price(&self, pos: u64, back: u64, len: u32) -> u32 {
+        let src = pos - back;
+        if src >= self.block_start {
+            return 0;
+        }
+        let span = (len as u64).min(back);
+        let d = self.depth_at(src).max(self.depth_at(src + span / 2)).max(self.depth_at(src + span - 1));
+        self.params.closure.enter + self.params.closure.per_level * d as u32
     }
 
     /// Adds the long repeats covering `pos`.
