@@ -321,6 +321,10 @@ fn serve(args: &Args, canonical_mountpoint: &Path, notifier: &mut ParentNotifier
         parsed_cache_bytes: budget.parsed_cache_bytes,
     };
     let archive = Archive::open_with(&args.archive, archive_options).map_err(|e| Failure::new(e.to_string()))?;
+    if args.options.allow_other && !args.options.default_permissions {
+        // The daemon checks no permissions itself: without the kernel's checks every user can read every file.
+        tracing::warn!("allow_other without default_permissions: every user can read every file, whatever its mode");
+    }
     let engine = archive.engine_name().to_string();
     let fs = Arc::new(AcxFs::new(Arc::new(archive), fs_options(&args.options, cache_bytes, &budget)));
     let settings = MountSettings {
