@@ -3,8 +3,11 @@
 //! FASTA-like input (split → reconstruct, random range reads, structure round trip, corrupt structure → error),
 //! and the shared corpus when it is present.
 
+mod common;
+
 use aceapex::genome::layout::{LineKind, Term};
 use aceapex::genome::{model, serial, split, worthwhile, Genome, Split};
+use common::wrap;
 use proptest::prelude::*;
 
 /// Reads `[off, off + len)` through [`Genome::read_at`], checking that the fetch asks for exactly the bases the
@@ -47,15 +50,6 @@ fn check_exact(input: &[u8]) -> Split {
     let bytes = serial::encode(&s.genome);
     assert_eq!(serial::decode(&bytes).unwrap(), s.genome);
     s
-}
-
-fn wrap(seq: &[u8], width: usize, term: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    for line in seq.chunks(width) {
-        out.extend_from_slice(line);
-        out.extend_from_slice(term);
-    }
-    out
 }
 
 /// Deterministic pseudo-random bases (xorshift) so tests need no fixtures.

@@ -10,17 +10,8 @@ use std::path::Path;
 use aceapex::archive::Archive;
 use aceapex::format::tree::{EntryKind, TRANSFORM_GENOME};
 use aceapex::pack::{pack, PackOptions};
-use common::Rng;
+use common::{wrap, Rng};
 use proptest::prelude::*;
-
-fn wrap(seq: &[u8], width: usize, term: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    for line in seq.chunks(width) {
-        out.extend_from_slice(line);
-        out.extend_from_slice(term);
-    }
-    out
-}
 
 /// A genome-like sequence: random bases with repeats (so the LZ stage has matches), a soft-masked stretch, an N
 /// run and a few IUPAC codes.

@@ -9,21 +9,7 @@
 #   carry/*.acx         corpus archives (aceapex pack ...); carry/atha.acx also seeds the big archive
 # Usage: [SKIP_CAT=1] [VARIANTS="ACEAPEX_GPU_..."] bash bench/gpu/run.sh [quick]
 # Writes $OUT/device.log (everything) and $OUT/results.tar.gz (one JSON per archive) when $OUT is set.
-set -uo pipefail
-out="${OUT:-/tmp/gpu-out}"
-mkdir -p "$out/json"
-log="$out/device.log"
-export LD_LIBRARY_PATH="/usr/local/cuda/lib64:/usr/local/nvidia/lib64:${LD_LIBRARY_PATH:-}"
-say() { echo "$@" | tee -a "$log"; }
-run() {  # run LIMIT_S CMD...: one step, its output in the log, its exit status and time noted
-  local limit=$1; shift
-  say "### $* (limit ${limit}s)"
-  local t0=$SECONDS
-  timeout "$limit" "$@" 2>&1 | tee -a "$log"
-  local rc=${PIPESTATUS[0]}
-  say "### rc=$rc in $((SECONDS - t0)) s"
-  return "$rc"
-}
+. "$(dirname "$0")/steps.sh"
 quick="${1:-}"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv 2>&1 | tee -a "$log"
 say "host cores: $(nproc)"

@@ -6,21 +6,7 @@
 #
 # Expects carry/ as bench/gpu/run.sh does, plus carry/aceapex-mount. Usage: bash bench/gpu/session9.sh [PARTS]
 # where PARTS is a list of: tests bench profile big cat faults mount (default: all).
-set -uo pipefail
-out="${OUT:-/tmp/gpu-out}"
-mkdir -p "$out/json"
-log="$out/device.log"
-export LD_LIBRARY_PATH="/usr/local/cuda/lib64:/usr/local/nvidia/lib64:${LD_LIBRARY_PATH:-}"
-say() { echo "$@" | tee -a "$log"; }
-run() {  # run LIMIT_S CMD...: one step, its output in the log, its exit status and time noted
-  local limit=$1; shift
-  say "### $* (limit ${limit}s)"
-  local t0=$SECONDS
-  timeout "$limit" "$@" 2>&1 | tee -a "$log"
-  local rc=${PIPESTATUS[0]}
-  say "### rc=$rc in $((SECONDS - t0)) s"
-  return "$rc"
-}
+. "$(dirname "$0")/steps.sh"
 ms_since() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
 parts="${1:-tests bench profile big cat faults mount}"
 want() { [[ " $parts " == *" $1 "* ]]; }

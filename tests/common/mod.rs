@@ -66,6 +66,16 @@ pub fn dna_like(rng: &mut Rng, len: usize) -> Vec<u8> {
     out
 }
 
+/// FASTA sequence lines: `seq` cut into lines of `width` bytes, each followed by `term`.
+pub fn wrap(seq: &[u8], width: usize, term: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for line in seq.chunks(width) {
+        out.extend_from_slice(line);
+        out.extend_from_slice(term);
+    }
+    out
+}
+
 /// `period` random bytes repeated to `len` bytes.
 pub fn periodic(rng: &mut Rng, period: usize, len: usize) -> Vec<u8> {
     let unit = rng.bytes(period);
