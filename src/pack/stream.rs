@@ -90,8 +90,8 @@ fn concatenate(pieces: &[&Piece], scratch_dir: &Path) -> Result<File> {
     Ok(file)
 }
 
-/// Writes a genome-mode file's region (FORMAT.md §2.6): the length word, the structure found while gathering,
-/// and the file's bases, split again from the file. A file that changed since it was examined is refused.
+/// Writes a genome-mode file's region (FORMAT.md §2.6): the head, the file's bases (split again from the file),
+/// and the structure found while gathering. A file that changed since it was examined is refused.
 fn write_genome_region(path: &Path, size: u64, structure: &[u8], region_len: u64, out: &mut impl Write) -> Result<()> {
     let file = File::open(path).map_err(|e| Error::io(path, e))?;
     check_size(path, &file, size)?;
@@ -102,8 +102,8 @@ fn write_genome_region(path: &Path, size: u64, structure: &[u8], region_len: u64
     if map.len() as u64 != size {
         return Err(changed());
     }
-    out.write_all(&crate::genome::region::head(structure)).map_err(|e| Error::io(path, e))?;
-    out.write_all(structure).map_err(|e| Error::io(path, e))?;
+    let expected_bases = region_len - crate::genome::region::HEAD_LEN - structure.len() as u64;
+    out.write_all(&crate::genome::region::head(structure.len(), expected_bases)).map_err(|e| Error::io(path, e))?;
     let mut written = 0u64;
     let mut io_error = None;
     let genome = crate::genome::split_into(&map, |bases| {
@@ -116,11 +116,10 @@ fn write_genome_region(path: &Path, size: u64, structure: &[u8], region_len: u64
         return Err(Error::io(path, e));
     }
     let same = genome.is_some_and(|g| crate::genome::serial::encode(&g) == structure);
-    let expected_bases = region_len - crate::genome::region::HEAD_LEN - structure.len() as u64;
     if !same || written != expected_bases {
         return Err(changed());
     }
-    Ok(())
+    out.write_all(structure).map_err(|e| Error::io(path, e))
 }
 
 /// Creates a new, already unlinked, read-write file in `dir`. The path is returned only for error messages.
