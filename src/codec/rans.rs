@@ -255,7 +255,6 @@ fn lockstep_n<const N: usize>(jobs: Vec<LockstepJob>) {
     // Each stream's segments shrink from the front as they are decoded; `seg` is the current one.
     let mut streams: [Lockstep; N] =
         jobs.map(|(dec, segs, lookups)| Lockstep { x: dec.states[0], pos: dec.pos, segs, seg: 0, lookups, dec });
-    let mut sink = Vec::new();
     loop {
         // Move every stream past its finished segments; stop when one has no symbol left.
         let mut round = usize::MAX;
@@ -282,8 +281,8 @@ fn lockstep_n<const N: usize>(jobs: Vec<LockstepJob>) {
         });
         // Each symbol takes at most one word: when every stream has `round` words left, no read can reach the
         // sentinel and the clamp (a dependency on the position chain) can go.
-        if simd_round8(&mut xs, &mut ps, &mut cur, round, &mut sink) {
-            // Done with the streams in the lanes of one vector.
+        if N == 8 && simd_round8(&mut xs, &mut ps, &mut cur, round) {
+            // Done eight streams to a vector.
         } else if (0..N).all(|k| ps[k] + round <= cur[k].3) {
             for i in 0..round {
                 for (k, (out, lookup, words, _)) in cur.iter_mut().enumerate() {
@@ -315,44 +314,28 @@ fn lockstep_n<const N: usize>(jobs: Vec<LockstepJob>) {
     lockstep_jobs(rest);
 }
 
-/// One round of [`lockstep_n`] for its `N` streams through [`simd::round8`] (eight vector lanes; with fewer
-/// streams the spare lanes repeat stream 0's inputs and write to `sink`), when the CPU and the buffers allow it;
+/// One round of [`lockstep_n`] for eight streams through [`simd::round8`], when the CPU and the buffers allow it;
 /// returns whether it ran (else nothing changed). `cur[k]` is stream k's output (at least `round` bytes), lookup,
-/// words with their sentinels, and word count.
+/// words up to the first sentinel, and word count.
 #[inline]
 fn simd_round8<const N: usize>(
     xs: &mut [u32; N],
     ps: &mut [usize; N],
     cur: &mut [(&mut [u8], &DecodeLookup, &[u16], usize); N],
     round: usize,
-    sink: &mut Vec<u8>,
 ) -> bool {
-    // Two streams or fewer: the scalar interleave does as well as a mostly idle vector.
-    if !(3..=8).contains(&N) || cur.iter().any(|c| c.0.len() < round) {
+    let (Ok(xs), Ok(ps)) = (<&mut [u32; 8]>::try_from(&mut xs[..]), <&mut [usize; 8]>::try_from(&mut ps[..])) else {
+        return false;
+    };
+    if cur.iter().any(|c| c.0.len() < round) {
         return false;
     }
-    if N < 8 {
-        sink.clear();
-        sink.resize(round, 0);
-    }
-    let lane = |k: usize| if k < N { k } else { 0 };
-    let sink_ptr = sink.as_mut_ptr();
-    // The spare lanes share `sink`: their stores are plain writes from this thread, in program order.
-    let outs: [*mut u8; 8] = std::array::from_fn(|k| if k < N { cur[k].0.as_mut_ptr() } else { sink_ptr });
-    let entries: [&[u32; SCALE as usize]; 8] = std::array::from_fn(|k| &cur[lane(k)].1.entries);
+    let outs: [*mut u8; 8] = std::array::from_fn(|k| cur[k].0.as_mut_ptr());
+    let entries: [&[u32; SCALE as usize]; 8] = std::array::from_fn(|k| &cur[k].1.entries);
     // The words with both sentinels (see `Decoder::reset`): `round8` checks that two follow `nwords`.
-    let words: [&[u16]; 8] = std::array::from_fn(|k| cur[lane(k)].2);
-    let nwords: [usize; 8] = std::array::from_fn(|k| cur[lane(k)].3);
-    let mut x8: [u32; 8] = std::array::from_fn(|k| xs[lane(k)]);
-    let mut p8: [usize; 8] = std::array::from_fn(|k| ps[lane(k)]);
-    // SAFETY: each of the first N output pointers is the start of `cur[k].0`, at least `round` bytes (checked
-    // above), and the spare lanes' is `sink`, resized to `round` bytes; none of them overlaps the tables or words.
-    if !unsafe { simd::round8(&mut x8, &mut p8, outs, entries, words, nwords, round) } {
-        return false;
-    }
-    xs.copy_from_slice(&x8[..N]);
-    ps.copy_from_slice(&p8[..N]);
-    true
+    let words: [&[u16]; 8] = std::array::from_fn(|k| cur[k].2);
+    let nwords: [usize; 8] = std::array::from_fn(|k| cur[k].3);
+    simd::round8(xs, ps, outs, entries, words, nwords, round)
 }
 
 /// One stream's segments on their own (the lock step's fallback).
@@ -415,14 +398,10 @@ mod simd {
     /// `outs[k][0 .. round]`. Returns false, touching nothing, when
     /// the CPU has no AVX2, the vector path is off, or the buffers lie too far apart for 32-bit gather offsets.
     ///
-    /// Each `outs[k]` must be valid for `round` bytes of writes, and no output range
-    /// overlaps anything borrowed here (output ranges may coincide with each other: the stores are plain writes
-    /// in program order, and such lanes' bytes are discarded).
-    ///
-    /// # Safety
-    /// Each `outs[k]` is valid for `round` byte writes, as above.
+    /// The caller guarantees that each `outs[k]` is valid for `round` bytes of writes and that the eight
+    /// output ranges do not overlap each other or anything borrowed here.
     #[inline]
-    pub(super) unsafe fn round8(
+    pub(super) fn round8(
         xs: &mut [u32; 8],
         ps: &mut [usize; 8],
         outs: [*mut u8; 8],
