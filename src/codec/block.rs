@@ -45,35 +45,6 @@ impl ParsedBlock {
         self.token_pos.partition_point(|&p| p <= off).saturating_sub(1)
     }
 
-    /// How many literals the unit's tokens hold in all (`literals.len()` once every literal is decoded).
-    pub fn literal_count(&self) -> usize {
-        match (self.lit_pos.get(self.tokens.len().wrapping_sub(1)), self.tokens.last()) {
-            (Some(&at), Some(last)) => at as usize + last.lit_len as usize,
-            _ => 0,
-        }
-    }
-
-    /// How many literals (a prefix of them, in stream order) resolving the unit's bytes `[0, upto)` needs: those
-    /// of the tokens that start below `upto`, cut at `upto`.
-    pub fn literals_needed(&self, upto: u32) -> usize {
-        if upto >= self.len {
-            return self.literal_count();
-        }
-        if upto == 0 || self.tokens.is_empty() {
-            return 0;
-        }
-        let t = self.token_at(upto - 1);
-        match (self.token_pos.get(t), self.lit_pos.get(t), self.tokens.get(t)) {
-            (Some(&pos), Some(&lit), Some(tok)) => lit as usize + (upto.saturating_sub(pos)).min(tok.lit_len) as usize,
-            _ => self.literal_count(),
-        }
-    }
-
-    /// Whether the literals at hand cover the unit's bytes `[0, upto)`.
-    pub fn covers(&self, upto: u32) -> bool {
-        self.literals.len() >= self.literals_needed(upto)
-    }
-
     /// Heap bytes held, for cache accounting.
     pub fn heap_bytes(&self) -> usize {
         self.tokens.len() * std::mem::size_of::<Token>()
@@ -398,8 +369,8 @@ pub fn decode_block(payload: &[u8], tables: &TableSet, shape: BlockShape) -> Res
 /// [`decode_block`] into an existing [`ParsedBlock`], reusing its allocations (a decoder working through many
 /// blocks keeps one). On error `out` holds unspecified (but bounded) contents.
 ///
-/// With one rANS lane per slice, the slices' streams are decoded eight at a time in lock step
-/// ([`rans::Decoder::decode_lockstep`]): one lane is a single dependency chain per slice, and interleaving eight
+/// With one rANS lane per slice, the slices' streams are decoded four at a time in lock step
+/// ([`rans::Decoder::decode_lockstep`]): one lane is a single dependency chain per slice, and interleaving four
 /// independent chains gives the CPU the parallelism that more lanes would, without their per-slice cost.
 pub fn decode_block_into(
     payload: &[u8],
@@ -419,7 +390,7 @@ pub fn decode_block_into(
     let dests: Vec<Dest> = (0..layouts.len())
         .map(|j| {
             let (off, len) = shape.slice_span(j);
-            Dest { unit: 0, start: shape.start + off as u64, base: off, len, upto: len }
+            Dest { unit: 0, start: shape.start + off as u64, base: off, len }
         })
         .collect();
     let sets = vec![tables; layouts.len()];
@@ -434,20 +405,11 @@ struct Dest {
     start: u64,
     base: u32,
     len: u32,
-    /// The slice's bytes `[0, upto)` are needed (`upto ≥ len`: all of it).
-    upto: u32,
 }
 
-/// The entropy stage of every slice (in lock-step groups of [`LOCKSTEP`]), then each slice's token parse in order,
+/// The entropy stage of every slice (in lock-step groups of four), then each slice's token parse in order,
 /// appended to its unit (units must have been reset). Slice `k` is coded with `sets[k]`. Errors name the index
 /// of the slice that failed.
-///
-/// A slice's symbols are its codes first and its literals last (FORMAT.md §3.1). A slice that is alone in its
-/// unit and only needed below `upto` (a source piece) is therefore decoded in two phases: its codes (with the
-/// whole slices of the call), then its tokens, then only the literals of the tokens that start below `upto`:
-/// its entropy stage stops early. Such a slice skips the end-of-stream check (its stream is not read to
-/// the end); its tokens are still validated in full, and the bytes resolved from it are covered by the hash of
-/// the block being read.
 fn decode_layouts(
     layouts: &[PayloadLayout],
     dests: &[Dest],
@@ -460,135 +422,76 @@ fn decode_layouts(
     let code_len: usize = layouts.iter().map(|l| 3 * l.nmatch + 1).sum();
     scratch.codes.clear();
     scratch.codes.resize(code_len, 0);
+    for (u, out) in outs.iter_mut().enumerate() {
+        let nlit: usize = layouts.iter().zip(dests).filter(|(_, d)| d.unit == u).map(|(l, _)| l.nlit).sum();
+        out.literals.clear();
+        out.literals.resize(nlit, 0);
+    }
     if scratch.decoders.len() < n {
         scratch.decoders.resize_with(n, rans::Decoder::default);
     }
     for (j, (dec, l)) in scratch.decoders.iter_mut().zip(layouts).enumerate() {
         dec.reset(l.states, l.words, lanes).map_err(|e| (j, e))?;
     }
-    let table_sets: Vec<[&Table; 4]> = sets.iter().map(|t| [&t.ll, &t.ml, &t.of, &t.lit]).collect();
-    let mut unit_slices = vec![0usize; outs.len()];
-    for d in dests {
-        unit_slices[d.unit] += 1;
-    }
-    let partial: Vec<bool> = dests.iter().map(|d| d.upto < d.len && d.base == 0 && unit_slices[d.unit] == 1).collect();
-    // Literals each slice needs: all of them, except for a slice needed in part (known after its tokens).
-    let mut need: Vec<usize> = layouts.iter().zip(&partial).map(|(l, &p)| if p { 0 } else { l.nlit }).collect();
-    let resize_literals = |outs: &mut [&mut ParsedBlock], need: &[usize], which: &dyn Fn(usize) -> bool| {
-        for (u, out) in outs.iter_mut().enumerate().filter(|(u, _)| which(*u)) {
-            let nlit: usize = need.iter().zip(dests).filter(|(_, d)| d.unit == u).map(|(k, _)| *k).sum();
-            out.literals.clear();
-            out.literals.resize(nlit, 0);
-        }
-    };
-    resize_literals(outs, &need, &|_| true);
     {
-        // Phase 1: each slice's LL, ML and OF codes, and the literals of the slices needed whole.
+        // Each slice's four output segments: its LL, ML and OF codes, and its literals (in its unit).
         let mut segs: Vec<[&mut [u8]; 4]> = Vec::with_capacity(n);
         let mut codes = &mut scratch.codes[..];
         let mut lits: Vec<&mut [u8]> = outs.iter_mut().map(|o| &mut o.literals[..]).collect();
-        for ((l, d), &k) in layouts.iter().zip(dests).zip(&need) {
+        for (l, d) in layouts.iter().zip(dests) {
             let (c, rest) = std::mem::take(&mut codes).split_at_mut(3 * l.nmatch + 1);
             codes = rest;
             let (ll, c) = c.split_at_mut(l.nmatch + 1);
             let (ml, of) = c.split_at_mut(l.nmatch);
-            let (lit, rest) = std::mem::take(&mut lits[d.unit]).split_at_mut(k);
+            let (lit, rest) = std::mem::take(&mut lits[d.unit]).split_at_mut(l.nlit);
             lits[d.unit] = rest;
             segs.push([ll, ml, of, lit]);
         }
-        run_lockstep(&mut scratch.decoders[..n], segs, &table_sets)?;
-    }
-    if partial.iter().any(|&p| p) {
-        // Slices needed in part: tokens now, to learn how many literals they need; then those literals.
-        let mut c0 = 0usize;
-        for (j, (l, d)) in layouts.iter().zip(dests).enumerate() {
-            let codes = &scratch.codes[c0..c0 + 3 * l.nmatch + 1];
-            c0 += 3 * l.nmatch + 1;
-            if partial[j] {
-                let unit = SliceUnit { start: d.start, base: 0, len: d.len, lit_base: 0, nlit: l.nlit };
-                parse_tokens(codes, l.nmatch, l.extra, unit, outs[d.unit]).map_err(|e| (j, e))?;
-                need[j] = outs[d.unit].literals_needed(d.upto);
+        let table_sets: Vec<[&Table; 4]> = sets.iter().map(|t| [&t.ll, &t.ml, &t.of, &t.lit]).collect();
+        let mut segs = segs.into_iter();
+        for (g, decs) in scratch.decoders[..n].chunks_mut(4).enumerate() {
+            let in_group = |e| (4 * g, e);
+            let set = |k: usize| table_sets.get(4 * g + k).copied().unwrap_or(table_sets[0]);
+            match decs {
+                [a, b, c, d] => {
+                    let s = std::array::from_fn(|_| segs.next().unwrap_or_default());
+                    rans::Decoder::decode_lockstep([a, b, c, d], s, std::array::from_fn(set)).map_err(in_group)?
+                }
+                [a, b, c] => {
+                    let s = std::array::from_fn(|_| segs.next().unwrap_or_default());
+                    rans::Decoder::decode_lockstep([a, b, c], s, std::array::from_fn(set)).map_err(in_group)?
+                }
+                [a, b] => {
+                    let s = std::array::from_fn(|_| segs.next().unwrap_or_default());
+                    rans::Decoder::decode_lockstep([a, b], s, std::array::from_fn(set)).map_err(in_group)?
+                }
+                [a] => {
+                    let s = [segs.next().unwrap_or_default()];
+                    rans::Decoder::decode_lockstep([a], s, [set(0)]).map_err(in_group)?
+                }
+                _ => unreachable!("chunks_mut(4) yields 1 to 4 decoders"),
             }
         }
-        let partial_unit = |u: usize| dests.iter().zip(&partial).any(|(d, &p)| p && d.unit == u);
-        resize_literals(outs, &need, &partial_unit);
-        let mut segs: Vec<[&mut [u8]; 4]> = Vec::with_capacity(n);
-        let mut lits: Vec<&mut [u8]> = outs.iter_mut().map(|o| &mut o.literals[..]).collect();
-        for ((&k, d), &p) in need.iter().zip(dests).zip(&partial) {
-            let lit = if p { std::mem::take(&mut lits[d.unit]).split_at_mut(k).0 } else { &mut [] };
-            segs.push([&mut [], &mut [], &mut [], lit]);
-        }
-        run_lockstep(&mut scratch.decoders[..n], segs, &table_sets)?;
     }
-    for (j, (dec, l)) in scratch.decoders[..n].iter().zip(layouts).enumerate() {
-        if need[j] == l.nlit {
-            dec.finish().map_err(|e| (j, e))?;
-        }
+    for (j, dec) in scratch.decoders[..n].iter().enumerate() {
+        dec.finish().map_err(|e| (j, e))?;
     }
     let mut c0 = 0usize;
     let mut lit_base = vec![0u32; outs.len()];
     for (j, (l, d)) in layouts.iter().zip(dests).enumerate() {
-        let codes = &scratch.codes[c0..c0 + 3 * l.nmatch + 1];
-        c0 += 3 * l.nmatch + 1;
-        if partial[j] {
-            continue;
-        }
         let unit = SliceUnit { start: d.start, base: d.base, len: d.len, lit_base: lit_base[d.unit], nlit: l.nlit };
+        let codes = &scratch.codes[c0..c0 + 3 * l.nmatch + 1];
         parse_tokens(codes, l.nmatch, l.extra, unit, outs[d.unit]).map_err(|e| (j, e))?;
+        c0 += 3 * l.nmatch + 1;
         lit_base[d.unit] += l.nlit as u32;
     }
     Ok(())
 }
 
-/// Runs the entropy stage of `segs` (one entry per decoder: its LL, ML, OF and literal outputs) in lock-step
-/// groups of [`LOCKSTEP`] decoders. Errors name the first slice of the failing group.
-fn run_lockstep<'a>(
-    decoders: &mut [rans::Decoder],
-    segs: Vec<[&'a mut [u8]; 4]>,
-    table_sets: &[[&'a Table; 4]],
-) -> Result<(), (usize, DecodeError)> {
-    let mut segs = segs.into_iter();
-    for (g, decs) in decoders.chunks_mut(LOCKSTEP).enumerate() {
-        let set = |k: usize| table_sets.get(LOCKSTEP * g + k).copied().unwrap_or(table_sets[0]);
-        let done = match decs.len() {
-            1 => lockstep_group::<1>(decs, &mut segs, set),
-            2 => lockstep_group::<2>(decs, &mut segs, set),
-            3 => lockstep_group::<3>(decs, &mut segs, set),
-            4 => lockstep_group::<4>(decs, &mut segs, set),
-            5 => lockstep_group::<5>(decs, &mut segs, set),
-            6 => lockstep_group::<6>(decs, &mut segs, set),
-            7 => lockstep_group::<7>(decs, &mut segs, set),
-            _ => lockstep_group::<8>(decs, &mut segs, set),
-        };
-        done.map_err(|e| (LOCKSTEP * g, e))?;
-    }
-    Ok(())
-}
+/// One slice to decode with [`decode_slices`]: its block's payload, shape and tables, and the slice's index.
+pub type SliceJob<'a> = (&'a [u8], BlockShape, usize, &'a TableSet);
 
-/// How many single-lane slice streams are decoded in lock step: enough independent dependency chains (lookup,
-/// multiply, refill) to keep the core's ALUs busy; a 16 KiB block of 2 KiB slices is one group.
-const LOCKSTEP: usize = 8;
-
-/// One lock-step group of `N` decoders (`decs.len() == N`), taking their segments from `segs`.
-fn lockstep_group<'a, const N: usize>(
-    decs: &mut [rans::Decoder],
-    segs: &mut impl Iterator<Item = [&'a mut [u8]; 4]>,
-    set: impl Fn(usize) -> [&'a Table; 4],
-) -> Result<(), DecodeError> {
-    let have = decs.len();
-    let decs: &mut [rans::Decoder; N] = decs.try_into().map_err(|_| DecodeError::Invalid {
-        what: "lock-step group",
-        detail: format!("{have} decoders for a group of {N}"),
-    })?;
-    let s = std::array::from_fn(|_| segs.next().unwrap_or_default());
-    rans::Decoder::decode_lockstep(decs.each_mut(), s, std::array::from_fn(set))
-}
-
-/// One slice to decode with [`decode_slices`]: its block's payload, shape and tables, the slice's index, and how
-/// much of the slice is needed: its bytes `[0, upto)` (see [`decode_slice_prefix`]; `u32::MAX` for all).
-pub type SliceJob<'a> = (&'a [u8], BlockShape, usize, &'a TableSet, u32);
-
-/// Decodes several slices, each on its own (as [`decode_slice`] would), but their entropy stages eight at a time
+/// Decodes several slices, each on its own (as [`decode_slice`] would), but their entropy stages four at a time
 /// in lock step: what a reader resolving many source pieces does, one slice per piece (the slices may belong to
 /// any blocks and table groups). One result per job.
 pub fn decode_slices(jobs: &[SliceJob]) -> Vec<Result<ParsedBlock, DecodeError>> {
@@ -597,7 +500,7 @@ pub fn decode_slices(jobs: &[SliceJob]) -> Vec<Result<ParsedBlock, DecodeError>>
         let mut dests = Vec::with_capacity(jobs.len());
         let mut sets = Vec::with_capacity(jobs.len());
         let mut lanes = None;
-        for (k, &(payload, shape, j, tables, upto)) in jobs.iter().enumerate() {
+        for (k, &(payload, shape, j, tables)) in jobs.iter().enumerate() {
             check_alphabets(tables)?;
             sets.push(tables);
             let (l, n_slices) = shape.check()?;
@@ -608,7 +511,7 @@ pub fn decode_slices(jobs: &[SliceJob]) -> Vec<Result<ParsedBlock, DecodeError>>
             let slice = SliceDirectory::parse(payload, n_slices)?.slice(j)?;
             let (off, len) = shape.slice_span(j);
             layouts.push(PayloadLayout::parse(slice, l, len)?);
-            dests.push(Dest { unit: k, start: shape.start + off as u64, base: 0, len, upto: upto.min(len) });
+            dests.push(Dest { unit: k, start: shape.start + off as u64, base: 0, len });
         }
         let mut outs: Vec<ParsedBlock> = dests
             .iter()
@@ -626,10 +529,7 @@ pub fn decode_slices(jobs: &[SliceJob]) -> Vec<Result<ParsedBlock, DecodeError>>
     match together {
         Ok(outs) => outs.into_iter().map(Ok).collect(),
         // Some slice is bad: decode each alone, so that each gets its own verdict and error.
-        Err(_) => jobs
-            .iter()
-            .map(|&(payload, shape, j, tables, upto)| decode_slice_prefix(payload, tables, shape, j, upto))
-            .collect(),
+        Err(_) => jobs.iter().map(|&(payload, shape, j, tables)| decode_slice(payload, tables, shape, j)).collect(),
     }
 }
 
@@ -646,40 +546,12 @@ pub fn decode_slice(
     Ok(parsed)
 }
 
-/// [`decode_slice`] for a reader that needs only the slice's bytes `[0, upto)`: every token is decoded and
-/// validated, but only the literals of the tokens that start below `upto` ([`ParsedBlock::literals_needed`]),
-/// so the entropy stage stops early, and the end-of-stream check of the rANS stream is skipped unless every
-/// literal was needed. `upto ≥` the slice length is [`decode_slice`].
-pub fn decode_slice_prefix(
-    payload: &[u8],
-    tables: &TableSet,
-    shape: BlockShape,
-    j: usize,
-    upto: u32,
-) -> Result<ParsedBlock, DecodeError> {
-    let mut parsed = ParsedBlock::default();
-    decode_slice_upto(payload, tables, shape, j, upto, &mut parsed)?;
-    Ok(parsed)
-}
-
 /// [`decode_slice`] into an existing [`ParsedBlock`], reusing its allocations.
 pub fn decode_slice_into(
     payload: &[u8],
     tables: &TableSet,
     shape: BlockShape,
     j: usize,
-    out: &mut ParsedBlock,
-) -> Result<(), DecodeError> {
-    decode_slice_upto(payload, tables, shape, j, u32::MAX, out)
-}
-
-/// [`decode_slice_prefix`] into an existing [`ParsedBlock`].
-fn decode_slice_upto(
-    payload: &[u8],
-    tables: &TableSet,
-    shape: BlockShape,
-    j: usize,
-    upto: u32,
     out: &mut ParsedBlock,
 ) -> Result<(), DecodeError> {
     let (lanes, n_slices) = shape.check()?;
@@ -696,7 +568,7 @@ fn decode_slice_upto(
     let start = shape.start + off as u64;
     out.reset(start, len);
     let layout = PayloadLayout::parse(slice, lanes, len).map_err(|e| in_slice(j, e))?;
-    let dest = Dest { unit: 0, start, base: 0, len, upto: upto.min(len) };
+    let dest = Dest { unit: 0, start, base: 0, len };
     with_scratch(|scratch| {
         decode_layouts(
             std::slice::from_ref(&layout),
@@ -1129,46 +1001,9 @@ mod tests {
             let one = decode_slice(&payload, &tables, shape, j).expect("slice decodes alone");
             check_parsed(&one, &s.tokens, &s.literals, start + (j as u32 * slice_len) as u64);
             assert_eq!(one.len, (len - j as u32 * slice_len).min(slice_len));
-            check_prefixes(&payload, &tables, shape, j, &one);
         }
         assert!(decode_slice(&payload, &tables, shape, slices.len()).is_err());
         payload
-    }
-
-    /// Literal bytes at unit offsets below `upto`, counted byte by byte from the tokens.
-    fn literals_below(tokens: &[Token], upto: u32) -> usize {
-        let mut pos = 0u32;
-        let mut n = 0usize;
-        for t in tokens {
-            n += t.lit_len.min(upto.saturating_sub(pos)) as usize;
-            pos += t.lit_len + t.match_len;
-        }
-        n
-    }
-
-    /// Slice `j` decoded as prefixes (alone and through `decode_slices`, mixed with a whole parse): the same
-    /// tokens as the whole parse `full`, and exactly the literals below each cut.
-    fn check_prefixes(payload: &[u8], tables: &TableSet, shape: BlockShape, j: usize, full: &ParsedBlock) {
-        let len = full.len;
-        let cuts = [0, 1, len / 3, len / 2, len.saturating_sub(1), len, len + 5, u32::MAX];
-        let mut jobs: Vec<SliceJob> = vec![(payload, shape, j, tables, u32::MAX)];
-        for upto in cuts {
-            let part = decode_slice_prefix(payload, tables, shape, j, upto).expect("prefix decodes");
-            let need = literals_below(&full.tokens, upto);
-            assert_eq!(part.literals_needed(upto), need, "upto {upto}");
-            assert_eq!(part.literals, full.literals[..need], "upto {upto}");
-            assert!(part.covers(upto));
-            assert_eq!((&part.tokens, &part.token_pos, &part.lit_pos), (&full.tokens, &full.token_pos, &full.lit_pos));
-            assert_eq!(part.literal_count(), full.literals.len());
-            jobs.push((payload, shape, j, tables, upto));
-        }
-        let together = decode_slices(&jobs);
-        assert_eq!(together[0].as_ref().expect("whole slice"), full);
-        for (upto, part) in cuts.iter().zip(&together[1..]) {
-            let part = part.as_ref().expect("prefix decodes in a batch");
-            assert_eq!(part.literals, full.literals[..literals_below(&full.tokens, *upto)], "batch, upto {upto}");
-            assert_eq!(part.tokens, full.tokens);
-        }
     }
 
     #[test]
@@ -1375,28 +1210,28 @@ mod tests {
             let other = BlockShape { start: 5000, ..shape };
             for jobs in [
                 vec![
-                    (&payload[..], shape, 2, &tables, u32::MAX),
-                    (&payload[..], shape, 0, &tables, u32::MAX),
-                    (&payload[..], other, 1, &tables, u32::MAX),
+                    (&payload[..], shape, 2, &tables),
+                    (&payload[..], shape, 0, &tables),
+                    (&payload[..], other, 1, &tables),
                 ],
                 vec![
-                    (&payload[..], shape, 0, &tables, u32::MAX),
-                    (&bad[..], shape, 2, &tables, u32::MAX),
-                    (&payload[..], shape, 1, &tables, u32::MAX),
-                    (&bad[..], shape, 0, &tables, u32::MAX),
+                    (&payload[..], shape, 0, &tables),
+                    (&bad[..], shape, 2, &tables),
+                    (&payload[..], shape, 1, &tables),
+                    (&bad[..], shape, 0, &tables),
                 ],
                 vec![
-                    (&p2[..], s2, 0, &t2, u32::MAX),
-                    (&payload[..], shape, 1, &tables, u32::MAX),
-                    (&p2[..], s2, 0, &t2, u32::MAX),
-                    (&payload[..], shape, 2, &tables, u32::MAX),
+                    (&p2[..], s2, 0, &t2),
+                    (&payload[..], shape, 1, &tables),
+                    (&p2[..], s2, 0, &t2),
+                    (&payload[..], shape, 2, &tables),
                 ],
-                vec![(&payload[..], shape, 1, &tables, u32::MAX); 5],
-                vec![(&payload[..], shape, 3, &tables, u32::MAX)],
+                vec![(&payload[..], shape, 1, &tables); 5],
+                vec![(&payload[..], shape, 3, &tables)],
                 vec![],
             ] {
                 let together = decode_slices(&jobs);
-                let alone: Vec<_> = jobs.iter().map(|&(p, sh, j, t, _)| decode_slice(p, t, sh, j)).collect();
+                let alone: Vec<_> = jobs.iter().map(|&(p, sh, j, t)| decode_slice(p, t, sh, j)).collect();
                 assert_eq!(together, alone, "lanes {lanes}");
             }
         }

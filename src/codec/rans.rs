@@ -87,7 +87,7 @@ fn decode_step(lookup: &DecodeLookup, x: u32) -> (u8, u32) {
 /// How many decode lookups (16 KiB each) a thread keeps: the four tables of a few groups, so that decoding the
 /// blocks of one group in a row builds each lookup once, while memory stays bounded however many groups the
 /// archive has.
-const LOOKUP_CACHE_SLOTS: usize = 64;
+const LOOKUP_CACHE_SLOTS: usize = 32;
 
 /// A cached lookup, found again by the table's address and confirmed by its frequencies (the lookup is a pure
 /// function of them, so a reused address with other frequencies is simply a miss).
@@ -149,7 +149,7 @@ fn with_lookup<R>(table: &Table, f: impl FnOnce(&DecodeLookup) -> R) -> R {
     })
 }
 
-/// Runs `f` with the decode lookups of `M ≤ 32` tables at once (the table sets of up to eight streams: LL, ML,
+/// Runs `f` with the decode lookups of `M ≤ 16` tables at once (the table sets of up to four streams: LL, ML,
 /// OF, LIT each), from this thread's cache or freshly built into it: what the lock-step decoder needs, since its
 /// streams switch tables at different symbols.
 fn with_set_lookups<const M: usize, R>(tables: [&Table; M], f: impl FnOnce([&DecodeLookup; M]) -> R) -> R {
@@ -161,11 +161,6 @@ fn with_set_lookups<const M: usize, R>(tables: [&Table; M], f: impl FnOnce([&Dec
         };
         let mut index = [0usize; M];
         for (k, table) in tables.iter().enumerate() {
-            // Streams of one block share their tables: look each one up once.
-            if let Some(same) = tables[..k].iter().position(|t| std::ptr::eq(*t, *table)) {
-                index[k] = index[same];
-                continue;
-            }
             // The slots picked for this call were just used and are at most half of the slots, so the
             // least-recently-used eviction in `slot_for` never takes one of them.
             index[k] = cache.slot_for(table);
@@ -212,141 +207,14 @@ unsafe fn step_unchecked(lookup: &DecodeLookup, x: &mut u32, words: &[u16], pos:
     s
 }
 
-/// A stream of a lock step: its decoder, the outputs of its four segments and their lookups.
-type LockstepJob<'d, 'o, 'l> = (&'d mut Decoder, [&'o mut [u8]; 4], [&'l DecodeLookup; 4]);
-
-/// One stream of a lock step: its decoder, its state and word position (kept in registers while decoding), and
-/// what is left of its four segments.
-struct Lockstep<'d, 'o, 'l> {
+/// One stream of [`Decoder::decode_lockstep`]: its decoder, its state and word position (kept in registers
+/// while decoding), and what is left of its four segments.
+struct Lockstep<'d, 'o> {
     dec: &'d mut Decoder,
     x: u32,
     pos: usize,
     segs: [&'o mut [u8]; 4],
     seg: usize,
-    lookups: [&'l DecodeLookup; 4],
-}
-
-/// Decodes single-lane streams in a lock step of their number (at most 8 at once).
-fn lockstep_jobs(jobs: Vec<LockstepJob>) {
-    match jobs.len() {
-        0 => {}
-        1 => lockstep_n::<1>(jobs),
-        2 => lockstep_n::<2>(jobs),
-        3 => lockstep_n::<3>(jobs),
-        4 => lockstep_n::<4>(jobs),
-        5 => lockstep_n::<5>(jobs),
-        6 => lockstep_n::<6>(jobs),
-        7 => lockstep_n::<7>(jobs),
-        _ => lockstep_n::<8>(jobs),
-    }
-}
-
-/// `N` streams (`jobs.len() == N`; any other number is decoded stream by stream) advance one symbol each per
-/// round, so that their dependency chains (lookup, multiply, refill) overlap instead of running one after
-/// another. When some streams run out, the others go on in a smaller lock step (so this recursion ends).
-fn lockstep_n<const N: usize>(jobs: Vec<LockstepJob>) {
-    let jobs: [LockstepJob; N] = match jobs.try_into() {
-        Ok(jobs) => jobs,
-        Err(jobs) => {
-            jobs.into_iter().for_each(decode_job_alone);
-            return;
-        }
-    };
-    // Each stream's segments shrink from the front as they are decoded; `seg` is the current one.
-    let mut streams: [Lockstep; N] =
-        jobs.map(|(dec, segs, lookups)| Lockstep { x: dec.states[0], pos: dec.pos, segs, seg: 0, lookups, dec });
-    loop {
-        // Move every stream past its finished segments; stop when one has no symbol left.
-        let mut round = usize::MAX;
-        for st in streams.iter_mut() {
-            while st.seg < 4 && st.segs[st.seg].is_empty() {
-                st.seg += 1;
-            }
-            round = round.min(if st.seg < 4 { st.segs[st.seg].len() } else { 0 });
-        }
-        if round == 0 {
-            break;
-        }
-        // `round` symbols of every stream, each from its own current segment and table. States and positions
-        // live in local arrays (registers once unrolled), not behind the stream structs.
-        let mut xs: [u32; N] = std::array::from_fn(|k| streams[k].x);
-        let mut ps: [usize; N] = std::array::from_fn(|k| streams[k].pos);
-        let mut cur = streams.each_mut().map(|st| {
-            let seg = std::mem::take(&mut st.segs[st.seg]);
-            let (now, rest) = seg.split_at_mut(round);
-            st.segs[st.seg] = rest;
-            // The words and their sentinels (`nwords < words.len()`, so `min(pos, nwords)` is in bounds).
-            let words: &[u16] = if st.dec.words.is_empty() { &[0, 0] } else { &st.dec.words };
-            (now, st.lookups[st.seg], words, st.dec.nwords.min(words.len() - 1))
-        });
-        // Each symbol takes at most one word: when every stream has `round` words left, no read can reach the
-        // sentinel and the clamp (a dependency on the position chain) can go.
-        if N == 8 && simd_round8(&mut xs, &mut ps, &mut cur, round) {
-            // Done eight streams to a vector.
-        } else if (0..N).all(|k| ps[k] + round <= cur[k].3) {
-            for i in 0..round {
-                for (k, (out, lookup, words, _)) in cur.iter_mut().enumerate() {
-                    // SAFETY: before this stream's i-th symbol of the round, `ps[k] <= p0 + i` where
-                    // `p0 + round <= nwords`, and `i < round`, so `ps[k] < nwords < words.len()`.
-                    out[i] = unsafe { step_unchecked(lookup, &mut xs[k], words, &mut ps[k]) };
-                }
-            }
-        } else {
-            for i in 0..round {
-                for (k, (out, lookup, words, nwords)) in cur.iter_mut().enumerate() {
-                    out[i] = step_clamped(lookup, &mut xs[k], words, *nwords, &mut ps[k]);
-                }
-            }
-        }
-        for (k, st) in streams.iter_mut().enumerate() {
-            st.x = xs[k];
-            st.pos = ps[k];
-        }
-    }
-    let mut rest = Vec::new();
-    for st in streams {
-        st.dec.states[0] = st.x;
-        st.dec.pos = st.pos;
-        if st.segs.iter().any(|s| !s.is_empty()) {
-            rest.push((st.dec, st.segs, st.lookups));
-        }
-    }
-    lockstep_jobs(rest);
-}
-
-/// One round of [`lockstep_n`] for eight streams through [`simd::round8`], when the CPU and the buffers allow it;
-/// returns whether it ran (else nothing changed). `cur[k]` is stream k's output (at least `round` bytes), lookup,
-/// words up to the first sentinel, and word count.
-#[inline]
-fn simd_round8<const N: usize>(
-    xs: &mut [u32; N],
-    ps: &mut [usize; N],
-    cur: &mut [(&mut [u8], &DecodeLookup, &[u16], usize); N],
-    round: usize,
-) -> bool {
-    let (Ok(xs), Ok(ps)) = (<&mut [u32; 8]>::try_from(&mut xs[..]), <&mut [usize; 8]>::try_from(&mut ps[..])) else {
-        return false;
-    };
-    if cur.iter().any(|c| c.0.len() < round) {
-        return false;
-    }
-    let outs: [*mut u8; 8] = std::array::from_fn(|k| cur[k].0.as_mut_ptr());
-    let entries: [&[u32; SCALE as usize]; 8] = std::array::from_fn(|k| &cur[k].1.entries);
-    // The words with both sentinels (see `Decoder::reset`): `round8` checks that two follow `nwords`.
-    let words: [&[u16]; 8] = std::array::from_fn(|k| cur[k].2);
-    let nwords: [usize; 8] = std::array::from_fn(|k| cur[k].3);
-    simd::round8(xs, ps, outs, entries, words, nwords, round)
-}
-
-/// One stream's segments on their own (the lock step's fallback).
-fn decode_job_alone((dec, segs, lookups): LockstepJob) {
-    let words = dec.words.get(..=dec.nwords).unwrap_or(&[0]);
-    let nwords = words.len() - 1;
-    for (seg, lookup) in segs.into_iter().zip(lookups) {
-        for o in seg.iter_mut() {
-            *o = step_clamped(lookup, &mut dec.states[0], words, nwords, &mut dec.pos);
-        }
-    }
 }
 
 /// Whole decoding steps with eight lanes per vector (AVX2 on x86-64), for lane counts that are multiples of 8.
@@ -392,135 +260,9 @@ mod simd {
         0
     }
 
-    /// `round` symbols of each of eight single-lane streams (one lane of a vector per stream): stream `k` has
-    /// state `xs[k]`, reads `words[k]` from `ps[k]` (at `min(ps[k], nwords[k])`, like the scalar step, where
-    /// `nwords[k] + 1 < words[k].len()`: the sentinels), decodes with `entries[k]` and writes to
-    /// `outs[k][0 .. round]`. Returns false, touching nothing, when
-    /// the CPU has no AVX2, the vector path is off, or the buffers lie too far apart for 32-bit gather offsets.
-    ///
-    /// The caller guarantees that each `outs[k]` is valid for `round` bytes of writes and that the eight
-    /// output ranges do not overlap each other or anything borrowed here.
-    #[inline]
-    pub(super) fn round8(
-        xs: &mut [u32; 8],
-        ps: &mut [usize; 8],
-        outs: [*mut u8; 8],
-        entries: [&[u32; 4096]; 8],
-        words: [&[u16]; 8],
-        nwords: [usize; 8],
-        round: usize,
-    ) -> bool {
-        #[cfg(target_arch = "x86_64")]
-        if ENABLED.with(|e| e.get()) && std::is_x86_feature_detected!("avx2") {
-            // Gathers take one base pointer and 32-bit element offsets: express every stream's table and word
-            // stream relative to stream 0's, and give up when that does not fit.
-            let limit = 1isize << 30;
-            let e0 = entries[0].as_ptr();
-            let w0 = words[0].as_ptr();
-            let mut e_off = [0i32; 8];
-            let mut w_at = [0i32; 8];
-            let mut w_end = [0i32; 8];
-            for k in 0..8 {
-                let de = (entries[k].as_ptr() as isize).wrapping_sub(e0 as isize);
-                let dw = (words[k].as_ptr() as isize).wrapping_sub(w0 as isize);
-                if de % 4 != 0 || dw % 2 != 0 || de.abs() / 4 >= limit || dw.abs() / 2 >= limit {
-                    return false;
-                }
-                // Each stream reads word `min(pos, nwords[k])` and the one after it (a gather loads 4 bytes),
-                // both below `nwords[k] + 2 <= words[k].len()`; positions stay far below 2^30.
-                let far = (ps[k] + round) as isize >= limit || words[k].len() as isize >= limit;
-                if far || nwords[k] + 1 >= words[k].len() {
-                    return false;
-                }
-                e_off[k] = (de / 4) as i32;
-                w_at[k] = (dw / 2) as i32 + ps[k] as i32;
-                w_end[k] = (dw / 2) as i32 + nwords[k] as i32;
-            }
-            // SAFETY: AVX2 is available (checked above). Every gathered entry lies in `entries[k]` (offset of
-            // table k from table 0 plus a slot below 4096). Every gathered word pair starts at `words[k][p]` with
-            // `p <= nwords[k]` (clamped), so its 4 bytes lie in `words[k][p ..= p + 1]`, inside the buffer
-            // (`nwords[k] + 1 < words[k].len()`). The output pointers are valid for `round` bytes each (caller).
-            unsafe { avx2::round8(xs, &mut w_at, &w_end, &e_off, e0, w0, outs, round) };
-            for k in 0..8 {
-                let base = (words[k].as_ptr() as isize).wrapping_sub(w0 as isize) / 2;
-                ps[k] = (w_at[k] as isize - base) as usize;
-            }
-            return true;
-        }
-        let _ = (xs, ps, outs, entries, words, nwords, round);
-        false
-    }
-
     #[cfg(target_arch = "x86_64")]
     mod avx2 {
         use std::arch::x86_64::*;
-
-        /// [`super::round8`] once the offsets are known: `w_at[k]` is stream k's word position as an offset from
-        /// `w0` (in words), `w_end[k]` its first sentinel's, `e_off[k]` its table's offset from `e0` (in entries).
-        ///
-        /// # Safety
-        /// AVX2 is available; for `round` steps every gather stays inside the buffers the offsets were made
-        /// from (see the caller) and each `outs[k]` is valid for `round` byte writes.
-        #[target_feature(enable = "avx2")]
-        #[allow(clippy::too_many_arguments)] // a kernel's inputs: the vectors it loads and the pointers it uses
-        pub(super) unsafe fn round8(
-            xs: &mut [u32; 8],
-            w_at: &mut [i32; 8],
-            w_end: &[i32; 8],
-            e_off: &[i32; 8],
-            e0: *const u32,
-            w0: *const u16,
-            outs: [*mut u8; 8],
-            round: usize,
-        ) {
-            let slot_mask = _mm256_set1_epi32(0xfff);
-            let word_mask = _mm256_set1_epi32(0xffff);
-            let one = _mm256_set1_epi32(1);
-            let symbol_bytes = _mm256_setr_epi8(
-                0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, //
-                0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
-            );
-            // SAFETY (all loads and stores below): the arrays are exactly eight 32-bit values; unaligned access
-            // is allowed.
-            let mut x = unsafe { _mm256_loadu_si256(xs.as_ptr() as *const __m256i) };
-            let mut wp = unsafe { _mm256_loadu_si256(w_at.as_ptr() as *const __m256i) };
-            let eo = unsafe { _mm256_loadu_si256(e_off.as_ptr() as *const __m256i) };
-            let we = unsafe { _mm256_loadu_si256(w_end.as_ptr() as *const __m256i) };
-            for i in 0..round {
-                let idx = _mm256_add_epi32(_mm256_and_si256(x, slot_mask), eo);
-                // SAFETY: see the function's contract: entries and word pairs in bounds for every step.
-                let e = unsafe { _mm256_i32gather_epi32::<4>(e0 as *const i32, idx) };
-                // A position past the stream reads the sentinel, as the scalar step does.
-                let w = unsafe { _mm256_i32gather_epi32::<2>(w0 as *const i32, _mm256_min_epi32(wp, we)) };
-                let freq = _mm256_add_epi32(_mm256_srli_epi32::<20>(e), one);
-                let bias = _mm256_and_si256(_mm256_srli_epi32::<8>(e), slot_mask);
-                let y = _mm256_add_epi32(_mm256_mullo_epi32(freq, _mm256_srli_epi32::<12>(x)), bias);
-                // Lanes below 2^16 take their stream's next word.
-                let take = _mm256_cmpeq_epi32(_mm256_srli_epi32::<16>(y), _mm256_setzero_si256());
-                let refilled = _mm256_or_si256(_mm256_slli_epi32::<16>(y), _mm256_and_si256(w, word_mask));
-                x = _mm256_blendv_epi8(y, refilled, take);
-                wp = _mm256_sub_epi32(wp, take);
-                let symbols = _mm256_shuffle_epi8(e, symbol_bytes);
-                let lo = _mm256_extract_epi32::<0>(symbols) as u32;
-                let hi = _mm256_extract_epi32::<4>(symbols) as u32;
-                // SAFETY: `i < round` and each `outs[k]` is valid for `round` bytes.
-                unsafe {
-                    *outs[0].add(i) = lo as u8;
-                    *outs[1].add(i) = (lo >> 8) as u8;
-                    *outs[2].add(i) = (lo >> 16) as u8;
-                    *outs[3].add(i) = (lo >> 24) as u8;
-                    *outs[4].add(i) = hi as u8;
-                    *outs[5].add(i) = (hi >> 8) as u8;
-                    *outs[6].add(i) = (hi >> 16) as u8;
-                    *outs[7].add(i) = (hi >> 24) as u8;
-                }
-            }
-            // SAFETY: as the loads above.
-            unsafe {
-                _mm256_storeu_si256(xs.as_mut_ptr() as *mut __m256i, x);
-                _mm256_storeu_si256(w_at.as_mut_ptr() as *mut __m256i, wp);
-            }
-        }
 
         /// `EXPAND[mask][i]`: which of the loaded words lane `i` takes when the lanes in `mask` refill.
         static EXPAND: [[u32; 8]; 256] = {
@@ -659,7 +401,7 @@ pub struct Decoder {
 impl Default for Decoder {
     /// A decoder with no stream yet (see [`Decoder::reset`]).
     fn default() -> Self {
-        Decoder { states: [STATE_LOW; MAX_LANES], lanes: 1, words: vec![0, 0], nwords: 0, pos: 0, next: 0 }
+        Decoder { states: [STATE_LOW; MAX_LANES], lanes: 1, words: vec![0], nwords: 0, pos: 0, next: 0 }
     }
 }
 
@@ -691,8 +433,7 @@ impl Decoder {
         self.words.clear();
         self.words.reserve(nwords + 1);
         self.words.extend(word_bytes.chunks_exact(2).map(|w| u16::from_le_bytes([w[0], w[1]])));
-        // Two zero sentinels: scalar reads clamp to the first, and a vector gather there loads both.
-        self.words.extend([0, 0]);
+        self.words.push(0);
         self.lanes = lanes;
         self.nwords = nwords;
         self.pos = 0;
@@ -742,18 +483,14 @@ impl Decoder {
                 }
             }
         }
-        if decoders.iter().any(|d| d.lanes != 1) {
+        if decoders.iter().any(|d| d.lanes != 1 || d.next != 0) {
             return Decoder::decode_each(decoders, outs, tables);
         }
         match N {
             1 => Decoder::lockstep_with::<N, 4>(decoders, outs, tables),
             2 => Decoder::lockstep_with::<N, 8>(decoders, outs, tables),
             3 => Decoder::lockstep_with::<N, 12>(decoders, outs, tables),
-            4 => Decoder::lockstep_with::<N, 16>(decoders, outs, tables),
-            5 => Decoder::lockstep_with::<N, 20>(decoders, outs, tables),
-            6 => Decoder::lockstep_with::<N, 24>(decoders, outs, tables),
-            7 => Decoder::lockstep_with::<N, 28>(decoders, outs, tables),
-            _ => Decoder::lockstep_with::<N, 32>(decoders, outs, tables),
+            _ => Decoder::lockstep_with::<N, 16>(decoders, outs, tables),
         }
     }
 
@@ -763,17 +500,74 @@ impl Decoder {
         outs: [[&mut [u8]; 4]; N],
         tables: [[&Table; 4]; N],
     ) -> Result<(), DecodeError> {
+        let totals: [usize; N] = std::array::from_fn(|s| outs[s].iter().map(|o| o.len()).sum());
         let flat: [&Table; M] = std::array::from_fn(|k| tables[(k / 4).min(N - 1)][k % 4]);
         with_set_lookups(flat, |flat| {
-            let mut jobs = Vec::with_capacity(N);
-            for (s, (dec, segs)) in decoders.into_iter().zip(outs).enumerate() {
-                // Every symbol of the segments is decoded by the lock steps below.
-                dec.next += segs.iter().map(|o| o.len()).sum::<usize>();
-                jobs.push((dec, segs, std::array::from_fn(|k| flat[4 * s + k])));
+            let lookups: [[&DecodeLookup; 4]; N] = std::array::from_fn(|s| std::array::from_fn(|k| flat[4 * s + k]));
+            // Each stream's segments shrink from the front as they are decoded; `seg` is the current one.
+            let mut streams: [Lockstep; N] = {
+                let mut outs = outs.into_iter();
+                decoders.map(|d| Lockstep {
+                    x: d.states[0],
+                    pos: d.pos,
+                    segs: outs.next().unwrap_or_default(),
+                    seg: 0,
+                    dec: d,
+                })
+            };
+            loop {
+                // Move every stream past its finished segments; stop when one has no symbol left.
+                let mut round = usize::MAX;
+                for st in streams.iter_mut() {
+                    while st.seg < 4 && st.segs[st.seg].is_empty() {
+                        st.seg += 1;
+                    }
+                    round = round.min(if st.seg < 4 { st.segs[st.seg].len() } else { 0 });
+                }
+                if round == 0 {
+                    break;
+                }
+                // `round` symbols of every stream, each from its own current segment and table. States and
+                // positions live in local arrays (registers once unrolled), not behind the stream structs.
+                let mut xs: [u32; N] = std::array::from_fn(|k| streams[k].x);
+                let mut ps: [usize; N] = std::array::from_fn(|k| streams[k].pos);
+                let mut s = 0;
+                let mut cur = streams.each_mut().map(|st| {
+                    let seg = std::mem::take(&mut st.segs[st.seg]);
+                    let (now, rest) = seg.split_at_mut(round);
+                    st.segs[st.seg] = rest;
+                    // Exactly `nwords + 1` words (the sentinel last), so `min(pos, nwords)` needs no bounds check.
+                    let words = st.dec.words.get(..=st.dec.nwords).unwrap_or(&[0]);
+                    let lookup = lookups[s][st.seg];
+                    s += 1;
+                    (now, lookup, words, words.len() - 1)
+                });
+                for i in 0..round {
+                    for (k, (out, lookup, words, nwords)) in cur.iter_mut().enumerate() {
+                        out[i] = step_clamped(lookup, &mut xs[k], words, *nwords, &mut ps[k]);
+                    }
+                }
+                for (k, st) in streams.iter_mut().enumerate() {
+                    st.x = xs[k];
+                    st.pos = ps[k];
+                }
             }
-            lockstep_jobs(jobs);
-        });
-        Ok(())
+            // Streams with symbols left (the others ran out first) finish alone.
+            for (st, set) in streams.iter_mut().zip(&lookups) {
+                let first = st.seg.min(4);
+                for (seg, lookup) in st.segs[first..].iter_mut().zip(&set[first..]) {
+                    for o in std::mem::take(seg).iter_mut() {
+                        *o = step_clamped(lookup, &mut st.x, &st.dec.words, st.dec.nwords, &mut st.pos);
+                    }
+                }
+                st.dec.states[0] = st.x;
+                st.dec.pos = st.pos;
+            }
+            for (st, total) in streams.iter_mut().zip(totals) {
+                st.dec.next = total;
+            }
+            Ok(())
+        })
     }
 
     /// [`Decoder::decode_lockstep`]'s fallback: each stream's four segments with [`Decoder::decode`].

@@ -1,7 +1,7 @@
 //! The CPU reference decoder: resolves any range of the logical stream through absolute sources, within the
 //! reference-depth bound (FORMAT.md §1, DESIGN-NOTES §3).
 //!
-//! Decoding block `b` runs the entropy stage of its slices ([`decode_block`]) and then writes
+//! Decoding block `b` runs the entropy stage of its slices ([`decode_block`] / [`decode_slice`]) and then writes
 //! their tokens in order. A match whose source lies in `b` copies from `b`'s own output (already written, since
 //! `src < dst`). A source in another block is copied from a decoded copy of that block when one is at hand
 //! ([`DecodedBlocks`]: the block cache, or the blocks just decoded by a sequential run); otherwise it is resolved
@@ -11,13 +11,8 @@
 //! chains of blocks are never decoded, so a cold read of `n` bytes costs `O(n × max_depth)` copies plus the
 //! entropy stage of the slices touched.
 //!
-//! A source piece needs only the slice's bytes up to the piece's end, so its slice is parsed as a **prefix**
-//! ([`decode_slice_prefix`]): every token (the codes come first in a slice's symbol order), but only the
-//! literals up to there — the literals are most of a slice's symbols, and the rest of them are never decoded.
-//!
-//! Parsed slices (whole or prefixes) are kept in an LRU keyed by global slice id ([`ParsedCache`]) so that
-//! repeated source lookups into one slice do not re-run its entropy stage; a prefix too short for a later
-//! lookup is parsed again, further.
+//! Parsed slices are kept in an LRU keyed by global slice id ([`ParsedCache`]) so that repeated source lookups
+//! into one slice do not re-run its entropy stage.
 
 use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -27,7 +22,7 @@ use lru::LruCache;
 use rayon::prelude::*;
 use xxhash_rust::xxh3::xxh3_64;
 
-use crate::codec::block::{decode_block, decode_slice_prefix, decode_slices, BlockShape, ParsedBlock, SliceJob};
+use crate::codec::block::{decode_block, decode_slice, decode_slices, BlockShape, ParsedBlock, SliceJob};
 use crate::error::{DecodeError, Error};
 use crate::format::ArchiveData;
 
@@ -39,10 +34,6 @@ pub trait DecodedBlocks: Send + Sync {
 
     /// Whether a decoded copy of block `id` is at hand (planning only; it may be gone by the time it is read).
     fn contains(&self, id: u64) -> bool;
-    /// A hint that byte `offset` of block `id` will be copied soon: a holder that can do so cheaply (without a
-    /// lock) asks the CPU to bring it into cache. The copy stage issues it a few matches ahead, because a far
-    /// source is a cache miss to DRAM that would otherwise stall each copy in turn.
-    fn prefetch(&self, _id: u64, _offset: usize) {}
 }
 
 /// No decoded blocks at all: every cross-block source is resolved through tokens.
@@ -68,9 +59,6 @@ impl DecodedBlocks for ChainDecoded<'_> {
 
     fn contains(&self, id: u64) -> bool {
         self.0.contains(id) || self.1.contains(id)
-    }
-    fn prefetch(&self, id: u64, offset: usize) {
-        self.0.prefetch(id, offset);
     }
 }
 
@@ -111,30 +99,14 @@ impl ParsedCache {
 
     /// Global slice `g`, parsed, from the LRU or by running its entropy stage (`g < global_slice_count`).
     pub fn get_or_parse(&self, data: &ArchiveData, g: u64) -> Result<Arc<ParsedBlock>, BlockFault> {
-        self.get_or_parse_upto(data, g, u32::MAX)
-    }
-
-    /// Global slice `g` parsed at least far enough to resolve its bytes `[0, upto)` (see
-    /// [`decode_slice_prefix`]): a held parse that covers them, else a new one that stops there.
-    pub fn get_or_parse_upto(&self, data: &ArchiveData, g: u64, upto: u32) -> Result<Arc<ParsedBlock>, BlockFault> {
-        let mut upto = upto;
         if let Some(hit) = self.lock().get(&g) {
-            if hit.covers(upto) {
-                return Ok(hit.clone());
-            }
-            // A prefix too short: parse the whole slice, so that no slice is parsed more than twice.
-            upto = u32::MAX;
+            return Ok(hit.clone());
         }
         // Parse outside the lock; two threads racing on one slice both parse, which is only wasted work.
         self.parses.fetch_add(1, Ordering::Relaxed);
-        let parsed = Arc::new(parse_slice_upto(data, g, upto)?);
+        let parsed = Arc::new(parse_slice(data, g)?);
         self.lock().put(g, parsed.clone());
         Ok(parsed)
-    }
-
-    /// Whether slice `g` is held, parsed far enough to resolve its bytes `[0, upto)` (does not refresh it).
-    pub fn covers(&self, g: u64, upto: u32) -> bool {
-        self.lock().peek(&g).is_some_and(|p| p.covers(upto))
     }
 
     /// Inserts slice `g` parsed elsewhere (the closure planner parses on all cores).
@@ -191,11 +163,6 @@ pub fn parse_block(data: &ArchiveData, id: u64) -> Result<ParsedBlock, BlockFaul
 /// Runs the entropy stage of global slice `g` alone and checks the parsed form's invariants (random access's
 /// unit). Errors name the slice's block.
 pub fn parse_slice(data: &ArchiveData, g: u64) -> Result<ParsedBlock, BlockFault> {
-    parse_slice_upto(data, g, u32::MAX)
-}
-
-/// [`parse_slice`] for a reader that needs only the slice's bytes `[0, upto)` ([`decode_slice_prefix`]).
-pub fn parse_slice_upto(data: &ArchiveData, g: u64, upto: u32) -> Result<ParsedBlock, BlockFault> {
     let (id, j) = data.slice_block(g);
     if g >= data.global_slice_count() || id >= data.block_count() {
         let limit = data.global_slice_count().saturating_sub(1);
@@ -205,51 +172,36 @@ pub fn parse_slice_upto(data: &ArchiveData, g: u64, upto: u32) -> Result<ParsedB
     let shape = block_shape(data, id);
     let fault = |error| BlockFault { block: id, error };
     let payload = data.payload(id).map_err(fault)?;
-    let parsed = decode_slice_prefix(&payload, data.tables_for(id), shape, j as usize, upto).map_err(fault)?;
+    let parsed = decode_slice(&payload, data.tables_for(id), shape, j as usize).map_err(fault)?;
     check_parsed(&parsed, data.slice_start(g), data.slice_len(g)).map_err(fault)?;
     Ok(parsed)
 }
 
-/// A global slice id with the end of the bytes needed from it (`u32::MAX`: all of it).
-type SliceWant = (u64, u32);
-
-/// Parses the global slices `gs` (each with the end `upto` of the bytes needed from it, see
-/// [`parse_slice_upto`]), each on its own, with their entropy stages eight at a time in lock step
+/// Parses the global slices `gs`, each on its own, with their entropy stages four at a time in lock step
 /// ([`decode_slices`]): the closure planner's unit of work.
-pub fn parse_slices(data: &ArchiveData, gs: &[SliceWant]) -> Vec<(u64, Result<ParsedBlock, BlockFault>)> {
+pub fn parse_slices(data: &ArchiveData, gs: &[u64]) -> Vec<(u64, Result<ParsedBlock, BlockFault>)> {
     let valid = |g: u64| g < data.global_slice_count() && data.slice_block(g).0 < data.block_count();
-    let (good, bad): (Vec<SliceWant>, Vec<SliceWant>) = gs.iter().partition(|&&(g, _)| valid(g));
+    let (good, bad): (Vec<u64>, Vec<u64>) = gs.iter().partition(|&&g| valid(g));
     let mut out: Vec<(u64, Result<ParsedBlock, BlockFault>)> =
-        bad.into_iter().map(|(g, upto)| (g, parse_slice_upto(data, g, upto))).collect();
-    for now in good.chunks(8) {
+        bad.into_iter().map(|g| (g, parse_slice(data, g))).collect();
+    for now in good.chunks(4) {
         // Payloads first (a read can fail if the file changed under us), then the entropy stages in lock step.
-        // Each ready slice with the index of its block's payload in `payloads`.
-        let (mut ready, mut payloads) = (Vec::with_capacity(now.len()), Vec::with_capacity(now.len()));
-        let mut last_block = None;
-        for &(g, upto) in now {
+        let mut ready = Vec::with_capacity(now.len());
+        for &g in now {
             let b = data.slice_block(g).0;
-            // Slices come sorted: one read of a block's payload serves its slices that follow one another.
-            if last_block == Some(b) {
-                ready.push((g, upto, payloads.len() - 1));
-                continue;
-            }
             match data.payload(b) {
-                Ok(payload) => {
-                    payloads.push(payload);
-                    last_block = Some(b);
-                    ready.push((g, upto, payloads.len() - 1));
-                }
+                Ok(payload) => ready.push((g, payload)),
                 Err(error) => out.push((g, Err(BlockFault { block: b, error }))),
             }
         }
         let jobs: Vec<SliceJob> = ready
             .iter()
-            .map(|&(g, upto, p)| {
-                let (b, j) = data.slice_block(g);
-                (&payloads[p][..], block_shape(data, b), j as usize, data.tables_for(b), upto)
+            .map(|(g, payload)| {
+                let (b, j) = data.slice_block(*g);
+                (&payload[..], block_shape(data, b), j as usize, data.tables_for(b))
             })
             .collect();
-        for ((g, _, _), result) in ready.iter().zip(decode_slices(&jobs)) {
+        for ((g, _), result) in ready.iter().zip(decode_slices(&jobs)) {
             let g = *g;
             let (b, _) = data.slice_block(g);
             let fault = |error| BlockFault { block: b, error };
@@ -289,22 +241,8 @@ fn check_parsed(p: &ParsedBlock, start: u64, len: u32) -> Result<(), DecodeError
         }
         pos += u64::from(tok.match_len);
     }
-    // A unit parsed for a prefix of its bytes holds a prefix of its literals ([`decode_slice_prefix`]).
-    if pos != u64::from(len) || u64::from(p.token_pos[p.tokens.len()]) != pos || lit < p.literals.len() as u64 {
-        return Err(bad(format!(
-            "tokens cover {pos} bytes and {lit} literals; the unit has {len} bytes and {} literals",
-            p.literals.len()
-        )));
-    }
-    Ok(())
-}
-
-/// [`check_parsed`] for a unit whose every byte is written from it: every literal must be at hand.
-fn check_complete(p: &ParsedBlock, start: u64, len: u32) -> Result<(), DecodeError> {
-    check_parsed(p, start, len)?;
-    if p.literals.len() != p.literal_count() {
-        let detail = format!("{} of {} literals decoded", p.literals.len(), p.literal_count());
-        return Err(DecodeError::Invalid { what: "parsed unit", detail });
+    if pos != u64::from(len) || u64::from(p.token_pos[p.tokens.len()]) != pos || lit != p.literals.len() as u64 {
+        return Err(bad(format!("tokens cover {pos} bytes and {lit} literals; the unit has {len} bytes")));
     }
     Ok(())
 }
@@ -325,7 +263,7 @@ impl Resolver<'_> {
         let first = id << (self.data.header.block_log - self.data.header.slice_log);
         for g in first..first + u64::from(self.data.slice_count(id)) {
             let parsed = self.parsed.get_or_parse(self.data, g)?;
-            check_complete(&parsed, self.data.slice_start(g), self.data.slice_len(g))
+            check_parsed(&parsed, self.data.slice_start(g), self.data.slice_len(g))
                 .map_err(|error| BlockFault { block: id, error })?;
             self.write_tokens(id, &parsed, out, &FarSources::default())?;
         }
@@ -358,7 +296,7 @@ impl Resolver<'_> {
         let expected = self.expected_hash(id)?;
         check_out_len(id, out, parsed.len)?;
         // Cheap next to the copies, and it makes this public entry point safe for any ParsedBlock.
-        check_complete(parsed, self.data.block_start(id), self.data.block_len(id)).map_err(fault)?;
+        check_parsed(parsed, self.data.block_start(id), self.data.block_len(id)).map_err(fault)?;
         self.write_tokens(id, parsed, out, far)?;
         check_hash(id, out, expected)
     }
@@ -396,17 +334,7 @@ impl Resolver<'_> {
             }
         };
         let mut gathered = far.bytes.as_slice();
-        let block_log = self.data.header.block_log;
         for (t, tok) in p.tokens.iter().enumerate() {
-            if let Some(ahead) = p.tokens.get(t + PREFETCH_AHEAD) {
-                let dst = (base + p.token_pos[t + PREFETCH_AHEAD] as usize + ahead.lit_len as usize) as u64;
-                if ahead.back > dst {
-                    // A cross-block source (`back ≤ block_start + dst` was checked with the parse).
-                    let src = (block_start + dst).saturating_sub(ahead.back);
-                    let id = src >> block_log;
-                    self.decoded.prefetch(id, (src - (id << block_log)) as usize);
-                }
-            }
             let lit_at = base + p.token_pos[t] as usize;
             let lit_len = tok.lit_len as usize;
             let lit_src = p.lit_pos[t] as usize;
@@ -471,7 +399,7 @@ impl Resolver<'_> {
                 let g = cur >> slice_log;
                 let slice_off = (cur - (g << slice_log)) as usize;
                 let n = (block_end - done).min(self.data.slice_len(g) as usize - slice_off);
-                let parsed = self.parsed.get_or_parse_upto(self.data, g, (slice_off + n) as u32)?;
+                let parsed = self.parsed.get_or_parse(self.data, g)?;
                 self.resolve_in_unit(id, &parsed, slice_off, &mut out[done..done + n], budget)?;
                 done += n;
                 cur += n as u64;
@@ -501,11 +429,7 @@ impl Resolver<'_> {
             if cur < match_at {
                 let stop = end.min(match_at);
                 let from = p.lit_pos[t] as usize + (cur - lit_at);
-                let Some(lits) = p.literals.get(from..from + (stop - cur)) else {
-                    let detail = format!("literals {from}+{} of {} decoded", stop - cur, p.literals.len());
-                    return Err(BlockFault { block: id, error: DecodeError::Invalid { what: "parsed unit", detail } });
-                };
-                out[cur - offset..stop - offset].copy_from_slice(lits);
+                out[cur - offset..stop - offset].copy_from_slice(&p.literals[from..from + (stop - cur)]);
                 cur = stop;
             }
             if cur < end && cur < token_end {
@@ -561,43 +485,21 @@ impl Resolver<'_> {
                 let id = pos >> log;
                 level == 0 || !(self.decoded.contains(id) || ids.binary_search(&id).is_ok())
             });
-            // Each slice with the end of the bytes needed from it: a source piece needs the slice's entropy stage
-            // only up to the piece's end (see `decode_slice_prefix`).
             let slices = self.data.global_slice_count();
-            let mut wanted: Vec<(u64, u32)> = ranges
+            let mut missing: Vec<u64> = ranges
                 .iter()
-                .flat_map(|&(pos, len)| {
-                    let end = pos + len;
-                    ((pos >> slice_log)..=((end - 1) >> slice_log))
-                        .map(move |g| (g, (end - (g << slice_log)).min(u64::from(u32::MAX)) as u32))
-                })
-                .filter(|&(g, _)| g < slices)
+                .flat_map(|&(pos, len)| (pos >> slice_log)..=((pos + len - 1) >> slice_log))
+                .filter(|&g| g < slices && !self.parsed.contains(g))
                 .collect();
-            // Sorted by slice, then end: the last entry of each slice has the furthest end.
-            wanted.sort_unstable();
-            let mut missing: Vec<(u64, u32)> = Vec::with_capacity(wanted.len());
-            for (g, upto) in wanted {
-                match missing.last_mut() {
-                    Some(last) if last.0 == g => last.1 = upto,
-                    _ => missing.push((g, upto)),
-                }
-            }
-            // A slice held as a prefix too short for this level is parsed whole (at most two parses a slice).
-            missing.retain_mut(|(g, upto)| match self.parsed.lock().peek(g) {
-                Some(held) if held.covers(*upto) => false,
-                Some(_) => {
-                    *upto = u32::MAX;
-                    true
-                }
-                None => true,
-            });
+            missing.sort_unstable();
+            missing.dedup();
             if missing.len() > budget {
                 return;
             }
             budget -= missing.len();
-            // Eight slices per task so that their entropy stages run in lock step.
+            // Four slices per task so that their entropy stages run in lock step.
             let parsed: Vec<(u64, Result<ParsedBlock, BlockFault>)> =
-                missing.par_chunks(8).flat_map_iter(|gs| parse_slices(self.data, gs)).collect();
+                missing.par_chunks(4).flat_map_iter(|gs| parse_slices(self.data, gs)).collect();
             for (g, p) in parsed {
                 if let Ok(p) = p {
                     self.parsed.parses.fetch_add(1, Ordering::Relaxed);
@@ -650,10 +552,6 @@ impl Resolver<'_> {
         out
     }
 }
-
-/// How many tokens ahead of the copy the copy stage prefetches cross-block sources: far enough to cover a DRAM
-/// miss (a token costs some tens of nanoseconds), near enough that the lines are still in L1 when copied.
-const PREFETCH_AHEAD: usize = 8;
 
 /// Source bytes gathered ahead of the copy stage: the parts of a block's cross-block sources before
 /// `boundary`, concatenated in token order.

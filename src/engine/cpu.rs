@@ -368,25 +368,6 @@ impl DecodedBlocks for SeqWindow {
     fn contains(&self, id: u64) -> bool {
         self.get(id).is_some()
     }
-
-    fn prefetch(&self, id: u64, offset: usize) {
-        if let Some(byte) = self.get(id).and_then(|buf| buf.get(offset)) {
-            prefetch_line(byte);
-        }
-    }
-}
-
-/// Asks the CPU to bring the cache line holding `byte` into L1 (a hint: no effect on results).
-#[inline(always)]
-fn prefetch_line(byte: &u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch never faults and writes nothing; `byte` is a valid reference anyway. SSE is part of the
-    // x86-64 baseline.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(byte as *const u8 as *const i8);
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = byte;
 }
 
 /// Copies `buf[offset..offset + out.len()]` into `out` when in range.
