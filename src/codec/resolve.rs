@@ -185,20 +185,29 @@ pub fn parse_slices(data: &ArchiveData, gs: &[u64]) -> Vec<(u64, Result<ParsedBl
     let mut out: Vec<(u64, Result<ParsedBlock, BlockFault>)> =
         bad.into_iter().map(|g| (g, parse_slice(data, g))).collect();
     for now in good.chunks(4) {
-        // Payloads first (a read can fail if the file changed under us), then the entropy stages in lock step.
+        // Payloads first, each block's once however many of its slices the chunk holds (a read can fail if the
+        // file changed under us), then the entropy stages in lock step.
+        let mut payloads: Vec<(u64, std::borrow::Cow<'_, [u8]>)> = Vec::with_capacity(now.len());
         let mut ready = Vec::with_capacity(now.len());
         for &g in now {
             let b = data.slice_block(g).0;
+            if let Some(at) = payloads.iter().position(|(pb, _)| *pb == b) {
+                ready.push((g, at));
+                continue;
+            }
             match data.payload(b) {
-                Ok(payload) => ready.push((g, payload)),
+                Ok(payload) => {
+                    ready.push((g, payloads.len()));
+                    payloads.push((b, payload));
+                }
                 Err(error) => out.push((g, Err(BlockFault { block: b, error }))),
             }
         }
         let jobs: Vec<SliceJob> = ready
             .iter()
-            .map(|(g, payload)| {
-                let (b, j) = data.slice_block(*g);
-                (&payload[..], block_shape(data, b), j as usize, data.tables_for(b))
+            .map(|&(g, at)| {
+                let (b, j) = data.slice_block(g);
+                (&payloads[at].1[..], block_shape(data, b), j as usize, data.tables_for(b))
             })
             .collect();
         for ((g, _), result) in ready.iter().zip(decode_slices(&jobs)) {
