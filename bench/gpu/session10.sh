@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Session 10 device runs (docs/BENCH-GPU.md "Session 10"). Usage: bash bench/gpu/session10.sh PARTS
+#   bigpack  generate a 10 GiB FASTA input (examples/gen_genomes: mutated copies of carry/atha.fa, 10 files of
+#            1 GiB) and pack it at the default level inside a 24 GiB memory cgroup when the machine allows one
+#            (else the peak RSS is the evidence), then info, verify and a byte comparison of one file.
+#   genome   GPU vs CPU on genome-mode archives beside general mode: atha packed both ways and the 11 fly files,
+#            every block and 10,000 ranges bit-exact (gpubench), full-decode throughput, seek latency, and
+#            `aceapex cat --decoder gpu|cpu` of the whole FASTA through the genome transform (md5 vs original).
+#   tests    the engine's own tests on the GPU (carry/libtests engine::gpu).
+# Expects carry/: aceapex, gen_genomes, gpubench, libtests (optional), atha.fa, fly11/ (the 11 corpus files).
+. "$(dirname "$0")/steps.sh"
+ms_since() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
+parts="${1:-genome}"
+want() { [[ " $parts " == *" $1 "* ]]; }
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv 2>&1 | tee -a "$log"
+say "host cores: $(nproc); memory: $(free -g | awk '/Mem:/ {print $2}') GiB; commit: ${COMMIT:-?}; parts: $parts"
+rc=0
+work=/tmp/s10
+mkdir -p "$work"
+
+if want tests && [ -x carry/libtests ]; then
+  run 180 ./carry/libtests engine::gpu --test-threads 1 || rc=1
+fi
+
+if want bigpack; then
+  in="$work/big-in"
+  run 120 ./carry/gen_genomes carry/atha.fa "$in" --files "${BIG_FILES:-10}" --bytes "${BIG_BYTES:-1G}" || rc=1
+  say "input: $(du -sb "$in" | cut -f1) bytes in $(ls "$in" | wc -l) files"
+  # A cgroup with memory.max = 24 GiB stands for the 24 GiB machine; page cache of the mapped input is charged
+  # to it too and reclaimed under pressure, as it would be there.
+  cg=/sys/fs/cgroup/acx-pack
+  incg=()
+  if mkdir -p "$cg" 2>/dev/null && echo $((24 << 30)) >"$cg/memory.max" 2>/dev/null; then
+    say "cgroup: $cg memory.max=$(cat "$cg/memory.max")"
+    incg=(bash -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' "$cg")
+  else
+    say "cgroup: not available here; the peak RSS below is the evidence"
+  fi
+  # Peak RSS of the packer: GNU time where installed, else getrusage through python3.
+  if [ -x /usr/bin/time ]; then
+    peak=(/usr/bin/time -v)
+  else
+    peak=(python3 -c 'import resource,subprocess,sys; r=subprocess.call(sys.argv[1:]); print("Maximum resident set size (kbytes): %d" % resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr); sys.exit(r)')
+  fi
+  t0=$(date +%s%N)
+  run 430 "${incg[@]}" "${peak[@]}" ./carry/aceapex pack "$in" -o "$work/big.acx" -q || rc=1
+  say "pack wall: $(ms_since "$t0") ms"
+  [ -f "$cg/memory.peak" ] && say "cgroup memory.peak: $(cat "$cg/memory.peak") bytes"
+  [ -f "$cg/memory.events" ] && say "cgroup memory.events: $(tr '\n' ' ' <"$cg/memory.events")"
+  run 30 ./carry/aceapex info "$work/big.acx" || rc=1
+  t0=$(date +%s%N)
+  run 200 ./carry/aceapex verify "$work/big.acx" || rc=1
+  say "verify wall: $(ms_since "$t0") ms"
+  for f in "genome$(printf %03d $((${BIG_FILES:-10} - 1))).fa"; do
+    want_md5=$(md5sum <"$in/$f" | cut -d' ' -f1)
+    for dec in gpu cpu; do
+      t0=$(date +%s%N)
+      got=$(timeout 120 ./carry/aceapex cat --decoder "$dec" "$work/big.acx" "big-in/$f" 2>>"$log" | md5sum | cut -d' ' -f1)
+      say "### cat --decoder $dec big-in/$f: $got (original $want_md5) $(ms_since "$t0") ms"
+      [ "$got" = "$want_md5" ] || rc=1
+    done
+  done
+  rm -rf "$in"
+fi
+
+if want genome; then
+  ./carry/aceapex pack carry/atha.fa -o "$work/atha-genome.acx" -q
+  ./carry/aceapex pack --no-genome carry/atha.fa -o "$work/atha-general.acx" -q
+  ./carry/aceapex pack carry/fly11 -o "$work/fly11.acx" -q
+  for a in atha-genome atha-general fly11; do
+    ./carry/aceapex info "$work/$a.acx" | grep -E "ratio|entries" | tee -a "$log"
+    run 200 ./carry/gpubench "$work/$a.acx" --runs 5 --ranges 10000 --latency 1000 --contig 10 \
+      --json "$out/json/$a.json" || rc=1
+  done
+  want_md5=$(md5sum <carry/atha.fa | cut -d' ' -f1)
+  for a in atha-genome atha-general; do
+    for dec in gpu cpu; do
+      t0=$(date +%s%N)
+      got=$(RUST_LOG=info timeout 60 ./carry/aceapex cat --decoder "$dec" "$work/$a.acx" atha.fa 2>>"$log" | md5sum | cut -d' ' -f1)
+      say "### $a cat --decoder $dec atha.fa: $got (original $want_md5) $(ms_since "$t0") ms"
+      [ "$got" = "$want_md5" ] || rc=1
+    done
+  done
+fi
+say "### session10 parts [$parts] rc=$rc"
+exit "$rc"
