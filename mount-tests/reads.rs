@@ -164,3 +164,41 @@ fn sequential_cat_and_copy() {
         Command::new("grep").arg("-r").arg("-c").arg("epsilon").arg(fx.mounted_src().join("text")).output().unwrap();
     assert!(String::from_utf8_lossy(&grep.stdout).contains("big.txt:"), "grep -r over the mount");
 }
+
+/// A genome-mode FASTA is streamed like a stored file: a sequential read from any start is served by a stream
+/// run over its bases (the stats say so) and returns the original bytes through to the end of the file, and
+/// random reads of it on a fresh mount, served by its fill, are exact too.
+#[test]
+fn genome_file_is_streamed_and_filled() {
+    if !crate::support::fuse_available("genome_file_is_streamed_and_filled") {
+        return;
+    }
+    let fx = Fixture::new();
+    let original = std::fs::read(fx.src.join("genome/g.fa")).unwrap();
+    let stats = |mnt: &Path| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(mnt.join(".aceapex/stats")).unwrap()).unwrap()
+    };
+    for start in [0u64, 123_457, original.len() as u64 - 5000] {
+        let _mount = Mounted::start(&fx.archive, &fx.mnt, &[]).unwrap();
+        let mut file = std::fs::File::open(fx.mounted_src().join("genome/g.fa")).unwrap();
+        use std::io::{Read, Seek, SeekFrom};
+        file.seek(SeekFrom::Start(start)).unwrap();
+        let mut got = Vec::new();
+        file.read_to_end(&mut got).unwrap();
+        assert!(got == original[start as usize..], "sequential read from {start}");
+        let doc = stats(&fx.mnt);
+        assert!(doc["streams"]["runs"]["started"].as_u64().unwrap() >= 1, "from {start}: {doc}");
+        assert!(doc["fs"]["streamed_bytes"].as_u64().unwrap() > 0, "from {start}: {doc}");
+        assert_eq!(doc["fs"]["read_errors"], 0, "{doc}");
+    }
+    let _mount = Mounted::start(&fx.archive, &fx.mnt, &[]).unwrap();
+    let path = fx.mounted_src().join("genome/g.fa");
+    let mut rng = Rng::new(77);
+    for _ in 0..200 {
+        let offset = rng.below(original.len() as u64 / 4096) * 4096;
+        let got = crate::support::read_direct(&path, offset, 8192).unwrap();
+        assert!(got == expected(&original, offset, 8192), "random read at {offset}");
+    }
+    let doc = stats(&fx.mnt);
+    assert_eq!(doc["fs"]["read_errors"], 0, "{doc}");
+}

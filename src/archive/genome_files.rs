@@ -1,15 +1,17 @@
 //! Reading genome-mode files (transform 1, FORMAT.md §2.6) through an [`Archive`].
 //!
-//! A genome file's region of the logical stream holds its structure and then its bases. The first read of such
-//! a file reads and validates the structure (two stream reads, through the block cache like any read) and keeps
-//! it; every read after that maps the original byte range to the base range it needs ([`GenomeFile::read_at`]),
-//! reads exactly those bases, and rebuilds headers, line breaks, case and N/IUPAC runs around them. The work per
-//! read stays proportional to the bytes read: the random-access contract holds for genome files too.
+//! A genome file's region of the logical stream holds a head, its bases and then its structure. The first read of
+//! such a file reads and validates the structure (two stream reads: the head through the block cache, the
+//! structure with the sequential decoder; concurrent first readers wait for one open) and keeps it; every read
+//! after that maps the original byte range to the base range it needs ([`GenomeFile::read_at`]), reads exactly
+//! those bases, and rebuilds headers, line breaks, case and N/IUPAC runs around them. The work per read stays
+//! proportional to the bytes read: the random-access contract holds for genome files too.
 //!
 //! Memory: the structures of the genome files read so far stay in memory (a few hundred KB to a few MB per
 //! chromosome-sized file: line runs, case runs and exception runs).
 
 use std::collections::HashMap;
+use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
 use super::Archive;
@@ -20,23 +22,63 @@ use crate::genome::region::GenomeFile;
 /// Stream bytes the bases of one chunk of a streamed genome file come in (see [`Archive::stream_genome_file`]).
 const STREAM_CHUNK: u64 = 4 << 20;
 
-/// The opened genome files of one archive, by entry id.
+/// The opened genome files of one archive, by entry id. Each entry has its own slot, locked while the file is
+/// opened, so that concurrent first readers of a file (the kernel sends several requests at once) wait for one
+/// open instead of each decoding the structure on the same cores; readers of other files do not wait.
 #[derive(Default)]
 pub(super) struct GenomeFiles {
-    open: Mutex<HashMap<EntryId, Arc<GenomeFile>>>,
+    open: Mutex<HashMap<EntryId, Arc<OpenSlot>>>,
 }
+
+/// One genome file's slot: empty until its structure has been opened.
+type OpenSlot = Mutex<Option<Arc<GenomeFile>>>;
+
+/// Structure reads longer than this go through the sequential decoder (see [`Archive::read_structure`]).
+const SEQUENTIAL_STRUCTURE_BYTES: usize = 64 << 10;
 
 impl Archive {
     /// The opened genome file `id` (a transform-1 file at stream `offset` of `size` original bytes).
     fn genome_file(&self, id: EntryId, offset: u64, size: u64) -> Result<Arc<GenomeFile>> {
-        if let Some(file) = self.genomes.open.lock().unwrap_or_else(|p| p.into_inner()).get(&id) {
-            return Ok(file.clone());
+        let slot = {
+            let mut open = self.genomes.open.lock().unwrap_or_else(|p| p.into_inner());
+            Arc::clone(open.entry(id).or_default())
+        };
+        let mut slot = slot.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(file) = &*slot {
+            return Ok(Arc::clone(file));
         }
-        // Opened outside the lock: two first readers may both open it, and the first one in is kept.
-        let file = GenomeFile::open(offset, size, self.total_len(), |pos, buf| self.read_stream(pos, buf))
+        // A failed open leaves the slot empty: the next read tries again (and reports the error again).
+        let file = GenomeFile::open(offset, size, self.total_len(), |pos, buf| self.read_structure(pos, buf))
             .map_err(|e| self.genome_error(id, e))?;
-        let mut open = self.genomes.open.lock().unwrap_or_else(|p| p.into_inner());
-        Ok(open.entry(id).or_insert_with(|| Arc::new(file)).clone())
+        let file = Arc::new(file);
+        *slot = Some(Arc::clone(&file));
+        Ok(file)
+    }
+
+    /// Stream bytes for opening a genome file: the head through the block cache, the structure (hundreds of KB
+    /// after the bases) with the sequential decoder. Why: read as random blocks, each structure block resolves
+    /// its sources in the blocks before it through their tokens, and opening atha_chr1's ~0.5 MB structure cost
+    /// the first read of a fresh mount 78 ms; in order, those sources are plain copies from the window.
+    fn read_structure(&self, pos: u64, buf: &mut [u8]) -> Result<()> {
+        if buf.len() <= SEQUENTIAL_STRUCTURE_BYTES {
+            return self.read_stream(pos, buf);
+        }
+        let (mut at, want) = (0usize, buf.len());
+        self.decode_range_sequential(pos, buf.len() as u64, |bytes| {
+            let dst = buf.get_mut(at..at + bytes.len()).ok_or_else(|| {
+                Error::InvalidArgument(format!("the sequential decoder handed out more than {want} bytes"))
+            })?;
+            dst.copy_from_slice(bytes);
+            at += bytes.len();
+            Ok(())
+        })?;
+        if at != buf.len() {
+            return Err(Error::InvalidArgument(format!(
+                "the sequential decoder handed out {at} of {} bytes",
+                buf.len()
+            )));
+        }
+        Ok(())
     }
 
     /// A structure that does not validate is corrupt data of that file: say which file (a bad block under it
@@ -62,6 +104,21 @@ impl Archive {
     ) -> Result<usize> {
         let file = self.genome_file(id, offset, size)?;
         file.read_at(off, buf, |pos, bases| self.read_stream(pos, bases))
+    }
+
+    /// For genome file `id`, the stream bytes that original bytes `[off, off + len)` need (its bases) and the
+    /// stream bytes of all its bases; `None` if `id` is not a genome-mode file. Opens the structure on first
+    /// use, like a read. (The mount decodes the bases ahead of a sequential reader with these.)
+    pub fn genome_stream_span(&self, id: EntryId, off: u64, len: u64) -> Result<Option<(Range<u64>, Range<u64>)>> {
+        let Some(EntryKind::File { offset, size, transform: TRANSFORM_GENOME }) =
+            self.tree().entry(id).map(|e| &e.kind)
+        else {
+            return Ok(None);
+        };
+        let file = self.genome_file(id, *offset, *size)?;
+        let (b0, b1) = file.genome.base_range(off, len);
+        let start = file.bases_start;
+        Ok(Some((start + b0..start + b1, start..start + file.genome.bases())))
     }
 
     /// Opens every genome-mode file's structure (for `verify`): one error per file whose structure does not

@@ -5,7 +5,7 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use super::Backend;
+use super::{Backend, MappedSpan};
 use crate::archive::Archive;
 use crate::cache::BlockCache;
 use crate::error::Error;
@@ -27,6 +27,12 @@ impl Backend for Archive {
             Some(EntryKind::File { offset, transform: 0, .. }) => Some(*offset),
             _ => None,
         }
+    }
+
+    fn mapped_span(&self, id: EntryId, offset: u64, len: u64) -> Option<MappedSpan> {
+        // Opening the structure can fail on a corrupt archive: the read itself then reports the error.
+        let (needed, file) = self.genome_stream_span(id, offset, len).ok()??;
+        Some(MappedSpan { needed, file })
     }
 
     fn decode_stream(&self, blocks: Range<u64>, sink: &mut dyn FnMut(u64, &[u8]) -> bool) -> crate::Result<()> {
@@ -90,7 +96,7 @@ mod tests {
 
     use crate::archive::{Archive, ArchiveOptions};
     use crate::engine::DecoderChoice;
-    use crate::fs::{AcxFs, FileKind, FsOptions};
+    use crate::fs::{AcxFs, Backend, FileKind, FsOptions};
 
     fn packed(dir: &std::path::Path) -> (PathBuf, Vec<u8>, Vec<u8>) {
         let src = dir.join("in");
@@ -263,5 +269,106 @@ mod tests {
             assert_eq!(stats["fs"]["read_errors"], 0, "{stats}");
             assert!(stats["streams"]["runs"]["started"].as_u64().unwrap() > 0, "runs were exercised: {stats}");
         }
+    }
+
+    /// A FASTA of `len` sequence bytes from [`repetitive`]: several records, 60-column lines, lowercase and N
+    /// runs, so that it packs in genome mode and its reads cross headers, line breaks, case and exceptions.
+    fn genome_fasta(len: usize) -> Vec<u8> {
+        let mut seq = repetitive(len, 7);
+        for (i, b) in seq.iter_mut().enumerate() {
+            let at = i % 50_000;
+            if (1000..1700).contains(&at) {
+                *b = b'N';
+            } else if (20_000..23_000).contains(&at) {
+                b.make_ascii_lowercase();
+            } else {
+                b.make_ascii_uppercase();
+            }
+        }
+        let mut out = Vec::new();
+        for (r, record) in seq.chunks(len / 3 + 1).enumerate() {
+            out.extend_from_slice(format!(">chr{r} test record\n").as_bytes());
+            for line in record.chunks(60) {
+                out.extend_from_slice(line);
+                out.push(b'\n');
+            }
+        }
+        out
+    }
+
+    /// Reads `[at, len)` of `ino` through one handle in `chunk`-byte requests.
+    fn read_from<B: crate::fs::Backend>(fs: &AcxFs<B>, ino: u64, at: u64, chunk: u32) -> Vec<u8> {
+        let opened = fs.open(ino, libc::O_RDONLY).unwrap();
+        let (mut all, mut buf) = (Vec::new(), Vec::new());
+        loop {
+            fs.read(ino, opened.fh, at + all.len() as u64, chunk, &mut buf).unwrap();
+            if buf.is_empty() {
+                break;
+            }
+            all.extend_from_slice(&buf);
+        }
+        fs.release(opened.fh);
+        all
+    }
+
+    /// Genome-mode files are served by stream runs and fills too (their bases decoded ahead of the reader into
+    /// the block cache, the original bytes rebuilt per read): the same bytes as with runs disabled, from any
+    /// start, to the end of the file, in any request size, and at random.
+    #[test]
+    fn genome_files_are_streamed_and_filled_with_the_same_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("in");
+        std::fs::create_dir_all(&src).unwrap();
+        let fasta = genome_fasta(3 << 20);
+        std::fs::write(src.join("g.fa"), &fasta).unwrap();
+        let path = dir.path().join("t.acx");
+        crate::pack::pack(std::slice::from_ref(&src), &path, &crate::pack::PackOptions::default()).unwrap();
+        let open = |fs_options: FsOptions| {
+            let options = ArchiveOptions { decoder: DecoderChoice::Cpu, ..ArchiveOptions::default() };
+            let archive = Arc::new(Archive::open_with(&path, options).unwrap());
+            let fs = AcxFs::new(archive, fs_options);
+            let top = fs.lookup(1, b"in").unwrap().ino;
+            let ino = fs.lookup(top, b"g.fa").unwrap().ino;
+            (fs, ino)
+        };
+        let stats =
+            |fs: &AcxFs<Archive>| -> serde_json::Value { serde_json::from_slice(&fs.stats_snapshot()).unwrap() };
+
+        let (fs, ino) = open(FsOptions::default());
+        assert!(fs.backend().is_genome_file((ino - 1) as u32), "the FASTA packed in genome mode");
+        assert_eq!(fs.backend().stream_offset((ino - 1) as u32), None);
+        assert!(read_from(&fs, ino, 0, 128 << 10) == fasta, "whole file, 128 KiB requests");
+        let s = stats(&fs);
+        assert!(s["streams"]["runs"]["started"].as_u64().unwrap() > 0, "{s}");
+        assert!(s["fs"]["streamed_bytes"].as_u64().unwrap() > fasta.len() as u64 / 2, "{s}");
+        assert_eq!(s["fs"]["read_errors"], 0, "{s}");
+
+        // From odd starts, to the end of the file, on fresh mounts (cold blocks: the run decodes them).
+        for (at, chunk) in [(1_234_567u64, 100_003u32), (fasta.len() as u64 - 70_000, 1 << 20), (61, 131_072)] {
+            let (fs, ino) = open(FsOptions::default());
+            let got = read_from(&fs, ino, at, chunk);
+            assert!(got == fasta[at as usize..], "from {at} in {chunk}-byte requests");
+            assert!(stats(&fs)["streams"]["runs"]["blocks"].as_u64().unwrap() > 0);
+        }
+
+        // At random: the first read starts a fill of the file's bases; every read returns the same bytes as
+        // with runs disabled.
+        let (filled, ino) = open(FsOptions::default());
+        let (plain, plain_ino) = open(FsOptions { readahead_bytes: 0, fill_max_bytes: 0, ..FsOptions::default() });
+        let (a, b) = (filled.open(ino, libc::O_RDONLY).unwrap(), plain.open(plain_ino, libc::O_RDONLY).unwrap());
+        let (mut x, mut got, mut want) = (99u64, Vec::new(), Vec::new());
+        for _ in 0..300 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let at = x % fasta.len() as u64;
+            let len = 1 + (x >> 40) as u32 % 20_000;
+            filled.read(ino, a.fh, at, len, &mut got).unwrap();
+            plain.read(plain_ino, b.fh, at, len, &mut want).unwrap();
+            let end = (at as usize + len as usize).min(fasta.len());
+            assert!(got == fasta[at as usize..end] && want == got, "{at}+{len}");
+        }
+        assert_eq!(stats(&filled)["streams"]["runs"]["started"], 1, "one fill");
+        assert_eq!(stats(&plain)["streams"]["runs"]["started"], 0, "runs disabled");
     }
 }

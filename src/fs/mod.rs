@@ -47,6 +47,14 @@ pub trait Backend: Send + Sync + 'static {
     /// Where regular file `id`'s byte 0 lies in the logical stream, if the file is stored there as is (its
     /// bytes are then stream bytes `[offset, offset + size)`, cut into blocks of [`Backend::block_size`]).
     fn stream_offset(&self, id: EntryId) -> Option<u64>;
+    /// For a file that is not stored as is but rebuilt from a contiguous range of the stream (a genome-mode
+    /// file: its bases), where the data of a read of `[offset, offset + len)` lies: the stream bytes the read
+    /// needs and those of the whole file. Stream runs and fills then decode that range ahead of the reader and
+    /// [`Backend::read_file`] finds its blocks cached. `None` (the default) leaves such a file to `read_file`
+    /// alone, as does an error opening it (the read reports the error).
+    fn mapped_span(&self, _id: EntryId, _offset: u64, _len: u64) -> Option<MappedSpan> {
+        None
+    }
     /// Decodes `blocks` in order with the sequential decoder, handing each whole block to `sink`, which returns
     /// false to stop. Ids past the last block are ignored. An error ends the run (the blocks handed out so far
     /// are good).
@@ -65,6 +73,15 @@ pub trait Backend: Send + Sync + 'static {
     fn block_cache(&self) -> Option<Arc<BlockCache>> {
         None
     }
+}
+
+/// Where a read of a mapped file (see [`Backend::mapped_span`]) finds its data in the logical stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MappedSpan {
+    /// Stream bytes the read needs (empty when it needs none, e.g. a read inside a FASTA header).
+    pub needed: Range<u64>,
+    /// Stream bytes of the whole file's data.
+    pub file: Range<u64>,
 }
 
 /// An errno the filesystem answers with.
@@ -536,8 +553,14 @@ impl<B: Backend> AcxFs<B> {
                 }
                 let len = (u64::from(size)).min(file_size - offset) as usize;
                 if let Some(base) = *stream_offset {
-                    let run = self.follow_stream(*id, stream, base, *file_size, offset, len as u64);
+                    let run =
+                        self.follow_stream(*id, stream, base..base + file_size, offset, len as u64, base + offset);
                     self.copy_streamed(base + offset, len, run.as_deref(), out);
+                } else if let Some(span) = self.backend.mapped_span(*id, offset, len as u64) {
+                    let run = self.follow_stream(*id, stream, span.file, offset, len as u64, span.needed.start);
+                    if self.await_streamed(span.needed, run.as_deref()) {
+                        FsStats::add(&self.stats.streamed_bytes, len as u64);
+                    }
                 }
                 let mut done = out.len();
                 out.resize(len, 0);
@@ -557,31 +580,32 @@ impl<B: Backend> AcxFs<B> {
         }
     }
 
-    /// Feeds the handle's sequential detector and returns the run that serves this read, starting one from
-    /// the read's block to the end of the file when the reads are sequential and no run covers them. A jump
-    /// away cancels the handle's run; random reads are served by the file's fill, if any.
+    /// Feeds the handle's sequential detector (with the read's file `offset` and `len`) and returns the run
+    /// that serves this read, starting one from the read's first stream byte `at` to the end of the file's
+    /// stream bytes `data` when the reads are sequential and no run covers them. A jump away cancels the
+    /// handle's run; random reads are served by the file's fill, if any.
     fn follow_stream(
         &self,
         id: EntryId,
         stream: &Mutex<HandleStream>,
-        base: u64,
-        file_size: u64,
+        data: Range<u64>,
         offset: u64,
         len: u64,
+        at: u64,
     ) -> Option<Arc<Run>> {
-        if !self.streams.enabled() {
+        if !self.streams.enabled() || data.is_empty() {
             return None;
         }
         let block_size = u64::from(self.backend.block_size().max(1));
-        let first = (base + offset) / block_size;
-        let end = (base + file_size).div_ceil(block_size);
+        let first = at.clamp(data.start, data.end - 1) / block_size;
+        let end = data.end.div_ceil(block_size);
         let mut slot = lock(stream);
         if !slot.detector.on_read(offset, len) {
             if let Some(run) = slot.run.take() {
                 run.cancel();
             }
             drop(slot);
-            return self.fill(id, base / block_size..end, file_size, first);
+            return self.fill(id, data.start / block_size..end, data.end - data.start, first);
         }
         if let Some(run) = &slot.run {
             let blocks = run.blocks();
@@ -650,6 +674,26 @@ impl<B: Backend> AcxFs<B> {
             out.extend_from_slice(&bytes[..take]);
             FsStats::add(&self.stats.streamed_bytes, take as u64);
         }
+    }
+
+    /// Makes sure the blocks of stream bytes `needed` are cached before a mapped file's read goes to the
+    /// backend (which takes cached blocks and decodes only the rest): waits for `run` for each block it is about
+    /// to produce. True when every block was cached or produced (the read is served from streamed blocks).
+    fn await_streamed(&self, needed: Range<u64>, run: Option<&Run>) -> bool {
+        if needed.is_empty() {
+            return false;
+        }
+        let block_size = u64::from(self.backend.block_size().max(1));
+        for id in needed.start / block_size..needed.end.div_ceil(block_size) {
+            if self.streams.cached(id).is_some() {
+                continue;
+            }
+            match run {
+                Some(run) if run.wait_for(id, self.streams.stats()) => {}
+                _ => return false,
+            }
+        }
+        true
     }
 
     /// Turns a backend error into an errno, logging corrupt blocks once each and other errors every time.
