@@ -171,7 +171,14 @@ impl Plan {
             .map(|(g, blocks)| {
                 let mut stats = SymbolStats::default();
                 for (k, b) in blocks.iter().enumerate() {
-                    count_symbols(&b.tokens, &b.literals, decoded(g * group + k), slice, &mut stats);
+                    count_symbols(
+                        &b.tokens,
+                        &b.literals,
+                        decoded(g * group + k),
+                        slice,
+                        header.rans_lanes.into(),
+                        &mut stats,
+                    );
                 }
                 TableSet::from_stats(&stats)
             })

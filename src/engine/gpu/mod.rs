@@ -137,6 +137,16 @@ impl GpuEngine {
         if data.block_count() > u32::MAX as u64 {
             return Err(Error::Gpu("too many blocks for the GPU engine".into()));
         }
+        // The kernels decode literals with one table per group; context-conditioned literal tables (FORMAT.md
+        // §2.4, literal order > 0) are decoded on the CPU until the kernel's context decode is verified.
+        let contexts = prep::groups_with_lit_contexts(&data.tables);
+        if contexts > 0 {
+            return Err(Error::Gpu(format!(
+                "{contexts} of {} table groups code literals by context (literal order > 0), which the GPU kernels \
+                 do not decode yet",
+                data.tables.len()
+            )));
+        }
         // Driver calls can still panic inside cudarc (a symbol missing from an old driver, say); contain that.
         let opened = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| Device::open(&data)))
             .map_err(|_| Error::Gpu("the CUDA driver failed while starting (panic contained)".into()))??;
