@@ -22,11 +22,12 @@ import threading
 import time
 
 
-def rss_kib(pid):
+def rss_kib(pid, key="VmRSS:"):
+    """The daemon's resident KiB now (VmHWM: the kernel's own peak, which no sampling interval misses)."""
     try:
         with open(f"/proc/{pid}/status") as f:
             for line in f:
-                if line.startswith("VmRSS:"):
+                if line.startswith(key):
                     return int(line.split()[1])
     except OSError:
         return None
@@ -182,7 +183,11 @@ def main():
         "wrong_reads": totals.wrong,
         "errors": totals.errors,
         "first_problem": totals.first_problem,
-        "daemon_rss_kib": {"first": samples[0] if samples else None, "peak": max(samples) if samples else None},
+        # The peak is the kernel's high-water mark where it can be read, else the highest sample.
+        "daemon_rss_kib": {
+            "first": samples[0] if samples else None,
+            "peak": max(samples + [rss_kib(args.pid, "VmHWM:") or 0]) if samples else None,
+        },
         "daemon_alive": rss_kib(args.pid) is not None,
     }
     print(json.dumps(out, indent=2))

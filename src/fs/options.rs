@@ -36,7 +36,7 @@ pub struct MountOptions {
 }
 
 /// How the one `cache_size=` budget (C) is divided among everything that holds decoded data, so that the
-/// daemon's resident memory stays under C plus an overhead O that does not grow with reads, files or time.
+/// daemon's resident memory stays under C plus an overhead O that does not grow with C, reads, files or time.
 ///
 /// Charged to C:
 /// - **the decoded-block LRU** of the archive: `C - C/8 - C/4` (5/8 of C). Random reads, prefetches, stream runs
@@ -44,7 +44,7 @@ pub struct MountOptions {
 ///   sources; running out of budget evicts the least recent block, it never fails a read (a block larger than
 ///   the whole LRU is decoded, used and dropped);
 /// - **parsed slices**: the CPU engine's cache of slice entropy-stage output, used to resolve a cold block's
-///   sources: C/8 resident, but never less than [`MemoryBudget::PARSED_FLOOR_SLICES`] slices. A parsed slice
+///   sources: C/8 resident, but never less than [`MemoryBudget::PARSED_FLOOR_BYTES`] (8,192 slices). A parsed slice
 ///   holds about 1.5 times its decoded size (measured on atha_chr1: 2,754 heap bytes per 2 KiB slice, plus
 ///   allocation headers; `parsed_bytes_per_decoded_byte` in `archive/tests.rs`), so the cache is given
 ///   `C/12` of decoded-slice capacity;
@@ -57,28 +57,36 @@ pub struct MountOptions {
 /// over: with `cache_size=4M` and no floor (256 parsed slices) 16 load-test readers got 51 reads done in a
 /// minute on the loaded 2-core machine, 132 with the floor. Likewise a window of a few blocks sends most of a
 /// sequential run's sources through that path. So for small C the floors exceed their share; the excess,
-/// `max(0, 24 MiB - C/8) + 4 × max(0, 1 MiB - C/16)` (0 from C = 192 MiB up; 26.5 MiB at C = 4 MiB), is
-/// part of the overhead O.
+/// `max(0, 24 MiB - C/8) + 4 × max(0, 1 MiB - C/16)` (0 from C = 192 MiB up, at most 28 MiB, 26.5 MiB at
+/// C = 4 MiB: [`MemoryBudget::floor_excess`]), shrinks as C grows.
 ///
-/// Not charged: the overhead O, which depends on the machine and the archive but not on how long or how hard
-/// the mount is used (B = block size, 16 KiB by default; T = FUSE worker threads, `threads=`, default the
-/// core count up to 16; P = CPU cores; K = the largest cold-read closure in slices, about 2,600 on atha_chr1):
-/// - the floors' excess over their share of C (above);
-/// - the process itself with the archive's index and tree: 3.9 MiB resident for atha_chr1 mounted and idle
-///   (the index grows by ~32 bytes per block, the tree with names and entries);
+/// Not charged: the overhead O ([`Overhead::bytes`]), which depends on the machine and the archive but not on C
+/// or on how long or how hard the mount is used (B = block size, 16 KiB by default; T = FUSE worker threads,
+/// `threads=`, default the core count up to 16; P = CPU cores; K = the largest cold-read closure in slices,
+/// about 2,600 on atha_chr1 in general mode, under 100 in genome mode):
+/// - the process: binary, libraries, the archive's index and tree, the structures of the genome-mode files read
+///   so far, and what the allocator keeps between live chunks: [`Overhead::PROCESS_BYTES`] (4.0 MiB resident
+///   measured at mount for the load-test archive) plus 64 bytes per block of index;
 /// - per FUSE worker: a reply buffer up to `max_read` (1 MiB, [`crate::fuse::MAX_READ`]), the blocks of the
 ///   read in progress while they are copied (up to `max_read + 2B`, held outside the LRU when it is smaller
 ///   than one request), the slices a cold read's closure planner parses before they go into the cache (up to
-///   K × 3 KiB), fuser's receive buffer (only the pages requests touch: a few KiB) and the stack:
-///   about `T × (2 MiB + 2B + 3 KiB × K)`;
+///   K × 3 KiB), fuser's receive buffer (16 MiB reserved, only the pages requests touch are resident: a few
+///   KiB) and the stack: `T × (2 MiB + 2B + 3 KiB × K)`;
 /// - per live stream run: the sequential decoder's two batches of parsed blocks ahead of the copy (`2 × 8P`
-///   blocks of 1.5 B) plus one block in the making and one spare: about `MAX_STREAMS × 24P × B`;
-/// - thread stacks of the rayon pool (P) and the run threads: only touched pages, ~100 KiB each;
-/// - allocator slack: freed memory glibc keeps in its arenas (the daemon caps them at 4 with `M_ARENA_MAX`).
+///   blocks of 1.5 B) plus one block in the making and one spare: `MAX_STREAMS × 24P × B`;
+/// - thread stacks of the rayon pool (P) and the run threads: only touched pages, ~100 KiB each.
 ///
-/// So `O ≈ floors' excess + 4 MiB + T × (2 MiB + 2B + 3 KiB × K) + MAX_STREAMS × 24P × B + P × 0.1 MiB +
-/// slack`. With C = 4 MiB, T = P = 2, B = 16 KiB, K = 2,600: 26.5 + 4 + 19.3 + 3 + 0.2 ≈ 53 MiB before slack.
-/// The README's load section gives the measured peak against `C + O`.
+/// So the documented bound is `max(C, parts) + O` ([`MemoryBudget::bound_bytes`]) with
+/// `O = 4 MiB + 64 B × blocks + T × (2 MiB + 2B + 3 KiB × K) + MAX_STREAMS × 24P × B + P × 0.1 MiB`;
+/// the daemon logs it at mount (`memory bound`) and `bench/load-test.sh` fails a run whose peak exceeds it.
+/// With T = P = 2, B = 16 KiB, K = 2,600 and 2,825 blocks (the load test here): O = 26.7 MiB, and the bound is
+/// 57.2 MiB at C = 4 MiB (floors' excess 26.5), 106.7 MiB at 64 MiB and 282.7 MiB at 256 MiB.
+///
+/// The allocator: glibc malloc with one arena (`M_ARENA_MAX=1`, set by `aceapex-mount`). With several arenas a
+/// block is freed into the arena of the thread that allocated it, and each arena keeps the high-water mark of
+/// the blocks its threads once held, so the slack grew with C: 150.5 MiB peak with 4 arenas against 93.5 MiB
+/// with one under the same 120 s general-mode load at C = 64 MiB; mimalloc (v3, 0.1.52) peaked at 167.6 MiB
+/// there (16,400-byte blocks round up to its 20 KiB size class and half-empty pages stay resident).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MemoryBudget {
     /// The archive's decoded-block LRU (also filled by stream runs and fills).
@@ -125,9 +133,55 @@ impl MemoryBudget {
         self.block_cache_bytes + parsed_resident + self.seq_window_bytes * self.max_streams as u64
     }
 
-    /// What the floors add beyond `cache_bytes` (0 from C = 192 MiB up): part of the overhead O.
+    /// What the floors add beyond `cache_bytes` (0 from C = 192 MiB up, at most 28 MiB).
     pub fn floor_excess(&self, cache_bytes: u64) -> u64 {
         self.total_bytes().saturating_sub(cache_bytes)
+    }
+
+    /// The documented bound on the daemon's resident memory: the budget's parts (C, or more where the floors
+    /// apply) plus the overhead O.
+    pub fn bound_bytes(&self, cache_bytes: u64, overhead: &Overhead) -> u64 {
+        self.total_bytes().max(cache_bytes).saturating_add(overhead.bytes())
+    }
+}
+
+/// What the daemon holds besides the budget's parts (see [`MemoryBudget`]): fixed for a machine and an archive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Overhead {
+    /// FUSE worker threads (T).
+    pub threads: usize,
+    /// CPU cores: the decode pool's threads (P).
+    pub cores: usize,
+    /// The archive's block size (B).
+    pub block_bytes: u64,
+    /// The archive's blocks (their index entries are resident).
+    pub blocks: u64,
+}
+
+impl Overhead {
+    /// The process before it serves: binary, libraries, tree, genome structures, allocator bookkeeping.
+    pub const PROCESS_BYTES: u64 = 4 << 20;
+    /// Resident index bytes per block (offsets, lengths, checksums, table groups, with their maps).
+    pub const INDEX_BYTES_PER_BLOCK: u64 = 64;
+    /// Per FUSE worker besides blocks and parsed slices: the reply buffer (`max_read`) and the stack.
+    pub const WORKER_BYTES: u64 = 2 << 20;
+    /// The largest cold-read closure planned at once, in slices (K, measured on atha_chr1 in general mode).
+    pub const CLOSURE_SLICES: u64 = 2_600;
+    /// Resident bytes of one parsed slice (2 KiB decoded at 1.5 times, with allocation headers).
+    pub const PARSED_SLICE_BYTES: u64 = 3 << 10;
+    /// Stack pages a pool or run thread touches.
+    pub const POOL_THREAD_BYTES: u64 = 100 << 10;
+
+    /// O in bytes: `PROCESS + 64 B × blocks + T × (2 MiB + 2B + 3 KiB × K) + MAX_STREAMS × 24P × B + P × 0.1 MiB`.
+    pub fn bytes(&self) -> u64 {
+        let (t, p, b) = (self.threads as u64, self.cores as u64, self.block_bytes);
+        let per_worker = Overhead::WORKER_BYTES + 2 * b + Overhead::CLOSURE_SLICES * Overhead::PARSED_SLICE_BYTES;
+        let per_stream = 24 * p * b;
+        Overhead::PROCESS_BYTES
+            .saturating_add(self.blocks.saturating_mul(Overhead::INDEX_BYTES_PER_BLOCK))
+            .saturating_add(t.saturating_mul(per_worker))
+            .saturating_add((MemoryBudget::MAX_STREAMS as u64).saturating_mul(per_stream))
+            .saturating_add(p.saturating_mul(Overhead::POOL_THREAD_BYTES))
     }
 }
 
@@ -281,6 +335,47 @@ mod tests {
         }
         let b = MemoryBudget::split(1 << 30);
         assert_eq!((b.parsed_cache_bytes, b.seq_window_bytes), ((128 << 20) / 3 * 2, 64 << 20));
+    }
+
+    /// The overhead does not grow with C: the bound is the budget's parts plus the same O for every C, and the
+    /// parts are C itself once the floors are covered.
+    #[test]
+    fn the_bound_is_the_budget_plus_a_fixed_overhead() {
+        let o = Overhead { threads: 2, cores: 2, block_bytes: 16 << 10, blocks: 2_825 };
+        let fixed = o.bytes();
+        // The load test's machine and archive: 26.7 MiB (the figure in MemoryBudget's documentation).
+        assert_eq!(fixed >> 10, 27_304, "{fixed}");
+        let mut last_excess = u64::MAX;
+        for c in [0u64, 4 << 20, 8 << 20, 64 << 20, 191 << 20, 192 << 20, 256 << 20, 1 << 30, 64 << 30] {
+            let b = MemoryBudget::split(c);
+            assert_eq!(b.bound_bytes(c, &o), c + b.floor_excess(c) + fixed, "{c}");
+            // The floors' excess only shrinks as C grows.
+            assert!(b.floor_excess(c) <= last_excess, "{c}");
+            last_excess = b.floor_excess(c);
+        }
+        assert_eq!(MemoryBudget::split(4 << 20).bound_bytes(4 << 20, &o) >> 10, 58_536);
+        assert_eq!(MemoryBudget::split(64 << 20).bound_bytes(64 << 20, &o), (80 << 20) + fixed);
+        assert!(MemoryBudget::split(256 << 20).bound_bytes(256 << 20, &o) <= (256 << 20) + fixed);
+        // O grows with the machine (workers, cores) and the archive (index), never with C.
+        let more_workers = Overhead { threads: 16, ..o };
+        assert_eq!(more_workers.bytes() - fixed, 14 * (Overhead::WORKER_BYTES + (32 << 10) + 2_600 * 3072));
+        assert!(Overhead { blocks: 2_826, ..o }.bytes() > fixed);
+    }
+
+    /// Every part of the budget is charged: the LRU, the parsed slices and the windows together never hold
+    /// more than C once the floors are covered, and the LRU is never given more than its 5/8.
+    #[test]
+    fn the_parts_never_sum_above_the_budget_beyond_the_floors() {
+        for shift in 12..44 {
+            for c in [1u64 << shift, (1 << shift) + 12_345, (3 << shift) / 2] {
+                let b = MemoryBudget::split(c);
+                assert!(b.block_cache_bytes <= c - c / 8 - c / 16 * 4, "{c}");
+                if c >= 192 << 20 {
+                    assert!(b.total_bytes() <= c, "{c}: {b:?}");
+                }
+                assert!(b.floor_excess(c) <= MemoryBudget::PARSED_FLOOR_BYTES / 2 * 3 + (4 << 20), "{c}");
+            }
+        }
     }
 
     #[test]
