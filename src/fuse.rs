@@ -170,6 +170,11 @@ impl<B: Backend> fuser::Filesystem for FuseAdapter<B> {
         for flag in [InitFlags::FUSE_CACHE_SYMLINKS, InitFlags::FUSE_PARALLEL_DIROPS, InitFlags::FUSE_ASYNC_READ] {
             let _ = config.add_capabilities(flag);
         }
+        // The mount is up: prepare what first reads would wait for, off the request threads.
+        let fs = Arc::clone(&self.fs);
+        if let Err(e) = std::thread::Builder::new().name("acx-warm".to_string()).spawn(move || fs.backend().warm()) {
+            tracing::debug!("cannot start the warm-up thread: {e}");
+        }
         Ok(())
     }
 

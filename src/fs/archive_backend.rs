@@ -11,6 +11,11 @@ use crate::cache::BlockCache;
 use crate::error::Error;
 use crate::format::tree::{EntryId, EntryKind, Tree};
 
+/// Genome files whose structures a mount opens when it starts ([`Backend::warm`]): enough for a genome's
+/// chromosomes, while an archive of many small FASTA files leaves the rest to their first reads (and keeps
+/// their structures out of memory until then).
+const WARM_GENOME_FILES: usize = 64;
+
 impl Backend for Archive {
     fn tree(&self) -> &Tree {
         Archive::tree(self)
@@ -84,6 +89,10 @@ impl Backend for Archive {
 
     fn block_cache(&self) -> Option<Arc<BlockCache>> {
         Some(Arc::clone(self.cache()))
+    }
+
+    fn warm(&self) {
+        self.open_genome_structures(WARM_GENOME_FILES);
     }
 }
 
@@ -370,5 +379,35 @@ mod tests {
         }
         assert_eq!(stats(&filled)["streams"]["runs"]["started"], 1, "one fill");
         assert_eq!(stats(&plain)["streams"]["runs"]["started"], 0, "runs disabled");
+    }
+
+    /// `warm` opens the genome files' structures ahead of their reads (counted by `open_genome_structures`),
+    /// leaves other files alone, and later reads return the same bytes.
+    #[test]
+    fn warm_opens_genome_structures_ahead_of_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("in");
+        std::fs::create_dir_all(&src).unwrap();
+        let fasta = genome_fasta(400_000);
+        std::fs::write(src.join("a.fa"), &fasta).unwrap();
+        std::fs::write(src.join("b.fa"), &fasta[..200_000]).unwrap();
+        std::fs::write(src.join("blob"), repetitive(100_000, 3)).unwrap();
+        let path = dir.path().join("t.acx");
+        crate::pack::pack(std::slice::from_ref(&src), &path, &crate::pack::PackOptions::default()).unwrap();
+        let options = ArchiveOptions { decoder: DecoderChoice::Cpu, ..ArchiveOptions::default() };
+        let archive = Arc::new(Archive::open_with(&path, options).unwrap());
+        assert_eq!(archive.open_genome_structures(0), 0);
+        assert_eq!(archive.open_genome_structures(1), 1, "the first genome file only");
+        archive.warm();
+        assert_eq!(archive.open_genome_structures(usize::MAX), 2, "both, and nothing else");
+        let decodes = archive.stats().decodes.values().sum::<u64>();
+        assert_eq!(archive.open_genome_structures(usize::MAX), 2);
+        assert_eq!(archive.stats().decodes.values().sum::<u64>(), decodes, "opened once, not again");
+        let fs = AcxFs::new(archive, FsOptions::default());
+        let top = fs.lookup(1, b"in").unwrap().ino;
+        let a = fs.lookup(top, b"a.fa").unwrap().ino;
+        let b = fs.lookup(top, b"b.fa").unwrap().ino;
+        assert!(read_from(&fs, a, 0, 65_536) == fasta);
+        assert!(read_from(&fs, b, 1000, 4096) == fasta[1000..200_000]);
     }
 }

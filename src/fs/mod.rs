@@ -73,6 +73,9 @@ pub trait Backend: Send + Sync + 'static {
     fn block_cache(&self) -> Option<Arc<BlockCache>> {
         None
     }
+    /// Prepares what the first reads would otherwise wait for (the archive: genome files' structures). The
+    /// FUSE adapter calls it on a thread of its own once the mount is up; the default does nothing.
+    fn warm(&self) {}
 }
 
 /// Where a read of a mapped file (see [`Backend::mapped_span`]) finds its data in the logical stream.
