@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Benchmarks reads through `aceapex-mount`, side by side with the baselines, in one run on one machine.
 #
-# Prints one markdown table:
+# Prints one markdown table, titled with the input, how it packed (genome mode or general, and the ratio), the
+# commit (`-dirty` when the tree has uncommitted changes), the cores and the load average (at the start and the end):
 #   - sequential `dd bs=1M` of the FASTA through: the aceapex mount (decoder=cpu, fresh mount), an empty FUSE
 #     filesystem serving a static buffer through the same fs layer and adapter settings (examples/nullfs.rs),
 #     and squashfuse over `mksquashfs -comp zstd`; MB/s and the ratio to nullfs;
@@ -98,6 +99,11 @@ log "input: $(basename "$fasta"), $size bytes"
 
 log "packing"
 "$acx" pack "$fasta" -o "$work/genome.acx" >&2
+# How the FASTA was packed (genome mode: bases + structure, FORMAT.md §2.6; general: bytes as they are), and the
+# ratio, for the table's title: the mount's numbers depend on both.
+info="$("$acx" info "$work/genome.acx")"
+if grep -Eq '^entries:.* [1-9][0-9]* in genome mode' <<<"$info"; then pack_mode=genome; else pack_mode=general; fi
+pack_ratio=$(awk '/^ratio:/ {print $2}' <<<"$info")
 log "squashfs (zstd)"
 mksquashfs "$work/data" "$work/genome.sqfs" -comp zstd -noappend -quiet >/dev/null
 log "bgzip + index"
@@ -132,6 +138,7 @@ print(f"{os.path.getsize(sys.argv[1]) / dt / 1e6:.0f}")
 EOF
 }
 
+load_at_start=$(cut -d' ' -f1-3 /proc/loadavg)
 # --- 1. sequential ---------------------------------------------------------------------------------------------
 log "sequential reads"
 mount_acx "$work/mnt-acx" "decoder=cpu"
@@ -232,10 +239,12 @@ cmp "$work/out-acx-nofill.txt" "$work/out-bgz.txt" || die "samtools outputs diff
 ratio() { python3 -c "print(f'{$1 / $2:.2f}')"; }
 ms() { python3 -c "print(f'{$1 / 1000:.2f}')"; }
 # BENCH_COMMIT names the commit when the tree is an export without .git (git archive).
-commit=${BENCH_COMMIT:-$(cd "$repo" && git rev-parse --short HEAD 2>/dev/null || echo unknown)}
+# "-dirty" marks a tree with uncommitted changes.
+commit=${BENCH_COMMIT:-$(cd "$repo" && git describe --always --dirty --abbrev=7 2>/dev/null || echo unknown)}
 echo
-echo "### aceapex-mount vs baselines: ${input_name##*/}, $size bytes, commit $commit, $(nproc) cores," \
-  "load $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%Y-%m-%d)"
+echo "### aceapex-mount vs baselines: ${input_name##*/}, $size bytes, $pack_mode mode (ratio $pack_ratio)," \
+  "commit $commit, $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg) (at start: $load_at_start)," \
+  "$(date -u +%Y-%m-%d)"
 echo
 echo "| measure | aceapex-mount (decoder=cpu) | baselines |"
 echo "| --- | --- | --- |"
