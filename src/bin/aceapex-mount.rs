@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use aceapex::archive::{Archive, ArchiveOptions};
+use aceapex::archive::Archive;
 use aceapex::fs::options::{MemoryBudget, MountOptions, Overhead};
 use aceapex::fs::{AcxFs, FsOptions};
 use aceapex::fuse::{self, MountSettings};
@@ -365,13 +365,8 @@ fn serve(args: &Args, canonical_mountpoint: &Path, notifier: &mut ParentNotifier
     // One budget for every holder of decoded data: the block LRU (which stream runs fill too), the parsed
     // slices and the sequential windows of at most `max_streams` runs (see `MemoryBudget`).
     let budget = MemoryBudget::split(cache_bytes);
-    let archive_options = ArchiveOptions {
-        cache_bytes: budget.block_cache_bytes,
-        decoder: args.options.decoder,
-        seq_window_bytes: budget.seq_window_bytes,
-        parsed_cache_bytes: budget.parsed_cache_bytes,
-    };
-    let archive = Archive::open_with(&args.archive, archive_options).map_err(|e| Failure::new(e.to_string()))?;
+    let archive = Archive::open_with(&args.archive, budget.archive_options(args.options.decoder))
+        .map_err(|e| Failure::new(e.to_string()))?;
     if args.options.allow_other && !args.options.default_permissions {
         // The daemon checks no permissions itself: without the kernel's checks every user can read every file.
         tracing::warn!("allow_other without default_permissions: every user can read every file, whatever its mode");
