@@ -600,6 +600,9 @@ impl Decoder {
             let mut xs: [u32; N] = std::array::from_fn(|k| decoders[k].states[0]);
             let mut ps: [usize; N] = std::array::from_fn(|k| decoders[k].pos);
             let mut ctx = [0usize; N];
+            // Exactly `nwords + 1` words each (the sentinel last), so `min(pos, nwords)` needs no bounds check.
+            let words: [&[u16]; N] =
+                std::array::from_fn(|k| decoders[k].words.get(..=decoders[k].nwords).unwrap_or(&[0]));
             let mut failed = None;
             // `round` symbols of every stream in turn, then each stream's rest alone. Indexed loops: symbol `i`
             // of every stream `k` in one round is the point of the lock step.
@@ -610,16 +613,12 @@ impl Decoder {
                         failed = Some(ctx[k]);
                         break 'rounds;
                     };
-                    let d = &decoders[k];
-                    let words = d.words.get(..=d.nwords).unwrap_or(&[0]);
-                    let s = step_clamped(lookup, &mut xs[k], words, words.len() - 1, &mut ps[k]);
+                    let s = step_clamped(lookup, &mut xs[k], words[k], words[k].len() - 1, &mut ps[k]);
                     outs[k][i] = s;
                     ctx[k] = ((ctx[k] << 2) | crate::codec::tables::lit_hash(s)) & mask;
                 }
             }
             for k in 0..N {
-                let d = &decoders[k];
-                let words = d.words.get(..=d.nwords).unwrap_or(&[0]);
                 for o in outs[k].iter_mut().skip(round) {
                     if failed.is_some() {
                         break;
@@ -628,7 +627,7 @@ impl Decoder {
                         failed = Some(ctx[k]);
                         break;
                     };
-                    let s = step_clamped(lookup, &mut xs[k], words, words.len() - 1, &mut ps[k]);
+                    let s = step_clamped(lookup, &mut xs[k], words[k], words[k].len() - 1, &mut ps[k]);
                     *o = s;
                     ctx[k] = ((ctx[k] << 2) | crate::codec::tables::lit_hash(s)) & mask;
                 }
