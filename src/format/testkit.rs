@@ -159,6 +159,12 @@ impl Plan {
     /// Writes the archive to `path` with files covering the stream (and a directory, an empty file and a
     /// symlink); returns the archive length.
     pub fn write(&self, path: &Path) -> u64 {
+        self.write_with_max_lit_order(path, crate::codec::tables::MAX_LIT_ORDER)
+    }
+
+    /// [`Plan::write`] with every group's literal context order at most `max_lit_order` (0 for the GPU engine,
+    /// whose kernels decode order-0 literal tables only).
+    pub fn write_with_max_lit_order(&self, path: &Path, max_lit_order: u8) -> u64 {
         let header = self.header;
         let blocks = self.finished_blocks();
         let group = 1usize << header.group_log;
@@ -180,7 +186,7 @@ impl Plan {
                         &mut stats,
                     );
                 }
-                TableSet::from_stats(&stats)
+                TableSet::from_stats_max_order(&stats, max_lit_order)
             })
             .collect();
         let mut writer = ArchiveWriter::create(path, header).unwrap();
