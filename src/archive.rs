@@ -381,5 +381,6 @@ fn start_gpu(data: &Arc<ArchiveData>, choice: DecoderChoice) -> Option<Box<dyn B
 }
 
 mod genome_files;
+pub use genome_files::OPEN_STRUCTURE_BYTES;
 #[cfg(test)]
 mod tests;

@@ -66,8 +66,11 @@ pub struct MountOptions {
 /// `threads=`, default the core count up to 16; P = CPU cores; K = the largest cold-read closure in slices,
 /// about 2,600 on atha_chr1 in general mode, under 100 in genome mode):
 /// - the process: binary, libraries, the archive's index and tree, the structures of the genome-mode files read
-///   so far, and what the allocator keeps between live chunks: [`Overhead::PROCESS_BYTES`] (4.0 MiB resident
-///   measured at mount for the load-test archive) plus 64 bytes per block of index;
+///   recently, and what the allocator keeps between live chunks: [`Overhead::PROCESS_BYTES`] (4.0 MiB resident
+///   measured at mount for the load-test archive, whose 24 genome structures take about 2 MiB) plus 64 bytes per
+///   block of index. Open structures are themselves bounded: at most
+///   [`crate::archive::OPEN_STRUCTURE_BYTES`] (32 MiB) plus the ones being opened, so an archive of many large
+///   FASTA files adds at most that much;
 /// - per FUSE worker: a reply buffer up to `max_read` (1 MiB, [`crate::fuse::MAX_READ`]), the blocks of the
 ///   read in progress while they are copied (up to `max_read + 2B`, held outside the LRU when it is smaller
 ///   than one request), the slices a cold read's closure planner parses before they go into the cache (up to

@@ -101,6 +101,13 @@ pub struct Layout {
 }
 
 impl Layout {
+    /// Bytes this layout holds on the heap (what keeping it open costs).
+    pub fn heap_bytes(&self) -> u64 {
+        let headers: usize = self.headers.iter().map(|h| h.capacity() + std::mem::size_of::<Vec<u8>>()).sum();
+        let words = self.byte_start.capacity() + self.residue_start.capacity() + self.header_start.capacity();
+        (self.runs.capacity() * std::mem::size_of::<LineRun>() + headers + words * 8) as u64
+    }
+
     /// Checks `runs` against `headers` and builds the prefix sums.
     ///
     /// Refused: a run of 0 lines, a header run of more than one line or whose width is not `1 + text length`, a

@@ -28,6 +28,11 @@ pub struct RunList {
 }
 
 impl RunList {
+    /// Bytes these runs hold on the heap.
+    pub fn heap_bytes(&self) -> u64 {
+        ((self.starts.capacity() + self.ends.capacity()) * 8) as u64
+    }
+
     /// Checks that the ranges are non-empty, in order, disjoint and end at or before `limit`.
     pub fn new(starts: Vec<u64>, ends: Vec<u64>, limit: u64, what: &'static str) -> Result<RunList, DecodeError> {
         if starts.len() != ends.len() {
@@ -113,6 +118,11 @@ pub struct Exceptions {
 }
 
 impl Exceptions {
+    /// Bytes these runs and their prefix sums hold on the heap.
+    pub fn heap_bytes(&self) -> u64 {
+        self.runs.heap_bytes() + self.bytes.capacity() as u64 + self.excluded_before.capacity() as u64 * 8
+    }
+
     /// Checks that every byte is an [`EXCEPTION_BYTES`] byte and builds the prefix sums.
     pub fn new(runs: RunList, bytes: Vec<u8>) -> Result<Exceptions, DecodeError> {
         if bytes.len() != runs.len() {

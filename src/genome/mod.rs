@@ -40,6 +40,11 @@ pub struct Genome {
 }
 
 impl Genome {
+    /// Bytes this structure holds on the heap: what keeping a genome file open costs.
+    pub fn heap_bytes(&self) -> u64 {
+        self.layout.heap_bytes() + self.case.runs.heap_bytes() + self.exceptions.heap_bytes()
+    }
+
     /// Checks that the masks lie inside the layout's residues.
     pub fn new(layout: Layout, case: CaseMask, exceptions: Exceptions) -> Result<Genome, DecodeError> {
         let residues = layout.residues();
