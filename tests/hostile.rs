@@ -561,7 +561,7 @@ fn hand_archive(path: &Path, blocks: &[(Vec<Token>, Vec<u8>)], stream: &[u8]) ->
         .enumerate()
         .map(|(i, (t, l))| {
             let mut stats = SymbolStats::default();
-            count_symbols(t, l, decoded(i), bs, 1, &mut stats);
+            count_symbols(t, l, decoded(i), bs, &mut stats);
             TableSet::from_stats(&stats)
         })
         .collect();

@@ -274,10 +274,8 @@ pub fn block_decode(data: &[u8]) {
         let slice_log = slice_log_of(selector, len);
         let slice_len = 1usize << slice_log;
         let mut stats = SymbolStats::default();
-        block::count_symbols(&tokens, &literals, &bytes, slice_len, lanes, &mut stats);
-        // The selector's high part picks a literal context order (5 and up: the packer's choice).
-        let tables =
-            TableSet::with_lit_order(&stats, selector / 12 % 8).unwrap_or_else(|| TableSet::from_stats(&stats));
+        block::count_symbols(&tokens, &literals, &bytes, slice_len, &mut stats);
+        let tables = TableSet::from_stats(&stats);
         let mut payload = Vec::new();
         block::encode_block(&tokens, &literals, &bytes, slice_len, &tables, lanes, &mut payload);
         let shape = BlockShape { start, len, slice_log, lanes };
@@ -353,8 +351,7 @@ pub fn tables_read(data: &[u8]) {
     let mut again = Vec::new();
     set.write(&mut again);
     assert_eq!(TableSet::read(&again).as_ref(), Ok(&set));
-    assert_eq!(set.lit.len(), 1 << (2 * set.lit_order));
-    for table in [&set.ll, &set.ml, &set.of].into_iter().chain(&set.lit) {
+    for table in [&set.ll, &set.ml, &set.of, &set.lit] {
         if !table.is_empty() {
             check_lookup(table);
         }

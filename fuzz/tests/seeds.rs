@@ -82,27 +82,12 @@ fn block_bytes(start: u64, tokens: &[Token], literals: &[u8]) -> Vec<u8> {
 /// A hostile-mode `block_decode` input holding a valid block: header fields (slice_log selector `slice_sel`:
 /// `slice_log = 9 + slice_sel`), its tables, its payload.
 fn block_seed(lanes_log: u8, start: u64, slice_sel: u8, tokens: &[Token], literals: &[u8]) -> Vec<u8> {
-    block_seed_at(lanes_log, start, slice_sel, tokens, literals, None)
-}
-
-/// [`block_seed`] with the tables at literal context order `order` (`None`: the packer's choice).
-fn block_seed_at(
-    lanes_log: u8,
-    start: u64,
-    slice_sel: u8,
-    tokens: &[Token],
-    literals: &[u8],
-    order: Option<u8>,
-) -> Vec<u8> {
     let bytes = block_bytes(start, tokens, literals);
     let slice_log = 9 + slice_sel;
     let slice_len = 1usize << slice_log;
     let mut stats = SymbolStats::default();
-    block::count_symbols(tokens, literals, &bytes, slice_len, 1 << lanes_log, &mut stats);
-    let tables = match order {
-        None => TableSet::from_stats(&stats),
-        Some(c) => TableSet::with_lit_order(&stats, c).unwrap(),
-    };
+    block::count_symbols(tokens, literals, &bytes, slice_len, &mut stats);
+    let tables = TableSet::from_stats(&stats);
     let mut table_bytes = Vec::new();
     tables.write(&mut table_bytes);
     assert!(table_bytes.len() < 256);
@@ -169,10 +154,6 @@ fn write_seeds() {
     ];
     write("block_decode", "slices_k1", &block_seed(0, 1 << 20, 0, &crossing, &dna(714, 9)));
     write("block_decode", "slices_k2", &block_seed(1, 1 << 20, 1, &crossing, &dna(714, 9)));
-    // Literal context tables (FORMAT.md §2.4): orders 1 and 2, one and four lanes.
-    write("block_decode", "contexts_o1_k1", &block_seed_at(0, 1 << 20, 0, &crossing, &dna(714, 9), Some(1)));
-    write("block_decode", "contexts_o1_k4", &block_seed_at(2, 1 << 20, 0, &crossing, &dna(714, 9), Some(1)));
-    write("block_decode", "contexts_o2_k2", &block_seed_at(1, 0, 0, &crossing, &dna(714, 3), Some(2)));
     let tokens = [
         Token { lit_len: 3, match_len: 50, back: 3 },
         Token { lit_len: 20, match_len: 19, back: 1 },
@@ -204,16 +185,11 @@ fn write_seeds() {
     let mut stats = SymbolStats::default();
     let literals = dna(lits as usize + 1, 5);
     let bytes = block_bytes(8192, &tokens, &literals);
-    block::count_symbols(&tokens, &literals, &bytes, 512, 1, &mut stats);
+    block::count_symbols(&tokens, &literals, &bytes, 512, &mut stats);
     let mut bytes = Vec::new();
     TableSet::from_stats(&stats).write(&mut bytes);
     write("tables_read", "typical", &bytes);
-    for order in 1..=4 {
-        let mut bytes = Vec::new();
-        TableSet::with_lit_order(&stats, order).unwrap().write(&mut bytes);
-        write("tables_read", &format!("contexts_o{order}"), &bytes);
-    }
-    write("tables_read", "unused", &[0, 0, 0, 0, 0]);
+    write("tables_read", "unused", &[0, 0, 0, 0]);
     let mut single = SymbolStats::default();
     single.ll[0] = 1;
     single.lit[b'A' as usize] = 9;
@@ -239,5 +215,3 @@ fn write_seeds() {
 
 #[path = "seeds/archive_seeds.rs"]
 mod archive_seeds;
-#[path = "seeds/upgrade_v2.rs"]
-mod upgrade_v2;

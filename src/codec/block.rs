@@ -7,7 +7,7 @@
 //! the block), which the whole-block decoders use.
 
 use crate::codec::cut::{cut_slices, SliceTokens};
-use crate::codec::tables::{lit_contexts, SymbolStats, Table, TableSet, LL_ALPHABET, ML_ALPHABET, OF_ALPHABET};
+use crate::codec::tables::{SymbolStats, Table, TableSet, LIT_ALPHABET, LL_ALPHABET, ML_ALPHABET, OF_ALPHABET};
 use crate::codec::{logcode, rans, varint};
 use crate::error::DecodeError;
 
@@ -98,24 +98,16 @@ pub fn slice_count(block_len: u32, slice_log: u8) -> usize {
 }
 
 /// Adds one block's symbols to a group's statistics, as [`encode_block`] will code them (cut into slices of
-/// `slice_len` bytes; `block` is the block's decoded bytes; `lanes` the header's `rans_lanes`, which fixes the
-/// literals' contexts). The packer calls this for every block of a group before building the group's
-/// [`TableSet`].
-pub fn count_symbols(
-    tokens: &[Token],
-    literals: &[u8],
-    block: &[u8],
-    slice_len: usize,
-    lanes: u32,
-    stats: &mut SymbolStats,
-) {
+/// `slice_len` bytes; `block` is the block's decoded bytes). The packer calls this for every block of a group
+/// before building the group's [`TableSet`].
+pub fn count_symbols(tokens: &[Token], literals: &[u8], block: &[u8], slice_len: usize, stats: &mut SymbolStats) {
     for slice in cut_slices(tokens, literals, block, slice_len) {
-        count_slice_symbols(&slice.tokens, &slice.literals, lanes as usize, stats);
+        count_slice_symbols(&slice.tokens, &slice.literals, stats);
     }
 }
 
 /// Adds one slice's symbols (tokens ending with the literal-only one) to `stats`.
-fn count_slice_symbols(tokens: &[Token], literals: &[u8], lanes: usize, stats: &mut SymbolStats) {
+fn count_slice_symbols(tokens: &[Token], literals: &[u8], stats: &mut SymbolStats) {
     let nmatch = tokens.len().saturating_sub(1);
     for (t, token) in tokens.iter().enumerate() {
         stats.ll[clamp_code(logcode::code_of(token.lit_len as u64), LL_ALPHABET)] += 1;
@@ -124,7 +116,9 @@ fn count_slice_symbols(tokens: &[Token], literals: &[u8], lanes: usize, stats: &
             stats.of[clamp_code(logcode::code_of(token.back.saturating_sub(1)), OF_ALPHABET)] += 1;
         }
     }
-    stats.add_literals(literals, lanes);
+    for &b in literals {
+        stats.lit[b as usize] += 1;
+    }
 }
 
 /// Keeps a code inside its alphabet so counting never panics; [`encode_block`] refuses such a token loudly.
@@ -243,15 +237,9 @@ fn encode_slice(tokens: &[Token], literals: &[u8], tables: &TableSet, lanes: u32
     }
     let extra = extra.finish();
 
-    // Each symbol's table: LL, ML, OF by position, each literal by its context (one table at order 0).
-    let mut table_of: Vec<&Table> = Vec::with_capacity(symbols.len());
-    table_of.extend(std::iter::repeat_n(&tables.ll, nmatch + 1));
-    table_of.extend(std::iter::repeat_n(&tables.ml, nmatch));
-    table_of.extend(std::iter::repeat_n(&tables.of, nmatch));
-    let mut contexts = Vec::with_capacity(literals.len());
-    lit_contexts(literals, lanes as usize, tables.lit_order, &mut contexts);
-    table_of.extend(contexts.iter().map(|&c| &tables.lit[c]));
-    let encoded = rans::encode_with(&symbols, &table_of, lanes as usize);
+    let segments =
+        [(nmatch + 1, &tables.ll), (nmatch, &tables.ml), (nmatch, &tables.of), (literals.len(), &tables.lit)];
+    let encoded = rans::encode(&symbols, &segments, lanes as usize);
 
     varint::write(nmatch as u64, out);
     varint::write(literals.len() as u64, out);
@@ -446,28 +434,20 @@ fn decode_layouts(
         dec.reset(l.states, l.words, lanes).map_err(|e| (j, e))?;
     }
     {
-        // Each slice's four output segments: its LL, ML and OF codes, and its literals (in its unit). Literals
-        // coded with context tables are kept aside (an empty fourth segment) and decoded after the codes.
+        // Each slice's four output segments: its LL, ML and OF codes, and its literals (in its unit).
         let mut segs: Vec<[&mut [u8]; 4]> = Vec::with_capacity(n);
-        let mut context_lits: Vec<(usize, &mut [u8])> = Vec::new();
         let mut codes = &mut scratch.codes[..];
         let mut lits: Vec<&mut [u8]> = outs.iter_mut().map(|o| &mut o.literals[..]).collect();
-        for (j, (l, d)) in layouts.iter().zip(dests).enumerate() {
+        for (l, d) in layouts.iter().zip(dests) {
             let (c, rest) = std::mem::take(&mut codes).split_at_mut(3 * l.nmatch + 1);
             codes = rest;
             let (ll, c) = c.split_at_mut(l.nmatch + 1);
             let (ml, of) = c.split_at_mut(l.nmatch);
             let (lit, rest) = std::mem::take(&mut lits[d.unit]).split_at_mut(l.nlit);
             lits[d.unit] = rest;
-            if sets[j].lit0().is_some() {
-                segs.push([ll, ml, of, lit]);
-            } else {
-                context_lits.push((j, lit));
-                segs.push([ll, ml, of, &mut []]);
-            }
+            segs.push([ll, ml, of, lit]);
         }
-        let table_sets: Vec<[&Table; 4]> =
-            sets.iter().map(|t| [&t.ll, &t.ml, &t.of, t.lit0().unwrap_or(&NO_TABLE)]).collect();
+        let table_sets: Vec<[&Table; 4]> = sets.iter().map(|t| [&t.ll, &t.ml, &t.of, &t.lit]).collect();
         let mut segs = segs.into_iter();
         for (g, decs) in scratch.decoders[..n].chunks_mut(4).enumerate() {
             let in_group = |e| (4 * g, e);
@@ -491,37 +471,6 @@ fn decode_layouts(
                 }
                 _ => unreachable!("chunks_mut(4) yields 1 to 4 decoders"),
             }
-        }
-        // Context-coded literals, four streams at a time in lock step where they share a table set.
-        let mut rest = context_lits.into_iter().peekable();
-        while let Some((j0, lit0)) = rest.next() {
-            let set = sets[j0];
-            let mut batch = vec![(j0, lit0)];
-            while batch.len() < 4 && rest.peek().is_some_and(|&(j, _)| std::ptr::eq(sets[j], set)) {
-                batch.extend(rest.next());
-            }
-            let first = batch[0].0;
-            let (ids, lits): (Vec<usize>, Vec<&mut [u8]>) = batch.into_iter().unzip();
-            let (order, tables) = (set.lit_order, &set.lit[..]);
-            let decs = &mut scratch.decoders;
-            let result = match <[&mut [u8]; 4]>::try_from(lits) {
-                Ok(outs) => {
-                    // The four decoders of the batch (its indices increase), borrowed together.
-                    let picked: Vec<&mut rans::Decoder> = decs
-                        .iter_mut()
-                        .enumerate()
-                        .skip(ids[0])
-                        .take(ids[3] + 1 - ids[0])
-                        .filter_map(|(j, d)| ids.contains(&j).then_some(d))
-                        .collect();
-                    match <[&mut rans::Decoder; 4]>::try_from(picked) {
-                        Ok(ds) => rans::Decoder::decode_contexts_lockstep(ds, outs, tables, order),
-                        Err(_) => Err(DecodeError::Invalid { what: "slice decoders", detail: format!("{ids:?}") }),
-                    }
-                }
-                Err(lits) => ids.iter().zip(lits).try_for_each(|(&j, lit)| decs[j].decode_contexts(tables, order, lit)),
-            };
-            result.map_err(|e| (first, e))?;
         }
     }
     for (j, dec) in scratch.decoders[..n].iter().enumerate() {
@@ -783,23 +732,20 @@ fn read_field(code: u8, limit: u32, bits: &mut BitReader, what: &'static str, t:
     Ok(field(code, bits))
 }
 
-/// Refuses tables whose alphabets exceed the format's limits, so that every decoded code is inside its alphabet,
-/// and literal tables that do not match their order.
+/// Refuses tables whose alphabets exceed the format's limits, so that every decoded code is inside its alphabet.
 fn check_alphabets(tables: &TableSet) -> Result<(), DecodeError> {
     for (table, limit, what) in [
         (&tables.ll, LL_ALPHABET, "LL table nsym"),
         (&tables.ml, ML_ALPHABET, "ML table nsym"),
         (&tables.of, OF_ALPHABET, "OF table nsym"),
+        (&tables.lit, LIT_ALPHABET, "LIT table nsym"),
     ] {
         if table.nsym() > limit {
             return Err(DecodeError::Limit { what, value: table.nsym() as u64, limit: limit as u64 });
         }
     }
-    tables.check_lit_shape()
+    Ok(())
 }
-
-/// The stand-in fourth table of a slice whose literals are decoded by context (its fourth segment is empty).
-static NO_TABLE: Table = Table { freq: Vec::new(), cum: Vec::new() };
 
 /// Where a slice's tokens go in the unit being built.
 #[derive(Debug, Clone, Copy)]
@@ -1013,26 +959,11 @@ mod tests {
         literals: &[u8],
         lanes: u32,
     ) -> (TableSet, Vec<u8>, Vec<SliceTokens>) {
-        encode_with_order(start, tokens, literals, lanes, None)
-    }
-
-    /// [`encode_with_own_tables`] at literal order `order` (`None`: the order the packer would pick).
-    fn encode_with_order(
-        start: u64,
-        tokens: &[Token],
-        literals: &[u8],
-        lanes: u32,
-        order: Option<u8>,
-    ) -> (TableSet, Vec<u8>, Vec<SliceTokens>) {
         let block = block_bytes(start, tokens, literals);
         let slice_len = 1usize << test_slice_log(block.len() as u32);
         let mut stats = SymbolStats::default();
-        count_symbols(tokens, literals, &block, slice_len, lanes, &mut stats);
-        let tables = match order {
-            None => TableSet::from_stats(&stats),
-            Some(c) => TableSet::with_lit_order(&stats, c).expect("context statistics were counted"),
-        };
-        assert_eq!(tables.lit.len(), 1 << (2 * tables.lit_order));
+        count_symbols(tokens, literals, &block, slice_len, &mut stats);
+        let tables = TableSet::from_stats(&stats);
         let mut payload = Vec::new();
         encode_block(tokens, literals, &block, slice_len, &tables, lanes, &mut payload);
         (tables, payload, cut_slices(tokens, literals, &block, slice_len))
@@ -1057,16 +988,8 @@ mod tests {
     }
 
     /// Encodes, decodes the whole block and every slice on its own, and checks both against the cut parse.
-    /// Round trip at the packer's literal order and at every order; returns the packer-order payload.
     fn round_trip(start: u64, tokens: &[Token], literals: &[u8], lanes: u32) -> Vec<u8> {
-        for order in 1..=crate::codec::tables::MAX_LIT_ORDER {
-            round_trip_at(start, tokens, literals, lanes, Some(order));
-        }
-        round_trip_at(start, tokens, literals, lanes, None)
-    }
-
-    fn round_trip_at(start: u64, tokens: &[Token], literals: &[u8], lanes: u32, order: Option<u8>) -> Vec<u8> {
-        let (tables, payload, slices) = encode_with_order(start, tokens, literals, lanes, order);
+        let (tables, payload, slices) = encode_with_own_tables(start, tokens, literals, lanes);
         let len = block_len_of(tokens);
         let shape = shape(start, len, lanes);
         let parsed = decode_block(&payload, &tables, shape).expect("round trip decodes");
@@ -1191,7 +1114,7 @@ mod tests {
         longer[0] += 1;
         let err = decode_as(&longer, &tables, 0, 3, 2).unwrap_err();
         assert!(matches!(err, DecodeError::Invalid { what: "slice payload length", .. }), "{err}");
-        let no_lit = TableSet { lit: vec![Table::default(); tables.lit.len()], ..tables.clone() };
+        let no_lit = TableSet { lit: Table::default(), ..tables.clone() };
         assert!(matches!(decode_as(&payload, &no_lit, 0, 3, 2), Err(DecodeError::Rans { .. })));
     }
 
@@ -1439,7 +1362,7 @@ mod tests {
                 let slice_len = 2048;
                 let mut stats = SymbolStats::default();
                 for ((tokens, literals), b) in blocks.iter().zip(&bytes) {
-                    count_symbols(tokens, literals, b, slice_len, lanes, &mut stats);
+                    count_symbols(tokens, literals, b, slice_len, &mut stats);
                 }
                 let tables = TableSet::from_stats(&stats);
                 let encode_start = std::time::Instant::now();
@@ -1489,27 +1412,6 @@ mod tests {
         #![proptest_config(ProptestConfig::with_cases(200))]
 
         #[test]
-        fn literal_contexts_round_trip_every_order(bases in proptest::collection::vec(0u8..4, 0..3000),
-                                                   raw in proptest::collection::vec(any::<u8>(), 0..600),
-                                                   acgt: bool, lane_log in 0u32..6, order in 0u8..=4,
-                                                   matches in proptest::collection::vec((0u32..200, 2u32..50), 0..20)) {
-            // Literals of random ACGT (context tables pay) or random bytes (they need not), split among matches.
-            let literals: Vec<u8> = if acgt { bases.iter().map(|&b| b"ACGT"[b as usize]).collect() } else { raw };
-            let mut tokens = Vec::new();
-            let mut used = 0u32;
-            for (lit, len) in matches {
-                let lit = lit.min(literals.len() as u32 - used);
-                if used + lit == 0 {
-                    continue;
-                }
-                tokens.push(Token { lit_len: lit, match_len: len, back: 1 + (used + lit) as u64 / 2 });
-                used += lit;
-            }
-            tokens.push(Token { lit_len: literals.len() as u32 - used, match_len: 0, back: 0 });
-            round_trip_at(0, &tokens, &literals, 1 << lane_log, Some(order));
-        }
-
-        #[test]
         fn random_blocks_round_trip(start in prop_oneof![Just(0u64), 0u64..(1 << 40)], shapes in shapes(),
                                     final_lits in 0u32..100, lane_log in 0u32..6, seed: u8) {
             let (mut tokens, literals) = build_block(start, &shapes, final_lits, seed);
@@ -1536,7 +1438,7 @@ mod tests {
             let lanes = 1 << lane_log;
             let block = block_bytes(start, &tokens, &literals);
             let mut stats = SymbolStats::default();
-            count_symbols(&tokens, &literals, &block, 1 << slice_log, lanes, &mut stats);
+            count_symbols(&tokens, &literals, &block, 1 << slice_log, &mut stats);
             let tables = TableSet::from_stats(&stats);
             let mut payload = Vec::new();
             encode_block(&tokens, &literals, &block, 1 << slice_log, &tables, lanes, &mut payload);

@@ -170,79 +170,6 @@ fn with_set_lookups<const M: usize, R>(tables: [&Table; M], f: impl FnOnce([&Dec
     })
 }
 
-/// How many context table sets (`4^c` lookups each, up to 4 MiB at order 4) a thread keeps decode lookups for.
-const CONTEXT_CACHE_SLOTS: usize = 2;
-
-/// The lookups of one group's context LIT tables, found again by the tables' address and confirmed by their
-/// frequencies (as [`CachedLookup`]).
-struct CachedContextSet {
-    address: usize,
-    freqs: Vec<Vec<u16>>,
-    /// `None` for an unused table.
-    lookups: Vec<Option<Box<DecodeLookup>>>,
-    last_used: u64,
-}
-
-#[derive(Default)]
-struct ContextCache {
-    slots: Vec<CachedContextSet>,
-    clock: u64,
-}
-
-impl ContextCache {
-    fn slot_for(&mut self, tables: &[Table]) -> usize {
-        self.clock += 1;
-        let now = self.clock;
-        let address = tables.as_ptr() as usize;
-        let same = |c: &CachedContextSet| {
-            c.address == address
-                && c.freqs.len() == tables.len()
-                && c.freqs.iter().zip(tables).all(|(f, t)| *f == t.freq)
-        };
-        let index = match self.slots.iter().position(same) {
-            Some(i) => i,
-            None => {
-                let built = CachedContextSet {
-                    address,
-                    freqs: tables.iter().map(|t| t.freq.clone()).collect(),
-                    lookups: tables.iter().map(|t| (!t.is_empty()).then(|| Box::new(t.decode_lookup()))).collect(),
-                    last_used: now,
-                };
-                if self.slots.len() < CONTEXT_CACHE_SLOTS {
-                    self.slots.push(built);
-                    self.slots.len() - 1
-                } else {
-                    let oldest = self.slots.iter().enumerate().min_by_key(|(_, c)| c.last_used).map_or(0, |(i, _)| i);
-                    self.slots[oldest] = built;
-                    oldest
-                }
-            }
-        };
-        self.slots[index].last_used = now;
-        index
-    }
-}
-
-thread_local! {
-    static CONTEXT_CACHE: std::cell::RefCell<ContextCache> = std::cell::RefCell::new(ContextCache::default());
-}
-
-/// Runs `f` with the decode lookups of a group's context LIT tables (`None` for unused ones), from this
-/// thread's cache or freshly built into it.
-fn with_context_lookups<R>(tables: &[Table], f: impl FnOnce(&[Option<&DecodeLookup>]) -> R) -> R {
-    CONTEXT_CACHE.with(|cell| {
-        let Ok(mut cache) = cell.try_borrow_mut() else {
-            let built: Vec<Option<DecodeLookup>> =
-                tables.iter().map(|t| (!t.is_empty()).then(|| t.decode_lookup())).collect();
-            let refs: Vec<Option<&DecodeLookup>> = built.iter().map(Option::as_ref).collect();
-            return f(&refs);
-        };
-        let index = cache.slot_for(tables);
-        let refs: Vec<Option<&DecodeLookup>> = cache.slots[index].lookups.iter().map(|l| l.as_deref()).collect();
-        f(&refs)
-    })
-}
-
 /// Renormalises `y` with the word `w` when it fell below `2^16`; returns the new state and whether a word was taken.
 ///
 /// Written as arithmetic (shift by 0 or 16, mask the word) because LLVM turns an `if` here into a branch, which
@@ -428,39 +355,30 @@ pub struct Encoded {
 /// When `lanes` is not a valid lane count, the segments do not cover the symbols, or a symbol has frequency 0 in
 /// its table: all three are bugs in the caller (the packer builds its tables from the same symbols).
 pub fn encode(symbols: &[u8], segments: &[(usize, &Table)], lanes: usize) -> Encoded {
+    assert!(lanes.is_power_of_two() && lanes <= MAX_LANES, "invalid rANS lane count {lanes}");
     let covered: usize = segments.iter().map(|&(n, _)| n).sum();
     assert_eq!(covered, symbols.len(), "rANS segments cover {covered} symbols, have {}", symbols.len());
-    let mut table_of = Vec::with_capacity(symbols.len());
-    for &(count, table) in segments {
-        table_of.extend(std::iter::repeat_n(table, count));
-    }
-    encode_with(symbols, &table_of, lanes)
-}
-
-/// Encodes `symbols` with `lanes` interleaved states, symbol `i` with the table `tables[i]` (what a slice whose
-/// literals switch tables by context needs; [`encode`] is the per-segment form).
-///
-/// # Panics
-/// As [`encode`]; also when `tables` and `symbols` differ in length.
-pub fn encode_with(symbols: &[u8], tables: &[&Table], lanes: usize) -> Encoded {
-    assert!(lanes.is_power_of_two() && lanes <= MAX_LANES, "invalid rANS lane count {lanes}");
-    assert_eq!(tables.len(), symbols.len(), "rANS encode: {} tables for {} symbols", tables.len(), symbols.len());
 
     let mut states = vec![STATE_LOW; lanes];
     // Each symbol emits at most one word; most emit none.
     let mut words: Vec<u16> = Vec::with_capacity(symbols.len() / 2 + lanes);
-    for i in (0..symbols.len()).rev() {
-        let (s, table) = (symbols[i] as usize, tables[i]);
-        let f = table.freq_of(s);
-        assert!(f != 0, "rANS encode: symbol {s} (index {i}) has frequency 0 in its table");
-        let c = table.cum[s] as u32;
-        let x = &mut states[i & (lanes - 1)];
-        // In u64: for f = 4096 the bound is 2^32, which no state reaches (a certain symbol costs nothing).
-        if *x as u64 >= (f as u64) << (32 - SCALE_BITS) {
-            words.push(*x as u16);
-            *x >>= 16;
+    let mut end = symbols.len();
+    for &(count, table) in segments.iter().rev() {
+        let start = end - count;
+        for i in (start..end).rev() {
+            let s = symbols[i] as usize;
+            let f = table.freq_of(s);
+            assert!(f != 0, "rANS encode: symbol {s} (index {i}) has frequency 0 in its table");
+            let c = table.cum[s] as u32;
+            let x = &mut states[i & (lanes - 1)];
+            // In u64: for f = 4096 the bound is 2^32, which no state reaches (a certain symbol costs nothing).
+            if *x as u64 >= (f as u64) << (32 - SCALE_BITS) {
+                words.push(*x as u16);
+                *x >>= 16;
+            }
+            *x = ((*x / f) << SCALE_BITS) + (*x % f) + c;
         }
-        *x = ((*x / f) << SCALE_BITS) + (*x % f) + c;
+        end = start;
     }
     words.reverse();
     Encoded { states, words }
@@ -543,145 +461,6 @@ impl Decoder {
             _ => self.decode_lanes::<32>(lookup, out),
         });
         Ok(())
-    }
-
-    /// Decodes `out.len()` literals whose table is chosen by context (FORMAT.md §3.1): `tables` holds the
-    /// `4^order` tables, and literal `l` of `out` uses table `ctx[l mod K]`, the hashes of the literals `K`, `2K`,
-    /// … before it in `out` (0 for those before `out`'s start, which must be the slice's first literal).
-    /// Asking an unused table (`nsym = 0`) for a symbol is corruption.
-    pub fn decode_contexts(&mut self, tables: &[Table], order: u8, out: &mut [u8]) -> Result<(), DecodeError> {
-        if order > crate::codec::tables::MAX_LIT_ORDER || tables.len() != 1usize << (2 * order as usize) {
-            return Err(DecodeError::Invalid {
-                what: "LIT tables",
-                detail: format!("{} tables for literal order {order}", tables.len()),
-            });
-        }
-        if out.is_empty() {
-            return Ok(());
-        }
-        let lanes = self.lanes;
-        let result = with_context_lookups(tables, |lookups| match lanes {
-            1 => self.decode_contexts_lanes::<1>(lookups, order, out),
-            2 => self.decode_contexts_lanes::<2>(lookups, order, out),
-            4 => self.decode_contexts_lanes::<4>(lookups, order, out),
-            8 => self.decode_contexts_lanes::<8>(lookups, order, out),
-            16 => self.decode_contexts_lanes::<16>(lookups, order, out),
-            _ => self.decode_contexts_lanes::<32>(lookups, order, out),
-        });
-        result.map_err(|ctx| DecodeError::Rans {
-            detail: format!("a literal of context {ctx} needs a table the group does not use (nsym = 0)"),
-        })
-    }
-
-    /// [`Decoder::decode_contexts`] on `N` single-lane streams that share one group's context tables, in lock
-    /// step (as [`Decoder::decode_lockstep`]: the streams' dependency chains overlap). Streams with more than one
-    /// lane are decoded one by one. The result is exactly what `decode_contexts` on each stream gives.
-    pub fn decode_contexts_lockstep<const N: usize>(
-        decoders: [&mut Decoder; N],
-        outs: [&mut [u8]; N],
-        tables: &[Table],
-        order: u8,
-    ) -> Result<(), DecodeError> {
-        if decoders.iter().any(|d| d.lanes != 1) || order > crate::codec::tables::MAX_LIT_ORDER {
-            for (dec, out) in decoders.into_iter().zip(outs) {
-                dec.decode_contexts(tables, order, out)?;
-            }
-            return Ok(());
-        }
-        if tables.len() != 1usize << (2 * order as usize) {
-            return Err(DecodeError::Invalid {
-                what: "LIT tables",
-                detail: format!("{} tables for literal order {order}", tables.len()),
-            });
-        }
-        let mask = tables.len() - 1;
-        let round = outs.iter().map(|o| o.len()).min().unwrap_or(0);
-        let failed = with_context_lookups(tables, |lookups| {
-            let mut xs: [u32; N] = std::array::from_fn(|k| decoders[k].states[0]);
-            let mut ps: [usize; N] = std::array::from_fn(|k| decoders[k].pos);
-            let mut ctx = [0usize; N];
-            // Exactly `nwords + 1` words each (the sentinel last), so `min(pos, nwords)` needs no bounds check.
-            let words: [&[u16]; N] =
-                std::array::from_fn(|k| decoders[k].words.get(..=decoders[k].nwords).unwrap_or(&[0]));
-            let mut failed = None;
-            // `round` symbols of every stream in turn, then each stream's rest alone. Indexed loops: symbol `i`
-            // of every stream `k` in one round is the point of the lock step.
-            #[allow(clippy::needless_range_loop)]
-            'rounds: for i in 0..round {
-                for k in 0..N {
-                    let Some(lookup) = lookups[ctx[k] & mask] else {
-                        failed = Some(ctx[k]);
-                        break 'rounds;
-                    };
-                    let s = step_clamped(lookup, &mut xs[k], words[k], words[k].len() - 1, &mut ps[k]);
-                    outs[k][i] = s;
-                    ctx[k] = ((ctx[k] << 2) | crate::codec::tables::lit_hash(s)) & mask;
-                }
-            }
-            for k in 0..N {
-                for o in outs[k].iter_mut().skip(round) {
-                    if failed.is_some() {
-                        break;
-                    }
-                    let Some(lookup) = lookups[ctx[k] & mask] else {
-                        failed = Some(ctx[k]);
-                        break;
-                    };
-                    let s = step_clamped(lookup, &mut xs[k], words[k], words[k].len() - 1, &mut ps[k]);
-                    *o = s;
-                    ctx[k] = ((ctx[k] << 2) | crate::codec::tables::lit_hash(s)) & mask;
-                }
-            }
-            (xs, ps, failed)
-        });
-        let (xs, ps, failed) = failed;
-        for (k, d) in decoders.into_iter().enumerate() {
-            d.states[0] = xs[k];
-            d.pos = ps[k];
-            d.next += outs[k].len();
-        }
-        match failed {
-            None => Ok(()),
-            Some(ctx) => Err(DecodeError::Rans {
-                detail: format!("a literal of context {ctx} needs a table the group does not use (nsym = 0)"),
-            }),
-        }
-    }
-
-    /// The context decode loop; `lookups[ctx]` is `None` for an unused table. Returns the context of the first
-    /// literal that needed an unused table.
-    fn decode_contexts_lanes<const K: usize>(
-        &mut self,
-        lookups: &[Option<&DecodeLookup>],
-        order: u8,
-        out: &mut [u8],
-    ) -> Result<(), usize> {
-        let mask = lookups.len() - 1;
-        debug_assert_eq!(lookups.len(), 1 << (2 * order as usize));
-        let mut lane = self.next % K;
-        let mut pos = self.pos;
-        let words = &self.words[..];
-        let nwords = self.nwords;
-        let mut states: [u32; K] = [0; K];
-        states.copy_from_slice(&self.states[..K]);
-        // Indexed by literal number mod K: the same-lane predecessors are K literals apart.
-        let mut ctx = [0usize; K];
-        let mut result = Ok(());
-        for (l, o) in out.iter_mut().enumerate() {
-            let c = &mut ctx[l % K];
-            let Some(lookup) = lookups[*c & mask] else {
-                result = Err(*c);
-                break;
-            };
-            let s = step_clamped(lookup, &mut states[lane], words, nwords, &mut pos);
-            *o = s;
-            *c = ((*c << 2) | crate::codec::tables::lit_hash(s)) & mask;
-            lane = (lane + 1) % K;
-        }
-        self.states[..K].copy_from_slice(&states);
-        self.pos = pos;
-        self.next += out.len();
-        result
     }
 
     /// Decodes `N` single-lane streams in lock step: stream `s` decodes the four segments `outs[s]` with the

@@ -5,12 +5,6 @@
 //! Normalisation rounds the counts down, lifts every present symbol to at least 1, then spends or reclaims the
 //! last few units greedily where they change the coded size the most; the coded size is convex in each
 //! frequency, so the greedy fix-up is optimal for the starting point it is given.
-//!
-//! Literals may be **context-conditioned** (FORMAT.md §2.4): a group of literal order `c > 0` holds `4^c` LIT
-//! tables and codes each literal with the table of its context, the 2-bit hashes ([`lit_hash`]) of the previous
-//! `c` literals of the same rANS lane. [`TableSet::from_stats`] picks the order by exact cost (coded bits under
-//! each order's normalised tables plus the tables' serialised bytes), so order 0 is kept whenever contexts do
-//! not pay for their tables.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -28,42 +22,6 @@ pub const SCALE_BITS: u32 = 12;
 /// The sum of a used table's frequencies: `2^SCALE_BITS`.
 pub const SCALE: u32 = 1 << SCALE_BITS;
 
-/// The highest literal context order a table set may declare: `4^4 = 256` LIT tables.
-pub const MAX_LIT_ORDER: u8 = 4;
-/// Contexts counted by [`SymbolStats::lit_ctx`]: every order-[`MAX_LIT_ORDER`] context.
-pub const LIT_CONTEXTS: usize = 1 << (2 * MAX_LIT_ORDER as usize);
-
-/// The 2-bit hash of a literal byte that context selection uses: bits 1..3, which separate the bases
-/// (`A` 0, `C` 1, `T` 2, `G` 3, either case). Every other byte maps to one of the four too; it only decides the
-/// table, never what can be coded.
-#[inline(always)]
-pub fn lit_hash(b: u8) -> usize {
-    ((b >> 1) & 3) as usize
-}
-
-/// The context after `b` in a lane whose context was `ctx`, at order `order`: the most recent literal's hash in
-/// the low two bits, older ones above, truncated to `2·order` bits (FORMAT.md §3.1).
-#[inline(always)]
-pub fn next_lit_context(ctx: usize, b: u8, order: u8) -> usize {
-    ((ctx << 2) | lit_hash(b)) & ((1usize << (2 * order as usize)) - 1)
-}
-
-/// The context of every literal of a slice: literal `l` is symbol `first + l` of the slice's stream, on lane
-/// `(first + l) mod lanes`; its context comes from literals `l − lanes, l − 2·lanes, …` (0 where they do not exist).
-/// `lanes` must be a power of two; `order` at most [`MAX_LIT_ORDER`].
-pub fn lit_contexts(literals: &[u8], lanes: usize, order: u8, out: &mut Vec<usize>) {
-    out.clear();
-    let mut ctx = [0usize; 32];
-    let lanes = lanes.clamp(1, 32);
-    for (l, &b) in literals.iter().enumerate() {
-        // Lanes are counted from the first literal: a fixed rotation of the rANS lanes, so contexts still
-        // follow the same-lane predecessors.
-        let lane = l % lanes;
-        out.push(ctx[lane]);
-        ctx[lane] = next_lit_context(ctx[lane], b, order);
-    }
-}
-
 /// The price [`Table::bits`] and [`Table::costs`] give a symbol the table does not hold. Finite, so a packer that
 /// prices with last pass's tables can still choose it (its next tables will then hold it), but dearer than any
 /// held symbol (at most 12 bits).
@@ -76,20 +34,11 @@ pub struct SymbolStats {
     pub ml: [u64; ML_ALPHABET],
     pub of: [u64; OF_ALPHABET],
     pub lit: [u64; LIT_ALPHABET],
-    /// Literal counts per order-[`MAX_LIT_ORDER`] context (see [`lit_contexts`]): `lit_ctx[ctx][byte]`, either
-    /// empty (no context statistics: only order 0 is considered) or [`LIT_CONTEXTS`] rows.
-    pub lit_ctx: Vec<[u64; LIT_ALPHABET]>,
 }
 
 impl Default for SymbolStats {
     fn default() -> Self {
-        SymbolStats {
-            ll: [0; LL_ALPHABET],
-            ml: [0; ML_ALPHABET],
-            of: [0; OF_ALPHABET],
-            lit: [0; LIT_ALPHABET],
-            lit_ctx: Vec::new(),
-        }
+        SymbolStats { ll: [0; LL_ALPHABET], ml: [0; ML_ALPHABET], of: [0; OF_ALPHABET], lit: [0; LIT_ALPHABET] }
     }
 }
 
@@ -103,41 +52,6 @@ impl SymbolStats {
         add(&mut self.ml, &other.ml);
         add(&mut self.of, &other.of);
         add(&mut self.lit, &other.lit);
-        if !other.lit_ctx.is_empty() {
-            self.lit_ctx.resize(LIT_CONTEXTS, [0; LIT_ALPHABET]);
-            for (a, b) in self.lit_ctx.iter_mut().zip(&other.lit_ctx) {
-                add(a, b);
-            }
-        }
-    }
-
-    /// Counts the literals of one slice: order 0 and every order-[`MAX_LIT_ORDER`] context (`lanes` is the
-    /// header's `rans_lanes`).
-    pub fn add_literals(&mut self, literals: &[u8], lanes: usize) {
-        self.lit_ctx.resize(LIT_CONTEXTS, [0; LIT_ALPHABET]);
-        let mut contexts = Vec::with_capacity(literals.len());
-        lit_contexts(literals, lanes, MAX_LIT_ORDER, &mut contexts);
-        for (&b, &ctx) in literals.iter().zip(&contexts) {
-            self.lit[b as usize] += 1;
-            self.lit_ctx[ctx][b as usize] += 1;
-        }
-    }
-
-    /// Literal counts per context at `order` (`4^order` rows), summed from the order-4 counts; `None` without
-    /// context statistics (literals counted into `lit` alone) or for an order above [`MAX_LIT_ORDER`].
-    pub fn lit_counts_at(&self, order: u8) -> Option<Vec<[u64; LIT_ALPHABET]>> {
-        let no_literals = self.lit_ctx.is_empty() && self.lit.iter().all(|&c| c == 0);
-        if (self.lit_ctx.len() != LIT_CONTEXTS && !no_literals) || order > MAX_LIT_ORDER {
-            return None;
-        }
-        let n = 1usize << (2 * order as usize);
-        let mut rows = vec![[0u64; LIT_ALPHABET]; n];
-        for (ctx, row) in self.lit_ctx.iter().enumerate() {
-            // The low 2·order bits are the `order` most recent literals.
-            let into = &mut rows[ctx & (n - 1)];
-            into.iter_mut().zip(row).for_each(|(x, y)| *x = x.saturating_add(*y));
-        }
-        Some(rows)
     }
 }
 
@@ -228,64 +142,6 @@ impl Table {
         }
     }
 
-    /// Appends the sparse form LIT tables use (FORMAT.md §2.4): `varint n` present symbols, their `n` symbol gaps
-    /// (`symbol − previous symbol − 1`, the first from −1), then their `n` frequencies.
-    pub fn write_sparse(&self, out: &mut Vec<u8>) {
-        let present: Vec<(usize, u16)> = self.freq.iter().copied().enumerate().filter(|&(_, f)| f != 0).collect();
-        varint::write(present.len() as u64, out);
-        let mut next = 0usize;
-        for &(s, _) in &present {
-            varint::write((s - next) as u64, out);
-            next = s + 1;
-        }
-        for &(_, f) in &present {
-            varint::write(f as u64, out);
-        }
-    }
-
-    /// Reads a sparse table ([`Table::write_sparse`]) at `*pos`: at most 256 present symbols, each below 256,
-    /// frequencies 1 … 4096 summing to 4096 (unless none is present).
-    pub fn read_sparse_at(bytes: &[u8], pos: &mut usize, what: &'static str) -> Result<Table, DecodeError> {
-        let n = varint::read_at(bytes, pos)?;
-        if n > LIT_ALPHABET as u64 {
-            return Err(DecodeError::Limit { what, value: n, limit: LIT_ALPHABET as u64 });
-        }
-        let mut symbols = Vec::with_capacity(n as usize);
-        let mut next = 0u64;
-        for _ in 0..n {
-            let gap = varint::read_at(bytes, pos)?;
-            let s = next.saturating_add(gap);
-            if s >= LIT_ALPHABET as u64 {
-                return Err(DecodeError::Limit { what: "LIT table symbol", value: s, limit: LIT_ALPHABET as u64 - 1 });
-            }
-            symbols.push(s as usize);
-            next = s + 1;
-        }
-        let mut freq = vec![0u16; symbols.last().map_or(0, |&s| s + 1)];
-        for &s in &symbols {
-            let f = varint::read_at(bytes, pos)?;
-            if f == 0 || f > SCALE as u64 {
-                return Err(DecodeError::Invalid {
-                    what,
-                    detail: format!("symbol {s} has frequency {f}, expected 1 … {SCALE}"),
-                });
-            }
-            freq[s] = f as u16;
-        }
-        Table::from_freqs(freq)
-            .map_err(|_| DecodeError::Invalid { what, detail: "frequencies do not sum to 4096".to_string() })
-    }
-
-    /// Bits that coding `counts` with this table takes (every counted symbol must be held).
-    pub fn coded_bits(&self, counts: &[u64]) -> f64 {
-        counts
-            .iter()
-            .enumerate()
-            .filter(|&(_, &c)| c != 0)
-            .map(|(s, &c)| c as f64 * (SCALE_BITS as f64 - (self.freq_of(s).max(1) as f64).log2()))
-            .sum()
-    }
-
     /// Reads one serialised table at `*pos`, refusing an `nsym` above `alphabet`, a frequency above 4096 or a
     /// sum other than 4096. `what` names the table in errors.
     pub fn read_at(bytes: &[u8], pos: &mut usize, alphabet: usize, what: &'static str) -> Result<Table, DecodeError> {
@@ -364,33 +220,16 @@ fn shrink_to_scale(counts: &[u64], freq: &mut [u32], excess: u32) {
     }
 }
 
-/// The tables of a group: LL, ML, OF, and the `4^lit_order` LIT tables indexed by literal context.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The four tables of a group: LL, ML, OF, LIT.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TableSet {
     pub ll: Table,
     pub ml: Table,
     pub of: Table,
-    /// Literal context order `c` (0 … [`MAX_LIT_ORDER`]).
-    pub lit_order: u8,
-    /// `4^lit_order` LIT tables; table `ctx` codes the literals of context `ctx` (see [`lit_contexts`]).
-    pub lit: Vec<Table>,
+    pub lit: Table,
 }
 
-impl Default for TableSet {
-    /// Four unused tables at literal order 0.
-    fn default() -> Self {
-        TableSet {
-            ll: Table::default(),
-            ml: Table::default(),
-            of: Table::default(),
-            lit_order: 0,
-            lit: vec![Table::default()],
-        }
-    }
-}
-
-/// Per-symbol costs of a [`TableSet`] in 1/256 bit, full alphabets, for [`logcode::cost`]. Literal costs are
-/// the order-0 view (the parser prices literals without their context).
+/// Per-symbol costs of a [`TableSet`] in 1/256 bit, full alphabets, for [`logcode::cost`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TableCosts {
     pub ll: Vec<u32>,
@@ -400,153 +239,50 @@ pub struct TableCosts {
 }
 
 impl TableSet {
-    /// Builds normalised tables from a group's statistics, with the literal order of least total cost.
+    /// Builds normalised tables from a group's statistics.
     pub fn from_stats(stats: &SymbolStats) -> TableSet {
-        Self::from_stats_max_order(stats, MAX_LIT_ORDER)
-    }
-
-    /// [`TableSet::from_stats`] with the literal order limited to `max_order`: each order from 0 up is priced
-    /// exactly (the literals' coded bits under that order's normalised tables plus its serialised tables), and
-    /// the cheapest wins (the lowest order on a tie).
-    pub fn from_stats_max_order(stats: &SymbolStats, max_order: u8) -> TableSet {
-        let order0 = vec![Table::from_counts(&stats.lit)];
-        let mut best = (lit_cost(&order0, std::slice::from_ref(&stats.lit)), 0u8, order0);
-        for order in 1..=max_order.min(MAX_LIT_ORDER) {
-            let Some(rows) = stats.lit_counts_at(order) else { break };
-            let tables: Vec<Table> = rows.iter().map(|r| Table::from_counts(r)).collect();
-            let cost = lit_cost(&tables, &rows);
-            if cost < best.0 {
-                best = (cost, order, tables);
-            }
-        }
         TableSet {
             ll: Table::from_counts(&stats.ll),
             ml: Table::from_counts(&stats.ml),
             of: Table::from_counts(&stats.of),
-            lit_order: best.1,
-            lit: best.2,
+            lit: Table::from_counts(&stats.lit),
         }
-    }
-
-    /// The tables of `stats` at exactly literal order `order` (tests and measurements); `None` without context
-    /// statistics or above [`MAX_LIT_ORDER`].
-    pub fn with_lit_order(stats: &SymbolStats, order: u8) -> Option<TableSet> {
-        let rows = stats.lit_counts_at(order)?;
-        Some(TableSet {
-            lit_order: order,
-            lit: rows.iter().map(|r| Table::from_counts(r)).collect(),
-            ..Self::from_stats_max_order(stats, 0)
-        })
     }
 
     /// Appends the serialised table set (§2.4) to `out`.
     pub fn write(&self, out: &mut Vec<u8>) {
-        for table in [&self.ll, &self.ml, &self.of] {
+        for table in [&self.ll, &self.ml, &self.of, &self.lit] {
             table.write(out);
-        }
-        varint::write(self.lit_order as u64, out);
-        for table in &self.lit {
-            table.write_sparse(out);
         }
     }
 
-    /// Parses a serialised table set that must fill `bytes` exactly. The literal order is checked before the
-    /// `4^c` tables are allocated.
+    /// Parses a serialised table set that must fill `bytes` exactly.
     pub fn read(bytes: &[u8]) -> Result<TableSet, DecodeError> {
         let mut pos = 0;
-        let ll = Table::read_at(bytes, &mut pos, LL_ALPHABET, "LL table nsym")?;
-        let ml = Table::read_at(bytes, &mut pos, ML_ALPHABET, "ML table nsym")?;
-        let of = Table::read_at(bytes, &mut pos, OF_ALPHABET, "OF table nsym")?;
-        let order = varint::read_at(bytes, &mut pos)?;
-        if order > MAX_LIT_ORDER as u64 {
-            return Err(DecodeError::Limit {
-                what: "literal context order",
-                value: order,
-                limit: MAX_LIT_ORDER as u64,
-            });
-        }
-        let count = 1usize << (2 * order as usize);
-        let mut lit = Vec::with_capacity(count);
-        for _ in 0..count {
-            lit.push(Table::read_sparse_at(bytes, &mut pos, "LIT table symbols")?);
-        }
+        let set = TableSet {
+            ll: Table::read_at(bytes, &mut pos, LL_ALPHABET, "LL table nsym")?,
+            ml: Table::read_at(bytes, &mut pos, ML_ALPHABET, "ML table nsym")?,
+            of: Table::read_at(bytes, &mut pos, OF_ALPHABET, "OF table nsym")?,
+            lit: Table::read_at(bytes, &mut pos, LIT_ALPHABET, "LIT table nsym")?,
+        };
         if pos != bytes.len() {
             return Err(DecodeError::Invalid {
                 what: "table set",
-                detail: format!("{} trailing bytes after the tables", bytes.len() - pos),
+                detail: format!("{} trailing bytes after the four tables", bytes.len() - pos),
             });
         }
-        Ok(TableSet { ll, ml, of, lit_order: order as u8, lit })
+        Ok(set)
     }
 
-    /// Checks the literal tables' shape: `4^lit_order` tables, order at most [`MAX_LIT_ORDER`], no table wider
-    /// than the byte alphabet. [`TableSet::read`] only builds such sets; this guards hand-built ones.
-    pub fn check_lit_shape(&self) -> Result<(), DecodeError> {
-        if self.lit_order > MAX_LIT_ORDER {
-            return Err(DecodeError::Limit {
-                what: "literal context order",
-                value: self.lit_order as u64,
-                limit: MAX_LIT_ORDER as u64,
-            });
-        }
-        let want = 1usize << (2 * self.lit_order as usize);
-        if self.lit.len() != want {
-            return Err(DecodeError::Invalid {
-                what: "LIT tables",
-                detail: format!("{} tables for literal order {}, expected {want}", self.lit.len(), self.lit_order),
-            });
-        }
-        if let Some(t) = self.lit.iter().find(|t| t.nsym() > LIT_ALPHABET) {
-            return Err(DecodeError::Limit {
-                what: "LIT table nsym",
-                value: t.nsym() as u64,
-                limit: LIT_ALPHABET as u64,
-            });
-        }
-        Ok(())
-    }
-
-    /// The order-0 view of the literal tables: the single table at order 0, else `None`.
-    pub fn lit0(&self) -> Option<&Table> {
-        match (self.lit_order, self.lit.as_slice()) {
-            (0, [t]) => Some(t),
-            _ => None,
-        }
-    }
-
-    /// Costs of every symbol of every table, for pricing a parse. With context tables the literal costs are
-    /// those of the contexts' counts merged back into one distribution (approximated by the tables' mean).
+    /// Costs of every symbol of every table, for pricing a parse.
     pub fn costs(&self) -> TableCosts {
-        let lit = match self.lit0() {
-            Some(t) => t.costs(LIT_ALPHABET),
-            None => {
-                let mut merged = [0u64; LIT_ALPHABET];
-                for t in &self.lit {
-                    for (m, &f) in merged.iter_mut().zip(&t.freq) {
-                        *m += f as u64;
-                    }
-                }
-                Table::from_counts(&merged).costs(LIT_ALPHABET)
-            }
-        };
         TableCosts {
             ll: self.ll.costs(LL_ALPHABET),
             ml: self.ml.costs(ML_ALPHABET),
             of: self.of.costs(OF_ALPHABET),
-            lit,
+            lit: self.lit.costs(LIT_ALPHABET),
         }
     }
-}
-
-/// Total bits of coding literal counts `rows` (one per context) with `tables`, plus the tables' sparse form.
-fn lit_cost(tables: &[Table], rows: &[[u64; LIT_ALPHABET]]) -> f64 {
-    let mut bytes = Vec::new();
-    let mut bits = 0.0;
-    for (t, r) in tables.iter().zip(rows) {
-        t.write_sparse(&mut bytes);
-        bits += t.coded_bits(r);
-    }
-    bits + 8.0 * bytes.len() as f64
 }
 
 #[cfg(test)]
@@ -632,7 +368,7 @@ mod tests {
         stats.of[95] = 2;
         stats.of[20] = 9;
         let set = TableSet::from_stats(&stats);
-        assert!(set.lit0().is_some_and(|t| t.is_empty()));
+        assert!(set.lit.is_empty());
         let mut bytes = Vec::new();
         set.write(&mut bytes);
         assert_eq!(TableSet::read(&bytes), Ok(set.clone()));
@@ -650,133 +386,20 @@ mod tests {
         // LL: one symbol of frequency 4095.
         let mut bytes = vec![1];
         varint::write(4095, &mut bytes);
-        bytes.extend_from_slice(&[0, 0, 0, 0]);
+        bytes.extend_from_slice(&[0, 0, 0]);
         assert!(matches!(TableSet::read(&bytes), Err(DecodeError::Invalid { .. })));
         // A frequency above 4096, and a huge one that must not overflow the sum.
         for f in [4097, u64::MAX] {
             let mut bytes = vec![2];
             varint::write(f, &mut bytes);
             varint::write(f, &mut bytes);
-            bytes.extend_from_slice(&[0, 0, 0, 0]);
+            bytes.extend_from_slice(&[0, 0, 0]);
             assert!(matches!(TableSet::read(&bytes), Err(DecodeError::Limit { .. })));
         }
         // nsym = 3 with all zero frequencies.
-        assert!(TableSet::read(&[3, 0, 0, 0, 0, 0, 0, 0]).is_err());
-        // All four tables unused, literal order 0.
-        assert_eq!(TableSet::read(&[0, 0, 0, 0, 0]), Ok(TableSet::default()));
-        // The old layout (no order varint) is refused.
-        assert!(TableSet::read(&[0, 0, 0, 0]).is_err());
-    }
-
-    /// Literals of a skewed order-`k` source over ACGT: each base mostly follows from the previous two.
-    fn markov_bases(n: usize, seed: u64) -> Vec<u8> {
-        let mut x = seed | 1;
-        let mut out = Vec::with_capacity(n);
-        for i in 0..n {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            let prev = if i >= 2 { lit_hash(out[i - 1]) * 4 + lit_hash(out[i - 2]) } else { 0 };
-            let pick = if x % 8 < 6 { prev % 4 } else { (x >> 8) as usize % 4 };
-            out.push(b"ACTG"[pick]);
-        }
-        out
-    }
-
-    #[test]
-    fn lit_hash_separates_bases() {
-        let h: Vec<usize> = b"ACTG".iter().map(|&b| lit_hash(b)).collect();
-        assert_eq!(h, [0, 1, 2, 3]);
-        assert_eq!(b"actg".map(lit_hash), [0, 1, 2, 3]);
-        // Contexts: most recent in the low bits, truncated to the order.
-        assert_eq!(next_lit_context(0, b'G', 2), 3);
-        assert_eq!(next_lit_context(3, b'C', 2), 0b1101);
-        assert_eq!(next_lit_context(0b1101, b'T', 2), 0b0110);
-        let mut ctx = Vec::new();
-        lit_contexts(b"GCTA", 2, 1, &mut ctx);
-        // Lanes 0 and 1: G, T on lane 0; C, A on lane 1.
-        assert_eq!(ctx, [0, 0, 3, 1]);
-    }
-
-    #[test]
-    fn round_trip_every_order() {
-        for order in 0..=MAX_LIT_ORDER {
-            let mut stats = SymbolStats::default();
-            stats.ll[1] = 5;
-            stats.add_literals(&markov_bases(5000, order as u64 + 7), 1);
-            stats.add_literals(b"NNNN\n>chr1", 1);
-            let set = TableSet::from_stats_max_order(&stats, order);
-            assert!(set.lit_order <= order);
-            set.check_lit_shape().unwrap();
-            let mut bytes = Vec::new();
-            set.write(&mut bytes);
-            assert_eq!(TableSet::read(&bytes), Ok(set.clone()), "order {order}");
-            // Every literal is held by its context's table.
-            let rows = stats.lit_counts_at(set.lit_order).unwrap();
-            for (t, r) in set.lit.iter().zip(&rows) {
-                for (s, &c) in r.iter().enumerate() {
-                    assert_eq!(c != 0, t.freq_of(s) != 0);
-                }
-            }
-        }
-        // A skewed order-2 source picks a context order; a flat one keeps order 0.
-        let mut stats = SymbolStats::default();
-        stats.add_literals(&markov_bases(100_000, 3), 1);
-        assert!(TableSet::from_stats(&stats).lit_order >= 2);
-        let mut flat = SymbolStats::default();
-        let mut x = 0x2545_f491_4f6c_dd1du64;
-        let random: Vec<u8> = (0..20_000)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                b"ACGT"[(x >> 40) as usize % 4]
-            })
-            .collect();
-        flat.add_literals(&random, 1);
-        assert_eq!(TableSet::from_stats(&flat).lit_order, 0);
-    }
-
-    #[test]
-    fn read_refuses_hostile_literal_tables() {
-        let head = [0u8, 0, 0];
-        // Order 5 is refused before anything is allocated, and so is a huge one.
-        for order in [5u64, u64::MAX] {
-            let mut bytes = head.to_vec();
-            varint::write(order, &mut bytes);
-            assert!(matches!(TableSet::read(&bytes), Err(DecodeError::Limit { what: "literal context order", .. })));
-        }
-        // Order 1 needs four tables: three, or five, are refused.
-        for count in [3, 5] {
-            let mut bytes = head.to_vec();
-            bytes.push(1);
-            bytes.extend(std::iter::repeat_n(0u8, count));
-            assert!(TableSet::read(&bytes).is_err(), "{count} tables");
-        }
-        let mut ok = head.to_vec();
-        ok.extend_from_slice(&[1, 0, 0, 0, 0]);
-        assert_eq!(TableSet::read(&ok).map(|s| s.lit.len()), Ok(4));
-        // Sparse tables: a symbol past 255, a zero frequency, a bad sum, more than 256 symbols.
-        let sparse = |t: &[u64]| {
-            let mut bytes = head.to_vec();
-            bytes.push(0);
-            for &v in t {
-                varint::write(v, &mut bytes);
-            }
-            TableSet::read(&bytes)
-        };
-        assert!(sparse(&[1, 65, 4096]).is_ok());
-        assert!(matches!(sparse(&[1, 256, 4096]), Err(DecodeError::Limit { .. })));
-        assert!(matches!(sparse(&[2, 200, 55, 4096, 1]), Err(DecodeError::Limit { .. })));
-        assert!(sparse(&[2, 0, 0, 4096, 0]).is_err());
-        assert!(sparse(&[2, 0, 0, 4000, 95]).is_err());
-        assert!(matches!(sparse(&[257]), Err(DecodeError::Limit { .. })));
-        assert!(sparse(&[1, u64::MAX, 4096]).is_err());
-        // A hand-built set with the wrong number of tables fails the shape check.
-        let bad = TableSet { lit_order: 2, lit: vec![Table::default(); 4], ..TableSet::default() };
-        assert!(bad.check_lit_shape().is_err());
-        let bad = TableSet { lit_order: 9, lit: vec![Table::default(); 4], ..TableSet::default() };
-        assert!(bad.check_lit_shape().is_err());
+        assert!(TableSet::read(&[3, 0, 0, 0, 0, 0, 0]).is_err());
+        // All four tables unused.
+        assert_eq!(TableSet::read(&[0, 0, 0, 0]), Ok(TableSet::default()));
     }
 
     #[test]

@@ -159,12 +159,6 @@ impl Plan {
     /// Writes the archive to `path` with files covering the stream (and a directory, an empty file and a
     /// symlink); returns the archive length.
     pub fn write(&self, path: &Path) -> u64 {
-        self.write_with_max_lit_order(path, crate::codec::tables::MAX_LIT_ORDER)
-    }
-
-    /// [`Plan::write`] with every group's literal context order at most `max_lit_order` (0 for the GPU engine,
-    /// whose kernels decode order-0 literal tables only).
-    pub fn write_with_max_lit_order(&self, path: &Path, max_lit_order: u8) -> u64 {
         let header = self.header;
         let blocks = self.finished_blocks();
         let group = 1usize << header.group_log;
@@ -177,16 +171,9 @@ impl Plan {
             .map(|(g, blocks)| {
                 let mut stats = SymbolStats::default();
                 for (k, b) in blocks.iter().enumerate() {
-                    count_symbols(
-                        &b.tokens,
-                        &b.literals,
-                        decoded(g * group + k),
-                        slice,
-                        header.rans_lanes.into(),
-                        &mut stats,
-                    );
+                    count_symbols(&b.tokens, &b.literals, decoded(g * group + k), slice, &mut stats);
                 }
-                TableSet::from_stats_max_order(&stats, max_lit_order)
+                TableSet::from_stats(&stats)
             })
             .collect();
         let mut writer = ArchiveWriter::create(path, header).unwrap();

@@ -63,9 +63,6 @@ pub struct PackOptions {
     pub progress: bool,
     /// Store FASTA files in genome mode (structure plus bases, FORMAT.md §2.6) when the model is exact and pays.
     pub genome: bool,
-    /// Highest literal context order a table group may use (0 ..= 4, FORMAT.md §2.4); each group takes the
-    /// order of least exact cost up to this.
-    pub max_lit_order: u8,
 }
 
 impl Default for PackOptions {
@@ -80,7 +77,6 @@ impl Default for PackOptions {
             group_log: 6,
             progress: false,
             genome: true,
-            max_lit_order: crate::codec::tables::MAX_LIT_ORDER,
         }
     }
 }
@@ -199,9 +195,6 @@ fn validate(opts: &PackOptions) -> Result<()> {
     }
     if opts.group_log > 12 {
         return bad(format!("group_log {} exceeds 12", opts.group_log));
-    }
-    if opts.max_lit_order > crate::codec::tables::MAX_LIT_ORDER {
-        return bad(format!("max_lit_order {} exceeds {}", opts.max_lit_order, crate::codec::tables::MAX_LIT_ORDER));
     }
     // A chunk's tokens, literals and payloads are buffered: about four bytes of memory per chunk byte.
     if chunk_bytes(opts) * 4 > opts.memory {
@@ -558,9 +551,9 @@ impl<'a> Packing<'a> {
             .map(|(g, group)| {
                 let mut stats = SymbolStats::default();
                 for (k, b) in group.iter().enumerate() {
-                    count_symbols(&b.tokens, &b.literals, block_bytes(g, k), slice, lanes, &mut stats);
+                    count_symbols(&b.tokens, &b.literals, block_bytes(g, k), slice, &mut stats);
                 }
-                let set = TableSet::from_stats_max_order(&stats, self.opts.max_lit_order);
+                let set = TableSet::from_stats(&stats);
                 let payloads = group
                     .par_iter()
                     .enumerate()

@@ -278,7 +278,6 @@ fn measure() {
         rans_lanes: env("ACEAPEX_LANES", PackOptions::default().rans_lanes),
         block_log: env("ACEAPEX_BLOCK_LOG", 14),
         max_depth: env("ACEAPEX_DEPTH", 16),
-        max_lit_order: env("ACEAPEX_LIT_ORDER", crate::codec::tables::MAX_LIT_ORDER),
         ..Default::default()
     };
     let r = pack(&inputs, &out, &opts).unwrap();

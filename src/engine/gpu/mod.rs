@@ -133,16 +133,6 @@ fn libraries_present() -> Result<()> {
 impl GpuEngine {
     /// Opens the GPU engine for `data`, or says in one line why not.
     pub fn try_new(data: Arc<ArchiveData>) -> Result<GpuEngine> {
-        // The kernels decode literals with one table per group; context-conditioned literal tables (FORMAT.md
-        // §2.4, literal order > 0) are decoded on the CPU until the kernel's context decode is verified.
-        let contexts = prep::groups_with_lit_contexts(&data.tables);
-        if contexts > 0 {
-            return Err(Error::Gpu(format!(
-                "{contexts} of {} table groups code literals by context (literal order > 0), which the GPU kernels \
-                 do not decode yet",
-                data.tables.len()
-            )));
-        }
         libraries_present()?;
         if data.block_count() > u32::MAX as u64 {
             return Err(Error::Gpu("too many blocks for the GPU engine".into()));
@@ -366,32 +356,11 @@ mod tests {
         let header = crate::format::Header { slice_log, ..small_header(6, lanes) };
         let plan = Plan::random(header, 200_000 + seed as usize * 777, &mut Rng(seed));
         let path = dir.join(format!("random-{seed}-{lanes}-{slice_log}.acx"));
-        // Order-0 literal tables: the engine refuses context tables (`try_new`), which would skip these tests.
-        plan.write_with_max_lit_order(&path, 0);
+        plan.write(&path);
         (Arc::new(ArchiveData::open(&path).unwrap()), plan.stream)
     }
 
     /// Without a driver (CI) the engine refuses in one line, never panics; with one, it opens.
-    /// An archive whose groups code literals by context is refused in one line (before any driver call), so the
-    /// caller decodes it on the CPU.
-    #[test]
-    fn context_literal_tables_are_refused() {
-        use crate::format::testkit::{small_header, Plan, Rng};
-        let dir = tempfile::tempdir().unwrap();
-        let plan = Plan::random(small_header(6, 1), 100_000, &mut Rng(5));
-        let path = dir.path().join("contexts.acx");
-        plan.write(&path);
-        let mut data = ArchiveData::open(&path).unwrap();
-        // Force one group to order 1 (its tables need not fit its blocks: nothing is decoded).
-        data.tables[0].lit_order = 1;
-        data.tables[0].lit = vec![crate::codec::tables::Table::default(); 4];
-        assert_eq!(prep::groups_with_lit_contexts(&data.tables), 1);
-        match GpuEngine::try_new(Arc::new(data)) {
-            Ok(_) => panic!("the GPU engine opened an archive with literal contexts"),
-            Err(e) => assert!(e.to_string().contains("by context") && !e.to_string().contains('\n'), "{e}"),
-        }
-    }
-
     #[test]
     fn try_new_fails_cleanly_or_opens() {
         let dir = tempfile::tempdir().unwrap();

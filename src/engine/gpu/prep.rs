@@ -181,19 +181,6 @@ pub fn table_slots(table: &Table, alphabet: usize, out: &mut [u32]) {
     }
 }
 
-/// The kernels decode literals with one table per group (literal order 0): a set with context tables gets an
-/// unused table here, so any literal of it reports `E_SYMBOL` — [`groups_with_lit_contexts`] lets the engine
-/// refuse such archives before that.
-fn lit0(set: &TableSet) -> &Table {
-    static UNUSED: Table = Table { freq: Vec::new(), cum: Vec::new() };
-    set.lit0().unwrap_or(&UNUSED)
-}
-
-/// How many table groups code their literals by context (literal order > 0), which the kernels do not decode.
-pub fn groups_with_lit_contexts(sets: &[TableSet]) -> usize {
-    sets.iter().filter(|s| s.lit_order > 0).count()
-}
-
 /// Flattened decode tables of all groups: `GROUP_ENTRIES` per group, tables in the order LL, ML, OF, LIT.
 pub fn decode_tables(sets: &[TableSet]) -> Vec<u32> {
     let mut out = vec![NO_SYMBOL; sets.len() * GROUP_ENTRIES];
@@ -204,7 +191,7 @@ pub fn decode_tables(sets: &[TableSet]) -> Vec<u32> {
         table_slots(&set.ll, LL_ALPHABET, ll);
         table_slots(&set.ml, ML_ALPHABET, ml);
         table_slots(&set.of, OF_ALPHABET, of);
-        table_slots(lit0(set), LIT_ALPHABET, lit);
+        table_slots(&set.lit, LIT_ALPHABET, lit);
     }
     out
 }
@@ -227,7 +214,7 @@ pub fn compact_tables(sets: &[TableSet]) -> Vec<u32> {
             (&set.ll, LL_ALPHABET, 0),
             (&set.ml, ML_ALPHABET, 64),
             (&set.of, OF_ALPHABET, 128),
-            (lit0(set), LIT_ALPHABET, 224),
+            (&set.lit, LIT_ALPHABET, 224),
         ];
         for (t, (table, alphabet, fc_at)) in tables.into_iter().enumerate() {
             let covered: usize = table.freq.iter().map(|&f| f as usize).sum();
@@ -341,8 +328,7 @@ mod tests {
                 f
             })
             .unwrap(),
-            lit_order: 0,
-            lit: vec![Table::from_freqs(lit).unwrap()],
+            lit: Table::from_freqs(lit).unwrap(),
         };
         let full = decode_tables(std::slice::from_ref(&set));
         let compact = compact_tables(std::slice::from_ref(&set));
