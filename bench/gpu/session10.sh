@@ -69,7 +69,8 @@ if want genome; then
   ./carry/aceapex pack carry/fly11 -o "$work/fly11.acx" -q
   for a in atha-genome atha-general fly11; do
     ./carry/aceapex info "$work/$a.acx" | grep -E "ratio|entries" | tee -a "$log"
-    run 200 ./carry/gpubench "$work/$a.acx" --runs 5 --ranges 10000 --latency 1000 --contig 10 \
+    ranges=2000; [ "$a" = atha-genome ] && ranges=10000
+    run 120 ./carry/gpubench "$work/$a.acx" --runs 3 --ranges "$ranges" --latency 500 --contig 5 \
       --json "$out/json/$a.json" || rc=1
   done
   want_md5=$(md5sum <carry/atha.fa | cut -d' ' -f1)
