@@ -6,6 +6,8 @@
 #   genome   GPU vs CPU on genome-mode archives beside general mode: atha packed both ways and the 11 fly files,
 #            every block and 10,000 ranges bit-exact (gpubench), full-decode throughput, seek latency, and
 #            `aceapex cat --decoder gpu|cpu` of the whole FASTA through the genome transform (md5 vs original).
+#   mount    atha in genome mode through aceapex-mount with decoder=gpu and cpu (and an injected GPU fault): md5
+#            of the whole file and 200 random dd ranges compared with the original, timed.
 #   tests    the engine's own tests on the GPU (carry/libtests engine::gpu).
 # Expects carry/: aceapex, gen_genomes, gpubench, libtests (optional), atha.fa, fly11/ (the 11 corpus files).
 . "$(dirname "$0")/steps.sh"
@@ -81,6 +83,35 @@ if want genome; then
       say "### $a cat --decoder $dec atha.fa: $got (original $want_md5) $(ms_since "$t0") ms"
       [ "$got" = "$want_md5" ] || rc=1
     done
+  done
+fi
+if want mount && [ -x carry/aceapex-mount ]; then
+  a="$work/atha-genome.acx"
+  [ -f "$a" ] || ./carry/aceapex pack carry/atha.fa -o "$a" -q
+  want_md5=$(md5sum <carry/atha.fa | cut -d' ' -f1)
+  size=$(stat -c %s carry/atha.fa)
+  mnt=/tmp/s10-mnt
+  mkdir -p "$mnt"
+  for spec in "gpu:" "cpu:" "gpu:fail:3"; do
+    dec=${spec%%:*} fault=${spec#*:}
+    env ${fault:+ACEAPEX_GPU_FAULT=$fault} ./carry/aceapex-mount "$a" "$mnt" -f -o "decoder=$dec" 2>"$out/mount.err" &
+    pid=$!
+    for _ in $(seq 1 100); do mountpoint -q "$mnt" && break; sleep 0.1; done
+    if ! mountpoint -q "$mnt"; then say "### mount failed: $(head -5 "$out/mount.err")"; kill "$pid"; rc=1; continue; fi
+    t0=$(date +%s%N)
+    got=$(timeout 120 md5sum <"$mnt/atha.fa" | cut -d' ' -f1)
+    say "### mount decoder=$dec fault=$fault: atha.fa md5 $got (original $want_md5) $(ms_since "$t0") ms"
+    [ "$got" = "$want_md5" ] || rc=1
+    bad=0
+    for i in $(seq 1 200); do
+      off=$(( (RANDOM * 32768 + RANDOM) % size )); len=$(( 1 + (RANDOM * 7) % 70000 ))
+      cmp -s <(dd if="$mnt/atha.fa" bs=65536 skip="$off" count="$len" iflag=skip_bytes,count_bytes 2>/dev/null) \
+        <(dd if=carry/atha.fa bs=65536 skip="$off" count="$len" iflag=skip_bytes,count_bytes 2>/dev/null) || bad=$((bad + 1))
+    done
+    say "### mount decoder=$dec fault=$fault: 200 random ranges, $bad differ"
+    [ "$bad" = 0 ] || rc=1
+    kill -INT "$pid"; wait "$pid"
+    grep -v -i debug "$out/mount.err" | head -4 | sed 's/^/    /' | tee -a "$log"
   done
 fi
 say "### session10 parts [$parts] rc=$rc"
