@@ -147,16 +147,10 @@ fn parse(path: &PathBuf, runs: u32) -> aceapex::Result<()> {
     Ok(())
 }
 
-/// xorshift64*: the read positions are reproducible for a given seed.
-struct Rng(u64);
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % n.max(1)
-    }
-}
+// The read positions are reproducible for a given seed.
+#[path = "support/rng.rs"]
+mod rng;
+use rng::Rng;
 
 fn randread(
     path: &PathBuf,

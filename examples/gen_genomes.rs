@@ -20,20 +20,9 @@ const SUBST_PPM: u64 = 5_000;
 /// Insertions plus deletions per million bases.
 const INDEL_PPM: u64 = 500;
 
-/// xorshift64*: small, fast and deterministic; statistical quality is irrelevant here.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+#[path = "support/rng.rs"]
+mod rng;
+use rng::Rng;
 
 struct Args {
     source: PathBuf,

@@ -103,6 +103,8 @@ mod tests {
     use std::path::PathBuf;
     use std::sync::Arc;
 
+    use crate::fs::tests::read_from;
+
     use crate::archive::{Archive, ArchiveOptions};
     use crate::engine::DecoderChoice;
     use crate::fs::{AcxFs, Backend, FileKind, FsOptions};
@@ -303,21 +305,6 @@ mod tests {
             }
         }
         out
-    }
-
-    /// Reads `[at, len)` of `ino` through one handle in `chunk`-byte requests.
-    fn read_from<B: crate::fs::Backend>(fs: &AcxFs<B>, ino: u64, at: u64, chunk: u32) -> Vec<u8> {
-        let opened = fs.open(ino, libc::O_RDONLY).unwrap();
-        let (mut all, mut buf) = (Vec::new(), Vec::new());
-        loop {
-            fs.read(ino, opened.fh, at + all.len() as u64, chunk, &mut buf).unwrap();
-            if buf.is_empty() {
-                break;
-            }
-            all.extend_from_slice(&buf);
-        }
-        fs.release(opened.fh);
-        all
     }
 
     /// Genome-mode files are served by stream runs and fills too (their bases decoded ahead of the reader into

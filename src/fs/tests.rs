@@ -52,11 +52,15 @@ fn list(fs: &AcxFs<MemoryBackend>, ino: u64) -> Vec<(Vec<u8>, u64, FileKind)> {
 
 /// Reads a whole file through open/read/release in `chunk`-byte requests, as the kernel would.
 pub(crate) fn read_all<B: Backend>(fs: &AcxFs<B>, ino: u64, chunk: u32) -> Vec<u8> {
+    read_from(fs, ino, 0, chunk)
+}
+
+/// Reads `ino` from byte `at` to its end through one handle in `chunk`-byte requests.
+pub(crate) fn read_from<B: Backend>(fs: &AcxFs<B>, ino: u64, at: u64, chunk: u32) -> Vec<u8> {
     let opened = fs.open(ino, libc::O_RDONLY).unwrap();
-    let mut all = Vec::new();
-    let mut buf = Vec::new();
+    let (mut all, mut buf) = (Vec::new(), Vec::new());
     loop {
-        fs.read(ino, opened.fh, all.len() as u64, chunk, &mut buf).unwrap();
+        fs.read(ino, opened.fh, at + all.len() as u64, chunk, &mut buf).unwrap();
         if buf.is_empty() {
             break;
         }
