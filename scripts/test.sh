@@ -28,8 +28,9 @@ cargo clippy --all-targets --locked -- -D warnings
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
 cargo test --all-targets --locked 2>&1 | tee -a "$log"
-# Fuzz targets: replay every committed seed (plus truncations and byte flips) on the stable toolchain.
-# The long fuzzing runs use cargo-fuzz on nightly: see fuzz/Cargo.toml.
+# Fuzz targets on the stable toolchain: replay every committed seed (plus truncations and byte flips), then a
+# 3 s smoke run per target of random stacked mutations of its seeds (smoke_random_mutations; FUZZ_SMOKE_SECS).
+# The long, coverage-guided runs use cargo-fuzz on nightly: see fuzz/run-campaign.sh.
 cargo test --manifest-path fuzz/Cargo.toml --no-default-features --target-dir target 2>&1 | tee -a "$log"
 # Then 4 s of libFuzzer per target (two at a time, about 20 s once the targets are built; the first build takes
 # minutes), only where cargo-fuzz and a nightly toolchain are installed. CI has stable only: there the seed
@@ -37,7 +38,7 @@ cargo test --manifest-path fuzz/Cargo.toml --no-default-features --target-dir ta
 if cargo +nightly fuzz --version >/dev/null 2>&1; then
   FAIL_ON_FINDING=1 fuzz/run-campaign.sh 4
 else
-  echo "fuzz smoke run: SKIPPED (cargo-fuzz or the nightly toolchain is missing; the seed replay above ran)"
+  echo "libFuzzer smoke run: SKIPPED (cargo-fuzz or the nightly toolchain is missing; the stable seed replay and mutation smoke run above ran)"
 fi
 
 # One closing line over all test binaries (cargo prints one "test result" line per binary).

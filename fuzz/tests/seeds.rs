@@ -64,6 +64,94 @@ fn replay_seed_mutations() {
     }
 }
 
+/// The smoke run on the stable toolchain (CI has no nightly, so no libFuzzer there): each target gets
+/// `FUZZ_SMOKE_SECS` seconds (default 3) of random stacked mutations of its seeds — bit flips, random and boundary
+/// bytes and words, inserted, deleted and duplicated ranges, splices of two seeds. Blind where libFuzzer is
+/// coverage-guided, but it runs every target's own oracle on thousands of inputs no seed holds, in every test run.
+#[test]
+fn smoke_random_mutations() {
+    let secs: u64 = std::env::var("FUZZ_SMOKE_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(3);
+    let mut rng = Mutator(0x243f_6a88_85a3_08d3);
+    for (name, target) in TARGETS {
+        let seeds: Vec<Vec<u8>> =
+            std::fs::read_dir(seed_dir(name)).unwrap().map(|e| std::fs::read(e.unwrap().path()).unwrap()).collect();
+        let started = std::time::Instant::now();
+        let mut runs = 0u64;
+        while started.elapsed().as_secs() < secs {
+            let mut input = seeds[rng.below(seeds.len())].clone();
+            for _ in 0..1 + rng.below(8) {
+                rng.mutate(&mut input, &seeds);
+            }
+            target(&input);
+            runs += 1;
+        }
+        println!("{name}: {runs} mutated inputs in {secs} s, no finding");
+    }
+}
+
+/// xorshift64* with the mutations a fuzzer starts with.
+struct Mutator(u64);
+
+impl Mutator {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+
+    fn mutate(&mut self, input: &mut Vec<u8>, seeds: &[Vec<u8>]) {
+        const BOUNDARY: [u64; 8] = [0, 1, 0x7f, 0xff, 0xffff, 0x7fff_ffff, 0xffff_ffff, u64::MAX];
+        let len = input.len();
+        match self.below(7) {
+            0 if len > 0 => {
+                let at = self.below(len);
+                input[at] ^= 1 << self.below(8);
+            }
+            1 if len > 0 => {
+                let at = self.below(len);
+                input[at] = self.next() as u8;
+            }
+            2 if len > 0 => {
+                // A boundary value written over 1, 2, 4 or 8 bytes (lengths, counts and offsets that lie).
+                let word = BOUNDARY[self.below(BOUNDARY.len())].to_le_bytes();
+                let width = (1 << self.below(4)).min(len);
+                let at = self.below(len - width + 1);
+                input[at..at + width].copy_from_slice(&word[..width]);
+            }
+            3 if len > 0 => {
+                let at = self.below(len);
+                let cut = 1 + self.below((len - at).min(256));
+                input.drain(at..at + cut);
+            }
+            4 => {
+                let at = self.below(len + 1);
+                let n = 1 + self.below(64);
+                let bytes: Vec<u8> = (0..n).map(|_| self.next() as u8).collect();
+                input.splice(at..at, bytes);
+            }
+            5 if len > 0 => {
+                let at = self.below(len);
+                let n = 1 + self.below((len - at).min(1024));
+                let copy = input[at..at + n].to_vec();
+                let to = self.below(len + 1);
+                input.splice(to..to, copy);
+            }
+            _ => {
+                // Splice: this input's head, another seed's tail.
+                let other = &seeds[self.below(seeds.len())];
+                let (a, b) = (self.below(len + 1), self.below(other.len() + 1));
+                input.truncate(a);
+                input.extend_from_slice(&other[b..]);
+            }
+        }
+    }
+}
+
 fn dna(n: usize, salt: usize) -> Vec<u8> {
     (0..n).map(|i| b"ACGTTGCAAC"[(i * 7 + salt + i / 13) % 10]).collect()
 }
