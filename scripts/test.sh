@@ -34,7 +34,7 @@ cargo test --all-targets --locked 2>&1 | tee -a "$log"
 cargo test --manifest-path fuzz/Cargo.toml --no-default-features --target-dir target 2>&1 | tee -a "$log"
 # Then 4 s of libFuzzer per target (two at a time, about 20 s once the targets are built; the first build takes
 # minutes), only where cargo-fuzz and a nightly toolchain are installed. CI has stable only: there the seed
-# replay above is the fuzz check. Any crash, hang or out-of-memory fails the step (inputs in fuzz/artifacts/).
+# replay and the mutation smoke run above are the fuzz check. Any crash, hang or out-of-memory fails the step (inputs in fuzz/artifacts/).
 if cargo +nightly fuzz --version >/dev/null 2>&1; then
   FAIL_ON_FINDING=1 fuzz/run-campaign.sh 4
 else
