@@ -355,7 +355,9 @@ fn sources_of(blocks: &[BlockTokens], block_log: u8, total: usize) -> Vec<u64> {
 
 #[test]
 fn closure_price_keeps_late_cold_reads_small() {
-    let data = repeat_family(3 << 20, 11);
+    // Lowercase: nucleotide text as general mode sees it, parsed with the level's full chains and second parse
+    // (bare uppercase bases, genome mode's stream, take the cheap parse: see `BASES_LONG_DEPTH`).
+    let data = repeat_family(3 << 20, 11).to_ascii_lowercase();
     let opts = PackOptions { threads: 2, ..Default::default() };
     let closure = |price: ClosurePrice| {
         let mut level = level_params(opts.level);
