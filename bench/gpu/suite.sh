@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# Session 10 device runs (docs/BENCH-GPU.md "Session 10"). Usage: bash bench/gpu/session10.sh PARTS
+# The device suite (docs/BENCH-GPU.md, from session 10 on). Usage: bash bench/gpu/suite.sh PARTS
+#   big      a generated >= 4 GiB genome-mode archive (examples/gen_genomes: BIG_FILES files of BIG_BYTES, default
+#            4 x 1100M, packed with BIG_PACK_ARGS, default --level 3 so the pack fits one call): every block and
+#            10,000 ranges bit-exact, full-decode throughput, seek latency, and `cat --decoder gpu|cpu` md5.
 #   bigpack  generate a 10 GiB FASTA input (examples/gen_genomes: mutated copies of carry/atha.fa, 10 files of
 #            1 GiB) and pack it at the default level inside a 24 GiB memory cgroup when the machine allows one
 #            (else the peak RSS is the evidence), then info, verify and a byte comparison of one file.
@@ -17,7 +20,7 @@ want() { [[ " $parts " == *" $1 "* ]]; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv 2>&1 | tee -a "$log"
 say "host cores: $(nproc); memory: $(free -g | awk '/Mem:/ {print $2}') GiB; commit: ${COMMIT:-?}; parts: $parts"
 rc=0
-work=/tmp/s10
+work=/tmp/gpu-suite
 mkdir -p "$work"
 
 if want tests && [ -x carry/libtests ]; then
@@ -65,6 +68,28 @@ if want bigpack; then
   rm -rf "$in"
 fi
 
+if want big; then
+  in="$work/big-gen"
+  run 120 ./carry/gen_genomes carry/atha.fa "$in" --files "${BIG_FILES:-4}" --bytes "${BIG_BYTES:-1100M}" || rc=1
+  say "input: $(du -sb "$in" | cut -f1) bytes in $(ls "$in" | wc -l) files"
+  t0=$(date +%s%N)
+  # shellcheck disable=SC2086 # BIG_PACK_ARGS is a list of options
+  run 400 ./carry/aceapex pack ${BIG_PACK_ARGS:---level 3} "$in" -o "$work/big-gen.acx" -q || rc=1
+  say "pack wall: $(ms_since "$t0") ms"
+  run 30 ./carry/aceapex info "$work/big-gen.acx" || rc=1
+  run 300 ./carry/gpubench "$work/big-gen.acx" --runs 3 --ranges 10000 --latency 300 --contig 5 \
+    --json "$out/json/big-gen.json" || rc=1
+  f="genome$(printf %03d $((${BIG_FILES:-4} - 1))).fa"
+  want_md5=$(md5sum <"$in/$f" | cut -d' ' -f1)
+  for dec in gpu cpu; do
+    t0=$(date +%s%N)
+    got=$(timeout 120 ./carry/aceapex cat --decoder "$dec" "$work/big-gen.acx" "big-gen/$f" 2>>"$log" | md5sum | cut -d' ' -f1)
+    say "### cat --decoder $dec big-gen/$f: $got (original $want_md5) $(ms_since "$t0") ms"
+    [ "$got" = "$want_md5" ] || rc=1
+  done
+  rm -rf "$in" "$work/big-gen.acx"
+fi
+
 if want genome; then
   ./carry/aceapex pack carry/atha.fa -o "$work/atha-genome.acx" -q
   ./carry/aceapex pack --no-genome carry/atha.fa -o "$work/atha-general.acx" -q
@@ -90,7 +115,7 @@ if want mount && [ -x carry/aceapex-mount ]; then
   [ -f "$a" ] || ./carry/aceapex pack carry/atha.fa -o "$a" -q
   want_md5=$(md5sum <carry/atha.fa | cut -d' ' -f1)
   size=$(stat -c %s carry/atha.fa)
-  mnt=/tmp/s10-mnt
+  mnt=/tmp/gpu-suite-mnt
   mkdir -p "$mnt"
   for spec in "gpu:" "cpu:" "gpu:fail:3"; do
     dec=${spec%%:*} fault=${spec#*:}
@@ -114,5 +139,5 @@ if want mount && [ -x carry/aceapex-mount ]; then
     grep -v -i debug "$out/mount.err" | head -4 | sed 's/^/    /' | tee -a "$log"
   done
 fi
-say "### session10 parts [$parts] rc=$rc"
+say "### suite parts [$parts] rc=$rc"
 exit "$rc"
