@@ -3,6 +3,9 @@
 #   big      a generated >= 4 GiB genome-mode archive (examples/gen_genomes: BIG_FILES files of BIG_BYTES, default
 #            4 x 1100M, packed with BIG_PACK_ARGS, default --level 3 so the pack fits one call): every block and
 #            10,000 ranges bit-exact, full-decode throughput, seek latency, and `cat --decoder gpu|cpu` md5.
+#   mountseq sequential `dd bs=1M` through aceapex-mount with decoder=gpu and decoder=cpu (all host cores) beside
+#            the empty FUSE filesystem (carry/nullfs) serving the same size, fresh mount and dropped page cache each
+#            run, on atha (genome mode) and on one file of the 'big' archive when that part ran first.
 #   bigpack  generate a 10 GiB FASTA input (examples/gen_genomes: mutated copies of carry/atha.fa, 10 files of
 #            1 GiB) and pack it at the default level inside a 24 GiB memory cgroup when the machine allows one
 #            (else the peak RSS is the evidence), then info, verify and a byte comparison of one file.
@@ -87,7 +90,7 @@ if want big; then
     say "### cat --decoder $dec big-gen/$f: $got (original $want_md5) $(ms_since "$t0") ms"
     [ "$got" = "$want_md5" ] || rc=1
   done
-  rm -rf "$in" "$work/big-gen.acx"
+  rm -rf "$in"
 fi
 
 if want genome; then
@@ -137,6 +140,40 @@ if want mount && [ -x carry/aceapex-mount ]; then
     [ "$bad" = 0 ] || rc=1
     kill -INT "$pid"; wait "$pid"
     grep -v -i debug "$out/mount.err" | head -4 | sed 's/^/    /' | tee -a "$log"
+  done
+fi
+if want mountseq && [ -x carry/aceapex-mount ] && [ -x carry/nullfs ]; then
+  a="$work/atha-genome.acx"
+  [ -f "$a" ] || ./carry/aceapex pack carry/atha.fa -o "$a" -q
+  mnt=/tmp/gpu-suite-mnt
+  mkdir -p "$mnt"
+  # seq_read LABEL FILE: one timed dd of FILE after dropping the page cache; prints MB/s.
+  seq_read() {
+    sync; echo 3 >/proc/sys/vm/drop_caches 2>/dev/null || true
+    local t0 size; t0=$(date +%s%N); size=$(stat -c %s "$2")
+    timeout 300 dd if="$2" of=/dev/null bs=1M status=none || rc=1
+    local ms; ms=$(ms_since "$t0")
+    say "### mountseq $1: $size bytes in $ms ms = $(( size / 1000 / (ms > 0 ? ms : 1) )) MB/s"
+  }
+  wait_mounted() { for _ in $(seq 1 200); do mountpoint -q "$mnt" && return 0; sleep 0.05; done; return 1; }
+  targets=("$a:atha.fa")
+  f="genome$(printf %03d $((${BIG_FILES:-4} - 1))).fa"
+  [ -f "$work/big-gen.acx" ] && targets+=("$work/big-gen.acx:big-gen/$f")
+  for t in "${targets[@]}"; do
+    arc=${t%%:*} path=${t#*:}
+    size=$(./carry/aceapex ls -l "$arc" | awk -v p="$path" '$NF == p {print $(NF-3)}' | head -1)
+    for r in 1 2 3; do
+      ./carry/nullfs "$mnt" "${size:-1G}" 2>>"$log" &
+      pid=$!
+      wait_mounted && seq_read "nullfs ${size}B run $r" "$mnt/null.bin"
+      fusermount3 -u "$mnt" 2>/dev/null || umount "$mnt"; wait "$pid"
+      for dec in gpu cpu; do
+        ./carry/aceapex-mount "$arc" "$mnt" -f -o "decoder=$dec" 2>>"$log" &
+        pid=$!
+        wait_mounted && seq_read "decoder=$dec $path run $r" "$mnt/$path"
+        kill -INT "$pid"; wait "$pid"
+      done
+    done
   done
 fi
 say "### suite parts [$parts] rc=$rc"
