@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Builds carry/ for the device suite (bench/gpu/suite.sh) from a clean worktree of one commit, so that the
+# binaries measured on the H200 are exactly that commit and not the working tree.
+#
+# Usage: bash bench/gpu/make-carry.sh [COMMIT]   (default HEAD)
+# Leaves in carry/ (git-ignored): aceapex, aceapex-mount, gen_genomes, gpubench, nullfs, libtests (the lib test
+# binary, for `libtests engine::gpu`), all stripped, plus atha.fa and fly11/ unpacked from ../shared/corpus when
+# it exists, and COMMIT (the commit hash). The device takes at most 64 MiB a call: the script prints the size.
+set -euo pipefail
+repo="$(cd "$(dirname "$0")/../.." && pwd)"
+commit="$(git -C "$repo" rev-parse "${1:-HEAD}")"
+wt="$(mktemp -d "${TMPDIR:-/tmp}/acx-carry.XXXXXX")"
+target="${CARGO_TARGET_DIR:-$repo/target}"
+cleanup() { git -C "$repo" worktree remove --force "$wt" >/dev/null 2>&1 || rm -rf "$wt"; }
+trap cleanup EXIT
+git -C "$repo" worktree add --detach "$wt" "$commit" >/dev/null
+(
+  cd "$wt"
+  export CARGO_TARGET_DIR="$target"
+  cargo build --release --quiet --bins --example gen_genomes --example gpubench --example nullfs
+  # The lib test binary's path, from cargo's own report (its file name carries a hash).
+  cargo test --release --quiet --lib --no-run --message-format=json |
+    python3 -c 'import json,sys; print([m["executable"] for m in map(json.loads, sys.stdin) if m.get("executable")][-1])' \
+      >"$wt/libtests-path"
+)
+carry="$repo/carry"
+mkdir -p "$carry"
+rel="$target/release"
+for b in aceapex aceapex-mount; do install -m 755 "$rel/$b" "$carry/$b"; done
+for e in gen_genomes gpubench nullfs; do install -m 755 "$rel/examples/$e" "$carry/$e"; done
+install -m 755 "$(cat "$wt/libtests-path")" "$carry/libtests"
+strip "$carry"/{aceapex,aceapex-mount,gen_genomes,gpubench,nullfs,libtests}
+corpus="$repo/../shared/corpus"
+if [ -d "$corpus" ]; then
+  [ -f "$carry/atha.fa" ] || gzip -dc "$corpus/atha_chr1.fa.gz" >"$carry/atha.fa"
+  if [ ! -d "$carry/fly11" ]; then
+    mkdir -p "$carry/fly11"
+    for f in "$corpus"/fly-chr4/*.fna.gz; do gzip -dc "$f" >"$carry/fly11/$(basename "$f" .gz)"; done
+  fi
+fi
+echo "$commit" >"$carry/COMMIT"
+echo "carry/ at $commit: $(du -sm "$carry" | cut -f1) MiB (the device takes 64 MiB a call)"
