@@ -18,6 +18,17 @@
 # Expects carry/: aceapex, gen_genomes, gpubench, libtests (optional), atha.fa, fly11/ (the 11 corpus files).
 . "$(dirname "$0")/steps.sh"
 ms_since() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
+# cat_both ARCHIVE PATH ORIGINAL: `aceapex cat --decoder gpu`, then cpu, of PATH; md5 against ORIGINAL, timed.
+cat_both() {
+  local want got dec t0
+  want=$(md5sum <"$3" | cut -d' ' -f1)
+  for dec in gpu cpu; do
+    t0=$(date +%s%N)
+    got=$(RUST_LOG=info timeout 120 ./carry/aceapex cat --decoder "$dec" "$1" "$2" 2>>"$log" | md5sum | cut -d' ' -f1)
+    say "### $(basename "$1") cat --decoder $dec $2: $got (original $want) $(ms_since "$t0") ms"
+    [ "$got" = "$want" ] || rc=1
+  done
+}
 parts="${1:-genome}"
 want() { [[ " $parts " == *" $1 "* ]]; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv 2>&1 | tee -a "$log"
@@ -59,15 +70,8 @@ if want bigpack; then
   t0=$(date +%s%N)
   run 200 ./carry/aceapex verify "$work/big.acx" || rc=1
   say "verify wall: $(ms_since "$t0") ms"
-  for f in "genome$(printf %03d $((${BIG_FILES:-10} - 1))).fa"; do
-    want_md5=$(md5sum <"$in/$f" | cut -d' ' -f1)
-    for dec in gpu cpu; do
-      t0=$(date +%s%N)
-      got=$(timeout 120 ./carry/aceapex cat --decoder "$dec" "$work/big.acx" "big-in/$f" 2>>"$log" | md5sum | cut -d' ' -f1)
-      say "### cat --decoder $dec big-in/$f: $got (original $want_md5) $(ms_since "$t0") ms"
-      [ "$got" = "$want_md5" ] || rc=1
-    done
-  done
+  f="genome$(printf %03d $((${BIG_FILES:-10} - 1))).fa"
+  cat_both "$work/big.acx" "big-in/$f" "$in/$f"
   rm -rf "$in"
 fi
 
@@ -83,13 +87,7 @@ if want big; then
   run 300 ./carry/gpubench "$work/big-gen.acx" --runs 3 --ranges 10000 --latency 300 --contig 5 \
     --json "$out/json/big-gen.json" || rc=1
   f="genome$(printf %03d $((${BIG_FILES:-4} - 1))).fa"
-  want_md5=$(md5sum <"$in/$f" | cut -d' ' -f1)
-  for dec in gpu cpu; do
-    t0=$(date +%s%N)
-    got=$(timeout 120 ./carry/aceapex cat --decoder "$dec" "$work/big-gen.acx" "big-gen/$f" 2>>"$log" | md5sum | cut -d' ' -f1)
-    say "### cat --decoder $dec big-gen/$f: $got (original $want_md5) $(ms_since "$t0") ms"
-    [ "$got" = "$want_md5" ] || rc=1
-  done
+  cat_both "$work/big-gen.acx" "big-gen/$f" "$in/$f"
   rm -rf "$in"
 fi
 
@@ -103,15 +101,7 @@ if want genome; then
     run 120 ./carry/gpubench "$work/$a.acx" --runs 3 --ranges "$ranges" --latency 500 --contig 5 \
       --json "$out/json/$a.json" || rc=1
   done
-  want_md5=$(md5sum <carry/atha.fa | cut -d' ' -f1)
-  for a in atha-genome atha-general; do
-    for dec in gpu cpu; do
-      t0=$(date +%s%N)
-      got=$(RUST_LOG=info timeout 60 ./carry/aceapex cat --decoder "$dec" "$work/$a.acx" atha.fa 2>>"$log" | md5sum | cut -d' ' -f1)
-      say "### $a cat --decoder $dec atha.fa: $got (original $want_md5) $(ms_since "$t0") ms"
-      [ "$got" = "$want_md5" ] || rc=1
-    done
-  done
+  for a in atha-genome atha-general; do cat_both "$work/$a.acx" atha.fa carry/atha.fa; done
 fi
 if want mount && [ -x carry/aceapex-mount ]; then
   a="$work/atha-genome.acx"
