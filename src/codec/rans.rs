@@ -78,10 +78,19 @@ impl DecodeLookup {
 #[inline(always)]
 fn decode_step(lookup: &DecodeLookup, x: u32) -> (u8, u32) {
     let e = lookup.entry(x & SLOT_MASK);
-    let freq = (e >> 20) + 1;
-    let bias = (e >> 8) & 0xfff;
-    // freq · (x >> 12) + bias < 4096 · 2^20 = 2^32 for any u32 x: no overflow even on hostile states.
-    (e as u8, freq * (x >> SCALE_BITS) + bias)
+    (e as u8, next_state(e, x))
+}
+
+/// The state after decoding the symbol of packed lookup entry `e` from state `x`: `freq · (x >> 12) + bias`.
+///
+/// Computed as `(freq − 1) · q + (q + bias)` with `q = x >> 12`: the entry holds `freq − 1`, and adding the 1
+/// back before the multiply would put one more instruction on the dependency chain (lookup → multiply → add →
+/// renormalise) that bounds single-lane decode speed; `q + bias` is ready in parallel with the lookup.
+#[inline(always)]
+fn next_state(e: u32, x: u32) -> u32 {
+    let q = x >> SCALE_BITS;
+    // freq · q + bias < 4096 · 2^20 = 2^32 for any u32 x: no overflow even on hostile states.
+    (e >> 20) * q + (q + ((e >> 8) & 0xfff))
 }
 
 /// How many decode lookups (16 KiB each) a thread keeps: the four tables of a few groups, so that decoding the
@@ -149,36 +158,67 @@ fn with_lookup<R>(table: &Table, f: impl FnOnce(&DecodeLookup) -> R) -> R {
     })
 }
 
-/// Runs `f` with the decode lookups of `M ≤ 16` tables at once (the table sets of up to four streams: LL, ML,
-/// OF, LIT each), from this thread's cache or freshly built into it: what the lock-step decoder needs, since its
-/// streams switch tables at different symbols.
-fn with_set_lookups<const M: usize, R>(tables: [&Table; M], f: impl FnOnce([&DecodeLookup; M]) -> R) -> R {
-    const { assert!(M <= LOOKUP_CACHE_SLOTS / 2) };
+/// Runs `f` with the decode lookups of `tables` (at most [`LOOKUP_CACHE_SLOTS`] distinct ones: the table sets of
+/// the streams of a lock step, LL, ML, OF and LIT each), from this thread's cache or freshly built into it: what
+/// the lock-step decoder needs, since its streams switch tables at different symbols.
+fn with_lookups<R>(tables: &[&Table], f: impl FnOnce(&[&DecodeLookup]) -> R) -> R {
     LOOKUP_CACHE.with(|cell| {
-        let Ok(mut cache) = cell.try_borrow_mut() else {
-            let built = tables.map(|t| t.decode_lookup());
-            return f(std::array::from_fn(|k| &built[k]));
+        let cached = if tables.len() <= LOOKUP_CACHE_SLOTS { cell.try_borrow_mut().ok() } else { None };
+        let Some(mut cache) = cached else {
+            // Only reachable if `f` itself decoded, or for more tables than slots: stay correct without the
+            // cache (on the heap: a lookup is 16 KiB).
+            let built: Vec<Box<DecodeLookup>> = tables.iter().map(|t| Box::new(t.decode_lookup())).collect();
+            let refs: Vec<&DecodeLookup> = built.iter().map(|b| &**b).collect();
+            return f(&refs);
         };
-        let mut index = [0usize; M];
-        for (k, table) in tables.iter().enumerate() {
-            // The slots picked for this call were just used and are at most half of the slots, so the
-            // least-recently-used eviction in `slot_for` never takes one of them.
-            index[k] = cache.slot_for(table);
-        }
+        // Every slot picked during this call is marked used after every slot that was not, and eviction takes
+        // the least recently used slot of a full cache: while fewer slots than the cache holds have been picked,
+        // an unpicked one is older, so a picked slot is never evicted by a later table of the same call.
+        let index: Vec<usize> = tables.iter().map(|t| cache.slot_for(t)).collect();
         let slots = &cache.slots;
-        f(index.map(|i| &*slots[i].lookup))
+        let refs: Vec<&DecodeLookup> = index.iter().map(|&i| &*slots[i].lookup).collect();
+        f(&refs)
     })
 }
 
-/// Renormalises `y` with the word `w` when it fell below `2^16`; returns the new state and whether a word was taken.
+/// Renormalises `y` with the word `w` when it fell below `2^16`: returns the new state and advances `pos` by one
+/// when the word was taken.
 ///
-/// Written as arithmetic (shift by 0 or 16, mask the word) because LLVM turns an `if` here into a branch, which
-/// mispredicts every few symbols on high-entropy data.
+/// A select, not a branch: whether a lane refills is data (about once per 16 bits of information), so a branch
+/// would mispredict every few symbols. On x86-64 it is written out as `cmp`/`cmovb`/`adc`, because LLVM's
+/// cmov-to-branch conversion turns the plain `if` into a branch, and the arithmetic alternative (shift by 0 or
+/// 16, masked word) puts four instructions on the state's dependency chain where the conditional move puts two.
 #[inline(always)]
-fn refill(y: u32, w: u16) -> (u32, usize) {
-    let take = (y < STATE_LOW) as u32;
-    let w = w as u32 & 0u32.wrapping_sub(take);
-    ((y << (take << 4)) | w, take as usize)
+fn refill(y: u32, w: u16, pos: &mut usize) -> u32 {
+    let refilled = (y << 16) | w as u32;
+    #[cfg(target_arch = "x86_64")]
+    {
+        let mut x = y;
+        // SAFETY: three register-only instructions (compare, conditional move, add with carry): no memory, no
+        // stack; the flags they change are declared clobbered by default.
+        unsafe {
+            std::arch::asm!(
+                "cmp {x:e}, 0x10000",
+                "cmovb {x:e}, {r:e}",
+                "adc {p}, 0",
+                x = inout(reg) x,
+                r = in(reg) refilled,
+                p = inout(reg) *pos,
+                options(pure, nomem, nostack),
+            );
+        }
+        x
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let take = y < STATE_LOW;
+        *pos += take as usize;
+        if take {
+            refilled
+        } else {
+            y
+        }
+    }
 }
 
 /// One symbol on lane state `x`, reading the word at `min(pos, nwords)`: `words[nwords]` is the sentinel, so a
@@ -186,9 +226,7 @@ fn refill(y: u32, w: u16) -> (u32, usize) {
 #[inline(always)]
 fn step_clamped(lookup: &DecodeLookup, x: &mut u32, words: &[u16], nwords: usize, pos: &mut usize) -> u8 {
     let (s, y) = decode_step(lookup, *x);
-    let (y, took) = refill(y, words[(*pos).min(nwords)]);
-    *pos += took;
-    *x = y;
+    *x = refill(y, words[(*pos).min(nwords)], pos);
     s
 }
 
@@ -201,20 +239,181 @@ unsafe fn step_unchecked(lookup: &DecodeLookup, x: &mut u32, words: &[u16], pos:
     let (s, y) = decode_step(lookup, *x);
     // SAFETY: the caller guarantees `*pos < words.len()`.
     let w = unsafe { *words.get_unchecked(*pos) };
-    let (y, took) = refill(y, w);
-    *pos += took;
-    *x = y;
+    *x = refill(y, w, pos);
     s
 }
 
-/// One stream of [`Decoder::decode_lockstep`]: its decoder, its state and word position (kept in registers
-/// while decoding), and what is left of its four segments.
-struct Lockstep<'d, 'o> {
+/// The most single-lane streams one lock step interleaves: eight independent dependency chains (lookup,
+/// multiply, add, compare, move: about 12 cycles each) keep a wide out-of-order core busy, and their states,
+/// positions and pointers still mostly fit in registers.
+pub const MAX_LOCKSTEP: usize = 8;
+
+/// A span of a lock-step round shorter than this runs on the clamped path instead of the unchecked one (only
+/// near the end of a stream, where a few words are left).
+const UNCHECKED_MIN: usize = 16;
+
+/// How many symbols of every stream the clamped path decodes before looking again whether the unchecked one
+/// may take over.
+const CLAMPED_SPAN: usize = 64;
+
+/// One stream of a lock step: its decoder, its state and word position (copied back to the decoder at the
+/// end), what is left of its four segments, and their lookups.
+struct Lockstep<'d, 'o, 'l> {
     dec: &'d mut Decoder,
     x: u32,
     pos: usize,
     segs: [&'o mut [u8]; 4],
     seg: usize,
+    lookups: [&'l DecodeLookup; 4],
+}
+
+impl Lockstep<'_, '_, '_> {
+    /// Skips finished segments; returns how many symbols are left in the current one (0: the stream is done).
+    fn current_len(&mut self) -> usize {
+        while self.seg < 4 && self.segs[self.seg].is_empty() {
+            self.seg += 1;
+        }
+        self.segs.get(self.seg).map_or(0, |s| s.len())
+    }
+}
+
+/// Decodes the streams in lock steps of at most [`MAX_LOCKSTEP`], each step as wide as the streams it has.
+fn run_lockstep(mut streams: Vec<Lockstep>) {
+    while !streams.is_empty() {
+        let rest = streams.split_off(streams.len().min(MAX_LOCKSTEP));
+        match streams.len() {
+            1 => lockstep_n::<1>(streams),
+            2 => lockstep_n::<2>(streams),
+            3 => lockstep_n::<3>(streams),
+            4 => lockstep_n::<4>(streams),
+            5 => lockstep_n::<5>(streams),
+            6 => lockstep_n::<6>(streams),
+            7 => lockstep_n::<7>(streams),
+            _ => lockstep_n::<8>(streams),
+        }
+        streams = rest;
+    }
+}
+
+/// `N` streams (`streams.len() == N`) advance one symbol each per round, so that their dependency chains overlap
+/// instead of running one after another. A round lasts until some stream reaches the end of its current segment
+/// (the next one has another table); when some streams are done, the others go on in a smaller lock step.
+fn lockstep_n<const N: usize>(streams: Vec<Lockstep>) {
+    let mut streams: [Lockstep; N] = match streams.try_into() {
+        Ok(streams) => streams,
+        // Not reached (`run_lockstep` passes exactly N); correct anyway, one stream at a time.
+        Err(streams) => return streams.into_iter().for_each(|st| lockstep_n::<1>(vec![st])),
+    };
+    loop {
+        let round = streams.iter_mut().map(|st| st.current_len()).min().unwrap_or(0);
+        if round == 0 {
+            break;
+        }
+        let mut xs: [u32; N] = std::array::from_fn(|k| streams[k].x);
+        let mut ps: [usize; N] = std::array::from_fn(|k| streams[k].pos);
+        let mut cur = streams.each_mut().map(|st| {
+            let seg = std::mem::take(&mut st.segs[st.seg]);
+            let (now, rest) = seg.split_at_mut(round);
+            st.segs[st.seg] = rest;
+            // Exactly `nwords + 1` words, the sentinel last (see `Decoder::reset`).
+            let words = st.dec.words.get(..=st.dec.nwords).unwrap_or(&[0]);
+            RoundStream { out: now, lookup: st.lookups[st.seg], words }
+        });
+        lockstep_round(&mut cur, &mut xs, &mut ps, round);
+        for (k, st) in streams.iter_mut().enumerate() {
+            st.x = xs[k];
+            st.pos = ps[k];
+        }
+    }
+    let mut rest = Vec::new();
+    for st in streams {
+        st.dec.states[0] = st.x;
+        st.dec.pos = st.pos;
+        let mut st = st;
+        if st.current_len() > 0 {
+            rest.push(st);
+        }
+    }
+    run_lockstep(rest);
+}
+
+/// A stream's share of one lock-step round: where its `round` symbols go, the lookup of its current segment,
+/// and its words with the sentinel last (`words.len() == nwords + 1`).
+struct RoundStream<'a, 'l> {
+    out: &'a mut [u8],
+    lookup: &'l DecodeLookup,
+    words: &'a [u16],
+}
+
+/// Decodes `round` symbols of every stream (each `cur[k].out` holds exactly `round` bytes). Spans in which no
+/// stream can reach its sentinel (each symbol takes at most one word) run without the clamp and bounds checks;
+/// the rest, only ever the last few words of a stream, clamps like [`step_clamped`].
+fn lockstep_round<const N: usize>(cur: &mut [RoundStream; N], xs: &mut [u32; N], ps: &mut [usize; N], round: usize) {
+    if cur.iter().any(|c| c.out.len() != round || c.words.is_empty()) {
+        // Not reached (the caller splits every output at `round`, words end with the sentinel): the same
+        // symbols one stream at a time through the checked step.
+        for (k, c) in cur.iter_mut().enumerate() {
+            let nwords = c.words.len().saturating_sub(1);
+            let words = if c.words.is_empty() { &[0u16][..] } else { c.words };
+            for o in c.out.iter_mut() {
+                *o = step_clamped(c.lookup, &mut xs[k], words, nwords, &mut ps[k]);
+            }
+        }
+        return;
+    }
+    let mut done = 0;
+    while done < round {
+        let left = round - done;
+        let safe = (0..N).map(|k| (cur[k].words.len() - 1).saturating_sub(ps[k])).min().unwrap_or(0).min(left);
+        if safe >= left.min(UNCHECKED_MIN) {
+            // SAFETY: `done + safe <= round`, every output's length, and `ps[k] + safe <= words[k].len() - 1`
+            // for every stream: what `lockstep_span` requires.
+            unsafe { lockstep_span(cur, xs, ps, done, done + safe) };
+            done += safe;
+        } else {
+            let end = done + left.min(CLAMPED_SPAN);
+            for i in done..end {
+                for (k, c) in cur.iter_mut().enumerate() {
+                    c.out[i] = step_clamped(c.lookup, &mut xs[k], c.words, c.words.len() - 1, &mut ps[k]);
+                }
+            }
+            done = end;
+        }
+    }
+}
+
+/// Symbols `start..end` of every stream of a round, without clamps or bounds checks: the hot loop of CPU decode.
+///
+/// # Safety
+/// `end <= cur[k].out.len()` and `ps[k] + (end − start) < cur[k].words.len()` for every `k`.
+#[inline(always)]
+unsafe fn lockstep_span<const N: usize>(
+    cur: &mut [RoundStream; N],
+    xs: &mut [u32; N],
+    ps: &mut [usize; N],
+    start: usize,
+    end: usize,
+) {
+    // Locals, so that the unrolled loop keeps states and positions in registers.
+    let mut x = *xs;
+    let mut p = *ps;
+    let outs: [*mut u8; N] = std::array::from_fn(|k| cur[k].out.as_mut_ptr());
+    let words: [*const u16; N] = std::array::from_fn(|k| cur[k].words.as_ptr());
+    let entries: [&[u32; SCALE as usize]; N] = std::array::from_fn(|k| &cur[k].lookup.entries);
+    for i in start..end {
+        for k in 0..N {
+            let e = entries[k][(x[k] & SLOT_MASK) as usize];
+            let y = next_state(e, x[k]);
+            // SAFETY: before the j-th symbol of the span (j = i − start < end − start) this stream has taken at
+            // most j words, so `p[k] <= ps[k] + j < ps[k] + (end − start) <= words.len() − 1`: in bounds.
+            let w = unsafe { *words[k].add(p[k]) };
+            x[k] = refill(y, w, &mut p[k]);
+            // SAFETY: `i < end <= out.len()`.
+            unsafe { *outs[k].add(i) = e as u8 };
+        }
+    }
+    *xs = x;
+    *ps = p;
 }
 
 /// Whole decoding steps with eight lanes per vector (AVX2 on x86-64), for lane counts that are multiples of 8.
@@ -463,124 +662,93 @@ impl Decoder {
         Ok(())
     }
 
-    /// Decodes `N` single-lane streams in lock step: stream `s` decodes the four segments `outs[s]` with the
-    /// tables `tables[s]` (LL, ML, OF, LIT), and the streams advance one symbol each per round, so that their
-    /// dependency chains (lookup, multiply, refill) overlap instead of running one after another. The result is
-    /// exactly what [`Decoder::decode`] on each stream in turn gives. Streams with more than one lane are
-    /// decoded one by one. Call [`Decoder::finish`] on each afterwards.
+    /// Decodes `N` streams in lock step: stream `s` decodes the four segments `outs[s]` with the tables
+    /// `tables[s]` (LL, ML, OF, LIT), and single-lane streams advance one symbol each per round, so that their
+    /// dependency chains (lookup, multiply, refill) overlap instead of running one after another (up to
+    /// [`MAX_LOCKSTEP`] at once). The result is exactly what [`Decoder::decode`] on each stream in turn gives.
+    /// Streams with more than one lane, or already part-way through their slice, are decoded one by one. Call
+    /// [`Decoder::finish`] on each afterwards.
     pub fn decode_lockstep<const N: usize>(
         decoders: [&mut Decoder; N],
         outs: [[&mut [u8]; 4]; N],
         tables: [[&Table; 4]; N],
     ) -> Result<(), DecodeError> {
+        Decoder::lockstep_group(decoders.into_iter().collect(), outs.into_iter().collect(), &tables).map_err(|(_, e)| e)
+    }
+
+    /// [`Decoder::decode_lockstep`] for any number of streams: stream `j` is `decoders[j]`, decoding the segments
+    /// `outs[j]` with `tables[j]`, in lock steps of [`MAX_LOCKSTEP`] consecutive streams. On error returns the
+    /// index of the stream at fault (streams before its group are decoded, the rest are not).
+    pub fn decode_lockstep_all(
+        decoders: &mut [Decoder],
+        outs: Vec<[&mut [u8]; 4]>,
+        tables: &[[&Table; 4]],
+    ) -> Result<(), (usize, DecodeError)> {
+        if decoders.len() != outs.len() || outs.len() != tables.len() {
+            let detail = format!("{} decoders, {} outputs, {} table sets", decoders.len(), outs.len(), tables.len());
+            return Err((0, DecodeError::Rans { detail }));
+        }
+        let mut outs = outs.into_iter();
+        for (g, (decs, sets)) in decoders.chunks_mut(MAX_LOCKSTEP).zip(tables.chunks(MAX_LOCKSTEP)).enumerate() {
+            let group_outs: Vec<[&mut [u8]; 4]> = outs.by_ref().take(decs.len()).collect();
+            Decoder::lockstep_group(decs.iter_mut().collect(), group_outs, sets)
+                .map_err(|(s, e)| (g * MAX_LOCKSTEP + s, e))?;
+        }
+        Ok(())
+    }
+
+    /// One lock step of up to [`MAX_LOCKSTEP`] streams (more are split by `run_lockstep`), after the checks;
+    /// errors name the stream within the group.
+    fn lockstep_group(
+        decoders: Vec<&mut Decoder>,
+        outs: Vec<[&mut [u8]; 4]>,
+        tables: &[[&Table; 4]],
+    ) -> Result<(), (usize, DecodeError)> {
         // A table the group does not use must not be asked for a symbol (same rule as `decode`).
-        for (s, (segs, set)) in outs.iter().zip(&tables).enumerate() {
+        for (s, (segs, set)) in outs.iter().zip(tables).enumerate() {
             for (seg, table) in segs.iter().zip(set) {
                 if !seg.is_empty() && table.is_empty() {
-                    return Err(DecodeError::Rans {
-                        detail: format!("stream {s}: a segment needs a table the group does not use (nsym = 0)"),
-                    });
+                    let detail = format!("stream {s}: a segment needs a table the group does not use (nsym = 0)");
+                    return Err((s, DecodeError::Rans { detail }));
                 }
             }
         }
-        if decoders.iter().any(|d| d.lanes != 1 || d.next != 0) {
-            return Decoder::decode_each(decoders, outs, tables);
+        // Multi-lane streams and streams already started go one by one, through `decode`.
+        let mut single = Vec::with_capacity(decoders.len());
+        for (s, ((dec, segs), set)) in decoders.into_iter().zip(outs).zip(tables).enumerate() {
+            if dec.lanes != 1 || dec.next != 0 {
+                for (seg, table) in segs.into_iter().zip(set) {
+                    dec.decode(table, seg).map_err(|e| (s, e))?;
+                }
+            } else {
+                single.push((dec, segs, set));
+            }
         }
-        match N {
-            1 => Decoder::lockstep_with::<N, 4>(decoders, outs, tables),
-            2 => Decoder::lockstep_with::<N, 8>(decoders, outs, tables),
-            3 => Decoder::lockstep_with::<N, 12>(decoders, outs, tables),
-            _ => Decoder::lockstep_with::<N, 16>(decoders, outs, tables),
-        }
-    }
-
-    /// [`Decoder::decode_lockstep`] once the checks are done; `M = 4N` lookups.
-    fn lockstep_with<const N: usize, const M: usize>(
-        decoders: [&mut Decoder; N],
-        outs: [[&mut [u8]; 4]; N],
-        tables: [[&Table; 4]; N],
-    ) -> Result<(), DecodeError> {
-        let totals: [usize; N] = std::array::from_fn(|s| outs[s].iter().map(|o| o.len()).sum());
-        let flat: [&Table; M] = std::array::from_fn(|k| tables[(k / 4).min(N - 1)][k % 4]);
-        with_set_lookups(flat, |flat| {
-            let lookups: [[&DecodeLookup; 4]; N] = std::array::from_fn(|s| std::array::from_fn(|k| flat[4 * s + k]));
-            // Each stream's segments shrink from the front as they are decoded; `seg` is the current one.
-            let mut streams: [Lockstep; N] = {
-                let mut outs = outs.into_iter();
-                decoders.map(|d| Lockstep {
-                    x: d.states[0],
-                    pos: d.pos,
-                    segs: outs.next().unwrap_or_default(),
-                    seg: 0,
-                    dec: d,
+        // The distinct tables (streams of one group share theirs), and which one each segment uses.
+        let mut distinct: Vec<&Table> = Vec::with_capacity(16);
+        let which: Vec<[usize; 4]> = single
+            .iter()
+            .map(|(_, _, set)| {
+                set.map(|t| match distinct.iter().position(|d| std::ptr::eq(*d, t)) {
+                    Some(i) => i,
+                    None => {
+                        distinct.push(t);
+                        distinct.len() - 1
+                    }
                 })
-            };
-            loop {
-                // Move every stream past its finished segments; stop when one has no symbol left.
-                let mut round = usize::MAX;
-                for st in streams.iter_mut() {
-                    while st.seg < 4 && st.segs[st.seg].is_empty() {
-                        st.seg += 1;
-                    }
-                    round = round.min(if st.seg < 4 { st.segs[st.seg].len() } else { 0 });
-                }
-                if round == 0 {
-                    break;
-                }
-                // `round` symbols of every stream, each from its own current segment and table. States and
-                // positions live in local arrays (registers once unrolled), not behind the stream structs.
-                let mut xs: [u32; N] = std::array::from_fn(|k| streams[k].x);
-                let mut ps: [usize; N] = std::array::from_fn(|k| streams[k].pos);
-                let mut s = 0;
-                let mut cur = streams.each_mut().map(|st| {
-                    let seg = std::mem::take(&mut st.segs[st.seg]);
-                    let (now, rest) = seg.split_at_mut(round);
-                    st.segs[st.seg] = rest;
-                    // Exactly `nwords + 1` words (the sentinel last), so `min(pos, nwords)` needs no bounds check.
-                    let words = st.dec.words.get(..=st.dec.nwords).unwrap_or(&[0]);
-                    let lookup = lookups[s][st.seg];
-                    s += 1;
-                    (now, lookup, words, words.len() - 1)
-                });
-                for i in 0..round {
-                    for (k, (out, lookup, words, nwords)) in cur.iter_mut().enumerate() {
-                        out[i] = step_clamped(lookup, &mut xs[k], words, *nwords, &mut ps[k]);
-                    }
-                }
-                for (k, st) in streams.iter_mut().enumerate() {
-                    st.x = xs[k];
-                    st.pos = ps[k];
-                }
-            }
-            // Streams with symbols left (the others ran out first) finish alone.
-            for (st, set) in streams.iter_mut().zip(&lookups) {
-                let first = st.seg.min(4);
-                for (seg, lookup) in st.segs[first..].iter_mut().zip(&set[first..]) {
-                    for o in std::mem::take(seg).iter_mut() {
-                        *o = step_clamped(lookup, &mut st.x, &st.dec.words, st.dec.nwords, &mut st.pos);
-                    }
-                }
-                st.dec.states[0] = st.x;
-                st.dec.pos = st.pos;
-            }
-            for (st, total) in streams.iter_mut().zip(totals) {
-                st.dec.next = total;
-            }
-            Ok(())
-        })
-    }
-
-    /// [`Decoder::decode_lockstep`]'s fallback: each stream's four segments with [`Decoder::decode`].
-    fn decode_each<const N: usize>(
-        decoders: [&mut Decoder; N],
-        outs: [[&mut [u8]; 4]; N],
-        tables: [[&Table; 4]; N],
-    ) -> Result<(), DecodeError> {
-        for ((dec, segs), set) in decoders.into_iter().zip(outs).zip(tables) {
-            for (seg, table) in segs.into_iter().zip(set) {
-                dec.decode(table, seg)?;
-            }
-        }
+            })
+            .collect();
+        with_lookups(&distinct, |lookups| {
+            let streams = single
+                .into_iter()
+                .zip(&which)
+                .map(|((dec, segs, _), which)| {
+                    dec.next = segs.iter().map(|s| s.len()).sum();
+                    Lockstep { x: dec.states[0], pos: dec.pos, segs, seg: 0, lookups: which.map(|i| lookups[i]), dec }
+                })
+                .collect();
+            run_lockstep(streams);
+        });
         Ok(())
     }
 
@@ -894,6 +1062,121 @@ mod tests {
         assert!(Decoder::decode_lockstep([&mut d], outs, [[&t, &t, &t, &empty]]).is_err());
     }
 
+    /// A pool of distinct tables for the wide lock-step tests: more than the lookup cache holds, with 1 to 256
+    /// symbols and different skews, so lock steps see shared tables, many distinct ones, and evictions.
+    fn table_pool() -> Vec<Table> {
+        (0..LOOKUP_CACHE_SLOTS as u64 + 8)
+            .map(|i| table(&(0..1 + (i * 37) % 256).map(|s| 1 + (s * i) % 9).collect::<Vec<_>>()))
+            .collect()
+    }
+
+    /// One stream of a wide lock-step test: its lane count, its four segments' (length, pool table) and
+    /// corruption (word-byte flips, a cut of the word stream).
+    type StreamSpec = (u32, [(usize, usize); 4], Vec<(usize, u8)>, Option<usize>);
+
+    fn stream_spec() -> impl Strategy<Value = StreamSpec> {
+        let seg = (prop_oneof![0usize..4, 0usize..300, 1000usize..3000], 0usize..LOOKUP_CACHE_SLOTS + 8);
+        (
+            prop_oneof![6 => Just(0u32), 1 => 1u32..3],
+            [seg.clone(), seg.clone(), seg.clone(), seg],
+            proptest::collection::vec((any::<usize>(), 1u8..=255), 0..2),
+            proptest::option::weighted(0.15, any::<usize>()),
+        )
+    }
+
+    /// Encodes each spec's stream (symbols cycling through each table's alphabet), corrupts it as asked, then
+    /// decodes all streams with `decode_lockstep_all` and each alone with `decode`: the same symbols (garbage
+    /// included), positions, states, symbol counts and verdicts.
+    fn wide_lockstep_agrees(specs: &[StreamSpec], pool: &[Table]) {
+        let mut streams = Vec::new();
+        for (s, (lane_log, segs, flips, cut)) in specs.iter().enumerate() {
+            let lanes = 1usize << lane_log;
+            let symbols: Vec<u8> = segs
+                .iter()
+                .flat_map(|&(n, t)| (0..n).map(move |i| ((i * 7 + s + i / 5) % pool[t].nsym()) as u8))
+                .collect();
+            let segments: Vec<(usize, &Table)> = segs.iter().map(|&(n, t)| (n, &pool[t])).collect();
+            let enc = encode(&symbols, &segments, lanes);
+            let (sb, mut wb) = stream_bytes(&enc);
+            flip_words(&mut wb, flips);
+            if let (Some(cut), false) = (cut, wb.is_empty()) {
+                wb.truncate((cut % wb.len()) & !1);
+            }
+            streams.push((sb, wb, lanes));
+        }
+        let mut decs: Vec<Decoder> = streams.iter().map(|(sb, wb, k)| Decoder::new(sb, wb, *k).unwrap()).collect();
+        let mut bufs: Vec<[Vec<u8>; 4]> = specs.iter().map(|sp| sp.1.map(|(n, _)| vec![0u8; n])).collect();
+        let sets: Vec<[&Table; 4]> = specs.iter().map(|sp| sp.1.map(|(_, t)| &pool[t])).collect();
+        let outs: Vec<[&mut [u8]; 4]> = bufs.iter_mut().map(|b| b.each_mut().map(|v| &mut v[..])).collect();
+        Decoder::decode_lockstep_all(&mut decs, outs, &sets).unwrap();
+        for (s, ((sb, wb, lanes), (dec, buf))) in streams.iter().zip(decs.iter().zip(&bufs)).enumerate() {
+            let mut alone = Decoder::new(sb, wb, *lanes).unwrap();
+            for (k, &(n, t)) in specs[s].1.iter().enumerate() {
+                let mut part = vec![0u8; n];
+                alone.decode(&pool[t], &mut part).unwrap();
+                assert_eq!(part, buf[k], "stream {s} segment {k}");
+            }
+            assert_eq!((alone.pos, alone.states, alone.next), (dec.pos, dec.states, dec.next), "stream {s}");
+            assert_eq!(alone.finish(), dec.finish(), "stream {s}");
+            if specs[s].2.is_empty() && specs[s].3.is_none() {
+                assert!(dec.finish().is_ok(), "stream {s}");
+            }
+        }
+    }
+
+    #[test]
+    fn wide_lockstep_fixed_cases() {
+        let pool = table_pool();
+        // Nine streams (a full lock step and one more), one of them shorter, all sharing a table set; then 20
+        // streams with 32+ distinct tables per group; then a group with multi-lane streams mixed in.
+        let shared: Vec<StreamSpec> =
+            (0..9).map(|s| (0, [(3, 0), (2, 1), (2, 2), (2000 + 40 * s, 3)], vec![], None)).collect();
+        wide_lockstep_agrees(&shared, &pool);
+        let distinct: Vec<StreamSpec> = (0..20)
+            .map(|s| {
+                (
+                    0,
+                    [(50 + s, 4 * s % 40), (60, (4 * s + 1) % 40), (7, (4 * s + 2) % 40), (900, (4 * s + 3) % 40)],
+                    vec![],
+                    None,
+                )
+            })
+            .collect();
+        wide_lockstep_agrees(&distinct, &pool);
+        let mixed: Vec<StreamSpec> = (0..8)
+            .map(|s| (s % 3, [(10, 5), (0, 6), (20, 7), (1500, 8)], vec![], if s == 5 { Some(7) } else { None }))
+            .collect();
+        wide_lockstep_agrees(&mixed, &pool);
+    }
+
+    #[test]
+    fn decode_lockstep_arrays_of_any_width() {
+        // The array API (what block.rs calls) with more streams than one lock step holds.
+        let pool = table_pool();
+        let t = [&pool[1], &pool[2], &pool[3], &pool[20]];
+        let mut streams = Vec::new();
+        for s in 0..12 {
+            let splits = [s, 2 * s, 1, 700 + 13 * s];
+            let symbols: Vec<u8> =
+                splits.iter().zip(t).flat_map(|(&n, tb)| (0..n).map(move |i| ((i + s) % tb.nsym()) as u8)).collect();
+            let segments: Vec<(usize, &Table)> = splits.iter().copied().zip(t).collect();
+            streams.push((stream_bytes(&encode(&symbols, &segments, 1)), splits, symbols));
+        }
+        let mut decs: Vec<Decoder> = streams.iter().map(|((sb, wb), _, _)| Decoder::new(sb, wb, 1).unwrap()).collect();
+        let mut bufs: Vec<[Vec<u8>; 4]> = streams.iter().map(|(_, sp, _)| sp.map(|n| vec![0u8; n])).collect();
+        {
+            let mut d = decs.iter_mut();
+            let mut b = bufs.iter_mut();
+            let decoders: [&mut Decoder; 12] = std::array::from_fn(|_| d.next().unwrap());
+            let outs = std::array::from_fn(|_| b.next().unwrap().each_mut().map(|v| &mut v[..]));
+            Decoder::decode_lockstep(decoders, outs, [t; 12]).unwrap();
+        }
+        for ((dec, buf), (_, _, symbols)) in decs.iter().zip(&bufs).zip(&streams) {
+            assert!(dec.finish().is_ok());
+            assert_eq!(&buf.concat(), symbols);
+        }
+    }
+
     fn segment_strategy() -> impl Strategy<Value = Vec<(Vec<u64>, Vec<u8>)>> {
         // Up to four segments, each with its own alphabet and skew, symbols drawn from the alphabet.
         proptest::collection::vec(
@@ -972,6 +1255,14 @@ mod tests {
                 (out, dec.finish(), dec.pos, dec.states)
             };
             prop_assert_eq!(run(true), run(false));
+        }
+
+        #[test]
+        fn wide_lockstep_matches_one_by_one(specs in proptest::collection::vec(stream_spec(), 1..20)) {
+            // Any number of streams (several lock steps), any lane counts, shared or distinct tables, corrupted
+            // or cut streams: `decode_lockstep_all` agrees with decoding each stream alone.
+            thread_local! { static POOL: Vec<Table> = table_pool(); }
+            POOL.with(|pool| wide_lockstep_agrees(&specs, pool));
         }
 
         #[test]
