@@ -1,4 +1,4 @@
-// aceapex GPU decode kernels (FORMAT.md §3, version 2), compiled at run time by NVRTC for the GPU's own
+// aceapex GPU decode kernels (FORMAT.md §3, version 3), compiled at run time by NVRTC for the GPU's own
 // architecture.
 //
 // The unit of work is a **unit** = one slice of 2^unit_log bytes (FORMAT.md §3: every block is cut into slices,
@@ -96,6 +96,20 @@ __device__ __forceinline__ u32 load_u16_le(const u8* p) { return (u32)p[0] | ((u
 // Extra bits used by a log code (FORMAT.md §3.2): codes < 16 carry none, else h - 1 with h = 4 + (c - 16) / 2.
 __device__ __forceinline__ u32 extra_bits_of(u32 code) { return code < 16 ? 0u : 3u + (code - 16u) / 2u; }
 
+// OF codes (FORMAT.md §3.2): below OF_EXPLICIT an explicit distance (log code of back - 1), from OF_EXPLICIT to
+// OF_ALPHABET a continuation: back = the back of the previous match token of the same slice + delta, no extra
+// bits (mirrors OF_EXPLICIT_CODES / OF_CONTINUATION_DELTAS in src/codec/tables.rs).
+#define OF_EXPLICIT 88u
+#define OF_ALPHABET 96u
+__device__ __forceinline__ bool is_continuation(u32 code) { return code >= OF_EXPLICIT; }
+__device__ __forceinline__ u32 of_extra_bits(u32 code) { return is_continuation(code) ? 0u : extra_bits_of(code); }
+// Deltas of codes 88..95: 0, +1, -1, +2, -2, +3, -3, +4 (k odd: +(k + 1) / 2, k even: -(k / 2)).
+__device__ __forceinline__ long long continuation_delta(u32 code) {
+    const u32 k = code - OF_EXPLICIT;
+    const long long mag = (long long)((k + 1) >> 1);
+    return (k & 1u) ? mag : -mag;
+}
+
 __device__ __forceinline__ u64 log_value(u32 code, u64 extra) {
     if (code < 16) return code;
     u32 h = 4 + (code - 16) / 2;
@@ -180,6 +194,26 @@ struct Group {
             if (lane >= d) v += o;
         }
         return v;
+    }
+    // Inclusive segmented prefix sum over the group's lanes (64-bit, wrapping): a lane with `*head` set starts a
+    // new segment at its own value. On return *head says whether any lane at or before this one had it set.
+    __device__ __forceinline__ u64 seg_scan(u64 v, bool* head) const {
+        u32 f = *head ? 1u : 0u;
+#pragma unroll
+        for (u32 d = 1; d < W; d <<= 1) {
+            u32 lo = __shfl_up_sync(mask, (u32)v, d, W);
+            u32 hi = __shfl_up_sync(mask, (u32)(v >> 32), d, W);
+            u32 of = __shfl_up_sync(mask, f, d, W);
+            if (lane >= d) {
+                if (!f) v += ((u64)hi << 32) | lo;
+                f |= of;
+            }
+        }
+        *head = f != 0;
+        return v;
+    }
+    __device__ __forceinline__ u64 last64(u64 v) const {
+        return W == 1 ? v : ((u64)shfl((u32)(v >> 32), W - 1) << 32) | shfl((u32)v, W - 1);
     }
     __device__ __forceinline__ u32 last(u32 v) const { return shfl(v, W - 1); }
 };
@@ -417,9 +451,12 @@ __device__ void parse_one(const Ctx& c, const Group<W>& g, u32 id, u64 tok_base,
     g.sync();
 
     // Phase B: codes -> values with extra bits; token offsets, match starts and literal indices by group prefix
-    // sums.
+    // sums; continuation distances by a segmented prefix sum (each continuation adds its delta to the last
+    // explicit back at or before it), carried from chunk to chunk in `prev_back` / `have_prev`.
     u64 bit_run = 0;
     u32 lit_run = 0, pos_run = 0;
+    u64 prev_back = 0;
+    bool have_prev = false;
     const u64 extra_bits_total = 8ull * extra_len;
     for (u32 chunk = 0; chunk < ntok; chunk += W) {
         u32 t = chunk + lane;
@@ -429,7 +466,7 @@ __device__ void parse_one(const Ctx& c, const Group<W>& g, u32 id, u64 tok_base,
         u32 mlc = has_match ? mp[t] : 0;
         u32 ofc = has_match ? (u32)bk[t] : 0;
         u32 nb_ll = extra_bits_of(llc), nb_ml = has_match ? extra_bits_of(mlc) : 0;
-        u32 nb_of = has_match ? extra_bits_of(ofc) : 0;
+        u32 nb_of = has_match ? of_extra_bits(ofc) : 0;
         u32 nb = nb_ll + nb_ml + nb_of;
         u32 incl = g.scan(nb);
         u64 bitpos = bit_run + incl - nb;
@@ -451,6 +488,26 @@ __device__ void parse_one(const Ctx& c, const Group<W>& g, u32 id, u64 tok_base,
             lit = 0;
             len = 0;
         }
+        // Continuations: explicit matches head a segment with their back, continuations add their delta (two's
+        // complement), the final literal-only token and lanes past it add nothing. Every lane takes part.
+        {
+            const bool cont = has_match && is_continuation(ofc);
+            bool head = has_match && !cont;
+            u64 v = head ? dist : (cont ? (u64)continuation_delta(ofc) : 0ull);
+            v = g.seg_scan(v, &head);
+            if (!head) {
+                v += prev_back;
+                head = have_prev;
+            }
+            if (cont) {
+                // No explicit match before it in the slice: invalid. A back that went below 1 wrapped to a huge
+                // value and fails `dist > dst` below, like one that reaches before the stream start.
+                if (!head || ofc >= OF_ALPHABET) bad = true;
+                dist = v;
+            }
+            prev_back = g.last64(v);
+            have_prev = g.last(head ? 1u : 0u) != 0;
+        }
         u32 lit32 = (u32)lit, span = (u32)(lit + len);
         u32 lit_incl = g.scan(lit32);
         u32 span_incl = g.scan(span);
@@ -461,7 +518,7 @@ __device__ void parse_one(const Ctx& c, const Group<W>& g, u32 id, u64 tok_base,
         if (lit_run > unit_len || pos_run > unit_len) bad = true;
         if (has) {
             u64 dst = unit_start + my_pos + lit;
-            if (dist > dst) bad = true;
+            if (dist > dst || (has_match && dist == 0)) bad = true;
             tp[t] = my_pos;
             mp[t] = my_pos + (u32)lit;
             li[t] = my_lit;

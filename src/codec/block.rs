@@ -7,7 +7,10 @@
 //! the block), which the whole-block decoders use.
 
 use crate::codec::cut::{cut_slices, SliceTokens};
-use crate::codec::tables::{SymbolStats, Table, TableSet, LIT_ALPHABET, LL_ALPHABET, ML_ALPHABET, OF_ALPHABET};
+use crate::codec::tables::{
+    SymbolStats, Table, TableSet, LIT_ALPHABET, LL_ALPHABET, ML_ALPHABET, OF_ALPHABET, OF_CONTINUATION_DELTAS,
+    OF_EXPLICIT_CODES,
+};
 use crate::codec::{logcode, rans, varint};
 use crate::error::DecodeError;
 
@@ -83,9 +86,35 @@ pub fn reference_block_bytes(start: u64, tokens: &[Token], literals: &[u8], outs
     out
 }
 
-/// Largest literal-run / match-length code (exclusive), and distance code (exclusive), FORMAT.md §3.2.
+/// Largest literal-run / match-length code (exclusive), and explicit distance code (exclusive), FORMAT.md §3.2.
 const LEN_CODE_LIMIT: u32 = 64;
-const DIST_CODE_LIMIT: u32 = 96;
+const DIST_CODE_LIMIT: u32 = OF_EXPLICIT_CODES as u32;
+/// The largest `back` an explicit distance code carries (code 87 with all extra bits set): the longest stream.
+pub const MAX_BACK: u64 = 1 << 40;
+
+/// Index into [`OF_CONTINUATION_DELTAS`] of the continuation that turns `prev` (the `back` of the previous match
+/// token of the same slice, 0 when there is none) into `back`, if any.
+#[inline]
+pub fn continuation_index(back: u64, prev: u64) -> Option<usize> {
+    if prev == 0 {
+        return None;
+    }
+    // Both are below 2^63, so the wrapped difference read as i64 is the true difference.
+    let delta = back.wrapping_sub(prev) as i64;
+    OF_CONTINUATION_DELTAS.iter().position(|&d| d == delta)
+}
+
+/// The OF field of a match of distance `back ≥ 1` that follows a match of distance `prev` in its slice
+/// (`prev = 0`: it is the slice's first match), as `(code, extra_nbits, extra)`: a continuation code (no extra
+/// bits) whenever one applies, else the explicit log code of `back − 1`. The slice encoder, the symbol counts
+/// and the packer's prices all call this, so they agree on every choice.
+#[inline]
+pub fn distance_code(back: u64, prev: u64) -> (u32, u32, u64) {
+    match continuation_index(back, prev) {
+        Some(k) => (OF_EXPLICIT_CODES as u32 + k as u32, 0, 0),
+        None => logcode::encode(back.saturating_sub(1)),
+    }
+}
 /// The largest block FORMAT.md allows (`block_log ≤ 20`).
 pub const MAX_BLOCK_LEN: u32 = 1 << 20;
 /// Slice sizes the codec accepts: `2^9 ..= 2^20` (the header narrows this further per block size).
@@ -109,11 +138,14 @@ pub fn count_symbols(tokens: &[Token], literals: &[u8], block: &[u8], slice_len:
 /// Adds one slice's symbols (tokens ending with the literal-only one) to `stats`.
 fn count_slice_symbols(tokens: &[Token], literals: &[u8], stats: &mut SymbolStats) {
     let nmatch = tokens.len().saturating_sub(1);
+    let mut prev = 0;
     for (t, token) in tokens.iter().enumerate() {
         stats.ll[clamp_code(logcode::code_of(token.lit_len as u64), LL_ALPHABET)] += 1;
         if t < nmatch {
             stats.ml[clamp_code(logcode::code_of(token.match_len.saturating_sub(2) as u64), ML_ALPHABET)] += 1;
-            stats.of[clamp_code(logcode::code_of(token.back.saturating_sub(1)), OF_ALPHABET)] += 1;
+            // A back above 2^40 would count as a continuation here; encode_block refuses it loudly.
+            stats.of[clamp_code(distance_code(token.back, prev).0, OF_ALPHABET)] += 1;
+            prev = token.back;
         }
     }
     for &b in literals {
@@ -171,7 +203,7 @@ fn code_field(value: u64, limit: u32, what: &str, t: usize) -> (u8, u32, u64) {
 ///
 /// # Panics
 /// On tokens the format cannot represent (no final literal-only token, a match shorter than 2 or with `back = 0`,
-/// a literal run or length of `2^28` or more, `back > 2^44`, a count mismatch), an invalid lane count, or a
+/// a literal run or length of `2^28` or more, `back > 2^40` ([`MAX_BACK`]), a count mismatch), an invalid lane count, or a
 /// symbol missing from `tables` — all bugs in the packer, which builds `tables` from [`count_symbols`].
 pub fn encode_block(
     tokens: &[Token],
@@ -210,6 +242,19 @@ pub fn encode_slices(slices: &[SliceTokens], tables: &TableSet, lanes: u32, out:
 
 /// Encodes one slice payload (FORMAT.md §3: counts, states, words, extra bits) and appends it to `out`.
 fn encode_slice(tokens: &[Token], literals: &[u8], tables: &TableSet, lanes: u32, out: &mut Vec<u8>) {
+    encode_slice_with(tokens, literals, tables, lanes, out, |_, back, prev| distance_code(back, prev));
+}
+
+/// [`encode_slice`] with the OF field of each match chosen by `of_field(t, back, prev)` (`prev`: the previous
+/// match's back in the slice, 0 for none); the tests use it to write payloads the encoder never would.
+fn encode_slice_with(
+    tokens: &[Token],
+    literals: &[u8],
+    tables: &TableSet,
+    lanes: u32,
+    out: &mut Vec<u8>,
+    mut of_field: impl FnMut(usize, u64, u64) -> (u32, u32, u64),
+) {
     let last = tokens.last().expect("encode_slice: a slice has at least the final literal-only token");
     assert!(last.match_len == 0 && last.back == 0, "encode_slice: the last token must be literal-only: {last:?}");
     let nmatch = tokens.len() - 1;
@@ -221,6 +266,8 @@ fn encode_slice(tokens: &[Token], literals: &[u8], tables: &TableSet, lanes: u32
     lit_syms.copy_from_slice(literals);
 
     let mut extra = BitWriter::new();
+    // The previous match's back in this slice (0: none yet), for the continuation codes (§3.2).
+    let mut prev = 0;
     for (t, token) in tokens.iter().enumerate() {
         let (code, nbits, bits) = code_field(token.lit_len as u64, LEN_CODE_LIMIT, "literal run", t);
         ll_syms[t] = code;
@@ -230,9 +277,11 @@ fn encode_slice(tokens: &[Token], literals: &[u8], tables: &TableSet, lanes: u32
             let (code, nbits, bits) = code_field(token.match_len as u64 - 2, LEN_CODE_LIMIT, "match length", t);
             ml_syms[t] = code;
             extra.push(bits, nbits);
-            let (code, nbits, bits) = code_field(token.back - 1, DIST_CODE_LIMIT, "distance", t);
-            of_syms[t] = code;
+            assert!(token.back <= MAX_BACK, "encode_block: token {t}: back {} above 2^40", token.back);
+            let (code, nbits, bits) = of_field(t, token.back, prev);
+            of_syms[t] = code as u8;
             extra.push(bits, nbits);
+            prev = token.back;
         }
     }
     let extra = extra.finish();
@@ -689,9 +738,9 @@ impl<'a> BitReader<'a> {
 }
 
 /// Base value and extra-bit count of every code, so a field is one lookup and one read. Indexed by the `u8` code
-/// itself, so no bounds check is needed; codes at or above the distance limit (which validated tables cannot
-/// produce) get a base of `2^40`, which no block length can absorb, so the fast parse rejects them without a
-/// branch of its own.
+/// itself, so no bounds check is needed; codes at or above the explicit distance limit get no extra bits and a
+/// base of `2^40`, which no block length can absorb, so the fast parse rejects them without a branch of its own
+/// (validated tables produce such codes only as OF continuation codes, which the parse takes from elsewhere).
 struct CodeTable {
     base: [u64; 256],
     nbits: [u8; 256],
@@ -730,6 +779,48 @@ fn read_field(code: u8, limit: u32, bits: &mut BitReader, what: &'static str, t:
         return Err(DecodeError::Invalid { what, detail: format!("token {t} has code {code} ≥ {limit}") });
     }
     Ok(field(code, bits))
+}
+
+/// The delta of every OF code that is a continuation (indexed by the `u8` code, 0 for the others), so the fast
+/// parse computes the continued back without a branch.
+const CONTINUATION_DELTA: [i64; 256] = {
+    let mut d = [0i64; 256];
+    let mut k = 0;
+    while k < OF_CONTINUATION_DELTAS.len() {
+        d[OF_EXPLICIT_CODES + k] = OF_CONTINUATION_DELTAS[k];
+        k += 1;
+    }
+    d
+};
+
+/// Decodes one OF field to an absolute back (FORMAT.md §3.2): an explicit code plus its extra bits, or a
+/// continuation of `prev`, the previous match's back in the slice (0: none, which makes a continuation invalid).
+fn read_distance(code: u8, prev: u64, bits: &mut BitReader, t: usize) -> Result<u64, DecodeError> {
+    if (code as u32) < DIST_CODE_LIMIT {
+        return Ok(field(code, bits) + 1);
+    }
+    let Some(&delta) = OF_CONTINUATION_DELTAS.get(code as usize - OF_EXPLICIT_CODES) else {
+        return Err(DecodeError::Invalid {
+            what: "distance code",
+            detail: format!("token {t} has code {code} ≥ {OF_ALPHABET}"),
+        });
+    };
+    if prev == 0 {
+        return Err(DecodeError::Invalid {
+            what: "match distance",
+            detail: format!("token {t}: continuation code {code} with no earlier match in the slice"),
+        });
+    }
+    match prev.checked_add_signed(delta) {
+        Some(back) if back >= 1 => Ok(back),
+        _ => Err(DecodeError::Invalid {
+            what: "match distance",
+            detail: format!(
+                "token {t}: continuation code {code} turns back {prev} into {}",
+                prev as i128 + delta as i128
+            ),
+        }),
+    }
 }
 
 /// Refuses tables whose alphabets exceed the format's limits, so that every decoded code is inside its alphabet.
@@ -789,6 +880,8 @@ fn parse_tokens(
     let start = unit.start;
     let (base, lit_base) = (unit.base as u64, unit.lit_base as u64);
     let (mut dst, mut lits, mut bad) = (0u64, 0u64, false);
+    // The previous match's back in this slice; 0 before the first, which a continuation code may not follow.
+    let mut prev = 0u64;
     let (last_token, match_tokens) =
         out.tokens[t0..].split_last_mut().unwrap_or_else(|| unreachable!("nmatch + 1 tokens"));
     let positions = out.token_pos[t0..].iter_mut().zip(out.lit_pos[t0..].iter_mut());
@@ -800,10 +893,18 @@ fn parse_tokens(
         *lit_pos = (lit_base + lits) as u32;
         let lit_len = field(ll_code, &mut bits);
         let len = field(ml_code, &mut bits) + 2;
-        let back = field(of_code, &mut bits) + 1;
+        // A continuation code reads no extra bits (CODE_TABLE) and its back comes from the previous match.
+        let explicit = field(of_code, &mut bits) + 1;
+        let continued = prev.wrapping_add(CONTINUATION_DELTA[of_code as usize] as u64);
+        let is_continuation = of_code >= DIST_CODE_LIMIT as u8;
+        // Codes ≥ OF_ALPHABET cannot come out of checked tables; refused anyway rather than read as a delta of 0.
+        bad |= (is_continuation & (prev == 0)) | (of_code >= OF_ALPHABET as u8);
+        let back = if is_continuation { continued } else { explicit };
         lits += lit_len;
         dst += lit_len;
-        bad |= back > start.saturating_add(dst);
+        // back == 0 (a continuation below 1) wraps to u64::MAX and is refused with back > dst.
+        bad |= back.wrapping_sub(1) >= start.saturating_add(dst);
+        prev = back;
         dst += len;
         *token = Token { lit_len: lit_len as u32, match_len: len as u32, back };
     }
@@ -847,6 +948,7 @@ fn parse_tokens_checked(
     // ≤ 2^20 (checked per token) and fields are < 2^44, so no sum below can overflow.
     let mut dst = 0u64;
     let mut lits = 0u64;
+    let mut prev = 0u64;
     for t in 0..=nmatch {
         out.token_pos.push(unit.base + dst as u32);
         out.lit_pos.push(unit.lit_base + lits as u32);
@@ -859,7 +961,8 @@ fn parse_tokens_checked(
         let mut token = Token { lit_len: lit_len as u32, match_len: 0, back: 0 };
         if t < nmatch {
             let len = read_field(ml[t], LEN_CODE_LIMIT, &mut bits, "match-length code", t)? + 2;
-            let back = read_field(of[t], DIST_CODE_LIMIT, &mut bits, "distance code", t)? + 1;
+            let back = read_distance(of[t], prev, &mut bits, t)?;
+            prev = back;
             let abs_dst = unit.start.saturating_add(dst);
             if back > abs_dst {
                 return Err(DecodeError::Invalid {
@@ -916,7 +1019,7 @@ mod tests {
                 dst -= lit_len as u64;
                 continue;
             }
-            let back = 1 + selector % reach.min(1 << 44);
+            let back = 1 + selector % reach.min(MAX_BACK);
             tokens.push(Token { lit_len, match_len, back });
             dst += match_len as u64;
         }
@@ -1022,21 +1125,21 @@ mod tests {
         let tokens = [
             Token { lit_len: 1, match_len: 1000, back: 1 },
             Token { lit_len: 3, match_len: 17, back: 3 },
-            Token { lit_len: 0, match_len: 2, back: (1 << 44) - 5 },
+            Token { lit_len: 0, match_len: 2, back: MAX_BACK - 5 },
             Token { lit_len: 0, match_len: 0, back: 0 },
         ];
-        round_trip(1 << 44, &tokens, b"ACGT", 32);
+        round_trip(MAX_BACK, &tokens, b"ACGT", 32);
     }
 
     #[test]
     fn largest_fields() {
-        // lit_len and match_len just under 2^20 in a 1 MiB block, back at the 2^44 limit.
+        // lit_len and match_len just under 2^20 in a 1 MiB block, back at the 2^40 limit.
         let tokens = [
-            Token { lit_len: 300_000, match_len: (1 << 20) - 300_000 - 10, back: 1 << 44 },
+            Token { lit_len: 300_000, match_len: (1 << 20) - 300_000 - 10, back: MAX_BACK },
             Token { lit_len: 10, match_len: 0, back: 0 },
         ];
         let literals = vec![7u8; 300_010];
-        round_trip(1 << 44, &tokens, &literals, 8);
+        round_trip(MAX_BACK, &tokens, &literals, 8);
     }
 
     /// Encodes `tokens` as a block at `start` and returns what decoding the whole block says.
@@ -1271,6 +1374,204 @@ mod tests {
         check_parsed(&parsed, &b, b"GG", 13);
         decode_slice_into(&pa, &ta, shape(0, 13, 16), 0, &mut parsed).unwrap();
         check_parsed(&parsed, &a, b"ACGTA", 0);
+    }
+
+    /// Tokens of mutated copies, as a parser finds them between related genomes: runs of matches at one
+    /// distance broken by a substituted base (one literal, same distance after it) or a small indel (the
+    /// distance moves by 1 to 4), now and then a jump to an unrelated far source. Backs stay below 2^21.
+    fn mutated_copy_tokens(len: u32, rng: &mut XorShift) -> (Vec<Token>, Vec<u8>) {
+        let mut tokens = Vec::new();
+        let mut back = 300_000u64;
+        let mut dst = 0u32;
+        loop {
+            let lit_len = if rng.next() % 4 == 0 { (rng.next() % 3) as u32 } else { 1 };
+            let match_len = 2 + rng.next() % 60;
+            if dst as u64 + lit_len as u64 + match_len >= len as u64 {
+                break;
+            }
+            back = match rng.next() % 16 {
+                0 => 1 + rng.next() % 1_000_000,
+                1..=3 => back.saturating_add_signed(OF_CONTINUATION_DELTAS[(rng.next() % 8) as usize]).max(1),
+                _ => back,
+            };
+            tokens.push(Token { lit_len, match_len: match_len as u32, back });
+            dst += lit_len + match_len as u32;
+        }
+        tokens.push(Token { lit_len: len - dst, match_len: 0, back: 0 });
+        let nlit: u32 = tokens.iter().map(|t| t.lit_len).sum();
+        let literals = (0..nlit).map(|_| b"ACGT"[(rng.next() % 4) as usize]).collect();
+        (tokens, literals)
+    }
+
+    #[test]
+    fn continuations_round_trip_and_are_used() {
+        let mut rng = XorShift(0x1234_5678_9abc_def1);
+        for (len, lanes) in [(600u32, 1u32), (5000, 4), (70_000, 32), (1 << 20, 8)] {
+            let start = 1u64 << 22;
+            let (tokens, literals) = mutated_copy_tokens(len, &mut rng);
+            let (tables, _, slices) = encode_with_own_tables(start, &tokens, &literals, lanes);
+            // Every continuation code is in use, and most matches after the first of their slice take one.
+            let used: Vec<u16> = (OF_EXPLICIT_CODES..OF_ALPHABET).map(|c| tables.of.freq[c]).collect();
+            if len >= 70_000 {
+                assert!(used.iter().all(|&f| f > 0), "continuation frequencies {used:?}");
+            }
+            let (mut cont, mut later) = (0, 0);
+            for s in &slices {
+                let mut prev = 0;
+                for t in &s.tokens[..s.tokens.len() - 1] {
+                    later += (prev != 0) as u32;
+                    cont += continuation_index(t.back, prev).is_some() as u32;
+                    prev = t.back;
+                }
+            }
+            assert!(cont * 10 > later * 8, "{cont} continuations among {later} later matches");
+            round_trip(start, &tokens, &literals, lanes);
+        }
+    }
+
+    #[test]
+    fn distance_code_prefers_continuations() {
+        assert_eq!(distance_code(1000, 0), logcode::encode(999));
+        assert_eq!(distance_code(1000, 1000), (OF_EXPLICIT_CODES as u32, 0, 0));
+        for (k, &d) in OF_CONTINUATION_DELTAS.iter().enumerate() {
+            let back = (1000 + d) as u64;
+            assert_eq!(distance_code(back, 1000), (OF_EXPLICIT_CODES as u32 + k as u32, 0, 0), "delta {d}");
+        }
+        assert_eq!(distance_code(1005, 1000), logcode::encode(1004));
+        assert_eq!(distance_code(1, 1 << 40), logcode::encode(0));
+        assert_eq!(continuation_index(1 << 50, 1), None);
+    }
+
+    /// Tables that hold every symbol of every alphabet, so any code can be written.
+    fn every_symbol_tables() -> TableSet {
+        let mut stats = SymbolStats::default();
+        stats.ll.iter_mut().for_each(|c| *c = 1);
+        stats.ml.iter_mut().for_each(|c| *c = 1);
+        stats.of.iter_mut().for_each(|c| *c = 1);
+        stats.lit.iter_mut().for_each(|c| *c = 1);
+        TableSet::from_stats(&stats)
+    }
+
+    /// A block payload of the given slices, each written with `of_field` choosing the OF fields of slice `j`.
+    fn payload_with(
+        slices: &[SliceTokens],
+        tables: &TableSet,
+        lanes: u32,
+        of_field: impl Fn(usize, usize, u64, u64) -> (u32, u32, u64),
+    ) -> Vec<u8> {
+        let payloads: Vec<Vec<u8>> = slices
+            .iter()
+            .enumerate()
+            .map(|(j, s)| {
+                let mut p = Vec::new();
+                encode_slice_with(&s.tokens, &s.literals, tables, lanes, &mut p, |t, back, prev| {
+                    of_field(j, t, back, prev)
+                });
+                p
+            })
+            .collect();
+        let mut out = Vec::new();
+        payloads.iter().for_each(|p| varint::write(p.len() as u64, &mut out));
+        payloads.iter().for_each(|p| out.extend_from_slice(p));
+        out
+    }
+
+    fn assert_refused(result: Result<ParsedBlock, DecodeError>, needles: &[&str]) {
+        let err = result.expect_err("hostile payload must be refused");
+        let text = err.to_string();
+        assert!(matches!(err, DecodeError::Invalid { .. }), "{text}");
+        for n in needles {
+            assert!(text.contains(n), "{text:?} lacks {n:?}");
+        }
+    }
+
+    #[test]
+    fn refuses_continuations_without_a_valid_previous_match() {
+        let tables = every_symbol_tables();
+        let code = |k: usize| (OF_EXPLICIT_CODES + k) as u32;
+        // One slice: three matches at back 1, 1, 2 after 4 literals (bytes 0..4 literal, matches of 3 bytes).
+        let tokens = [
+            Token { lit_len: 4, match_len: 3, back: 1 },
+            Token { lit_len: 0, match_len: 3, back: 1 },
+            Token { lit_len: 0, match_len: 3, back: 2 },
+            Token { lit_len: 2, match_len: 0, back: 0 },
+        ];
+        let slice = SliceTokens { tokens: tokens.to_vec(), literals: b"ACGTAC".to_vec() };
+        let shape = BlockShape { start: 0, len: 15, slice_log: 11, lanes: 2 };
+        for lanes in [1, 2, 32] {
+            let shape = BlockShape { lanes, ..shape };
+            // As the encoder writes it: explicit, then continuations +0 and +1.
+            let good = payload_with(std::slice::from_ref(&slice), &tables, lanes, |_, _, back, prev| {
+                distance_code(back, prev)
+            });
+            assert_eq!(decode_block(&good, &tables, shape).unwrap().tokens, tokens);
+            // The first match of a slice may not continue anything.
+            let first = payload_with(std::slice::from_ref(&slice), &tables, lanes, |_, t, back, prev| {
+                if t == 0 {
+                    (code(0), 0, 0)
+                } else {
+                    distance_code(back, prev)
+                }
+            });
+            assert_refused(decode_block(&first, &tables, shape), &["slice 0", "token 0", "no earlier match"]);
+            assert_refused(decode_slice(&first, &tables, shape, 0), &["slice 0", "no earlier match"]);
+            // Back 1 continued by -1 is 0.
+            let zero = payload_with(std::slice::from_ref(&slice), &tables, lanes, |_, t, back, prev| {
+                if t == 1 {
+                    (code(2), 0, 0)
+                } else {
+                    distance_code(back, prev)
+                }
+            });
+            assert_refused(decode_block(&zero, &tables, shape), &["slice 0", "token 1", "into 0"]);
+            // Matches start at destinations 4, 7 and 10. Back 1 continued by +4 is 5 (valid at 7), and an explicit
+            // code after a continuation starts over.
+            let far = payload_with(std::slice::from_ref(&slice), &tables, lanes, |_, t, back, _| match t {
+                1 => (code(7), 0, 0),
+                _ => logcode::encode(back - 1),
+            });
+            let parsed = decode_block(&far, &tables, shape).unwrap();
+            assert_eq!(parsed.tokens.iter().map(|t| t.back).collect::<Vec<_>>(), [1, 5, 2, 0]);
+            // Explicit back 7 at destination 7, continued by +4 to 11 at destination 10: before the stream start
+            // (and fine one byte further into the stream).
+            let before_start = payload_with(std::slice::from_ref(&slice), &tables, lanes, |_, t, back, _| match t {
+                1 => logcode::encode(6),
+                2 => (code(7), 0, 0),
+                _ => logcode::encode(back - 1),
+            });
+            assert_refused(decode_block(&before_start, &tables, shape), &["slice 0", "token 2", "before the stream"]);
+            let later = BlockShape { start: 1, ..shape };
+            assert_eq!(decode_block(&before_start, &tables, later).unwrap().tokens[2].back, 11);
+        }
+    }
+
+    #[test]
+    fn continuations_do_not_cross_slices() {
+        // Two slices of 512 bytes; slice 1's first match has the back of slice 0's last, and a payload that
+        // codes it as a continuation is refused (by the whole-block and the one-slice decoders alike).
+        let tables = every_symbol_tables();
+        let mut tokens = vec![Token { lit_len: 12, match_len: 500, back: 7 }];
+        tokens.push(Token { lit_len: 0, match_len: 400, back: 7 });
+        tokens.push(Token { lit_len: 112, match_len: 0, back: 0 });
+        let literals: Vec<u8> = (0..124u32).map(|i| b"ACGT"[(i % 4) as usize]).collect();
+        let block = block_bytes(1000, &tokens, &literals);
+        let slices = cut_slices(&tokens, &literals, &block, 512);
+        assert_eq!(slices.len(), 2);
+        assert_eq!(slices[1].tokens[0].back, 7);
+        let shape = BlockShape { start: 1000, len: 1024, slice_log: 9, lanes: 4 };
+        let good = payload_with(&slices, &tables, 4, |_, _, back, prev| distance_code(back, prev));
+        let parsed = decode_block(&good, &tables, shape).unwrap();
+        assert_eq!(reference_block_bytes(1000, &parsed.tokens, &parsed.literals, outside_byte), block);
+        let carried = payload_with(&slices, &tables, 4, |j, t, back, prev| {
+            if j == 1 && t == 0 {
+                (OF_EXPLICIT_CODES as u32, 0, 0)
+            } else {
+                distance_code(back, prev)
+            }
+        });
+        assert_refused(decode_block(&carried, &tables, shape), &["slice 1", "no earlier match"]);
+        assert_refused(decode_slice(&carried, &tables, shape, 1), &["slice 1", "no earlier match"]);
+        assert!(decode_slice(&carried, &tables, shape, 0).is_ok());
     }
 
     #[test]

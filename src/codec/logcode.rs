@@ -132,9 +132,12 @@ mod tests {
 
     #[test]
     fn field_limits_match_the_format() {
-        // Literal runs and match lengths (code < 64) reach 2^28 - 1; distances (code < 96) reach 2^44 - 1.
+        // Literal runs and match lengths (code < 64) reach 2^28 - 1; explicit distances (code < 88, the codes
+        // above are continuations) reach back - 1 = 2^40 - 1, the longest stream.
         assert_eq!(code_of((1 << 28) - 1), 63);
         assert_eq!(code_of(1 << 28), 64);
+        assert_eq!(code_of((1 << 40) - 1), 87);
+        assert_eq!(code_of(1 << 40), 88);
         assert_eq!(code_of((1 << 44) - 1), 95);
         assert_eq!(code_of(1 << 44), 96);
         assert_eq!(extra_bits(95), 42);

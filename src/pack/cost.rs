@@ -6,8 +6,9 @@
 //! shapes for the codes) and folds in the symbols of every block it has parsed, with decay, so the prices follow
 //! the data the way the group's rANS tables will.
 
-use crate::codec::block::Token;
+use crate::codec::block::{continuation_index, distance_code, Token};
 use crate::codec::logcode;
+use crate::codec::tables::OF_EXPLICIT_CODES;
 
 pub const PRICE_ONE: u32 = 1 << logcode::COST_FRAC_BITS;
 const LL_CODES: usize = 64;
@@ -44,13 +45,17 @@ impl Counts {
         }
     }
 
-    /// Adds a parsed block's symbols.
+    /// Adds a parsed block's symbols. Distances are counted as the slice encoder codes them, a continuation
+    /// code where one applies, except that the block is taken as one slice (the encoder codes the first match
+    /// of each slice explicitly: one match in a few dozen on genomes).
     pub fn add_tokens(&mut self, tokens: &[Token], literals: &[u8]) {
+        let mut prev = 0;
         for t in tokens {
             self.ll[logcode::code_of(t.lit_len as u64) as usize] += 1;
             if t.match_len > 0 {
                 self.ml[logcode::code_of(t.match_len as u64 - 2) as usize] += 1;
-                self.of[(logcode::code_of(t.back - 1) as usize).min(OF_CODES - 1)] += 1;
+                self.of[(distance_code(t.back, prev).0 as usize).min(OF_CODES - 1)] += 1;
+                prev = t.back;
             }
         }
         for &b in literals {
@@ -129,9 +134,20 @@ impl Prices {
         }
     }
 
+    /// Price of an explicit distance code (the first match of a slice, or one no continuation reaches).
     #[inline]
     pub fn distance(&self, back: u64) -> u32 {
-        logcode::cost(back - 1, &self.of)
+        logcode::cost(back - 1, &self.of[..OF_EXPLICIT_CODES])
+    }
+
+    /// Price of the distance of a match at `back` after a match at `prev` (0: none): its continuation code when
+    /// one applies (no extra bits), else the explicit code.
+    #[inline]
+    pub fn distance_after(&self, back: u64, prev: u64) -> u32 {
+        match continuation_index(back, prev) {
+            Some(k) => self.of[OF_EXPLICIT_CODES + k],
+            None => self.distance(back),
+        }
     }
 }
 
@@ -149,5 +165,30 @@ mod tests {
         // Distances: far sources cost their extra bits.
         assert!(p.distance(1 << 30) > p.distance(100) + 20 * PRICE_ONE);
         assert!(p.match_len(3) < p.match_len(5000));
+        // Continuations: a code without extra bits, whatever the distance; an unrelated distance stays explicit.
+        assert_eq!(p.distance_after(1 << 30, 1 << 30), p.of[OF_EXPLICIT_CODES]);
+        assert_eq!(p.distance_after((1 << 30) + 1, 1 << 30), p.of[OF_EXPLICIT_CODES + 1]);
+        assert!(p.distance_after((1 << 30) - 1, 1 << 30) < 13 * PRICE_ONE);
+        assert_eq!(p.distance_after(1 << 30, 0), p.distance(1 << 30));
+        assert_eq!(p.distance_after(1 << 30, 5000), p.distance(1 << 30));
+    }
+
+    #[test]
+    fn continuations_are_counted_as_coded() {
+        let mut c = Counts::prior();
+        let before = c.of;
+        let tokens = [
+            Token { lit_len: 1, match_len: 30, back: 1 << 30 },
+            Token { lit_len: 1, match_len: 30, back: 1 << 30 },
+            Token { lit_len: 1, match_len: 30, back: (1 << 30) - 1 },
+            Token { lit_len: 4, match_len: 0, back: 0 },
+        ];
+        c.add_tokens(&tokens, &[b'A'; 7]);
+        assert_eq!(
+            c.of[logcode::code_of((1 << 30) - 1) as usize],
+            before[logcode::code_of((1 << 30) - 1) as usize] + 1
+        );
+        assert_eq!(c.of[OF_EXPLICIT_CODES], before[OF_EXPLICIT_CODES] + 1);
+        assert_eq!(c.of[OF_EXPLICIT_CODES + 2], before[OF_EXPLICIT_CODES + 2] + 1);
     }
 }

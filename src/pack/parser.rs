@@ -8,10 +8,17 @@
 //! - the hash tables of [`crate::pack::matcher`] (the recent window);
 //! - the repeats of [`crate::pack::ldm`] that cover the position (any distance);
 //! - recently seen distances and their neighbours `±1`: a FASTA line break or a one-base indel shifts an alignment
-//!   by one, and without repeat-offset codes in the format the shifted source must be found, not assumed.
+//!   by one;
+//! - the continuations of the path's previous match (its `back` plus each delta of
+//!   [`crate::codec::tables::OF_CONTINUATION_DELTAS`]).
 //!
 //! A source's price is its distance code plus its [`ClosurePrice`]: what it adds to a cold read of the block
-//! (one more slice to decode, and the levels of depth behind it).
+//! (one more slice to decode, and the levels of depth behind it). The distance code depends on the path: a match
+//! whose `back` continues the previous match's (same distance after a substitution, a few bytes off after an
+//! indel) takes a continuation code with no extra bits (FORMAT.md §3.2), so every node carries the `back` of the
+//! last match on its cheapest path (zstd btopt style: one path per node, not every history) and prices its
+//! candidates against it. Continuations may be as short as 2 bytes whatever their distance class: their price is
+//! a few bits, not the distance's extra bits that the class minimum guards against.
 //!
 //! Candidates are shortened to the bytes whose sources keep the reference depth within the bound, using the
 //! depths this segment has produced so far (estimated for the block being parsed) and the final depths before
@@ -20,7 +27,8 @@
 //! Matches are capped at the block end, so none crosses a block boundary. After each block the symbols it chose
 //! are folded into the price model, so prices track the data.
 
-use crate::codec::block::Token;
+use crate::codec::block::{continuation_index, Token};
+use crate::codec::tables::OF_CONTINUATION_DELTAS;
 use crate::pack::cost::{Counts, Prices};
 use crate::pack::ldm::LongMatch;
 use crate::pack::matcher::{common_len, Candidate, ChainMatcher};
@@ -100,9 +108,12 @@ struct Node {
     lit_len: u32,
     match_len: u32,
     back: u64,
+    /// `back` of the last match on the cheapest path into this node (0: none yet), what a continuation code
+    /// of the next match continues.
+    prev: u64,
 }
 
-const UNREACHED: Node = Node { price: u64::MAX, lit_len: 0, match_len: 0, back: 0 };
+const UNREACHED: Node = Node { price: u64::MAX, lit_len: 0, match_len: 0, back: 0, prev: 0 };
 /// Most candidates kept per position after pruning.
 const MAX_CANDIDATES: usize = 16;
 /// Halve the adaptive counts once this many literals have been counted, so prices follow recent data.
@@ -140,6 +151,8 @@ struct Priced {
     back: u64,
     len: u32,
     price: u32,
+    /// Coded as a continuation of the path's previous match (so any length from 2 is worth trying).
+    continues: bool,
 }
 
 /// What the parser knows about reference depth: the bound and the final depths before the current chunk.
@@ -222,7 +235,7 @@ impl<'a> SegmentParser<'a> {
             + prices.lit_run(here.lit_len + 1) as u64
             + prices.lit[self.data[pos as usize] as usize] as u64;
         if lit < self.nodes[i + 1].price {
-            self.nodes[i + 1] = Node { price: lit, lit_len: here.lit_len + 1, match_len: 0, back: 0 };
+            self.nodes[i + 1] = Node { price: lit, lit_len: here.lit_len + 1, match_len: 0, back: 0, prev: here.prev };
         }
         // Candidates are measured to the block end, not cut at a few sufficient lengths: a long match is taken
         // at once, so which source it comes from decides where the next one must start. Between related genomes
@@ -230,7 +243,7 @@ impl<'a> SegmentParser<'a> {
         // kilobytes; with a cap of 4 sufficient lengths the fly-chr4 set packed 8 % larger (7.955 against
         // 8.619) for about the same time, because every early divergence costs another far source.
         let limit = (n - i) as u32;
-        self.gather(pos, limit, prices);
+        self.gather(pos, limit, prices, here.prev);
         if self.priced.is_empty() {
             return i + 1;
         }
@@ -256,13 +269,14 @@ impl<'a> SegmentParser<'a> {
         let mut from_len = 2;
         for k in 0..self.priced.len() {
             let c = self.priced[k];
-            let min_len = (self.params.min_match[distance_class(c.back)] as u32).max(from_len);
+            let class_min = if c.continues { 2 } else { self.params.min_match[distance_class(c.back)] as u32 };
+            let min_len = class_min.max(from_len);
             let dist = base + c.price as u64;
             for len in min_len..=c.len {
                 let price = dist + prices.match_len(len) as u64;
                 let node = &mut self.nodes[i + len as usize];
                 if price < node.price {
-                    *node = Node { price, lit_len: 0, match_len: len, back: c.back };
+                    *node = Node { price, lit_len: 0, match_len: len, back: c.back, prev: c.back };
                 }
             }
             from_len = from_len.max(c.len + 1);
@@ -274,7 +288,7 @@ impl<'a> SegmentParser<'a> {
         let price = base + c.price as u64 + prices.match_len(c.len) as u64;
         let node = &mut self.nodes[i + c.len as usize];
         if price < node.price {
-            *node = Node { price, lit_len: 0, match_len: c.len, back: c.back };
+            *node = Node { price, lit_len: 0, match_len: c.len, back: c.back, prev: c.back };
         }
     }
 
@@ -333,14 +347,16 @@ impl<'a> SegmentParser<'a> {
         }
     }
 
-    /// Collects the candidates at `pos` into `self.cands`: increasing distance and increasing length, so that
-    /// every length is served by the nearest source that reaches it.
-    fn gather(&mut self, pos: u64, limit: u32, prices: &Prices) {
+    /// Collects the candidates at `pos` into `self.priced`, each priced against `prev` (the `back` of the last
+    /// match on the cheapest path to `pos`): increasing price and increasing length, so that every length is
+    /// served by the cheapest source that reaches it.
+    fn gather(&mut self, pos: u64, limit: u32, prices: &Prices, prev: u64) {
         self.cands.clear();
         self.priced.clear();
         self.chain.find(pos, limit, &mut self.cands);
         self.collect_long(pos, limit);
         self.collect_reps(pos, limit);
+        self.collect_continuations(pos, limit, prev);
         if self.cands.is_empty() {
             return;
         }
@@ -348,8 +364,9 @@ impl<'a> SegmentParser<'a> {
             let c = self.cands[k];
             let len = self.cap_by_depth(pos, c);
             if len >= 2 {
-                let price = prices.distance(c.back) + self.closure_price(pos, c.back, len);
-                self.priced.push(Priced { back: c.back, len, price });
+                let continues = continuation_index(c.back, prev).is_some();
+                let price = prices.distance_after(c.back, prev) + self.closure_price(pos, c.back, len, continues);
+                self.priced.push(Priced { back: c.back, len, price, continues });
             }
         }
         if self.priced.is_empty() {
@@ -377,14 +394,17 @@ impl<'a> SegmentParser<'a> {
 
     /// What a source outside the current block adds to a cold read of it ([`ClosurePrice`]). The depth of the
     /// source is sampled at its first, middle and last byte (a full scan per candidate would double the parse).
-    fn closure_price(&self, pos: u64, back: u64, len: u32) -> u32 {
+    /// A continuation's source lies a few bytes after the previous match's source, nearly always in a slice that
+    /// read decodes anyway, so it pays only for its depth.
+    fn closure_price(&self, pos: u64, back: u64, len: u32, continues: bool) -> u32 {
         let src = pos - back;
         if src >= self.block_start {
             return 0;
         }
         let span = (len as u64).min(back);
         let d = self.depth_at(src).max(self.depth_at(src + span / 2)).max(self.depth_at(src + span - 1));
-        self.params.closure.enter + self.params.closure.per_level * d as u32
+        let enter = if continues { 0 } else { self.params.closure.enter };
+        enter + self.params.closure.per_level * d as u32
     }
 
     /// Adds the long repeats covering `pos`.
@@ -430,6 +450,27 @@ impl<'a> SegmentParser<'a> {
                     self.cands.push(Candidate { back: back as u64, len });
                 }
             }
+        }
+    }
+
+    /// Adds the continuations of `prev` (the path's previous match's `back`, 0: none) that match at least 2
+    /// bytes: a continuation is cheap, so even a short one can beat literals.
+    fn collect_continuations(&mut self, pos: u64, limit: u32, prev: u64) {
+        if prev == 0 || limit < 2 {
+            return;
+        }
+        let p = pos as usize;
+        for delta in OF_CONTINUATION_DELTAS {
+            let Some(back) = prev.checked_add_signed(delta) else { continue };
+            if back == 0 || back > pos {
+                continue;
+            }
+            let src = p - back as usize;
+            if self.data[src] != self.data[p] || self.data[src + 1] != self.data[p + 1] {
+                continue;
+            }
+            let len = common_len(self.data, p, src, limit as usize) as u32;
+            self.cands.push(Candidate { back, len });
         }
     }
 

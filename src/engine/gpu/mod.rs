@@ -360,6 +360,82 @@ mod tests {
         (Arc::new(ArchiveData::open(&path).unwrap()), plan.stream)
     }
 
+    /// An archive of mutated copies, as between related genomes: a random original, then copies of it with a
+    /// substituted base every few dozen bytes and small indels, so most matches take continuation codes
+    /// (FORMAT.md §3.2: same back as the slice's previous match, or a few bytes off), with an explicit jump
+    /// back into the original whenever a copy of a copy would exceed the depth bound. Returns the archive, its
+    /// reference stream, and how many of its matches continue their predecessor's back.
+    fn mutated_archive(
+        dir: &std::path::Path,
+        seed: u64,
+        lanes: u8,
+        slice_log: u8,
+    ) -> (Arc<ArchiveData>, Vec<u8>, usize) {
+        use crate::codec::block::continuation_index;
+        use crate::format::testkit::{small_header, Plan, Rng};
+        let header = crate::format::Header { slice_log, ..small_header(6, lanes) };
+        let mut plan = Plan::new(header);
+        let mut rng = Rng(seed);
+        let (origin, total) = (9_000usize, 150_000 + seed as usize * 777);
+        let base = |rng: &mut Rng| b"ACGT"[rng.range(0, 3) as usize];
+        while plan.stream.len() < origin {
+            let n = plan.room().min(origin - plan.stream.len());
+            let bytes: Vec<u8> = (0..n).map(|_| base(&mut rng)).collect();
+            plan.literals(&bytes);
+        }
+        let mut back = origin as u64;
+        while plan.stream.len() < total {
+            let pos = plan.stream.len() as u64;
+            match rng.range(0, 9) {
+                0 => back += rng.range(1, 4),                            // an insertion in the copy
+                1 => back = back.saturating_sub(rng.range(1, 3)).max(1), // a deletion
+                _ => {}
+            }
+            let room = plan.room().min(total - plan.stream.len());
+            let subst = rng.range(0, 3).min(room as u64) as usize;
+            let bytes: Vec<u8> = (0..subst).map(|_| base(&mut rng)).collect();
+            plan.literals(&bytes);
+            let room = plan.room().min(total - plan.stream.len());
+            if room < 2 {
+                continue;
+            }
+            let len = rng.range(2, 60).min(room as u64) as usize;
+            let pos = pos + subst as u64;
+            if back > pos || plan.source_depth(back, len) >= plan.header.max_depth {
+                back = pos - rng.range(0, origin as u64 - 100); // back into the original (depth 0)
+            }
+            plan.fill(back, len);
+        }
+        let mut continuing = 0;
+        for b in &plan.blocks {
+            let mut prev = 0;
+            for t in b.tokens.iter().filter(|t| t.match_len > 0) {
+                continuing += continuation_index(t.back, prev).is_some() as usize;
+                prev = t.back;
+            }
+        }
+        let path = dir.join(format!("mutated-{seed}-{lanes}-{slice_log}.acx"));
+        plan.write(&path);
+        (Arc::new(ArchiveData::open(&path).unwrap()), plan.stream, continuing)
+    }
+
+    /// The mutated-copy archives the GPU tests use really are made of continuations, and decode on the CPU.
+    #[test]
+    fn mutated_archives_use_continuations() {
+        use crate::engine::cpu::CpuEngine;
+        let dir = tempfile::tempdir().unwrap();
+        let (data, stream, continuing) = mutated_archive(dir.path(), 21, 4, 10);
+        let matches = stream.len() / 40;
+        assert!(continuing * 2 > matches, "{continuing} continuations for about {matches} matches");
+        let cpu = CpuEngine::new(data.clone());
+        for id in 0..data.block_count() {
+            let mut buf = vec![0u8; data.block_len(id) as usize];
+            cpu.decode_block(id, &mut buf).unwrap();
+            let start = (id << data.header.block_log) as usize;
+            assert_eq!(buf, stream[start..start + buf.len()], "block {id}");
+        }
+    }
+
     /// Without a driver (CI) the engine refuses in one line, never panics; with one, it opens.
     #[test]
     fn try_new_fails_cleanly_or_opens() {
@@ -425,13 +501,21 @@ mod tests {
     fn gpu_bytes_equal_the_reference_when_a_gpu_is_present() {
         let dir = tempfile::tempdir().unwrap();
         let cases = [(2, 32, 11), (3, 8, 9), (4, 1, 11), (9, 2, 10), (10, 4, 12), (11, 16, 11), (12, 1, 9), (13, 4, 9)];
-        for (seed, lanes, slice_log) in cases {
-            let (data, stream) = random_archive(dir.path(), seed, lanes, slice_log);
+        // Random archives, then mutated copies (continuation codes in nearly every slice) for every lane count.
+        let mutated = [(21, 1, 9), (22, 2, 10), (23, 4, 11), (24, 8, 9), (25, 16, 12), (26, 32, 10)];
+        let archives = cases.iter().map(|&(seed, lanes, slice_log)| (seed, lanes, slice_log, false));
+        for (seed, lanes, slice_log, mutate) in archives.chain(mutated.iter().map(|&(s, l, k)| (s, l, k, true))) {
+            let (data, stream) = if mutate {
+                let (data, stream, _) = mutated_archive(dir.path(), seed, lanes, slice_log);
+                (data, stream)
+            } else {
+                random_archive(dir.path(), seed, lanes, slice_log)
+            };
             let Ok(engine) = GpuEngine::try_new(data.clone()) else {
                 eprintln!("no GPU: GPU bit-exactness test skipped");
                 return;
             };
-            let what = format!("lanes {lanes}, slice_log {slice_log}");
+            let what = format!("lanes {lanes}, slice_log {slice_log}, mutated copies {mutate}");
             let ids: Vec<u64> = (0..data.block_count()).collect();
             let mut bufs: Vec<Vec<u8>> = ids.iter().map(|&id| vec![0; data.block_len(id) as usize]).collect();
             let mut outs: Vec<&mut [u8]> = bufs.iter_mut().map(|b| b.as_mut_slice()).collect();
