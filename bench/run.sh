@@ -6,17 +6,19 @@
 # back-references. These are the sets the corpus README's anchor ratios are measured on.
 #
 # Prints markdown tables:
-#   1. aceapex: ratio, pack MB/s and peak RSS, whole-stream decode MB/s on one core and on all cores;
+#   1. aceapex in genome mode (the default) and in general mode (--no-genome): ratio, pack MB/s and peak RSS,
+#      whole-stream decode MB/s on one core and on all cores;
 #   2. cold random 4 KiB reads (fresh archive per read) at the start, middle and end of the stream: p50/p99;
-#   3. the same datasets through zstd -19 on independent 16 KiB blocks and bgzip: ratio, compress and
-#      decompress MB/s.
+#   3. the same datasets through zstd -19 on independent 16 KiB blocks, bgzip, and xz -9 on the whole input
+#      (no random access: the ratio anchor): ratio, compress and decompress MB/s;
+#   4. related genomes packed together against each packed alone (the six fly assemblies).
 # Every archive is checked bit-exact (unpack + cmp) before anything is timed.
 #
 # Usage: bash bench/run.sh [--corpus DIR] [--quick]
 #   --corpus DIR  corpus folder (default: ../shared/corpus next to the repo)
 #   --quick       only the fly sets, fewer random reads (a smoke run of the script itself)
 # Env: ACEAPEX_PACK_ARGS  extra arguments for `aceapex pack` (e.g. "--level 9 --block-size 16K").
-# Runtime: about 5-10 minutes on 2 cores.
+# Runtime: about 10-15 minutes on 2 cores.
 set -euo pipefail
 
 repo="$(cd "$(dirname "$0")/.." && pwd)"
@@ -41,6 +43,7 @@ need=()
 [ -x /usr/bin/time ] || need+=(time)
 command -v bgzip >/dev/null || need+=(tabix)
 command -v zstd >/dev/null || need+=(zstd)
+command -v xz >/dev/null || need+=(xz-utils)
 if [ ${#need[@]} -gt 0 ]; then
   log "installing ${need[*]}"
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
@@ -119,50 +122,65 @@ best_of() {
 }
 
 # --- aceapex ---------------------------------------------------------------------------------------------------
+# Keys are "dataset/mode"; mode "genome" is the default packing, "general" adds --no-genome.
+modes=(genome general)
+mode_args() { [ "$1" = general ] && echo "--no-genome"; true; }
 declare -A A_RATIO A_PACK A_RSS A_DEC1 A_DECN A_UNPACK A_ORIG A_SIZE
 randread_rows=""
 for d in "${datasets[@]}"; do
+for m in "${modes[@]}"; do
+  k="$d/$m"
   orig=$(files_of "$d" | xargs stat -c %s | awk '{ s += $1 } END { print s }')
-  archive="$work/$d.acx"
-  log "$d: pack ($orig bytes)"
+  archive="$work/$d-$m.acx"
+  log "$k: pack ($orig bytes)"
   # shellcheck disable=SC2086
   /usr/bin/time -f '%e %M' -o "$work/$d.time" \
-    "$acx" pack --quiet ${ACEAPEX_PACK_ARGS:-} -o "$archive" $(files_of "$d") >&2 || die "$d: pack failed"
+    "$acx" pack --quiet $(mode_args "$m") ${ACEAPEX_PACK_ARGS:-} -o "$archive" $(files_of "$d") >&2 || die "$k: pack failed"
   read -r secs rss_kb < "$work/$d.time"
   size=$(bytes_of "$archive")
-  A_ORIG[$d]=$orig; A_SIZE[$d]=$size
-  A_RATIO[$d]=$(ratio "$orig" "$size")
-  A_PACK[$d]=$(awk -v b="$orig" -v s="$secs" 'BEGIN { if (s <= 0) print "n/a"; else printf "%.1f", b / s / 1e6 }')
-  A_RSS[$d]=$((rss_kb / 1024))
+  A_ORIG[$k]=$orig; A_SIZE[$k]=$size
+  A_RATIO[$k]=$(ratio "$orig" "$size")
+  A_PACK[$k]=$(awk -v b="$orig" -v s="$secs" 'BEGIN { if (s <= 0) print "n/a"; else printf "%.1f", b / s / 1e6 }')
+  A_RSS[$k]=$((rss_kb / 1024))
 
-  log "$d: check bit-exact (unpack + cmp)"
+  log "$k: check bit-exact (unpack + cmp)"
   rm -rf "$work/out"; mkdir -p "$work/out"
   t0=$(now_ns)
-  "$acx" unpack "$archive" -C "$work/out" --decoder cpu >&2 || die "$d: unpack failed"
+  "$acx" unpack "$archive" -C "$work/out" --decoder cpu >&2 || die "$k: unpack failed"
   t1=$(now_ns)
-  A_UNPACK[$d]=$(mbps "$orig" $((t1 - t0)))
+  A_UNPACK[$k]=$(mbps "$orig" $((t1 - t0)))
   for f in $(files_of "$d"); do
-    cmp "$f" "$work/out/$(basename "$f")" >&2 || die "$d: $(basename "$f") differs after unpack"
+    cmp "$f" "$work/out/$(basename "$f")" >&2 || die "$k: $(basename "$f") differs after unpack"
   done
   rm -rf "$work/out"
-  "$acx" verify "$archive" >&2 || die "$d: verify failed"
+  "$acx" verify "$archive" >&2 || die "$k: verify failed"
 
-  log "$d: whole-stream decode, 1 core and $cores cores"
-  # acxbench times the decode itself (best of 3, archive already open): bytes<TAB>seconds.
-  read -r dbytes dsecs < <(RAYON_NUM_THREADS=1 "$acxbench" decode "$archive" --runs 3) || die "$d: decode failed"
-  A_DEC1[$d]=$(awk -v b="$dbytes" -v s="$dsecs" 'BEGIN { printf "%.1f", b / s / 1e6 }')
-  read -r dbytes dsecs < <("$acxbench" decode "$archive" --runs 3) || die "$d: decode failed"
-  A_DECN[$d]=$(awk -v b="$dbytes" -v s="$dsecs" 'BEGIN { printf "%.1f", b / s / 1e6 }')
+  log "$k: whole-stream decode, 1 core and $cores cores"
+  # acxbench times the decode itself (best of 3, archive already open): bytes<TAB>seconds. Speeds count the
+  # original bytes (a genome-mode file's stream holds its bases, fewer than its bytes).
+  read -r _ dsecs < <(RAYON_NUM_THREADS=1 "$acxbench" decode "$archive" --runs 3) || die "$k: decode failed"
+  A_DEC1[$k]=$(awk -v b="$orig" -v s="$dsecs" 'BEGIN { printf "%.1f", b / s / 1e6 }')
+  read -r _ dsecs < <("$acxbench" decode "$archive" --runs 3) || die "$k: decode failed"
+  A_DECN[$k]=$(awk -v b="$orig" -v s="$dsecs" 'BEGIN { printf "%.1f", b / s / 1e6 }')
 
-  log "$d: cold random 4 KiB reads"
+  log "$k: cold random 4 KiB reads"
   reads=300; [ "$quick" -eq 1 ] && reads=50
-  rows=$("$acxbench" randread "$archive" --reads "$reads" --size 4096 --seed 7) || die "$d: randread failed"
-  randread_rows+=$(echo "$rows" | awk -v l="$(label "$d")" -F'\t' '{ printf "| %s | %s | %s | %s | %s | %s | %s | %s |\n", l, $1, $2, $3, $4, $5, $6, $7 }')
+  rows=$("$acxbench" randread "$archive" --reads "$reads" --size 4096 --seed 7) || die "$k: randread failed"
+  randread_rows+=$(echo "$rows" | awk -v l="$(label "$d"), $m mode" -F'\t' '{ printf "| %s | %s | %s | %s | %s | %s | %s | %s |\n", l, $1, $2, $3, $4, $5, $6, $7 }')
   randread_rows+=$'\n'
 done
+done
+
+# Related genomes together against each alone: the six fly assemblies, default packing.
+alone=0
+for f in $(files_of fly6); do
+  "$acx" pack --quiet ${ACEAPEX_PACK_ARGS:-} -o "$work/alone.acx" "$f" >&2 || die "fly6: packing $(basename "$f") alone failed"
+  alone=$((alone + $(bytes_of "$work/alone.acx")))
+done
+rm -f "$work/alone.acx"
 
 # --- baselines -------------------------------------------------------------------------------------------------
-declare -A Z_RATIO Z_C Z_D G_RATIO G_C G_D
+declare -A Z_RATIO Z_C Z_D G_RATIO G_C G_D X_RATIO X_C X_D
 for d in "${datasets[@]}"; do
   src=$(concat_of "$d")
   orig=$(bytes_of "$src")
@@ -193,6 +211,16 @@ for d in "${datasets[@]}"; do
   G_C[$d]=$(mbps "$orig" $((t1 - t0)))
   G_D[$d]=$(mbps "$orig" "$(best_of 3 bgzip -@ 1 -dc "$work/$d.gz")")
   bgzip -dc "$work/$d.gz" | cmp - "$src" >&2 || die "$d: bgzip does not round-trip"
+
+  log "$d: xz -9 whole input"
+  t0=$(now_ns)
+  xz -9 -T1 -c "$src" > "$work/$d.xz"
+  t1=$(now_ns)
+  X_RATIO[$d]=$(ratio "$orig" "$(bytes_of "$work/$d.xz")")
+  X_C[$d]=$(mbps "$orig" $((t1 - t0)))
+  X_D[$d]=$(mbps "$orig" "$(best_of 3 xz -dc -T1 "$work/$d.xz")")
+  xz -dc "$work/$d.xz" | cmp - "$src" >&2 || die "$d: xz does not round-trip"
+  rm -f "$work/$d.xz" "$work/$d.gz"
 done
 
 # --- report ----------------------------------------------------------------------------------------------------
@@ -201,15 +229,22 @@ echo "## aceapex ($(uname -m), $cores cores, $(date -u +%Y-%m-%d))"
 echo
 echo "pack arguments: \`${ACEAPEX_PACK_ARGS:-(defaults)}\`"
 echo
-echo "| dataset | original bytes | archive bytes | ratio | pack MB/s | pack peak RSS MiB | decode MB/s 1 core | decode MB/s $cores cores | unpack to disk MB/s |"
-echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+echo "| dataset | mode | original bytes | archive bytes | ratio | pack MB/s | pack peak RSS MiB | decode MB/s 1 core | decode MB/s $cores cores | unpack to disk MB/s |"
+echo "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 for d in "${datasets[@]}"; do
-  echo "| $(label "$d") | ${A_ORIG[$d]} | ${A_SIZE[$d]} | ${A_RATIO[$d]} | ${A_PACK[$d]} | ${A_RSS[$d]} | ${A_DEC1[$d]} | ${A_DECN[$d]} | ${A_UNPACK[$d]} |"
+  for m in "${modes[@]}"; do
+    k="$d/$m"
+    echo "| $(label "$d") | $m | ${A_ORIG[$k]} | ${A_SIZE[$k]} | ${A_RATIO[$k]} | ${A_PACK[$k]} | ${A_RSS[$k]} | ${A_DEC1[$k]} | ${A_DECN[$k]} | ${A_UNPACK[$k]} |"
+  done
 done
+echo
+echo "Decode = the whole logical stream (a genome-mode file's bases, before its lines and case are rebuilt;" \
+  "unpack includes that); speeds count original bytes. Related genomes: the six fly assemblies packed together take" \
+  "${A_SIZE[fly6/genome]} bytes, each packed alone $alone bytes in total ($(ratio "$alone" "${A_SIZE[fly6/genome]}")×)."
 echo
 echo "## Cold random 4 KiB reads (archive opened fresh for every read; OS page cache warm)"
 echo
-echo "| dataset | region | reads | p50 µs | p99 µs | max µs | blocks parsed p50 | blocks parsed max |"
+echo "| dataset | region | reads | p50 µs | p99 µs | max µs | slices parsed p50 | slices parsed max |"
 echo "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"
 printf '%s' "$randread_rows"
 echo
@@ -218,7 +253,10 @@ echo
 echo "| dataset | tool | ratio | compress MB/s | decompress MB/s |"
 echo "| --- | --- | ---: | ---: | ---: |"
 for d in "${datasets[@]}"; do
-  echo "| $(label "$d") | aceapex (pack on $cores cores; decode 1 core) | ${A_RATIO[$d]} | ${A_PACK[$d]} | ${A_DEC1[$d]} |"
+  for m in "${modes[@]}"; do
+    echo "| $(label "$d") | aceapex, $m mode (pack on $cores cores; decode 1 core) | ${A_RATIO[$d/$m]} | ${A_PACK[$d/$m]} | ${A_DEC1[$d/$m]} |"
+  done
   echo "| $(label "$d") | zstd -19, independent 16 KiB blocks | ${Z_RATIO[$d]} | ${Z_C[$d]} | ${Z_D[$d]} |"
   echo "| $(label "$d") | bgzip (64 KiB BGZF blocks) | ${G_RATIO[$d]} | ${G_C[$d]} | ${G_D[$d]} |"
+  echo "| $(label "$d") | xz -9, whole input (no random access) | ${X_RATIO[$d]} | ${X_C[$d]} | ${X_D[$d]} |"
 done
