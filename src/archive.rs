@@ -142,6 +142,11 @@ impl Archive {
         self.gpu.is_some()
     }
 
+    /// Bytes of decoded blocks a sequential decode may hold ahead of its consumer (the sequential window).
+    pub fn seq_window_bytes(&self) -> u64 {
+        self.seq_window_bytes
+    }
+
     /// "cpu", "gpu", or "gpu+cpu" (auto with a working GPU: batches on the GPU, single cold blocks on the CPU).
     pub fn engine_name(&self) -> &str {
         &self.engine_name
@@ -281,6 +286,27 @@ impl Archive {
         *self.seq_window.lock().unwrap_or_else(|p| p.into_inner()) = Some(window);
         self.cache.record_decodes(self.cpu.name(), handed.saturating_sub(reused));
         result
+    }
+
+    /// Hands blocks `first..end` to `sink` in order, whole, from the GPU's whole-range decode (the stream
+    /// decoded device-resident once, then copied out) when a GPU decodes this archive's batches; `None` when no
+    /// engine here has a whole-range path, and the caller decodes sequentially on the CPU instead. A block the
+    /// GPU got wrong is decoded again on the CPU first; an `Err` means the GPU could not go on (logged once, and
+    /// the caller carries on from the blocks it has) or `sink` failed.
+    pub fn stream_blocks(&self, first: u64, end: u64, sink: &mut dyn FnMut(&[u8]) -> Result<()>) -> Option<Result<()>> {
+        let gpu = self.gpu.as_ref()?;
+        let redo = |id: u64, out: &mut [u8]| self.cpu.decode_block(id, out);
+        let mut handed = 0u64;
+        let block_log = self.data.header.block_log;
+        let result = gpu.stream_blocks(first, end, &redo, &mut |bytes| {
+            handed += (bytes.len() as u64).div_ceil(1 << block_log);
+            sink(bytes)
+        })?;
+        self.cache.record_decodes(gpu.name(), handed);
+        if let Err(e @ Error::Gpu(_)) = &result {
+            self.log_gpu_failure(e);
+        }
+        Some(result)
     }
 
     fn checked_end(&self, pos: u64, len: u64) -> Result<u64> {

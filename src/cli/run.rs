@@ -5,18 +5,14 @@ use std::fs::File;
 use std::io::{IsTerminal, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::sync::{Arc, OnceLock};
 
 use super::args::{CatArgs, Command, InfoArgs, LsArgs, PackArgs, UnpackArgs, VerifyArgs};
 use super::extract::{extract_tree, ExtractOptions, FileSource};
 use super::output::{CliError, Stdout};
 use crate::archive::{Archive, ArchiveOptions};
-use crate::engine::cpu::CpuEngine;
-use crate::engine::gpu::GpuEngine;
-use crate::engine::{BlockEngine, DecoderChoice};
+use crate::engine::DecoderChoice;
 use crate::error::Error;
 use crate::format::tree::{EntryId, EntryKind};
-use crate::format::ArchiveData;
 use crate::pack::{pack, PackOptions};
 
 /// Bytes moved per read call when `cat` streams a small range through the block cache.
@@ -40,12 +36,10 @@ fn open(path: &Path, decoder: DecoderChoice) -> Result<Archive, CliError> {
     Ok(Archive::open_with(path, opts)?)
 }
 
-/// An archive opened for reading file bytes out (`cat`, `unpack`). With a GPU, the archive's engine batches and
-/// the whole-range path share one [`GpuEngine`]; `cpu` decodes again, on demand, blocks the GPU got wrong there.
+/// An archive opened for reading file bytes out (`cat`, `unpack`). With a GPU, its engine batches and the
+/// whole-range path ([`Archive::stream_blocks`]) share one device.
 struct Reader {
     archive: Archive,
-    gpu: Option<GpuEngine>,
-    cpu: OnceLock<CpuEngine>,
 }
 
 /// Ranges at least this long (or an eighth of the stream) are streamed from a complete device-resident decode
@@ -54,21 +48,7 @@ const GPU_WHOLE_RANGE_MIN_BYTES: u64 = 64 << 20;
 
 impl Reader {
     fn open(path: &Path, decoder: DecoderChoice) -> Result<Reader, CliError> {
-        if decoder == DecoderChoice::Cpu {
-            return Ok(Reader { archive: open(path, decoder)?, gpu: None, cpu: OnceLock::new() });
-        }
-        let data = Arc::new(ArchiveData::open(path)?);
-        let gpu = match GpuEngine::try_new(data.clone()) {
-            Ok(gpu) => Some(gpu),
-            Err(e) => {
-                let asked = if decoder == DecoderChoice::Gpu { "decoder=gpu was requested but " } else { "" };
-                tracing::warn!("{asked}the GPU engine is unavailable ({e}); decoding on the CPU");
-                None
-            }
-        };
-        let opts = ArchiveOptions { decoder, ..ArchiveOptions::default() };
-        let engine = gpu.clone().map(|g| Box::new(g) as Box<dyn BlockEngine>);
-        Ok(Reader { archive: Archive::with_engines(data, opts, engine), gpu, cpu: OnceLock::new() })
+        Ok(Reader { archive: open(path, decoder)? })
     }
 
     /// Streams `[start, start + len)` to `sink`; `sequential` asks for the streaming decoders (large ranges).
@@ -80,10 +60,10 @@ impl Reader {
         sink: &mut dyn FnMut(&[u8]) -> Result<(), CliError>,
     ) -> Result<(), CliError> {
         let whole = len >= GPU_WHOLE_RANGE_MIN_BYTES || len.saturating_mul(8) >= self.archive.total_len();
-        match &self.gpu {
-            Some(gpu) if sequential && whole && len > 0 => self.stream_gpu(gpu, start, len, sink),
-            _ => stream_range(&self.archive, start, len, sequential, sink),
+        if self.archive.prefers_batches() && sequential && whole && len > 0 {
+            return self.stream_whole_range(start, len, sink);
         }
+        stream_range(&self.archive, start, len, sequential, sink)
     }
 
     /// Streams bytes `[from, from + len)` of regular file `id` (clamped to its size) to `sink`: a stored file as
@@ -120,12 +100,11 @@ impl Reader {
         with_parked_sink(sink, |sink| archive.stream_genome_file(id, from, len, sink))
     }
 
-    /// The whole-range GPU path ([`GpuEngine::stream_blocks`]). If the device cannot decode the stream, the
+    /// The whole-range GPU path ([`Archive::stream_blocks`]). If the device cannot decode the stream, the
     /// rest of the range (all of it, unless the device failed mid-way) is read in engine batches, which fall
     /// back to the CPU batch by batch.
-    fn stream_gpu(
+    fn stream_whole_range(
         &self,
-        gpu: &GpuEngine,
         start: u64,
         len: u64,
         sink: &mut dyn FnMut(&[u8]) -> Result<(), CliError>,
@@ -141,9 +120,7 @@ impl Reader {
         let (first, last) = (start >> log, (end - 1) >> log);
         let mut pos = first << log; // stream offset of the next byte the device hands over
         let mut sink_error: Option<CliError> = None;
-        let redo =
-            |id: u64, out: &mut [u8]| self.cpu.get_or_init(|| CpuEngine::new(data.clone())).decode_block(id, out);
-        let result = gpu.stream_blocks(first, last + 1, &redo, &mut |bytes| {
+        let result = self.archive.stream_blocks(first, last + 1, &mut |bytes| {
             let (from, to) = (pos, pos + bytes.len() as u64);
             pos = to;
             let (a, b) = (start.max(from), end.min(to));
@@ -155,14 +132,13 @@ impl Reader {
                 Error::InvalidArgument("output failed".into())
             })
         });
+        let Some(result) = result else {
+            return stream_range(&self.archive, start, len, false, sink); // no whole-range engine after all
+        };
         match (result, sink_error) {
             (_, Some(e)) => Err(e),
-            (Ok(report), None) => {
-                tracing::info!(
-                    decode_ms = report.decode_ms,
-                    blocks_redone = report.blocks_redone,
-                    "streamed {len} bytes from the GPU's resident decode"
-                );
+            (Ok(()), None) => {
+                tracing::info!("streamed {len} bytes from the GPU's resident decode");
                 Ok(())
             }
             (Err(e), None) => {

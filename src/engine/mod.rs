@@ -12,7 +12,22 @@ pub trait BlockEngine: Send + Sync {
     /// Decodes the blocks `ids` (ascending, distinct, each `< block_count`) into `out[i]`, which the caller
     /// has sized to each block's decoded length. Errors name the block that failed.
     fn decode_blocks(&self, ids: &[u64], out: &mut [&mut [u8]]) -> Result<()>;
+
+    /// Hands blocks `first..end` to `sink` in order, whole (the last block of the stream may be short), in
+    /// pieces of any number of blocks, from a whole-range decode — for engines that have one (the GPU decodes
+    /// the stream device-resident and copies it out), `None` for engines that do not (the caller then uses the
+    /// CPU's sequential decoder). Every block is checked against the index hash before `sink` sees it; a block
+    /// that fails is decoded again in place by `redo` (the CPU reference). `Some(Err)` means the engine could
+    /// not produce the range (nothing more reaches `sink`) or `sink` failed.
+    fn stream_blocks(&self, _first: u64, _end: u64, _redo: Redo<'_>, _sink: BytesSink<'_>) -> Option<Result<()>> {
+        None
+    }
 }
+
+/// Decodes block `id` into the buffer on the CPU: how a whole-range engine repairs a block it got wrong.
+pub type Redo<'a> = &'a (dyn Fn(u64, &mut [u8]) -> Result<()> + Sync);
+/// Receives decoded bytes in stream order; an error stops the producer.
+pub type BytesSink<'a> = &'a mut dyn FnMut(&[u8]) -> Result<()>;
 
 pub mod cpu;
 pub mod gpu;

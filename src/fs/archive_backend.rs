@@ -1,6 +1,8 @@
 //! The opened [`Archive`] as the filesystem's [`Backend`]: random reads go through the archive's single-flight
-//! block cache and its engines; stream runs go through its sequential decoder
-//! ([`Archive::decode_range_sequential`]), which keeps its window of recent blocks between runs.
+//! block cache and its engines; stream runs go through the GPU's whole-range decode when a GPU decodes this
+//! archive ([`Archive::stream_blocks`], a window at a time), else — and from wherever the GPU had to stop — the
+//! CPU's sequential decoder ([`Archive::decode_range_sequential`]), which keeps its window of recent blocks
+//! between runs.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -46,10 +48,17 @@ impl Backend for Archive {
         if blocks.start >= end_block {
             return Ok(());
         }
-        let start = data.block_start(blocks.start);
+        let mut next = blocks.start;
+        if self.prefers_batches() {
+            match stream_pieces_from_engine(self, next..end_block, sink) {
+                Some(at) => next = at,
+                None => return Ok(()),
+            }
+        }
+        let start = data.block_start(next);
         let end = data.block_start(end_block - 1) + u64::from(data.block_len(end_block - 1));
         // The range is block-aligned, so the sequential decoder hands out one whole block per call.
-        let mut id = blocks.start;
+        let mut id = next;
         let result = self.decode_range_sequential(start, end - start, |bytes| {
             if !sink(id, bytes) {
                 return Err(Error::io(&data.path, std::io::Error::from(std::io::ErrorKind::Interrupted)));
@@ -94,6 +103,56 @@ impl Backend for Archive {
     fn warm(&self) {
         self.open_genome_structures(WARM_GENOME_FILES);
     }
+}
+
+/// A stream run's blocks from the engine's whole-range decode (the GPU's), in pieces of one sequential window:
+/// each piece is copied out of the engine before the sink sees it, so a run that waits for a slow reader never
+/// holds the device that random reads need too, and a run holds one window of decoded bytes, as the CPU's
+/// sequential decoder does. `None` when every block was handed over or the sink asked to stop; `Some(block)`
+/// when the engine could not go on, and the CPU's sequential decoder carries on from that block.
+fn stream_pieces_from_engine(
+    archive: &Archive,
+    blocks: Range<u64>,
+    sink: &mut dyn FnMut(u64, &[u8]) -> bool,
+) -> Option<u64> {
+    let data = archive.data();
+    let per_piece = (archive.seq_window_bytes() >> data.header.block_log).max(1);
+    let mut piece = Vec::new();
+    let mut next = blocks.start;
+    while next < blocks.end {
+        let stop = (next + per_piece).min(blocks.end);
+        let expected: u64 = (next..stop).map(|id| u64::from(data.block_len(id))).sum();
+        piece.clear();
+        let outcome = archive.stream_blocks(next, stop, &mut |bytes| {
+            piece.extend_from_slice(bytes);
+            Ok(())
+        });
+        let Some(outcome) = outcome else {
+            return Some(next); // no whole-range engine after all
+        };
+        match outcome {
+            Ok(()) if piece.len() as u64 == expected => {}
+            Ok(()) => {
+                tracing::warn!("the engine streamed {} bytes for blocks {next}..{stop}, not {expected}", piece.len());
+                return Some(next);
+            }
+            // The archive has logged a GPU failure; a corrupt block fails again on the CPU, which reports it.
+            Err(e) => {
+                tracing::debug!("stream run: the engine stopped at block {next}: {e}");
+                return Some(next);
+            }
+        }
+        let mut at = 0usize;
+        for id in next..stop {
+            let len = data.block_len(id) as usize;
+            if !sink(id, &piece[at..at + len]) {
+                return None;
+            }
+            at += len;
+        }
+        next = stop;
+    }
+    None
 }
 
 #[cfg(test)]
@@ -396,5 +455,104 @@ mod tests {
         let b = fs.lookup(top, b"b.fa").unwrap().ino;
         assert!(read_from(&fs, a, 0, 65_536) == fasta);
         assert!(read_from(&fs, b, 1000, 4096) == fasta[1000..200_000]);
+    }
+
+    /// A whole-range engine for the tests: decodes on the CPU, hands each block over on its own, and fails
+    /// (after handing over what came before) when it reaches block `fail_at`.
+    struct WholeRange {
+        cpu: crate::engine::cpu::CpuEngine,
+        fail_at: Option<u64>,
+        calls: Arc<std::sync::atomic::AtomicU64>,
+    }
+
+    impl crate::engine::BlockEngine for WholeRange {
+        fn name(&self) -> &'static str {
+            "gpu"
+        }
+
+        fn decode_blocks(&self, ids: &[u64], out: &mut [&mut [u8]]) -> crate::Result<()> {
+            self.cpu.decode_blocks(ids, out)
+        }
+
+        fn stream_blocks(
+            &self,
+            first: u64,
+            end: u64,
+            _redo: crate::engine::Redo<'_>,
+            sink: crate::engine::BytesSink<'_>,
+        ) -> Option<crate::Result<()>> {
+            self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            for id in first..end {
+                if Some(id) == self.fail_at {
+                    return Some(Err(crate::Error::Gpu(format!("injected failure at block {id}"))));
+                }
+                let mut buf = vec![0u8; self.cpu.data().block_len(id) as usize];
+                if let Err(e) = self.cpu.decode_block(id, &mut buf).and_then(|()| sink(&buf)) {
+                    return Some(Err(e));
+                }
+            }
+            Some(Ok(()))
+        }
+    }
+
+    /// Stream runs take a GPU's whole-range path a window at a time, and where it fails the CPU's sequential
+    /// decoder carries on from the first block not handed over: every block comes once, in order, exact.
+    #[test]
+    fn stream_runs_use_the_whole_range_engine_and_fall_back_where_it_stops() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, _, _) = packed(dir.path());
+        let data = Arc::new(crate::format::ArchiveData::open(&path).unwrap());
+        let blocks = data.block_count();
+        assert!(blocks >= 6, "the test wants several windows of blocks, got {blocks}");
+        let reference: Vec<Vec<u8>> = (0..blocks)
+            .map(|id| {
+                let mut buf = vec![0u8; data.block_len(id) as usize];
+                crate::engine::cpu::CpuEngine::new(data.clone()).decode_block(id, &mut buf).unwrap();
+                buf
+            })
+            .collect();
+        let block_size = data.header.block_size();
+        for fail_at in [None, Some(0), Some(blocks / 2), Some(blocks - 1)] {
+            let calls = Arc::new(std::sync::atomic::AtomicU64::new(0));
+            let engine = WholeRange {
+                cpu: crate::engine::cpu::CpuEngine::new(data.clone()),
+                fail_at,
+                calls: Arc::clone(&calls),
+            };
+            let options = ArchiveOptions {
+                decoder: DecoderChoice::Gpu,
+                seq_window_bytes: 2 * block_size,
+                ..ArchiveOptions::default()
+            };
+            let archive = Archive::with_engines(data.clone(), options, Some(Box::new(engine)));
+            let mut got: Vec<(u64, Vec<u8>)> = Vec::new();
+            archive
+                .decode_stream(1..blocks, &mut |id, bytes| {
+                    got.push((id, bytes.to_vec()));
+                    true
+                })
+                .unwrap();
+            let ids: Vec<u64> = got.iter().map(|(id, _)| *id).collect();
+            assert_eq!(ids, (1..blocks).collect::<Vec<_>>(), "fail_at {fail_at:?}");
+            for (id, bytes) in &got {
+                assert!(bytes == &reference[*id as usize], "block {id} differs (fail_at {fail_at:?})");
+            }
+            // Windows of two blocks from block 1; block 0 lies outside the run, so failing there changes nothing.
+            let expected_calls = match fail_at {
+                Some(f) if f >= 1 => (f - 1) / 2 + 1,
+                _ => (blocks - 1).div_ceil(2),
+            };
+            assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), expected_calls, "fail_at {fail_at:?}");
+
+            // A sink that stops after three blocks ends the run there, without an error.
+            let mut seen = 0;
+            archive
+                .decode_stream(0..blocks, &mut |_, _| {
+                    seen += 1;
+                    seen < 3
+                })
+                .unwrap();
+            assert_eq!(seen, 3);
+        }
     }
 }

@@ -32,7 +32,7 @@ use xxhash_rust::xxh3::xxh3_64;
 use device::Device;
 pub use device::{compile_check, FullRun, FullVariant, KernelFault};
 
-use crate::engine::BlockEngine;
+use crate::engine::{BlockEngine, BytesSink, Redo};
 use crate::error::{Error, Result};
 use crate::format::ArchiveData;
 
@@ -327,6 +327,16 @@ impl BlockEngine for GpuEngine {
 
     fn decode_blocks(&self, ids: &[u64], out: &mut [&mut [u8]]) -> Result<()> {
         self.decode_blocks_timed(ids, out).map(|_| ())
+    }
+
+    fn stream_blocks(&self, first: u64, end: u64, redo: Redo<'_>, sink: BytesSink<'_>) -> Option<Result<()>> {
+        Some(GpuEngine::stream_blocks(self, first, end, redo, sink).map(|report| {
+            tracing::debug!(
+                decode_ms = report.decode_ms,
+                blocks_redone = report.blocks_redone,
+                "streamed blocks {first}..{end}"
+            );
+        }))
     }
 }
 
