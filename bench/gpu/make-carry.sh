@@ -13,7 +13,7 @@ wt="$(mktemp -d "${TMPDIR:-/tmp}/acx-carry.XXXXXX")"
 target="${CARGO_TARGET_DIR:-$repo/target}"
 cleanup() { git -C "$repo" worktree remove --force "$wt" >/dev/null 2>&1 || rm -rf "$wt"; }
 trap cleanup EXIT
-git -C "$repo" worktree add --detach "$wt" "$commit" >/dev/null
+git -C "$repo" worktree add -q --detach "$wt" "$commit"
 (
   cd "$wt"
   export CARGO_TARGET_DIR="$target"
