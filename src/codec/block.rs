@@ -1731,6 +1731,12 @@ mod tests {
         }
 
         #[test]
+        fn mutated_copies_round_trip(seed in 1u64.., len in 2u32..200_000, lane_log in 0u32..6) {
+            let (tokens, literals) = mutated_copy_tokens(len, &mut XorShift(seed));
+            round_trip(1 << 22, &tokens, &literals, 1 << lane_log);
+        }
+
+        #[test]
         fn corrupt_payloads_never_panic(start in 0u64..1000, shapes in shapes(), lane_log in 0u32..6, seed: u8,
                                         flips in proptest::collection::vec((any::<usize>(), 1u8..=255), 0..4),
                                         cut in proptest::option::of(any::<usize>()), slice_log in 9u8..12) {

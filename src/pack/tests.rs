@@ -385,3 +385,65 @@ fn closure_price_keeps_late_cold_reads_small() {
     let (free_matched, priced_matched) = (data.len() - free_literals, data.len() - priced_literals);
     assert!(priced_matched * 2 > free_matched, "{priced_matched} matched bytes vs {free_matched}");
 }
+
+/// Copies of one random sequence, each with a substituted base every ~30 bytes and a 1-3 base insertion or
+/// deletion now and then: what related genomes look like to the parser.
+fn mutated_copies(n: usize, seed: u64) -> Vec<u8> {
+    let original = xorshift(20_000, seed, b"ACGT");
+    let mut out = original.clone();
+    let mut x = seed | 1;
+    let mut next = move |m: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % m
+    };
+    while out.len() < n {
+        let mut at = 0;
+        while at < original.len() && out.len() < n {
+            let run = 10 + next(40) as usize;
+            out.extend_from_slice(&original[at..(at + run).min(original.len())]);
+            at += run;
+            match next(10) {
+                0 => out.extend((0..1 + next(3)).map(|_| b"ACGT"[next(4) as usize])), // insertion
+                1 => at += 1 + next(3) as usize,                                      // deletion
+                _ => {
+                    out.push(b"ACGT"[next(4) as usize]); // substitution (or, a quarter of the time, none)
+                    at += 1;
+                }
+            }
+        }
+    }
+    out.truncate(n);
+    out
+}
+
+#[test]
+fn mutated_copies_take_continuation_codes() {
+    use crate::codec::block::continuation_index;
+    let data = mutated_copies(200_000, 11);
+    let opts = small_opts();
+    let blocks = check_roundtrip(&data, &opts);
+    let (mut matches, mut continuing) = (0, 0);
+    for b in &blocks {
+        let mut prev = 0;
+        for t in b.tokens.iter().filter(|t| t.match_len > 0) {
+            matches += 1;
+            continuing += continuation_index(t.back, prev).is_some() as usize;
+            prev = t.back;
+        }
+    }
+    assert!(continuing * 10 > matches * 7, "{continuing} of {matches} matches continue the previous one");
+    // Through the archive writer and reader: the slice encoder codes them, the decoder resolves them.
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("copies.bin");
+    std::fs::write(&src, &data).unwrap();
+    let out = dir.path().join("c.acx");
+    let report = pack(&[src], &out, &opts).unwrap();
+    assert!(report.archive_bytes * 5 < data.len() as u64, "{} bytes", report.archive_bytes);
+    let archive = crate::archive::Archive::open(&out).unwrap();
+    let id = archive.tree().resolve_path(b"copies.bin").expect("entry exists");
+    let mut buf = vec![0u8; data.len() + 10];
+    assert_eq!(archive.read_file(id, 0, &mut buf).unwrap(), data.len());
+    assert!(buf[..data.len()] == data[..]);
+}
