@@ -4,8 +4,9 @@
 #
 # Usage: bash bench/gpu/make-carry.sh [COMMIT]   (default HEAD)
 # Leaves in carry/ (git-ignored): aceapex, aceapex-mount, gen_genomes, gpubench, nullfs, libtests (the lib test
-# binary, for `libtests engine::gpu`), all stripped, plus atha.fa and fly11/ unpacked from ../shared/corpus when
-# it exists, and COMMIT (the commit hash). The device takes at most 64 MiB a call: the script prints the size.
+# binary, for `libtests engine::gpu`), all stripped, plus atha.fa.gz and fly11/*.fna.gz from ../shared/corpus
+# when it exists (kept compressed: the device takes at most 64 MiB a call, working tree included; suite.sh
+# unpacks them there), and COMMIT (the commit hash).
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/../.." && pwd)"
 commit="$(git -C "$repo" rev-parse "${1:-HEAD}")"
@@ -32,11 +33,10 @@ install -m 755 "$(cat "$wt/libtests-path")" "$carry/libtests"
 strip "$carry"/{aceapex,aceapex-mount,gen_genomes,gpubench,nullfs,libtests}
 corpus="$repo/../shared/corpus"
 if [ -d "$corpus" ]; then
-  [ -f "$carry/atha.fa" ] || gzip -dc "$corpus/atha_chr1.fa.gz" >"$carry/atha.fa"
-  if [ ! -d "$carry/fly11" ]; then
-    mkdir -p "$carry/fly11"
-    for f in "$corpus"/fly-chr4/*.fna.gz; do gzip -dc "$f" >"$carry/fly11/$(basename "$f" .gz)"; done
-  fi
+  rm -rf "$carry/atha.fa" "$carry/fly11"
+  cp "$corpus/atha_chr1.fa.gz" "$carry/atha.fa.gz"
+  mkdir -p "$carry/fly11"
+  cp "$corpus"/fly-chr4/*.fna.gz "$carry/fly11/"
 fi
 echo "$commit" >"$carry/COMMIT"
 echo "carry/ at $commit: $(du -sm "$carry" | cut -f1) MiB (the device takes 64 MiB a call)"

@@ -15,7 +15,8 @@
 #   mount    atha in genome mode through aceapex-mount with decoder=gpu and cpu (and an injected GPU fault): md5
 #            of the whole file and 200 random dd ranges compared with the original, timed.
 #   tests    the engine's own tests on the GPU (carry/libtests engine::gpu).
-# Expects carry/: aceapex, gen_genomes, gpubench, libtests (optional), atha.fa, fly11/ (the 11 corpus files).
+# Expects carry/ as bench/gpu/make-carry.sh leaves it: aceapex, aceapex-mount, gen_genomes, gpubench, nullfs,
+# libtests, atha.fa(.gz), fly11/ (the 11 corpus files, .gz or not).
 . "$(dirname "$0")/steps.sh"
 ms_since() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
 # cat_both ARCHIVE PATH ORIGINAL: `aceapex cat --decoder gpu`, then cpu, of PATH; md5 against ORIGINAL, timed.
@@ -34,6 +35,9 @@ want() { [[ " $parts " == *" $1 "* ]]; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv 2>&1 | tee -a "$log"
 say "host cores: $(nproc); memory: $(free -g | awk '/Mem:/ {print $2}') GiB; commit: ${COMMIT:-?}; parts: $parts"
 rc=0
+# carry/ holds the corpus compressed (make-carry.sh): unpack it here once.
+[ -f carry/atha.fa ] || { [ -f carry/atha.fa.gz ] && gzip -dc carry/atha.fa.gz >carry/atha.fa; }
+for f in carry/fly11/*.gz; do [ -e "$f" ] && gzip -d "$f"; done
 work=/tmp/gpu-suite
 mkdir -p "$work"
 
