@@ -221,13 +221,14 @@ fn serial_rejects_corruption_with_typed_errors() {
         bad[i] ^= 0x40;
         assert!(serial::decode(&bad).is_err(), "flip at {i} accepted");
     }
-    // A wrong version is named even with a valid checksum.
-    let mut v2 = good[..good.len() - 8].to_vec();
-    v2[4] = 2;
-    let sum = xxhash_rust_sum(&v2);
-    v2.extend_from_slice(&sum.to_le_bytes());
-    let err = serial::decode(&v2).unwrap_err().to_string();
-    assert!(err.contains("version") && err.contains('2'), "{err}");
+    // A wrong version (the earlier varint encoding, 1, or an unknown one) is named even with a valid checksum.
+    assert_eq!(good[4], serial::VERSION);
+    for version in [1u8, 3] {
+        let mut other = good[..good.len() - 8].to_vec();
+        other[4] = version;
+        let err = serial::decode(&reseal(&other)).unwrap_err().to_string();
+        assert!(err.contains("version") && err.contains(&version.to_string()), "{err}");
+    }
 }
 
 fn xxhash_rust_sum(bytes: &[u8]) -> u64 {

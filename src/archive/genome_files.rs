@@ -1,8 +1,9 @@
 //! Reading genome-mode files (transform 1, FORMAT.md §2.6) through an [`Archive`].
 //!
-//! A genome file's region of the logical stream holds a head, its bases and then its structure. The first read of
-//! such a file reads and validates the structure (two stream reads: the head through the block cache, the
-//! structure with the sequential decoder; concurrent first readers wait for one open) and keeps it; every read
+//! A genome file's region of the logical stream holds a head and its bases; the head points at its structure,
+//! which lies with the other genome files' structures after every file's bytes. The first read of such a file
+//! reads and validates the structure (two stream reads: the head through the block cache, the structure with the
+//! sequential decoder; concurrent first readers wait for one open) and keeps it; every read
 //! after that maps the original byte range to the base range it needs ([`GenomeFile::read_at`]), reads exactly
 //! those bases, and rebuilds headers, line breaks, case and N/IUPAC runs around them. The work per read stays
 //! proportional to the bytes read: the random-access contract holds for genome files too.
@@ -103,8 +104,8 @@ impl Archive {
         Ok(file)
     }
 
-    /// Stream bytes for opening a genome file: the head through the block cache, the structure (hundreds of KB
-    /// after the bases) with the sequential decoder. Why: read as random blocks, each structure block resolves
+    /// Stream bytes for opening a genome file: the head through the block cache, the structure (hundreds of KB,
+    /// after every file's bytes) with the sequential decoder. Why: read as random blocks, each structure block resolves
     /// its sources in the blocks before it through their tokens, and opening atha_chr1's ~0.5 MB structure cost
     /// the first read of a fresh mount 78 ms; in order, those sources are plain copies from the window.
     fn read_structure(&self, pos: u64, buf: &mut [u8]) -> Result<()> {

@@ -16,7 +16,8 @@ pub type EntryId = u32;
 pub enum EntryKind {
     Dir,
     /// A regular file of `size` bytes. Transform 0: its bytes are `[offset, offset + size)` of the logical
-    /// stream. Transform 1 (genome mode): a region at `offset` holds its structure and bases (FORMAT.md §2.6).
+    /// stream. Transform 1 (genome mode): a region at `offset` holds a head pointing at its structure, then its
+    /// bases (FORMAT.md §2.6).
     File {
         offset: u64,
         size: u64,
@@ -203,8 +204,8 @@ impl Tree {
     pub fn check_ranges(&self, total_len: u64) -> Result<(), DecodeError> {
         for (id, entry) in self.entries.iter().enumerate() {
             if let EntryKind::File { offset, size, transform } = entry.kind {
-                // A genome region's length follows from its structure, which is checked when the file is opened
-                // (genome::region); here its start must at least leave room for the region's length word.
+                // A genome region's length follows from its structure, which its head points at and which is
+                // checked when the file is opened (genome::region); here its start must leave room for the head.
                 let stored = if transform == TRANSFORM_GENOME { crate::genome::region::HEAD_LEN } else { size };
                 if offset.checked_add(stored).is_none_or(|end| end > total_len) {
                     return Err(invalid_entry(

@@ -10,14 +10,17 @@
 //!   residues are left out of the nucleotide stream.
 //! - [`model`]: FASTA bytes → [`Genome`] + bases, or `None` for anything not modelled exactly.
 //! - [`serial`]: the versioned, checksummed structure encoding and its hostile-input decoder.
+//! - [`columns`]: numeric columns as log-code bytes plus a bit column of extra bits (what `serial` writes).
 //! - [`read`]: original bytes at any offset from the structure and a base fetcher, in `O(len + log n)`.
-//! - [`region`]: a genome-mode file's region of the archive's logical stream (length word, structure, bases).
+//! - [`region`]: a genome-mode file's region of the archive's logical stream (a head that points at its structure, then
+//!   its bases).
 //!
 //! Three coordinate systems, all starting at 0: **original bytes** (the file as the user sees it), **residues**
 //! (bytes of sequence lines, i.e. original bytes minus headers and terminators) and **bases** (residues minus
 //! exceptions: positions in the nucleotide stream). The layout maps bytes to residues, the exceptions map
 //! residues to bases.
 
+pub mod columns;
 pub mod layout;
 pub mod mask;
 pub mod model;

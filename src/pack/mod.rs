@@ -258,7 +258,10 @@ fn worker_threads(opts: &PackOptions, level: &LevelParams) -> usize {
 pub fn pack(inputs: &[PathBuf], output: &Path, opts: &PackOptions) -> Result<PackReport> {
     validate(opts)?;
     let started = Instant::now();
-    let gathered = input::gather(inputs, input::Examine { index: &fai::fasta_index, genome: opts.genome })?;
+    // Genome-mode structures start on a table-group boundary when that is cheap (input::place_structures).
+    let group_bytes = 1u64 << (opts.block_log + opts.group_log);
+    let examine = input::Examine { index: &fai::fasta_index, genome: opts.genome, group_bytes };
+    let gathered = input::gather(inputs, examine)?;
     let files =
         gathered.entries.iter().filter(|e| matches!(e.kind, crate::format::tree::EntryKind::File { .. })).count();
     let total_len = gathered.total_len;

@@ -5,9 +5,11 @@
 //! the input (the per-byte depth map) use the same kind of unlinked file.
 
 use std::fs::File;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use xxhash_rust::xxh3::xxh3_64;
 
 use crate::error::{Error, Result};
 use crate::pack::input::Piece;
@@ -80,8 +82,12 @@ fn concatenate(pieces: &[&Piece], scratch_dir: &Path) -> Result<File> {
                 }
             }
             Piece::Generated(bytes) => out.write_all(bytes).map_err(|e| Error::io(&tmp_path, e))?,
-            Piece::Genome { path, size, structure, region_len } => {
-                write_genome_region(path, *size, structure, *region_len, &mut out)?
+            Piece::Zeros(len) => {
+                std::io::copy(&mut std::io::repeat(0).take(*len), &mut out).map_err(|e| Error::io(&tmp_path, e))?;
+            }
+            Piece::Genome { path, size, bases, structure_offset, structure_len, structure_hash } => {
+                let structure = Structure { offset: *structure_offset, len: *structure_len, hash: *structure_hash };
+                write_genome_region(path, *size, *bases, structure, &mut out)?
             }
         }
     }
@@ -90,9 +96,17 @@ fn concatenate(pieces: &[&Piece], scratch_dir: &Path) -> Result<File> {
     Ok(file)
 }
 
-/// Writes a genome-mode file's region (FORMAT.md §2.6): the head, the file's bases (split again from the file),
-/// and the structure found while gathering. A file that changed since it was examined is refused.
-fn write_genome_region(path: &Path, size: u64, structure: &[u8], region_len: u64, out: &mut impl Write) -> Result<()> {
+/// Where a genome-mode file's structure lies in the stream, and what it must hash to.
+struct Structure {
+    offset: u64,
+    len: u64,
+    hash: u64,
+}
+
+/// Writes a genome-mode file's region (FORMAT.md §2.6): the head, pointing at the structure found while
+/// gathering, then the file's bases (split again from the file). The structure itself is a piece of its own,
+/// after every file. A file that changed since it was examined is refused.
+fn write_genome_region(path: &Path, size: u64, bases: u64, structure: Structure, out: &mut impl Write) -> Result<()> {
     let file = File::open(path).map_err(|e| Error::io(path, e))?;
     check_size(path, &file, size)?;
     // SAFETY: mapped read-only for the duration of this call; an input modified while packing is the user's race
@@ -102,8 +116,8 @@ fn write_genome_region(path: &Path, size: u64, structure: &[u8], region_len: u64
     if map.len() as u64 != size {
         return Err(changed());
     }
-    let expected_bases = region_len - crate::genome::region::HEAD_LEN - structure.len() as u64;
-    out.write_all(&crate::genome::region::head(structure.len(), expected_bases)).map_err(|e| Error::io(path, e))?;
+    let head = crate::genome::region::head(structure.offset, structure.len as usize);
+    out.write_all(&head).map_err(|e| Error::io(path, e))?;
     let mut written = 0u64;
     let mut io_error = None;
     let genome = crate::genome::split_into(&map, |bases| {
@@ -115,11 +129,14 @@ fn write_genome_region(path: &Path, size: u64, structure: &[u8], region_len: u64
     if let Some(e) = io_error {
         return Err(Error::io(path, e));
     }
-    let same = genome.is_some_and(|g| crate::genome::serial::encode(&g) == structure);
-    if !same || written != expected_bases {
+    let same = genome.is_some_and(|g| {
+        let again = crate::genome::serial::encode(&g);
+        again.len() as u64 == structure.len && xxh3_64(&again) == structure.hash
+    });
+    if !same || written != bases {
         return Err(changed());
     }
-    out.write_all(structure).map_err(|e| Error::io(path, e))
+    Ok(())
 }
 
 /// Creates a new, already unlinked, read-write file in `dir`. The path is returned only for error messages.
