@@ -243,10 +243,12 @@ unsafe fn step_unchecked(lookup: &DecodeLookup, x: &mut u32, words: &[u16], pos:
     s
 }
 
-/// The most single-lane streams one lock step interleaves: eight independent dependency chains (lookup,
-/// multiply, add, compare, move: about 12 cycles each) keep a wide out-of-order core busy, and their states,
-/// positions and pointers still mostly fit in registers.
-pub const MAX_LOCKSTEP: usize = 8;
+/// The most single-lane streams one lock step interleaves. Four independent dependency chains (lookup,
+/// multiply, add, compare, move: about 12 cycles each) already keep the core's ALUs busy; with more, the states,
+/// positions and pointers no longer fit in registers and the spills cost more than the extra overlap brings.
+/// Measured on atha_chr1's entropy stage (`acxbench parse`, best of 30, Zen 3): 3 streams 0.077 CPU-s, 4 0.067,
+/// 5 0.066-0.071, 8 0.073-0.076.
+pub const MAX_LOCKSTEP: usize = 4;
 
 /// A span of a lock-step round shorter than this runs on the clamped path instead of the unchecked one (only
 /// near the end of a stream, where a few words are left).
@@ -285,11 +287,7 @@ fn run_lockstep(mut streams: Vec<Lockstep>) {
             1 => lockstep_n::<1>(streams),
             2 => lockstep_n::<2>(streams),
             3 => lockstep_n::<3>(streams),
-            4 => lockstep_n::<4>(streams),
-            5 => lockstep_n::<5>(streams),
-            6 => lockstep_n::<6>(streams),
-            7 => lockstep_n::<7>(streams),
-            _ => lockstep_n::<8>(streams),
+            _ => lockstep_n::<4>(streams),
         }
         streams = rest;
     }
@@ -368,7 +366,7 @@ fn lockstep_round<const N: usize>(cur: &mut [RoundStream; N], xs: &mut [u32; N],
         if safe >= left.min(UNCHECKED_MIN) {
             // SAFETY: `done + safe <= round`, every output's length, and `ps[k] + safe <= words[k].len() - 1`
             // for every stream: what `lockstep_span` requires.
-            unsafe { lockstep_span(cur, xs, ps, done, done + safe) };
+            unsafe { span_dispatch(cur, xs, ps, done, done + safe) };
             done += safe;
         } else {
             let end = done + left.min(CLAMPED_SPAN);
@@ -382,12 +380,37 @@ fn lockstep_round<const N: usize>(cur: &mut [RoundStream; N], xs: &mut [u32; N],
     }
 }
 
+/// [`lockstep_span`], with one lookup base for all streams when they share their current table (the usual case:
+/// the slices of one block, all in their literal segments).
+///
+/// # Safety
+/// As [`lockstep_span`].
+#[inline(always)]
+unsafe fn span_dispatch<const N: usize>(
+    cur: &mut [RoundStream; N],
+    xs: &mut [u32; N],
+    ps: &mut [usize; N],
+    start: usize,
+    end: usize,
+) {
+    // SAFETY: the caller's contract, passed on unchanged.
+    unsafe {
+        if cur.iter().all(|c| std::ptr::eq(c.lookup, cur[0].lookup)) {
+            lockstep_span::<N, true>(cur, xs, ps, start, end)
+        } else {
+            lockstep_span::<N, false>(cur, xs, ps, start, end)
+        }
+    }
+}
+
 /// Symbols `start..end` of every stream of a round, without clamps or bounds checks: the hot loop of CPU decode.
+/// With `SHARED`, every stream uses stream 0's lookup (the caller checked they are the same): one base register
+/// instead of `N`, which leaves more registers for the states and positions.
 ///
 /// # Safety
 /// `end <= cur[k].out.len()` and `ps[k] + (end − start) < cur[k].words.len()` for every `k`.
 #[inline(always)]
-unsafe fn lockstep_span<const N: usize>(
+unsafe fn lockstep_span<const N: usize, const SHARED: bool>(
     cur: &mut [RoundStream; N],
     xs: &mut [u32; N],
     ps: &mut [usize; N],
@@ -399,7 +422,7 @@ unsafe fn lockstep_span<const N: usize>(
     let mut p = *ps;
     let outs: [*mut u8; N] = std::array::from_fn(|k| cur[k].out.as_mut_ptr());
     let words: [*const u16; N] = std::array::from_fn(|k| cur[k].words.as_ptr());
-    let entries: [&[u32; SCALE as usize]; N] = std::array::from_fn(|k| &cur[k].lookup.entries);
+    let entries: [&[u32; SCALE as usize]; N] = std::array::from_fn(|k| &cur[if SHARED { 0 } else { k }].lookup.entries);
     for i in start..end {
         for k in 0..N {
             let e = entries[k][(x[k] & SLOT_MASK) as usize];
@@ -1127,7 +1150,7 @@ mod tests {
     #[test]
     fn wide_lockstep_fixed_cases() {
         let pool = table_pool();
-        // Nine streams (a full lock step and one more), one of them shorter, all sharing a table set; then 20
+        // Nine streams (two full lock steps and one more), of different lengths, all sharing a table set; then 20
         // streams with 32+ distinct tables per group; then a group with multi-lane streams mixed in.
         let shared: Vec<StreamSpec> =
             (0..9).map(|s| (0, [(3, 0), (2, 1), (2, 2), (2000 + 40 * s, 3)], vec![], None)).collect();
@@ -1151,15 +1174,16 @@ mod tests {
 
     #[test]
     fn decode_lockstep_arrays_of_any_width() {
-        // The array API (what block.rs calls) with more streams than one lock step holds.
+        // The array API (what block.rs calls) with more streams than one lock step holds, and more distinct
+        // tables (12 streams × 4, from a pool of 40) than the lookup cache has slots: built outside the cache.
         let pool = table_pool();
-        let t = [&pool[1], &pool[2], &pool[3], &pool[20]];
+        let sets: [[&Table; 4]; 12] = std::array::from_fn(|s| std::array::from_fn(|k| &pool[(4 * s + k) % pool.len()]));
         let mut streams = Vec::new();
-        for s in 0..12 {
+        for (s, t) in sets.iter().enumerate() {
             let splits = [s, 2 * s, 1, 700 + 13 * s];
             let symbols: Vec<u8> =
                 splits.iter().zip(t).flat_map(|(&n, tb)| (0..n).map(move |i| ((i + s) % tb.nsym()) as u8)).collect();
-            let segments: Vec<(usize, &Table)> = splits.iter().copied().zip(t).collect();
+            let segments: Vec<(usize, &Table)> = splits.iter().copied().zip(t.iter().copied()).collect();
             streams.push((stream_bytes(&encode(&symbols, &segments, 1)), splits, symbols));
         }
         let mut decs: Vec<Decoder> = streams.iter().map(|((sb, wb), _, _)| Decoder::new(sb, wb, 1).unwrap()).collect();
@@ -1169,7 +1193,7 @@ mod tests {
             let mut b = bufs.iter_mut();
             let decoders: [&mut Decoder; 12] = std::array::from_fn(|_| d.next().unwrap());
             let outs = std::array::from_fn(|_| b.next().unwrap().each_mut().map(|v| &mut v[..]));
-            Decoder::decode_lockstep(decoders, outs, [t; 12]).unwrap();
+            Decoder::decode_lockstep(decoders, outs, sets).unwrap();
         }
         for ((dec, buf), (_, _, symbols)) in decs.iter().zip(&bufs).zip(&streams) {
             assert!(dec.finish().is_ok());
