@@ -114,6 +114,11 @@ struct Node {
 }
 
 const UNREACHED: Node = Node { price: u64::MAX, lit_len: 0, match_len: 0, back: 0, prev: 0 };
+/// Most literals between a match and the next one for which continuations of the first are tried. Default
+/// level, ratio of atha_chr1 / fly-chr4 ×6 / ×11 and pack CPU seconds of atha: no limit 4.1033 / 6.1153 / 9.6825,
+/// 11.1-12.4 s; 16: 4.1040 / 6.1155 / 9.6737, 9.7 s; 40: 4.1085 / 6.1192 / 9.6938, 9.7 s; 64: 4.1091 / 6.1353 /
+/// 9.6927, 8.3 s (the machine was busy and the times are noisy; 6.8 s without continuations at that time).
+const CONTINUATION_GAP: u32 = 64;
 /// Most candidates kept per position after pruning.
 const MAX_CANDIDATES: usize = 16;
 /// Halve the adaptive counts once this many literals have been counted, so prices follow recent data.
@@ -243,7 +248,11 @@ impl<'a> SegmentParser<'a> {
         // kilobytes; with a cap of 4 sufficient lengths the fly-chr4 set packed 8 % larger (7.955 against
         // 8.619) for about the same time, because every early divergence costs another far source.
         let limit = (n - i) as u32;
-        self.gather(pos, limit, prices, here.prev);
+        // Continuations are tried only within CONTINUATION_GAP literals of the path's last match (the substituted
+        // or inserted bases between two pieces of one alignment). Further on they are chance matches of a few
+        // bytes, each try a read far back in the stream, and taking them misleads the one-path-per-node parse.
+        let prev = if here.lit_len <= CONTINUATION_GAP { here.prev } else { 0 };
+        self.gather(pos, limit, prices, prev);
         if self.priced.is_empty() {
             return i + 1;
         }
