@@ -22,7 +22,9 @@
 //! tree parent cycles, a header `max_depth` lie on a packed archive (cold reads of every block: right bytes or
 //! `DepthExceeded` naming the block; `verify` misses this lie, an ignored test records it), a decoded-length lie (tokens covering more
 //! than their block), distances before the stream start inside an archive, and slice directories declaring
-//! 2^62-byte or overflowing slices.
+//! 2^62-byte or overflowing slices, and genome-mode files whose region head lies about where their structure is
+//! (before the bases, inside the head, past the stream, a length past the stream or the limit, a valid structure
+//! placed over the file's own bases) or whose tree entry disagrees with the structure's file length.
 //!
 //! Cycles and forward references in matches cannot be written at all: a distance is coded as `back − 1 ≥ 0`
 //! (FORMAT.md §3), so every source starts before its destination, and the nearest lies the format can express
@@ -44,9 +46,10 @@ use aceapex::codec::varint;
 use aceapex::engine::DecoderChoice;
 use aceapex::error::{DecodeError, Error};
 use aceapex::format::sections::parse_archive;
-use aceapex::format::tree::{Entry, EntryKind, Tree};
+use aceapex::format::tree::{Entry, EntryKind, Tree, TRANSFORM_GENOME};
 use aceapex::format::writer::ArchiveWriter;
 use aceapex::format::{Footer, Header, FOOTER_LEN, HEADER_LEN, MAX_TOTAL_LEN};
+use aceapex::genome::{region, serial, split};
 use aceapex::pack::{pack, PackOptions};
 use common::Rng;
 use xxhash_rust::xxh3::xxh3_64;
@@ -601,4 +604,167 @@ fn distances_before_the_stream_start_fail_their_block() {
         let errors = archive.verify();
         assert!(errors.len() == 1 && matches!(errors[0], Error::CorruptBlock { block: 1, .. }), "{errors:?}");
     });
+}
+
+/// An archive of 4 KiB single-slice blocks that hold `stream` as plain literals, with `entries` as its tree.
+fn literal_archive(path: &Path, stream: &[u8], entries: Vec<Entry>) -> PathBuf {
+    let header = Header { block_log: 12, max_depth: 8, rans_lanes: 1, group_log: 0, min_match: [2; 8], slice_log: 12 };
+    let mut w = ArchiveWriter::create(path, header).unwrap();
+    let mut tables = Vec::new();
+    for block in stream.chunks(4096) {
+        let tokens = [Token { lit_len: block.len() as u32, match_len: 0, back: 0 }];
+        let mut stats = SymbolStats::default();
+        count_symbols(&tokens, block, block, 4096, &mut stats);
+        let t = TableSet::from_stats(&stats);
+        let mut payload = Vec::new();
+        encode_block(&tokens, block, block, 4096, &t, 1, &mut payload);
+        w.push_block(&payload, xxh3_64(block)).unwrap();
+        tables.push(t);
+    }
+    w.finish(stream.len() as u64, &tables, &Tree::from_entries(entries).unwrap()).unwrap();
+    path.to_path_buf()
+}
+
+/// A FASTA file of a few thousand bases with soft-masking, N runs and two records.
+fn genome_fasta(rng: &mut Rng) -> Vec<u8> {
+    let mut fasta = b">chr1 hostile test\n".to_vec();
+    for line in 0..80 {
+        let mut seq: Vec<u8> = (0..60).map(|_| b"ACGT"[rng.below(4) as usize]).collect();
+        if line % 7 == 3 {
+            seq[10..30].make_ascii_lowercase();
+        }
+        if line == 40 {
+            seq[5..25].fill(b'N');
+        }
+        fasta.extend_from_slice(&seq);
+        fasta.push(b'\n');
+        if line == 50 {
+            fasta.extend_from_slice(b">chr2\n");
+        }
+    }
+    fasta
+}
+
+/// A genome-mode file's stream as the packer lays it out: the region (head and bases), `gap` filler bytes, then
+/// the structure. Returns the stream, where the structure starts, and its length.
+fn genome_stream(fasta: &[u8], gap: usize) -> (Vec<u8>, u64, u64) {
+    let s = split(fasta).unwrap();
+    let structure = serial::encode(&s.genome);
+    let at = region::region_len(s.bases.len() as u64) + gap as u64;
+    let mut stream = region::head(at, structure.len()).to_vec();
+    stream.extend_from_slice(&s.bases);
+    stream.extend(std::iter::repeat_n(b'-', gap));
+    stream.extend_from_slice(&structure);
+    (stream, at, structure.len() as u64)
+}
+
+fn genome_entry(size: u64) -> Entry {
+    Entry { kind: EntryKind::File { offset: 0, size, transform: TRANSFORM_GENOME }, ..file_entry("g.fa", 0, 0) }
+}
+
+#[test]
+fn genome_heads_that_lie_about_their_structure_name_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let fasta = genome_fasta(&mut Rng::new(5));
+    let (stream, at, len) = genome_stream(&fasta, 100);
+    let total = stream.len() as u64;
+    let size = fasta.len() as u64;
+    // The honest archive reads back exactly.
+    let good = literal_archive(&dir.path().join("good.acx"), &stream, vec![root_entry(), genome_entry(size)]);
+    let archive = open_cpu(&good).unwrap();
+    let mut out = vec![0u8; fasta.len()];
+    assert_eq!(archive.read_file(1, 0, &mut out).unwrap(), fasta.len());
+    assert_eq!(out, fasta);
+    assert!(archive.verify().is_empty());
+
+    let with_head = |offset: u64, length: u64| {
+        let mut lying = stream.clone();
+        lying[..8].copy_from_slice(&offset.to_le_bytes());
+        lying[8..12].copy_from_slice(&(length as u32).to_le_bytes());
+        lying
+    };
+    // A valid structure copied over the file's own bases, with the head pointing at it.
+    let mut over_bases = with_head(20, len);
+    over_bases[20..20 + len as usize].copy_from_slice(&stream[at as usize..]);
+    let cases: Vec<(&str, Vec<u8>, u64, &str)> = vec![
+        ("offset-zero", with_head(0, len), size, "structure_offset"),
+        ("offset-in-head", with_head(region::HEAD_LEN - 1, len), size, "structure_offset"),
+        ("offset-past-stream", with_head(total + 1, len), size, "structure_offset"),
+        ("offset-max", with_head(u64::MAX, len), size, "structure_offset"),
+        ("len-past-stream", with_head(at, len + 1), size, "structure_len"),
+        ("len-max", with_head(at, u32::MAX.into()), size, "structure_len"),
+        ("len-short", with_head(at, len - 1), size, "checksum"),
+        ("over-bases", over_bases, size, "genome bases"),
+        ("size-lie", stream.clone(), size + 1, "genome file size"),
+    ];
+    for (name, lying, entry_size, expect) in cases {
+        let path = literal_archive(
+            &dir.path().join(format!("{name}.acx")),
+            &lying,
+            vec![root_entry(), genome_entry(entry_size)],
+        );
+        let archive = open_cpu(&path).unwrap();
+        within(Duration::from_secs(10), move || {
+            let mut buf = vec![0u8; 100];
+            let err = archive.read_file(1, 0, &mut buf).unwrap_err().to_string();
+            assert!(err.contains("g.fa") && err.contains(expect), "{name}: {err}");
+            let errors = archive.verify();
+            assert_eq!(errors.len(), 1, "{name}: {errors:?}");
+            assert!(errors[0].to_string().contains(expect), "{name}: {}", errors[0]);
+        });
+    }
+}
+
+#[test]
+fn packed_genome_archives_keep_structures_after_every_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in");
+    std::fs::create_dir(&input).unwrap();
+    let mut rng = Rng::new(9);
+    let fastas: Vec<Vec<u8>> = (0..3).map(|_| genome_fasta(&mut rng)).collect();
+    for (i, f) in fastas.iter().enumerate() {
+        std::fs::write(input.join(format!("{i}.fa")), f).unwrap();
+    }
+    std::fs::write(input.join("z.txt"), b"plain bytes after the FASTA files").unwrap();
+    let path = dir.path().join("g.acx");
+    pack(&[input], &path, &PackOptions { block_log: 12, group_log: 1, threads: 1, ..Default::default() }).unwrap();
+    let archive = open_cpu(&path).unwrap();
+    let tree = archive.tree().clone();
+    let files: Vec<(u32, u64, u64, u32)> = tree
+        .entries
+        .iter()
+        .enumerate()
+        .filter_map(|(id, e)| match e.kind {
+            EntryKind::File { offset, size, transform } => Some((id as u32, offset, size, transform)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(files.iter().filter(|f| f.3 == TRANSFORM_GENOME).count(), 3, "{files:?}");
+    // Every file's bytes end before the first structure, and the structures follow in entry order.
+    let data_end = files.iter().map(|&(id, offset, size, transform)| {
+        if transform == TRANSFORM_GENOME {
+            let (_, bases) = archive.genome_stream_span(id, 0, 0).unwrap().unwrap();
+            assert_eq!(bases.start, offset + region::HEAD_LEN);
+            bases.end
+        } else {
+            offset + size
+        }
+    });
+    let data_end = data_end.max().unwrap();
+    let mut head = [0u8; 12];
+    let mut next = data_end;
+    for &(id, offset, size, transform) in &files {
+        if transform != TRANSFORM_GENOME {
+            continue;
+        }
+        archive.read_stream(offset, &mut head).unwrap();
+        let at = u64::from_le_bytes(head[..8].try_into().unwrap());
+        let len = u64::from(u32::from_le_bytes(head[8..].try_into().unwrap()));
+        assert!(at >= next, "file {id}: structure at {at}, before {next}");
+        next = at + len;
+        let mut out = vec![0u8; size as usize];
+        archive.read_file(id, 0, &mut out).unwrap();
+        assert!(fastas.contains(&out));
+    }
+    assert_eq!(next, archive.total_len());
 }

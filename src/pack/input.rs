@@ -452,4 +452,38 @@ mod tests {
         let g = gather(std::slice::from_ref(&top), plain()).unwrap();
         assert!(matches!(g.entries[2].kind, EntryKind::File { transform: 0, .. }));
     }
+
+    #[test]
+    fn structures_follow_every_file_on_a_group_boundary_when_cheap() {
+        let dir = tempfile::tempdir().unwrap();
+        let top = dir.path().join("g");
+        std::fs::create_dir(&top).unwrap();
+        let mut fasta = b">chr1\n".to_vec();
+        for i in 0..200 {
+            fasta.extend_from_slice(if i % 3 == 0 { b"ACGTACGTAAccggttNNAC\n" } else { b"TTGACCATGACATTGACCAG\n" });
+        }
+        std::fs::write(top.join("a.fa"), &fasta).unwrap();
+        std::fs::write(top.join("b.fa"), &fasta[..fasta.len() - 21]).unwrap();
+        std::fs::write(top.join("c.txt"), b"plain").unwrap();
+        let examine = |group_bytes| Examine { index: &no_index, genome: true, group_bytes };
+        // Groups of 64 bytes: a few bytes of padding are cheap, so the structures start on a boundary.
+        let g = gather(std::slice::from_ref(&top), examine(64)).unwrap();
+        let [Piece::Genome { bases: a_bases, structure_offset: a_at, structure_len: a_len, .. }, Piece::Genome { bases: b_bases, structure_offset: b_at, structure_len: b_len, .. }, Piece::Disk { size: 5, .. }, Piece::Zeros(pad), Piece::Generated(a), Piece::Generated(b)] =
+            &g.pieces[..]
+        else {
+            panic!("{:?}", g.pieces)
+        };
+        let data_end = region::region_len(*a_bases) + region::region_len(*b_bases) + 5;
+        assert_eq!((data_end + pad) % 64, 0);
+        assert_eq!(
+            (*a_at, *a_len, *b_at, *b_len),
+            (data_end + pad, a.len() as u64, data_end + pad + *a_len, b.len() as u64)
+        );
+        assert_eq!(g.total_len, b_at + b_len);
+        // Groups of 1 MiB: the padding would cost far more than the structures, so they follow the files at once.
+        let g = gather(std::slice::from_ref(&top), examine(1 << 20)).unwrap();
+        assert!(!g.pieces.iter().any(|p| matches!(p, Piece::Zeros(_))), "{:?}", g.pieces);
+        let Piece::Genome { structure_offset, .. } = g.pieces[0] else { panic!("{:?}", g.pieces[0]) };
+        assert_eq!(structure_offset, data_end);
+    }
 }
