@@ -419,7 +419,7 @@ pub fn decode_block(payload: &[u8], tables: &TableSet, shape: BlockShape) -> Res
 /// blocks keeps one). On error `out` holds unspecified (but bounded) contents.
 ///
 /// With one rANS lane per slice, the slices' streams are decoded four at a time in lock step
-/// ([`rans::Decoder::decode_lockstep`]): one lane is a single dependency chain per slice, and interleaving four
+/// ([`rans::Decoder::decode_lockstep_all`]): one lane is a single dependency chain per slice, and interleaving four
 /// independent chains gives the CPU the parallelism that more lanes would, without their per-slice cost.
 pub fn decode_block_into(
     payload: &[u8],
@@ -497,30 +497,7 @@ fn decode_layouts(
             segs.push([ll, ml, of, lit]);
         }
         let table_sets: Vec<[&Table; 4]> = sets.iter().map(|t| [&t.ll, &t.ml, &t.of, &t.lit]).collect();
-        let mut segs = segs.into_iter();
-        for (g, decs) in scratch.decoders[..n].chunks_mut(4).enumerate() {
-            let in_group = |e| (4 * g, e);
-            let set = |k: usize| table_sets.get(4 * g + k).copied().unwrap_or(table_sets[0]);
-            match decs {
-                [a, b, c, d] => {
-                    let s = std::array::from_fn(|_| segs.next().unwrap_or_default());
-                    rans::Decoder::decode_lockstep([a, b, c, d], s, std::array::from_fn(set)).map_err(in_group)?
-                }
-                [a, b, c] => {
-                    let s = std::array::from_fn(|_| segs.next().unwrap_or_default());
-                    rans::Decoder::decode_lockstep([a, b, c], s, std::array::from_fn(set)).map_err(in_group)?
-                }
-                [a, b] => {
-                    let s = std::array::from_fn(|_| segs.next().unwrap_or_default());
-                    rans::Decoder::decode_lockstep([a, b], s, std::array::from_fn(set)).map_err(in_group)?
-                }
-                [a] => {
-                    let s = [segs.next().unwrap_or_default()];
-                    rans::Decoder::decode_lockstep([a], s, [set(0)]).map_err(in_group)?
-                }
-                _ => unreachable!("chunks_mut(4) yields 1 to 4 decoders"),
-            }
-        }
+        rans::Decoder::decode_lockstep_all(&mut scratch.decoders[..n], segs, &table_sets)?;
     }
     for (j, dec) in scratch.decoders[..n].iter().enumerate() {
         dec.finish().map_err(|e| (j, e))?;
