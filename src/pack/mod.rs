@@ -153,7 +153,7 @@ const MIN_MATCH: [u8; 8] = [3, 4, 6, 8, 10, 12, 14, 16];
 /// reached 379 and 643 for 0.3 % smaller and 1.4 % larger.
 const CLOSURE_PRICE: ClosurePrice = ClosurePrice { enter: 6 * PRICE_ONE, per_level: 3 * PRICE_ONE };
 
-fn level_params(level: u8) -> LevelParams {
+fn level_params(level: u8, block_log: u8) -> LevelParams {
     // Level 7 is the former default. Level 6 takes 32-byte matches at once (10 % faster, 0.01 % larger); level 5
     // also samples the long-distance matcher a quarter as densely and parses once (its sources' depths are then
     // estimated less well, so cold reads late in a stream parse more slices).
@@ -169,7 +169,13 @@ fn level_params(level: u8) -> LevelParams {
     LevelParams {
         chain: ChainParams { short_depth, long_depth, hash_log: 20 },
         window,
-        parse: ParseParams { sufficient_len, min_match: MIN_MATCH, rep_count, closure: CLOSURE_PRICE },
+        parse: ParseParams {
+            sufficient_len,
+            min_match: MIN_MATCH,
+            rep_count,
+            closure: CLOSURE_PRICE,
+            slice_log: Header::default_slice_log(block_log),
+        },
         ldm_window: 16,
         ldm_sample_log,
         reparse,
@@ -274,14 +280,14 @@ pub fn pack(inputs: &[PathBuf], output: &Path, opts: &PackOptions) -> Result<Pac
         _ => PathBuf::from("."),
     };
     let stream = stream::LogicalStream::build(&gathered.pieces, total_len, &scratch_dir)?;
-    let level = level_params(opts.level);
+    let level = level_params(opts.level, opts.block_log);
     let header = Header {
         block_log: opts.block_log,
         max_depth: opts.max_depth,
         rans_lanes: opts.rans_lanes,
         group_log: opts.group_log,
         min_match: level.parse.min_match,
-        slice_log: Header::default_slice_log(opts.block_log),
+        slice_log: level.parse.slice_log,
     };
     let mut writer = ArchiveWriter::create(output, header)?;
     let pool = rayon::ThreadPoolBuilder::new()

@@ -43,6 +43,9 @@ pub struct ParseParams {
     pub rep_count: usize,
     /// What a source outside the block adds to a cold read (see [`ClosurePrice`]).
     pub closure: ClosurePrice,
+    /// log2 of the slice size the blocks are cut into (FORMAT.md §3): a continuation code cannot refer to a
+    /// match in an earlier slice, so the first match of a slice is priced with an explicit distance.
+    pub slice_log: u8,
 }
 
 /// The price of a match's source in work for a cold read, added to its price in bits (both in 1/256 bit).
@@ -251,7 +254,11 @@ impl<'a> SegmentParser<'a> {
         // Continuations are tried only within CONTINUATION_GAP literals of the path's last match (the substituted
         // or inserted bases between two pieces of one alignment). Further on they are chance matches of a few
         // bytes, each try a read far back in the stream, and taking them misleads the one-path-per-node parse.
-        let prev = if here.lit_len <= CONTINUATION_GAP { here.prev } else { 0 };
+        // A continuation also needs the last match in this slice: one that ended at or before the slice's start
+        // leaves the next match to code its distance explicitly (the encoder does, and so prices the parser).
+        let slice_start = pos >> self.params.slice_log << self.params.slice_log;
+        let last_end = pos - u64::from(here.lit_len);
+        let prev = if here.lit_len <= CONTINUATION_GAP && last_end > slice_start { here.prev } else { 0 };
         self.gather(pos, limit, prices, prev);
         if self.priced.is_empty() {
             return i + 1;

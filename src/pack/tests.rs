@@ -47,7 +47,7 @@ fn tokens_for(data: &[u8], opts: &PackOptions) -> (Vec<BlockTokens>, u8) {
     let mut depth_map = vec![0u8; data.len()];
     let pool = rayon::ThreadPoolBuilder::new().num_threads(opts.threads).build().unwrap();
     pool.install(|| {
-        let mut run = Packing::new(data, opts, level_params(opts.level), &mut depth_map);
+        let mut run = Packing::new(data, opts, level_params(opts.level, opts.block_log), &mut depth_map);
         let blocks = run.tokens();
         (blocks, run.depth.max_seen)
     })
@@ -360,7 +360,7 @@ fn closure_price_keeps_late_cold_reads_small() {
     let data = repeat_family(3 << 20, 11).to_ascii_lowercase();
     let opts = PackOptions { threads: 2, ..Default::default() };
     let closure = |price: ClosurePrice| {
-        let mut level = level_params(opts.level);
+        let mut level = level_params(opts.level, opts.block_log);
         level.parse.closure = price;
         let mut depth_map = vec![0u8; data.len()];
         let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
