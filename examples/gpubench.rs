@@ -80,7 +80,10 @@ fn parse_args() -> BoxResult<Options> {
         }
     }
     if o.archive.as_os_str().is_empty() {
-        return Err("usage: gpubench ARCHIVE [--runs N] [--ranges N] [--latency N] [--contig N] [--big-gib G] [--no-reference]".into());
+        return Err(
+            "usage: gpubench ARCHIVE [--runs N] [--ranges N] [--latency N] [--contig N] [--big-gib G] [--no-reference]"
+                .into(),
+        );
     }
     Ok(o)
 }
