@@ -158,16 +158,6 @@ pub fn rans_decode(data: &[u8]) {
     assert_eq!(fast, reference_rans_decode(&states, &words, &segments), "fast decoder disagrees with §3.4");
 }
 
-/// A set with every symbol of every alphabet present, for hostile payloads whose own table bytes do not parse.
-fn all_symbols_tables() -> TableSet {
-    let mut stats = SymbolStats::default();
-    stats.ll.iter_mut().for_each(|c| *c = 1);
-    stats.ml.iter_mut().for_each(|c| *c = 1);
-    stats.of.iter_mut().for_each(|c| *c = 1);
-    stats.lit.iter_mut().for_each(|c| *c = 1);
-    TableSet::from_stats(&stats)
-}
-
 /// The invariants every successfully decoded unit (a slice, or a whole block of slices) must satisfy
 /// (FORMAT.md §3.3): prefix sums consistent with the tokens, every match at least 2 bytes with its source at or
 /// after stream position 0, literal-only tokens only where a slice ends, the last token literal-only.
@@ -296,7 +286,7 @@ pub fn block_decode(data: &[u8]) {
     let [tables_len] = take::<1>(data, &mut at);
     let table_bytes = data.get(at..(at + tables_len as usize).min(data.len())).unwrap_or(&[]);
     at += tables_len as usize;
-    let tables = TableSet::read(table_bytes).unwrap_or_else(|_| all_symbols_tables());
+    let tables = TableSet::read(table_bytes).unwrap_or_else(|_| TableSet::every_symbol());
     let payload = data.get(at..).unwrap_or(&[]);
     let shape = BlockShape { start, len, slice_log: slice_log_of(selector, len), lanes };
     check_block_and_slices(payload, &tables, shape);

@@ -1419,16 +1419,6 @@ mod tests {
         assert_eq!(continuation_index(1 << 50, 1), None);
     }
 
-    /// Tables that hold every symbol of every alphabet, so any code can be written.
-    fn every_symbol_tables() -> TableSet {
-        let mut stats = SymbolStats::default();
-        stats.ll.iter_mut().for_each(|c| *c = 1);
-        stats.ml.iter_mut().for_each(|c| *c = 1);
-        stats.of.iter_mut().for_each(|c| *c = 1);
-        stats.lit.iter_mut().for_each(|c| *c = 1);
-        TableSet::from_stats(&stats)
-    }
-
     /// A block payload of the given slices, each written with `of_field` choosing the OF fields of slice `j`.
     fn payload_with(
         slices: &[SliceTokens],
@@ -1464,7 +1454,7 @@ mod tests {
 
     #[test]
     fn refuses_continuations_without_a_valid_previous_match() {
-        let tables = every_symbol_tables();
+        let tables = TableSet::every_symbol();
         let code = |k: usize| (OF_EXPLICIT_CODES + k) as u32;
         // One slice: three matches at back 1, 1, 2 after 4 literals (bytes 0..4 literal, matches of 3 bytes).
         let tokens = [
@@ -1526,7 +1516,7 @@ mod tests {
     fn continuations_do_not_cross_slices() {
         // Two slices of 512 bytes; slice 1's first match has the back of slice 0's last, and a payload that
         // codes it as a continuation is refused (by the whole-block and the one-slice decoders alike).
-        let tables = every_symbol_tables();
+        let tables = TableSet::every_symbol();
         let mut tokens = vec![Token { lit_len: 12, match_len: 500, back: 7 }];
         tokens.push(Token { lit_len: 0, match_len: 400, back: 7 });
         tokens.push(Token { lit_len: 112, match_len: 0, back: 0 });

@@ -251,6 +251,17 @@ pub struct TableCosts {
 }
 
 impl TableSet {
+    /// Tables in which every symbol of every alphabet is present with the same frequency: what tests and fuzz
+    /// targets write or decode hostile payloads with when the payload's own tables are not the point.
+    pub fn every_symbol() -> TableSet {
+        let mut stats = SymbolStats::default();
+        stats.ll.iter_mut().for_each(|c| *c = 1);
+        stats.ml.iter_mut().for_each(|c| *c = 1);
+        stats.of.iter_mut().for_each(|c| *c = 1);
+        stats.lit.iter_mut().for_each(|c| *c = 1);
+        TableSet::from_stats(&stats)
+    }
+
     /// Builds normalised tables from a group's statistics.
     pub fn from_stats(stats: &SymbolStats) -> TableSet {
         TableSet {

@@ -420,15 +420,21 @@ mod tests {
         assert_eq!(g.total_len, 8 + 4 + 8 + 4);
     }
 
+    /// 200 lines of bases with some lowercase and N: a FASTA file that genome mode models and that pays.
+    fn small_fasta() -> Vec<u8> {
+        let mut fasta = b">chr1\n".to_vec();
+        for i in 0..200 {
+            fasta.extend_from_slice(if i % 3 == 0 { b"ACGTACGTAAccggttNNAC\n" } else { b"TTGACCATGACATTGACCAG\n" });
+        }
+        fasta
+    }
+
     #[test]
     fn fasta_that_pays_is_gathered_in_genome_mode() {
         let dir = tempfile::tempdir().unwrap();
         let top = dir.path().join("g");
         std::fs::create_dir(&top).unwrap();
-        let mut fasta = b">chr1\n".to_vec();
-        for i in 0..200 {
-            fasta.extend_from_slice(if i % 3 == 0 { b"ACGTACGTAAccggttNNAC\n" } else { b"TTGACCATGACATTGACCAG\n" });
-        }
+        let fasta = small_fasta();
         std::fs::write(top.join("a.fa"), &fasta).unwrap();
         std::fs::write(top.join("b.txt"), b">not fasta: a header and no sequence line break").unwrap();
         let g = gather(std::slice::from_ref(&top), Examine { index: &no_index, genome: true, group_bytes: 0 }).unwrap();
@@ -458,10 +464,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let top = dir.path().join("g");
         std::fs::create_dir(&top).unwrap();
-        let mut fasta = b">chr1\n".to_vec();
-        for i in 0..200 {
-            fasta.extend_from_slice(if i % 3 == 0 { b"ACGTACGTAAccggttNNAC\n" } else { b"TTGACCATGACATTGACCAG\n" });
-        }
+        let fasta = small_fasta();
         std::fs::write(top.join("a.fa"), &fasta).unwrap();
         std::fs::write(top.join("b.fa"), &fasta[..fasta.len() - 21]).unwrap();
         std::fs::write(top.join("c.txt"), b"plain").unwrap();
