@@ -685,23 +685,13 @@ impl Decoder {
         Ok(())
     }
 
-    /// Decodes `N` streams in lock step: stream `s` decodes the four segments `outs[s]` with the tables
-    /// `tables[s]` (LL, ML, OF, LIT), and single-lane streams advance one symbol each per round, so that their
-    /// dependency chains (lookup, multiply, refill) overlap instead of running one after another (up to
-    /// [`MAX_LOCKSTEP`] at once). The result is exactly what [`Decoder::decode`] on each stream in turn gives.
-    /// Streams with more than one lane, or already part-way through their slice, are decoded one by one. Call
-    /// [`Decoder::finish`] on each afterwards.
-    pub fn decode_lockstep<const N: usize>(
-        decoders: [&mut Decoder; N],
-        outs: [[&mut [u8]; 4]; N],
-        tables: [[&Table; 4]; N],
-    ) -> Result<(), DecodeError> {
-        Decoder::lockstep_group(decoders.into_iter().collect(), outs.into_iter().collect(), &tables).map_err(|(_, e)| e)
-    }
-
-    /// [`Decoder::decode_lockstep`] for any number of streams: stream `j` is `decoders[j]`, decoding the segments
-    /// `outs[j]` with `tables[j]`, in lock steps of [`MAX_LOCKSTEP`] consecutive streams. On error returns the
-    /// index of the stream at fault (streams before its group are decoded, the rest are not).
+    /// Decodes several streams in lock step: stream `j` is `decoders[j]`, decoding the four segments `outs[j]`
+    /// with the tables `tables[j]` (LL, ML, OF, LIT). Single-lane streams advance one symbol each per round, in
+    /// groups of [`MAX_LOCKSTEP`] consecutive streams, so that their dependency chains (lookup, multiply, refill)
+    /// overlap instead of running one after another. The result is exactly what [`Decoder::decode`] on each
+    /// stream in turn gives; streams with more than one lane, or already part-way through their slice, are
+    /// decoded one by one. Call [`Decoder::finish`] on each afterwards. On error returns the index of the stream
+    /// at fault (streams before its group are decoded, the rest are not).
     pub fn decode_lockstep_all(
         decoders: &mut [Decoder],
         outs: Vec<[&mut [u8]; 4]>,
@@ -1048,13 +1038,8 @@ mod tests {
         let mut decs: Vec<Decoder> = streams.iter().map(|(sb, wb, _)| Decoder::new(sb, wb, 1).unwrap()).collect();
         let mut bufs: Vec<[Vec<u8>; 4]> = streams.iter().map(|(_, _, sp)| sp.map(|n| vec![0u8; n])).collect();
         {
-            let [a, b, c, d] = &mut decs[..] else { unreachable!() };
-            let mut it = bufs.iter_mut();
-            let outs = std::array::from_fn(|_| {
-                let [p, q, r, s] = it.next().unwrap();
-                [&mut p[..], &mut q[..], &mut r[..], &mut s[..]]
-            });
-            Decoder::decode_lockstep([a, b, c, d], outs, [tables; 4]).unwrap();
+            let outs = bufs.iter_mut().map(|b| b.each_mut().map(|v| &mut v[..])).collect();
+            Decoder::decode_lockstep_all(&mut decs, outs, &[tables; 4]).unwrap();
         }
         for ((sb, wb, splits), (dec, buf)) in streams.iter().zip(decs.iter().zip(&bufs)) {
             let mut alone = Decoder::new(sb, wb, 1).unwrap();
@@ -1081,8 +1066,8 @@ mod tests {
         let empty = Table::default();
         let mut d = Decoder::new(&[0, 0, 1, 0], &[], 1).unwrap();
         let mut one = [0u8; 1];
-        let outs = [[&mut [][..], &mut [][..], &mut [][..], &mut one[..]]];
-        assert!(Decoder::decode_lockstep([&mut d], outs, [[&t, &t, &t, &empty]]).is_err());
+        let outs = vec![[&mut [][..], &mut [][..], &mut [][..], &mut one[..]]];
+        assert!(Decoder::decode_lockstep_all(std::slice::from_mut(&mut d), outs, &[[&t, &t, &t, &empty]]).is_err());
     }
 
     /// A pool of distinct tables for the wide lock-step tests: more than the lookup cache holds, with 1 to 256
@@ -1189,11 +1174,8 @@ mod tests {
         let mut decs: Vec<Decoder> = streams.iter().map(|((sb, wb), _, _)| Decoder::new(sb, wb, 1).unwrap()).collect();
         let mut bufs: Vec<[Vec<u8>; 4]> = streams.iter().map(|(_, sp, _)| sp.map(|n| vec![0u8; n])).collect();
         {
-            let mut d = decs.iter_mut();
-            let mut b = bufs.iter_mut();
-            let decoders: [&mut Decoder; 12] = std::array::from_fn(|_| d.next().unwrap());
-            let outs = std::array::from_fn(|_| b.next().unwrap().each_mut().map(|v| &mut v[..]));
-            Decoder::decode_lockstep(decoders, outs, sets).unwrap();
+            let outs = bufs.iter_mut().map(|b| b.each_mut().map(|v| &mut v[..])).collect();
+            Decoder::decode_lockstep_all(&mut decs, outs, &sets).unwrap();
         }
         for ((dec, buf), (_, _, symbols)) in decs.iter().zip(&bufs).zip(&streams) {
             assert!(dec.finish().is_ok());
