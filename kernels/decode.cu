@@ -87,6 +87,18 @@ __device__ __forceinline__ void report(u64* status, u32 code, u64 unit) {
     atomicCAS(&status[0], 0ull, ((u64)code << 40) | (unit & 0xFFFFFFFFFFull));
 }
 
+// Byte loads and stores at GPU scope (through L2, never a stale L1 line), and the fence between a resolved
+// byte and its stamp (resolve_warp).
+__device__ __forceinline__ u8 load_relaxed_u8(const u8* p) {
+    u32 v;
+    asm volatile("ld.relaxed.gpu.u8 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return (u8)v;
+}
+__device__ __forceinline__ void store_relaxed_u8(u8* p, u32 v) {
+    asm volatile("st.relaxed.gpu.u8 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ void fence_acq_rel_gpu() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
+
 __device__ __forceinline__ u32 load_u32_le(const u8* p) {
     return (u32)p[0] | ((u32)p[1] << 8) | ((u32)p[2] << 16) | ((u32)p[3] << 24);
 }
@@ -284,7 +296,7 @@ struct Ctx {
     u64* rsrc1;
     u32* rlen0;
     u32* rlen1;
-    u8* stamps;           // full decode: per stream byte, 0 = unresolved, k >= 1 = final before round k - 1
+    u8* stamps;           // per byte: 0 = unresolved, else 1 + its depth (resolve_warp)
     u32* lidx;            // token arrays: index of token t's first literal in the unit's literal sequence
     u32* resume;          // RESUME_WORDS per worklist entry (MODE_TOKENS), null on the full path
     const u32* ctab;      // compact decode tables, CT_WORDS per group
@@ -600,7 +612,7 @@ __device__ void literal_phase(const Ctx& c, const Group<W>& g, u32 id, const u32
             if (mode != MODE_NO_LITERALS) {
                 u32 o = tp1 + (l - li1);
                 bytes[o] = (u8)sym;
-                if (stamps) stamps[o] = 1;  // literals are final before round 0
+                if (stamps) stamps[o] = 1;  // a literal: depth 0
             }
             return;
         }
@@ -625,7 +637,7 @@ __device__ void literal_phase(const Ctx& c, const Group<W>& g, u32 id, const u32
         if (valid && mode != MODE_NO_LITERALS) {
             u32 o = tpt + (l - mpt);
             bytes[o] = (u8)sym;
-            if (stamps) stamps[o] = 1;  // literals are final before round 0
+            if (stamps) stamps[o] = 1;  // a literal: depth 0
         }
         u32 tmax = g.max(valid ? t : 0u);
         if (tmax > cursor) cursor = tmax;
@@ -770,7 +782,7 @@ extern "C" __global__ void literals_warp(Ctx c, u32 parsed_level) {
             const u32 o = c.tpos[tb + t];
             for (u32 k = a; k < b; k++) {
                 out[o + k - a] = lit[k];
-                if (stamps) stamps[o + k - a] = 1;  // literals are final before round 0
+                if (stamps) stamps[o + k - a] = 1;  // a literal: depth 0
             }
         }
     }
@@ -1078,13 +1090,19 @@ __device__ __forceinline__ bool byte_addr(const Ctx& c, bool seek, u32 parsed, u
 
 // One round of match resolution for the 32 matches of a warp (lane: entry e, token t, `has`).
 //
-// Resolution is per byte: a byte of a match is resolved in the first round r in which its source byte is final
-// from an earlier kernel (stamp in [1, r + 1]; literals have stamp 1), and then gets stamp r + 2, so a byte of
-// depth d is final after round d - 1. Stamps written in this round are > r + 1: no byte is ever copied from one
-// that another thread may still be writing. (Whole matches cannot wait for their whole source: overlapping
-// sources chain, and a match-level depth is unbounded even when every byte's depth is bounded.) A match with
-// bytes left goes to the next round's list; on the seek path a byte whose source is not held is dropped (nothing
-// requested depends on it: the level expansion parsed every unit a requested byte needs).
+// Resolution is per byte, and a byte's stamp is 1 + its depth (literals: 1; 0 = not resolved yet). A byte of a
+// match is resolved as soon as its source byte is: it gets the source's stamp + 1, and a stamp above
+// max_depth + 1 is a depth violation (E_DEPTH, FORMAT.md §1). Sources are read as they are when the warp gets
+// there, including bytes other warps resolved earlier in the same round: a writer stores the bytes of a step,
+// fences (fence.acq_rel.gpu) and only then stores their stamps, and a reader loads a source's stamp first and
+// its byte only once the stamp says it is final (both through L2, ld.relaxed.gpu), so a final stamp is never
+// seen with a stale byte. Warps run roughly in stream order and every source lies before its match, so most
+// chains resolve in round 0: a later round only finishes what raced ahead of its sources. A byte of depth d is
+// final after round d - 1 at the latest, so max_depth + 1 rounds resolve every archive that honours its bound.
+// (Whole matches cannot wait for their whole source: overlapping sources chain, and a match-level depth is
+// unbounded even when every byte's depth is bounded.) A match with bytes left goes to the next round's list; on
+// the seek path a byte whose source is not held is dropped (nothing requested depends on it: the level
+// expansion parsed every unit a requested byte needs).
 //
 // The matches are walked byte-parallel: a warp prefix sum over their lengths flattens them into one run of
 // bytes, 32 consecutive bytes per step, so reads and writes are coalesced whatever the match lengths.
@@ -1120,8 +1138,8 @@ __device__ void resolve_warp(const Ctx& c, bool seek, u32 parsed, u32 round, u32
     u32 incl = warp_inclusive_scan(len);
     u32 total = __shfl_sync(FULL_MASK, incl, 31);
     u32 pending = 0;  // bit m: match m still has a byte to resolve
-    // Two bytes per lane per step, with every load issued before any store, so that a long match is walked with
-    // one memory round trip per 64 bytes rather than three per 32.
+    // Two bytes per lane per step, with the loads of both issued together, so that a long match is walked with
+    // two memory round trips per 64 bytes (stamps, then the final source bytes) rather than per 32.
     for (u32 g0 = 0; g0 < total; g0 += 64) {
         u32 m[2], kk[2];
         u64 dst_at[2], src_at[2];
@@ -1151,21 +1169,40 @@ __device__ void resolve_warp(const Ctx& c, bool seek, u32 parsed, u32 round, u32
 #pragma unroll
         for (u32 h = 0; h < 2; h++) {
             dst_stamp[h] = in[h] ? stamps[dst_at[h]] : 1;
-            src_stamp[h] = held[h] ? stamps[src_at[h]] : 0;
-            value[h] = held[h] ? out[src_at[h]] : 0;
+            src_stamp[h] = held[h] ? load_relaxed_u8(stamps + src_at[h]) : 0;
         }
+        // A byte is only read once its stamp said final (the writer fenced between the byte and the stamp).
+#pragma unroll
+        for (u32 h = 0; h < 2; h++)
+            value[h] = src_stamp[h] != 0 && dst_stamp[h] == 0 ? load_relaxed_u8(out + src_at[h]) : 0;
+        bool wrote = false;
 #pragma unroll
         for (u32 h = 0; h < 2; h++) {
             if (dst_stamp[h] != 0 || !held[h]) continue;  // resolved already, or (seek) a source not held
-            if (src_stamp[h] != 0 && src_stamp[h] <= round + 1) {
+            if (src_stamp[h] != 0) {
                 out[dst_at[h]] = value[h];
-                stamps[dst_at[h]] = (u8)(round + 2);
+                wrote = true;
             } else {
                 pending |= 1u << m[h];
                 if (trim) {
                     atomicMin(&span_lo[wib][m[h]], kk[h]);
                     atomicMax(&span_hi[wib][m[h]], kk[h] + 1);
                 }
+            }
+        }
+        if (__any_sync(FULL_MASK, wrote)) {
+            // Release: every byte of this step reaches L2 before any of its stamps.
+            fence_acq_rel_gpu();
+#pragma unroll
+            for (u32 h = 0; h < 2; h++) {
+                if (dst_stamp[h] != 0 || !held[h] || src_stamp[h] == 0) continue;
+                u32 stamp = (u32)src_stamp[h] + 1;
+                if (stamp > c.max_depth + 1) {
+                    u64 slot = dst_at[h] >> c.unit_log;
+                    report(c.status, E_DEPTH, seek ? c.worklist[slot] : slot);
+                    continue;  // left unresolved: the run has failed
+                }
+                store_relaxed_u8(stamps + dst_at[h], stamp);
             }
         }
     }

@@ -407,6 +407,7 @@ fn start_gpu(data: &Arc<ArchiveData>, choice: DecoderChoice) -> Option<Box<dyn B
 }
 
 mod genome_files;
+mod streaming;
 pub use genome_files::OPEN_STRUCTURE_BYTES;
 #[cfg(test)]
 mod tests;

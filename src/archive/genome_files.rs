@@ -209,8 +209,9 @@ impl Archive {
     }
 
     /// Streams original bytes `[from, from + len)` of genome file `id` to `sink` in order, decoding its bases with
-    /// the sequential decoder (for `cat` and `unpack`): the bases arrive in stream order and each chunk of
-    /// original bytes is rebuilt as soon as its bases are in.
+    /// [`Archive::decode_range_streaming`] (for `cat` and `unpack`: the GPU's whole-range decode or the CPU's
+    /// sequential decoder): the bases arrive in stream order and each chunk of original bytes is rebuilt as soon
+    /// as its bases are in.
     pub fn stream_genome_file(
         &self,
         id: EntryId,
@@ -266,7 +267,7 @@ impl Archive {
             }
         };
         if b1 > b0 {
-            self.decode_range_sequential(file.bases_start + b0, b1 - b0, |bytes| {
+            self.decode_range_streaming(file.bases_start + b0, b1 - b0, &mut |bytes| {
                 pending.extend_from_slice(bytes);
                 emit(&mut pending, &mut have_from, false)
             })?;

@@ -42,16 +42,14 @@ struct Reader {
     archive: Archive,
 }
 
-/// Ranges at least this long (or an eighth of the stream) are streamed from a complete device-resident decode
-/// when a GPU decodes; shorter ones go through the block cache in engine batches.
-const GPU_WHOLE_RANGE_MIN_BYTES: u64 = 64 << 20;
-
 impl Reader {
     fn open(path: &Path, decoder: DecoderChoice) -> Result<Reader, CliError> {
         Ok(Reader { archive: open(path, decoder)? })
     }
 
-    /// Streams `[start, start + len)` to `sink`; `sequential` asks for the streaming decoders (large ranges).
+    /// Streams `[start, start + len)` to `sink`; `sequential` asks for the streaming decoders (large ranges):
+    /// the GPU's whole-range decode when it pays ([`Archive::streams_on_gpu`]), else the sequential decoder or,
+    /// when a GPU decodes, engine batches.
     fn stream(
         &self,
         start: u64,
@@ -59,9 +57,8 @@ impl Reader {
         sequential: bool,
         sink: &mut dyn FnMut(&[u8]) -> Result<(), CliError>,
     ) -> Result<(), CliError> {
-        let whole = len >= GPU_WHOLE_RANGE_MIN_BYTES || len.saturating_mul(8) >= self.archive.total_len();
-        if self.archive.prefers_batches() && sequential && whole && len > 0 {
-            return self.stream_whole_range(start, len, sink);
+        if sequential && self.archive.streams_on_gpu(len) {
+            return with_parked_sink(sink, |sink| self.archive.decode_range_streaming(start, len, sink));
         }
         stream_range(&self.archive, start, len, sequential, sink)
     }
@@ -83,7 +80,12 @@ impl Reader {
             let from = from.min(size);
             return self.stream(start + from, len.min(size - from), sequential, sink);
         }
-        if !sequential || archive.prefers_batches() {
+        // With a GPU, a genome file too small for the whole-range decode is read in engine batches.
+        let size = match archive.tree().entry(id).map(|e| &e.kind) {
+            Some(EntryKind::File { size, .. }) => *size,
+            _ => 0,
+        };
+        if !sequential || (archive.prefers_batches() && !archive.streams_on_gpu(len.min(size))) {
             let mut buf = vec![0u8; CHUNK];
             let (mut pos, end) = (from, from.saturating_add(len));
             while pos < end {
@@ -98,55 +100,6 @@ impl Reader {
             return Ok(());
         }
         with_parked_sink(sink, |sink| archive.stream_genome_file(id, from, len, sink))
-    }
-
-    /// The whole-range GPU path ([`Archive::stream_blocks`]). If the device cannot decode the stream, the
-    /// rest of the range (all of it, unless the device failed mid-way) is read in engine batches, which fall
-    /// back to the CPU batch by batch.
-    fn stream_whole_range(
-        &self,
-        start: u64,
-        len: u64,
-        sink: &mut dyn FnMut(&[u8]) -> Result<(), CliError>,
-    ) -> Result<(), CliError> {
-        let data = self.archive.data();
-        let end = start.checked_add(len).filter(|&e| e <= data.footer.total_len).ok_or_else(|| {
-            Error::InvalidArgument(format!(
-                "range {start}+{len} is outside the stream of {} bytes",
-                data.footer.total_len
-            ))
-        })?;
-        let log = data.header.block_log;
-        let (first, last) = (start >> log, (end - 1) >> log);
-        let mut pos = first << log; // stream offset of the next byte the device hands over
-        let mut sink_error: Option<CliError> = None;
-        let result = self.archive.stream_blocks(first, last + 1, &mut |bytes| {
-            let (from, to) = (pos, pos + bytes.len() as u64);
-            pos = to;
-            let (a, b) = (start.max(from), end.min(to));
-            if a >= b {
-                return Ok(());
-            }
-            sink(&bytes[(a - from) as usize..(b - from) as usize]).map_err(|e| {
-                sink_error = Some(e);
-                Error::InvalidArgument("output failed".into())
-            })
-        });
-        let Some(result) = result else {
-            return stream_range(&self.archive, start, len, false, sink); // no whole-range engine after all
-        };
-        match (result, sink_error) {
-            (_, Some(e)) => Err(e),
-            (Ok(()), None) => {
-                tracing::info!("streamed {len} bytes from the GPU's resident decode");
-                Ok(())
-            }
-            (Err(e), None) => {
-                let done = pos.clamp(start, end);
-                tracing::warn!("the GPU could not stream the range ({e}); reading the rest in engine batches");
-                stream_range(&self.archive, done, end - done, false, sink)
-            }
-        }
     }
 }
 
@@ -237,7 +190,7 @@ fn with_parked_sink(
 /// Serves file bytes to the extractor from an opened archive. Without a GPU every file goes through the
 /// sequential decoder: unpack visits files in stream order, and the archive keeps the decoder's window of recent
 /// blocks from one file to the next, so near sources are plain copies instead of cold random-access resolutions.
-/// With a GPU, files are read in engine batches (see [`stream_range`]).
+/// With a GPU, large files stream from its whole-range decode and smaller ones are read in engine batches.
 struct ArchiveSource<'a>(&'a Reader);
 
 impl FileSource for ArchiveSource<'_> {

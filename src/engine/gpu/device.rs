@@ -169,7 +169,7 @@ struct FullBuffers {
     bytes: CudaSlice<u8>,
     counters: CudaSlice<u32>,
     status: CudaSlice<u64>,
-    /// Per stream byte: 0 unresolved, k >= 1 final before round k - 1 (see resolve_round).
+    /// Per stream byte: 0 unresolved, else 1 + its depth (see resolve_warp in kernels/decode.cu).
     stamps: CudaSlice<u8>,
     /// Matches left for the next round (unit << 32 | token), double-buffered, and the count per round,
     /// and the unresolved span (klo << 32 | khi) of each: [ids 0, ids 1, spans 0, spans 1].
@@ -272,6 +272,9 @@ pub struct Device {
     max_depth: u32,
     seek: SeekBuffers,
     full: Option<FullBuffers>,
+    /// The two pinned buffers `stream_full` copies pieces through, kept between calls (a mount streams a file one
+    /// window at a time, and pinning 2 × 64 MiB costs milliseconds every time), grown when a larger piece comes.
+    stream_bufs: Option<[PinnedHostSlice<u8>; 2]>,
     /// The last full decode was `FullVariant::Full` and succeeded: `full.bytes` holds the whole stream (its
     /// blocks still unverified; readers check each against the index).
     full_ready: bool,
@@ -452,6 +455,7 @@ impl Device {
             max_depth: header.max_depth as u32,
             seek,
             full: None,
+            stream_bufs: None,
             full_ready: false,
             events,
             later_grid,
@@ -884,7 +888,7 @@ impl Device {
         let matches = acc.saturating_sub(n as u64).max(1);
         let list_cap = u32::try_from(matches).map_err(|_| Error::Gpu("too many matches for one full decode".into()))?;
         if self.max_depth > 253 {
-            return Err(Error::Gpu("the full decode keeps round stamps in a byte: max_depth must be <= 253".into()));
+            return Err(Error::Gpu("the full decode keeps 1 + depth in a byte: max_depth must be <= 253".into()));
         }
         // SAFETY: plain device allocations of plain integer types; every element the kernels read is written
         // first (tokens by parse, bytes and stamps by parse and the resolve rounds) or uploaded/zeroed here.
@@ -1057,7 +1061,11 @@ impl Device {
         }
         let src = self.ptr(&full.bytes);
         let cap = piece.min(end - start);
-        let mut bufs = [self.alloc_host(cap)?, self.alloc_host(cap)?];
+        if self.stream_bufs.as_ref().is_none_or(|b| b[0].len() < cap) {
+            self.stream_bufs = None; // the old pair is unpinned before a larger one is pinned
+            self.stream_bufs = Some([self.alloc_host(cap)?, self.alloc_host(cap)?]);
+        }
+        let bufs = self.stream_bufs.as_mut().expect("allocated above");
         let ptrs = [
             bufs[0].as_mut_slice().map_err(gpu("pinned buffer"))?.as_mut_ptr(),
             bufs[1].as_mut_slice().map_err(gpu("pinned buffer"))?.as_mut_ptr(),
@@ -1067,8 +1075,9 @@ impl Device {
         let pieces = (end - start).div_ceil(piece);
         let len_of = |i: usize| piece.min(end - start - i * piece);
         let enqueue = |i: usize| -> Result<()> {
-            // SAFETY: ptrs[i % 2] is a live pinned buffer of `cap >= len_of(i)` bytes (bufs outlives every copy:
-            // the stream is synchronised below before they drop), and the piece lies inside `full.bytes`.
+            // SAFETY: ptrs[i % 2] is a live pinned buffer of at least `cap >= len_of(i)` bytes (the buffers stay
+            // in `self.stream_bufs`, and the stream is synchronised below before this call returns), and the
+            // piece lies inside `full.bytes`.
             unsafe {
                 let dst = std::slice::from_raw_parts_mut(ptrs[i % 2], len_of(i));
                 result::memcpy_dtoh_async(dst, src + (start + i * piece) as u64, stream.cu_stream())
@@ -1091,9 +1100,8 @@ impl Device {
             Ok(())
         };
         let result = run();
-        // No copy may still be writing into the pinned buffers when they are freed.
+        // No copy may still be writing into the pinned buffers when they are reused or freed.
         let synced = stream.synchronize().map_err(gpu("streamed copy"));
-        drop(bufs);
         result.and(synced)
     }
 

@@ -504,6 +504,34 @@ mod tests {
         assert!(engine.full_decode(FullVariant::Full, None).is_err());
     }
 
+    /// On a machine with a GPU: a byte deeper than the header's `max_depth` fails the full decode and the seek
+    /// path, as it fails the CPU reference (FORMAT.md §1), even though the GPU could resolve it. Elsewhere the
+    /// test has nothing to run and passes.
+    #[test]
+    fn a_chain_deeper_than_max_depth_is_refused() {
+        use crate::engine::cpu::CpuEngine;
+        use crate::format::testkit::{small_header, Plan};
+        let dir = tempfile::tempdir().unwrap();
+        let mut plan = Plan::new(small_header(2, 1));
+        plan.literals(&b"ACGT".repeat(64));
+        plan.fill(256, 4096 - 256); // the rest of block 0: depth 1
+        plan.fill(4096, 4096); // block 1, a copy of block 0: depth 2
+        plan.fill(4096, 4096); // block 2, a copy of block 1: depth 3 > max_depth 2
+        assert_eq!(plan.depth.iter().copied().max(), Some(3), "the plan must exceed the bound");
+        let path = dir.path().join("deep.acx");
+        plan.write(&path);
+        let data = Arc::new(ArchiveData::open(&path).unwrap());
+        let last = data.block_count() - 1;
+        let mut buf = vec![0u8; data.block_len(last) as usize];
+        assert!(CpuEngine::new(data.clone()).decode_blocks(&[last], &mut [&mut buf[..]]).is_err());
+        let Ok(engine) = GpuEngine::try_new(data.clone()) else {
+            eprintln!("no GPU: GPU depth test skipped");
+            return;
+        };
+        assert!(engine.full_decode(FullVariant::Full, None).is_err(), "full decode past the depth bound");
+        assert!(engine.decode_blocks(&[last], &mut [&mut buf[..]]).is_err(), "seek past the depth bound");
+    }
+
     /// On a machine with a GPU: every block through the seek path and the full device decode equal the reference
     /// stream, for every lane count the format allows and several slice sizes. Elsewhere the test has nothing to
     /// run and passes.
