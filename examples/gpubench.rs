@@ -141,7 +141,12 @@ fn bench_full(gpu: &GpuEngine, data: &ArchiveData, reference: Option<&[u8]>, run
     let first = gpu.full_decode(FullVariant::Full, Some(0xA5))?;
     gpu.full_output(&mut host)?;
     let bad = count_bad_blocks(data, &host, reference);
-    println!("full decode: {} blocks, {bad} wrong, {} resolve rounds", data.block_count(), first.rounds);
+    println!(
+        "full decode: {} blocks, {bad} wrong, {} resolve rounds (matches left after each: {:?})",
+        data.block_count(),
+        first.rounds,
+        first.left
+    );
     if bad != 0 {
         return Err(format!("{bad} blocks decoded wrong on the device").into());
     }

@@ -150,12 +150,14 @@ pub enum FullVariant {
 }
 
 /// Timing of one full decode.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct FullRun {
     /// Device time between events around the launches (entropy decoding included).
     pub device_ms: f32,
     /// Copy rounds that did work (the last one found the fixpoint).
     pub rounds: u32,
+    /// Matches left with unresolved bytes after each round (the last must be 0).
+    pub left: Vec<u32>,
 }
 
 /// Buffers of the device-resident full decode, allocated on first use.
@@ -304,6 +306,9 @@ pub struct Device {
     /// Deferred matches carry only their unresolved span to the next resolve round (the default), or their whole
     /// length (ACEAPEX_GPU_RESOLVE_WHOLE=1, for comparison).
     resolve_trim: bool,
+    /// The full decode's round 0 waits for sources that earlier tasks are resolving (the default), or leaves
+    /// them to later rounds (ACEAPEX_GPU_RESOLVE_NOWAIT=1, for comparison).
+    resolve_wait: bool,
     /// ACEAPEX_GPU_SEEK_PROFILE=1: seeks are launched without graphs, with an event after every stage, and the
     /// time between events is summed here by stage (total ms, batches); `marks` holds the current batch's events.
     profile: Option<SeekProfile>,
@@ -470,6 +475,7 @@ impl Device {
                 && std::env::var_os("ACEAPEX_GPU_SEEK_FUSED").is_none()
                 && std::env::var_os("ACEAPEX_GPU_SEEK_GROUP").is_none(),
             resolve_trim: std::env::var_os("ACEAPEX_GPU_RESOLVE_WHOLE").is_none(),
+            resolve_wait: std::env::var_os("ACEAPEX_GPU_RESOLVE_NOWAIT").is_none(),
             profile: std::env::var_os("ACEAPEX_GPU_SEEK_PROFILE").map(|_| SeekProfile::default()),
         })
     }
@@ -920,6 +926,7 @@ impl Device {
             status: stream.alloc_zeros::<u64>(1).map_err(gpu("alloc"))?,
             stamps,
             lists,
+            // One count per round (max_depth + 1), then round 0's ticket counter (kernels/decode.cu).
             list_counts: stream.alloc_zeros::<u32>(self.max_depth as usize + 2).map_err(gpu("alloc"))?,
             list_cap,
             task_off: stream.clone_htod(&task_off).map_err(gpu("upload"))?,
@@ -966,7 +973,7 @@ impl Device {
             ..self.base_ctx()
         };
         let lists: Vec<u64> = full.lists.iter().map(|l| self.ptr(l)).collect();
-        let trim = u32::from(self.resolve_trim);
+        let trim = u32::from(self.resolve_trim) | if self.resolve_wait { 0 } else { 2 };
         let counts_ptr = self.ptr(&full.list_counts);
         let list_cap = full.list_cap;
         let task_ptr = self.ptr(&full.task_off);
@@ -1027,14 +1034,16 @@ impl Device {
         if let Some(fault) = KernelFault::from_status(status) {
             return Ok(Err(fault));
         }
-        // list_counts[r]: matches still unresolved after round r; none may be left after the last.
-        let left = stream.clone_dtoh(&full.list_counts).map_err(gpu("status copy"))?;
-        if rounds > 0 && left[self.max_depth as usize] != 0 {
+        // list_counts[r]: matches still unresolved after round r (none may be left after the last), then round
+        // 0's task ticket counter.
+        let mut left = stream.clone_dtoh(&full.list_counts).map_err(gpu("status copy"))?;
+        left.truncate(rounds as usize);
+        if left.last().is_some_and(|&l| l != 0) {
             return Ok(Err(KernelFault { code: 8, unit: 0 }));
         }
         let used = if rounds > 0 { left.iter().take_while(|&&c| c != 0).count() as u32 + 1 } else { 0 };
         self.full_ready = variant == FullVariant::Full;
-        Ok(Ok(FullRun { device_ms, rounds: used }))
+        Ok(Ok(FullRun { device_ms, rounds: used, left }))
     }
 
     /// Whether a complete full decode is resident (see [`Device::stream_full`]).
