@@ -1,7 +1,9 @@
 //! Measurements for `bench/run.sh`, printed as tab-separated values.
 //!
-//! - `acxbench decode ARCHIVE [--runs N]`: decodes the whole logical stream with the sequential CPU decoder
-//!   (all cores unless `RAYON_NUM_THREADS=1`), checks every block's hash, prints `bytes<TAB>best seconds`.
+//! - `acxbench decode ARCHIVE [--runs N] [--window SIZE] [--stats]`: decodes the whole logical stream with the
+//!   sequential CPU decoder (all cores unless `RAYON_NUM_THREADS=1`; window default 64M), checks every block's
+//!   hash, prints `bytes<TAB>best seconds`. `--stats` prints to stderr how many slices the random-access path
+//!   parsed for sources older than the window.
 //! - `acxbench parse ARCHIVE [--runs N]`: the entropy stage alone (every block's slices decoded to tokens and
 //!   literals, no copies) on one thread; prints `bytes<TAB>best seconds<TAB>best CPU seconds`. What the rANS
 //!   lane count and the slice layout change, isolated from the copy stage.
@@ -47,6 +49,12 @@ enum Cmd {
         /// Also print the best process CPU time.
         #[arg(long)]
         cpu_time: bool,
+        /// Decoded bytes the sequential decoder keeps for near sources (K/M/G suffixes allowed).
+        #[arg(long, value_parser = parse_size, default_value_t = DEFAULT_WINDOW_BYTES)]
+        window: u64,
+        /// Print to stderr how many slices the random-access path parsed (far sources), per run.
+        #[arg(long)]
+        stats: bool,
     },
     Parse {
         archive: PathBuf,
@@ -73,7 +81,7 @@ enum Cmd {
 fn main() -> ExitCode {
     let args = Args::parse();
     let result = match args.command {
-        Cmd::Decode { archive, runs, cpu_time } => decode(&archive, runs, cpu_time),
+        Cmd::Decode { archive, runs, cpu_time, window, stats } => decode(&archive, runs, cpu_time, window, stats),
         Cmd::Parse { archive, runs } => parse(&archive, runs),
         Cmd::Randread { archive, reads, size, seed, decoder, cpu_time } => {
             randread(&archive, reads, size, seed, decoder, cpu_time)
@@ -99,7 +107,19 @@ fn cpu_seconds() -> f64 {
     ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
 }
 
-fn decode(path: &PathBuf, runs: u32, cpu_time: bool) -> aceapex::Result<()> {
+/// `123`, `64K`, `512M`, `4G`.
+fn parse_size(s: &str) -> Result<u64, String> {
+    let (digits, shift) = match s.as_bytes().last() {
+        Some(b'K' | b'k') => (&s[..s.len() - 1], 10),
+        Some(b'M' | b'm') => (&s[..s.len() - 1], 20),
+        Some(b'G' | b'g') => (&s[..s.len() - 1], 30),
+        _ => (s, 0),
+    };
+    let n: u64 = digits.parse().map_err(|e| format!("{s:?}: {e}"))?;
+    n.checked_mul(1 << shift).ok_or_else(|| format!("{s:?} is too large"))
+}
+
+fn decode(path: &PathBuf, runs: u32, cpu_time: bool, window: u64, stats: bool) -> aceapex::Result<()> {
     let data = Arc::new(ArchiveData::open(path)?);
     let total = data.footer.total_len;
     let parallel = rayon::current_num_threads() > 1;
@@ -111,10 +131,13 @@ fn decode(path: &PathBuf, runs: u32, cpu_time: bool) -> aceapex::Result<()> {
         let cpu_started = cpu_seconds();
         let started = Instant::now();
         let mut bytes = 0u64;
-        engine.decode_sequential(0, data.block_count(), parallel, DEFAULT_WINDOW_BYTES, |_, block| {
+        engine.decode_sequential(0, data.block_count(), parallel, window, |_, block| {
             bytes += block?.len() as u64;
             Ok(())
         })?;
+        if stats {
+            eprintln!("slices parsed by the random-access path: {}", engine.slices_parsed());
+        }
         best = best.min(started.elapsed().as_secs_f64());
         best_cpu = best_cpu.min(cpu_seconds() - cpu_started);
         if bytes != total {

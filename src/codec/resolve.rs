@@ -34,6 +34,20 @@ pub trait DecodedBlocks: Send + Sync {
 
     /// Whether a decoded copy of block `id` is at hand (planning only; it may be gone by the time it is read).
     fn contains(&self, id: u64) -> bool;
+
+    /// Block `id` parsed whole, when its tokens are at hand but its decoded copy may not be yet (a block of the
+    /// sequential decoder's batch that another thread is still writing): resolution then follows these tokens
+    /// instead of parsing the block's slices again. May wait for a parse another thread has started.
+    fn parsed_block(&self, _id: u64) -> Option<&ParsedBlock> {
+        None
+    }
+
+    /// Waits until the decode of block `id` (one that [`parsed_block`](Self::parsed_block) served) has finished,
+    /// and returns whether [`copy_out`](Self::copy_out) now serves it: the fallback when following its tokens
+    /// failed, so that a source in such a block ends up resolved exactly as a one-thread decoder would.
+    fn wait_decoded(&self, _id: u64) -> bool {
+        false
+    }
 }
 
 /// No decoded blocks at all: every cross-block source is resolved through tokens.
@@ -59,6 +73,14 @@ impl DecodedBlocks for ChainDecoded<'_> {
 
     fn contains(&self, id: u64) -> bool {
         self.0.contains(id) || self.1.contains(id)
+    }
+
+    fn parsed_block(&self, id: u64) -> Option<&ParsedBlock> {
+        self.0.parsed_block(id).or_else(|| self.1.parsed_block(id))
+    }
+
+    fn wait_decoded(&self, id: u64) -> bool {
+        self.0.wait_decoded(id) || self.1.wait_decoded(id)
     }
 }
 
@@ -274,7 +296,7 @@ impl Resolver<'_> {
             let parsed = self.parsed.get_or_parse(self.data, g)?;
             check_parsed(&parsed, self.data.slice_start(g), self.data.slice_len(g))
                 .map_err(|error| BlockFault { block: id, error })?;
-            self.write_tokens(id, &parsed, out, &FarSources::default())?;
+            self.write_tokens(id, &parsed, out)?;
         }
         check_hash(id, out, expected)
     }
@@ -289,49 +311,19 @@ impl Resolver<'_> {
 
     /// Writes the tokens of an already-parsed block `id` into `out` and checks its `block_hash`.
     pub fn decode_parsed(&self, id: u64, parsed: &ParsedBlock, out: &mut [u8]) -> Result<(), BlockFault> {
-        self.decode_parsed_gathered(id, parsed, out, &FarSources::default())
-    }
-
-    /// [`decode_parsed`](Self::decode_parsed) with the source bytes before `far.boundary` taken from `far`
-    /// (gathered beforehand by [`gather_far`](Self::gather_far), possibly on another thread).
-    pub fn decode_parsed_gathered(
-        &self,
-        id: u64,
-        parsed: &ParsedBlock,
-        out: &mut [u8],
-        far: &FarSources,
-    ) -> Result<(), BlockFault> {
         let fault = |error| BlockFault { block: id, error };
         let expected = self.expected_hash(id)?;
         check_out_len(id, out, parsed.len)?;
         // Cheap next to the copies, and it makes this public entry point safe for any ParsedBlock.
         check_parsed(parsed, self.data.block_start(id), self.data.block_len(id)).map_err(fault)?;
-        self.write_tokens(id, parsed, out, far)?;
+        self.write_tokens(id, parsed, out)?;
         check_hash(id, out, expected)
     }
 
-    /// Resolves, into `far.bytes`, the parts of block `p`'s cross-block sources that lie before `boundary`, in
-    /// token order: the part of the work a sequential decoder can do for many blocks in parallel, before the
-    /// copy stage (which then finds every remaining source in its window).
-    pub fn gather_far(&self, p: &ParsedBlock, boundary: u64) -> Result<FarSources, BlockFault> {
-        let mut far = FarSources { boundary, bytes: Vec::new() };
-        let budget = self.data.header.max_depth - 1;
-        for_each_outside_source(p, p.start, |src, outside| {
-            let n = far_len(src, outside, boundary);
-            if n == 0 {
-                return Ok(());
-            }
-            let at = far.bytes.len();
-            far.bytes.resize(at + n, 0);
-            self.resolve_range(src, &mut far.bytes[at..], budget)
-        })?;
-        Ok(far)
-    }
-
     /// The tokens of a unit of block `id` (the whole block, or one of its slices, checked by the caller) in
-    /// order into `out`, the whole block's buffer: literals, then each match from `out` itself (in-block source),
-    /// from `far` (gathered far sources) or from resolution (other cross-block sources).
-    fn write_tokens(&self, id: u64, p: &ParsedBlock, out: &mut [u8], far: &FarSources) -> Result<(), BlockFault> {
+    /// order into `out`, the whole block's buffer: literals, then each match from `out` itself (in-block source)
+    /// or from resolution (cross-block sources).
+    fn write_tokens(&self, id: u64, p: &ParsedBlock, out: &mut [u8]) -> Result<(), BlockFault> {
         // Bytes of a cross-block source have depth ≤ max_depth − 1: the match that copies them is one level.
         let source_budget = self.data.header.max_depth - 1;
         let block_start = self.data.block_start(id);
@@ -342,7 +334,6 @@ impl Resolver<'_> {
                 return Err(BlockFault { block: id, error: DecodeError::Invalid { what: "parsed unit", detail } });
             }
         };
-        let mut gathered = far.bytes.as_slice();
         for (t, tok) in p.tokens.iter().enumerate() {
             let lit_at = base + p.token_pos[t] as usize;
             let lit_len = tok.lit_len as usize;
@@ -363,14 +354,7 @@ impl Resolver<'_> {
             // The period starts in an earlier block; part of it may run into this block's written bytes.
             let src = block_start + dst as u64 - back;
             let outside = ((block_start - src) as usize).min(period);
-            let n = far_len(src, outside, far.boundary);
-            let Some((head, rest)) = gathered.split_at_checked(n) else {
-                let detail = format!("{} gathered bytes left, token {t} needs {n}", gathered.len());
-                return Err(BlockFault { block: id, error: DecodeError::Invalid { what: "far sources", detail } });
-            };
-            out[dst..dst + n].copy_from_slice(head);
-            gathered = rest;
-            self.resolve_range(src + n as u64, &mut out[dst + n..dst + outside], source_budget)?;
+            self.resolve_range(src, &mut out[dst..dst + outside], source_budget)?;
             if outside < period {
                 out.copy_within(0..period - outside, dst + outside);
             }
@@ -402,6 +386,19 @@ impl Resolver<'_> {
                 done += take;
                 cur += take as u64;
                 continue;
+            }
+            if let Some(p) = self.decoded.parsed_block(id) {
+                // A block another thread is still writing: its tokens are at hand, so no wait and no slice parse.
+                // Should they fail (a corrupt block, the depth bound), take the block as a one-thread decoder
+                // would see it once written: its bytes when good, else its slices below.
+                let piece = &mut out[done..done + take];
+                if self.resolve_in_unit(id, p, offset, piece, budget).is_ok()
+                    || (self.decoded.wait_decoded(id) && self.decoded.copy_out(id, offset, piece))
+                {
+                    done += take;
+                    cur += take as u64;
+                    continue;
+                }
             }
             let block_end = done + take;
             while done < block_end {
@@ -560,39 +557,6 @@ impl Resolver<'_> {
         }
         out
     }
-}
-
-/// Source bytes gathered ahead of the copy stage: the parts of a block's cross-block sources before
-/// `boundary`, concatenated in token order.
-#[derive(Debug, Clone, Default)]
-pub struct FarSources {
-    pub boundary: u64,
-    pub bytes: Vec<u8>,
-}
-
-/// How many bytes of a source range `[src, src + outside)` lie before `boundary`.
-fn far_len(src: u64, outside: usize, boundary: u64) -> usize {
-    boundary.saturating_sub(src).min(outside as u64) as usize
-}
-
-/// Calls `f(src, outside)` for each match of `p` (a unit at or after `block_start`, inside its block) whose
-/// source starts before the block: `outside` is how many bytes of its period lie before the block.
-fn for_each_outside_source(
-    p: &ParsedBlock,
-    block_start: u64,
-    mut f: impl FnMut(u64, usize) -> Result<(), BlockFault>,
-) -> Result<(), BlockFault> {
-    let base = p.start.saturating_sub(block_start);
-    for (t, tok) in p.tokens.iter().enumerate() {
-        let dst = base + u64::from(p.token_pos[t]) + u64::from(tok.lit_len);
-        if tok.match_len == 0 || tok.back <= dst {
-            continue;
-        }
-        let src = block_start + dst - tok.back;
-        let period = tok.back.min(u64::from(tok.match_len));
-        f(src, (block_start - src).min(period) as usize)?;
-    }
-    Ok(())
 }
 
 /// Refuses an output buffer that is not exactly the block's length.

@@ -12,24 +12,29 @@
 //!   copies; older ones go through the random-access path, so memory stays bounded for any stream length.
 
 use std::collections::VecDeque;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
 use rayon::prelude::*;
 
 use crate::codec::block::ParsedBlock;
 use crate::codec::resolve::{
-    parse_block, BlockFault, ChainDecoded, DecodedBlocks, FarSources, NoDecodedBlocks, ParsedCache, Resolver,
+    parse_block, BlockFault, ChainDecoded, DecodedBlocks, NoDecodedBlocks, ParsedCache, Resolver,
 };
 use crate::engine::BlockEngine;
-use crate::error::{Error, Result};
+use crate::error::{DecodeError, Error, Result};
 use crate::format::ArchiveData;
 
 /// Bytes of parsed slices the engine keeps for source lookups, unless told otherwise.
 pub const DEFAULT_PARSED_CACHE_BYTES: u64 = 64 << 20;
 /// Decoded bytes the sequential decoder keeps so that near sources are plain copies.
 pub const DEFAULT_WINDOW_BYTES: u64 = 64 << 20;
-/// Blocks whose entropy stage runs ahead of the copy stage, per batch, per core.
-const PARSE_AHEAD_PER_CORE: usize = 8;
+/// Blocks per thread in one batch of the sequential decoder: enough that the wait for the batch's last block
+/// (threads idle while it finishes) costs little, few enough that a batch's memory stays small.
+const BATCH_PER_THREAD: usize = 32;
+
+/// Evicted window buffers kept for reuse: about one batch on a large machine.
+const SPARE_BUFFERS: usize = 1024;
 
 /// Decodes blocks on the CPU: the reference every other engine is checked against.
 pub struct CpuEngine {
@@ -132,88 +137,91 @@ impl CpuEngine {
             // A failed block inside the window: decode again from there (and report it again).
             *window = SeqWindow::new(start, window.cap as u64);
         }
-        if start >= end {
-            return Ok(());
-        }
-        let batch = if parallel { rayon::current_num_threads().max(1) * PARSE_AHEAD_PER_CORE } else { 1 } as u64;
-        let mut parsed = self.parse_batch(start, (start + batch).min(end), parallel);
-        let mut batch_start = start;
-        while batch_start < end {
-            let batch_end = (batch_start + batch).min(end);
-            let next_end = (batch_end + batch).min(end);
-            let current = std::mem::take(&mut parsed);
-            if parallel && batch_end < end {
-                // Parse the next batch on other cores while this thread copies the current one.
-                std::thread::scope(|s| -> Result<()> {
-                    let ahead = s.spawn(|| self.parse_batch(batch_end, next_end, true));
-                    let copied = self.copy_batch(batch_start, current, window, parallel, &mut on_block);
-                    parsed = ahead.join().map_err(|_| Error::InvalidArgument("entropy stage panicked".into()))?;
-                    copied
-                })?;
-            } else {
-                self.copy_batch(batch_start, current, window, parallel, &mut on_block)?;
-                parsed = self.parse_batch(batch_end, next_end, parallel);
-            }
-            batch_start = batch_end;
+        let threads = if parallel { rayon::current_num_threads().max(1) } else { 1 };
+        let batch = (threads * BATCH_PER_THREAD) as u64;
+        while start < end {
+            let batch_end = (start + batch).min(end);
+            self.decode_batch(window, start, batch_end, threads, &mut on_block)?;
+            start = batch_end;
         }
         Ok(())
     }
 
-    /// The entropy stage of blocks `[first, end)`.
-    fn parse_batch(&self, first: u64, end: u64, parallel: bool) -> Vec<Result<ParsedBlock, BlockFault>> {
-        if parallel {
-            (first..end).into_par_iter().map(|id| parse_block(&self.data, id)).collect()
-        } else {
-            (first..end).map(|id| parse_block(&self.data, id)).collect()
-        }
-    }
-
-    /// The copy stage: writes each parsed block, verifies it, hands it to `on_block` and keeps it in `window`.
-    /// With `parallel`, the sources that will not be in the window (older than it, or evicted while this batch
-    /// is pushed) are first gathered for all blocks of the batch on all cores — resolving them can mean walking
-    /// tokens through many blocks — and the sequential pass is left with plain copies.
-    fn copy_batch(
+    /// Decodes blocks `[first, end)` (the ones after `window`) on `threads` threads — the calling one and
+    /// `threads − 1` rayon tasks — hands them to `on_block` in order, and appends them to `window`.
+    ///
+    /// Each thread claims the next block in order, runs its entropy stage, publishes the tokens, writes the
+    /// block and publishes it. A source in an earlier block of the batch is copied when that block is written,
+    /// and otherwise resolved through its published tokens, so no thread waits for another to finish a block
+    /// (a thread only waits for a parse another thread has started, or where following tokens failed). The
+    /// window does not change during a batch, so every thread reads it without locks; memory is the window plus
+    /// one batch. The calling thread also hands out blocks in order as they finish, and works whenever the next
+    /// one is not finished yet, so the batch completes even when no pool thread is free.
+    fn decode_batch(
         &self,
-        first: u64,
-        parsed: Vec<Result<ParsedBlock, BlockFault>>,
         window: &mut SeqWindow,
-        parallel: bool,
+        first: u64,
+        end: u64,
+        threads: usize,
         on_block: &mut impl FnMut(u64, Result<&[u8]>) -> Result<()>,
     ) -> Result<()> {
-        let far: Vec<Result<FarSources, BlockFault>> = if parallel {
-            // Blocks below this one may be evicted while the batch is pushed; everything from it on stays.
-            let kept_from = window.first + (window.blocks.len() + parsed.len()).saturating_sub(window.cap) as u64;
-            let boundary = self.data.block_start(kept_from.min(first));
-            let sources = ChainDecoded(&*window, &*self.decoded);
-            let resolver = self.resolver(&sources);
-            parsed
-                .par_iter()
-                .map(|p| p.as_ref().map_err(Clone::clone).and_then(|p| resolver.gather_far(p, boundary)))
-                .collect()
-        } else {
-            parsed.iter().map(|_| Ok(FarSources::default())).collect()
-        };
-        for (i, (parsed, far)) in parsed.into_iter().zip(far).enumerate() {
-            let id = first + i as u64;
-            let mut buf = window.recycle();
-            buf.resize(self.data.block_len(id) as usize, 0);
-            let decoded = parsed.and_then(|p| {
-                let far = far?;
-                let sources = ChainDecoded(&*window, &*self.decoded);
-                self.resolver(&sources).decode_parsed_gathered(id, &p, &mut buf, &far)
-            });
-            match decoded {
-                Ok(()) => {
-                    on_block(id, Ok(&buf))?;
-                    window.push(id, Some(buf));
-                }
-                Err(fault) => {
-                    on_block(id, Err(fault.into_error(&self.data)))?;
-                    window.push(id, None);
-                }
+        let count = (end - first) as usize;
+        let spare = window.take_spare(count);
+        let batch = Batch::new(first, count, &*window, spare);
+        let mut handed = 0usize;
+        let result = rayon::in_place_scope(|scope| {
+            for _ in 1..threads.min(count) {
+                scope.spawn(|_| while self.work_one(&batch) {});
             }
+            for i in 0..count {
+                let slot = &batch.slots[i];
+                let finished = loop {
+                    if let Some(done) = slot.done.get() {
+                        break done;
+                    }
+                    if !self.work_one(&batch) {
+                        // Every block is claimed: the one we need is being decoded by another thread.
+                        break batch.wait(&slot.done);
+                    }
+                };
+                let block = finished.as_deref().map_err(|fault| fault.clone().into_error(&self.data));
+                if let Err(e) = on_block(first + i as u64, block) {
+                    batch.stop.store(true, Ordering::Relaxed);
+                    return Err(e);
+                }
+                handed += 1;
+            }
+            Ok(())
+        });
+        for (i, slot) in batch.slots.into_iter().take(handed).enumerate() {
+            window.push(first + i as u64, slot.done.into_inner().and_then(|done| done.ok()));
         }
-        Ok(())
+        result
+    }
+
+    /// Claims the next block of `batch` and decodes it; false when none is left.
+    fn work_one(&self, batch: &Batch<'_>) -> bool {
+        if batch.stop.load(Ordering::Relaxed) {
+            return false;
+        }
+        let i = batch.next.fetch_add(1, Ordering::Relaxed);
+        let Some(slot) = batch.slots.get(i) else { return false };
+        let id = batch.first + i as u64;
+        // Should anything below panic, the guard publishes a failure so that no other thread waits forever.
+        let guard = PublishOnUnwind { batch, slot, id };
+        let parsed = slot.parsed.get_or_init(|| parse_block(&self.data, id));
+        batch.publish();
+        let mut buf = batch.buffer();
+        buf.resize(self.data.block_len(id) as usize, 0);
+        let decoded = parsed.as_ref().map_err(Clone::clone).and_then(|p| {
+            let sources = ChainDecoded(batch, &*self.decoded);
+            self.resolver(&sources).decode_parsed(id, p, &mut buf)
+        });
+        // Only the claiming thread sets `done`, so this set cannot find it set.
+        let _ = slot.done.set(decoded.map(|()| buf));
+        batch.publish();
+        std::mem::forget(guard);
+        true
     }
 
     /// Decodes every block and returns every failure (sorted by block). One sequential run with the entropy
@@ -311,20 +319,142 @@ impl DecodedBlocks for RunWindow<'_, '_> {
     }
 }
 
+/// One block of a sequential batch: its entropy stage, then its decoded bytes, each set once by the thread that
+/// claimed the block.
+#[derive(Default)]
+struct Slot {
+    parsed: OnceLock<std::result::Result<ParsedBlock, BlockFault>>,
+    done: OnceLock<std::result::Result<Vec<u8>, BlockFault>>,
+}
+
+/// The blocks `first ..` of the sequential decoder being decoded by several threads, and the window before them.
+struct Batch<'w> {
+    first: u64,
+    slots: Vec<Slot>,
+    /// The next slot to claim: claims go in block order, so every block before a claimed one is claimed too,
+    /// and the lowest unfinished block never waits on another (no thread can deadlock).
+    next: AtomicUsize,
+    /// Set when `on_block` failed: nothing more is claimed.
+    stop: AtomicBool,
+    window: &'w SeqWindow,
+    /// Evicted window buffers to reuse.
+    spare: Mutex<Vec<Vec<u8>>>,
+    /// Wakes the threads waiting for a slot (`publish` after each parse and each block).
+    lock: Mutex<()>,
+    changed: Condvar,
+}
+
+impl<'w> Batch<'w> {
+    fn new(first: u64, count: usize, window: &'w SeqWindow, spare: Vec<Vec<u8>>) -> Batch<'w> {
+        Batch {
+            first,
+            slots: (0..count).map(|_| Slot::default()).collect(),
+            next: AtomicUsize::new(0),
+            stop: AtomicBool::new(false),
+            window,
+            spare: Mutex::new(spare),
+            lock: Mutex::new(()),
+            changed: Condvar::new(),
+        }
+    }
+
+    fn slot(&self, id: u64) -> Option<&Slot> {
+        id.checked_sub(self.first).and_then(|i| self.slots.get(usize::try_from(i).ok()?))
+    }
+
+    /// An empty buffer, reusing an evicted block's allocation when there is one.
+    fn buffer(&self) -> Vec<u8> {
+        let mut buf = self.spare.lock().unwrap_or_else(|p| p.into_inner()).pop().unwrap_or_default();
+        buf.clear();
+        buf
+    }
+
+    /// Wakes the waiters after a slot was set. Taking the lock after the set means a waiter that saw the slot
+    /// empty (under the lock) is already waiting, so the wake-up is not lost.
+    fn publish(&self) {
+        drop(self.lock.lock().unwrap_or_else(|p| p.into_inner()));
+        self.changed.notify_all();
+    }
+
+    /// Waits until `cell` (a slot of this batch, claimed by some thread) is set.
+    fn wait<'a, T>(&self, cell: &'a OnceLock<T>) -> &'a T {
+        let mut guard = self.lock.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            if let Some(value) = cell.get() {
+                return value;
+            }
+            guard = self.changed.wait(guard).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+}
+
+/// Sources for a block of the batch: the batch's earlier blocks (finished ones copied, the others through
+/// their tokens), then the window.
+impl DecodedBlocks for Batch<'_> {
+    fn copy_out(&self, id: u64, offset: usize, out: &mut [u8]) -> bool {
+        match self.slot(id) {
+            Some(slot) => matches!(slot.done.get(), Some(Ok(buf)) if copy_from(buf, offset, out)),
+            None => self.window.copy_out(id, offset, out),
+        }
+    }
+
+    fn contains(&self, id: u64) -> bool {
+        match self.slot(id) {
+            Some(slot) => matches!(slot.done.get(), Some(Ok(_))),
+            None => self.window.contains(id),
+        }
+    }
+
+    fn parsed_block(&self, id: u64) -> Option<&ParsedBlock> {
+        // Only earlier blocks are asked for, and those are claimed: their parse finishes without waiting.
+        let slot = self.slot(id)?;
+        let parsed = match slot.parsed.get() {
+            Some(parsed) => parsed,
+            None => self.wait(&slot.parsed),
+        };
+        parsed.as_ref().ok()
+    }
+
+    fn wait_decoded(&self, id: u64) -> bool {
+        self.slot(id).is_some_and(|slot| self.wait(&slot.done).is_ok())
+    }
+}
+
+/// Armed while a thread decodes a claimed block: if it unwinds, the block is published as failed so that no
+/// other thread waits for it forever (the panic itself surfaces when the batch's scope ends).
+struct PublishOnUnwind<'a, 'w> {
+    batch: &'a Batch<'w>,
+    slot: &'a Slot,
+    id: u64,
+}
+
+impl Drop for PublishOnUnwind<'_, '_> {
+    fn drop(&mut self) {
+        let fault = || BlockFault {
+            block: self.id,
+            error: DecodeError::Invalid { what: "block decode", detail: "the decoding thread panicked".into() },
+        };
+        let _ = self.slot.parsed.set(Err(fault()));
+        let _ = self.slot.done.set(Err(fault()));
+        self.batch.publish();
+    }
+}
+
 /// The most recent blocks of a sequential run (`None` for blocks that failed): near sources are plain copies
 /// from here. Kept between runs by [`crate::archive::Archive`] so that consecutive files continue one window.
 pub struct SeqWindow {
     first: u64,
     cap: usize,
     blocks: VecDeque<Option<Vec<u8>>>,
-    spare: Option<Vec<u8>>,
+    /// Buffers of evicted blocks, reused by the next batch (at most one batch's worth is kept).
+    spare: Vec<Vec<u8>>,
 }
 
 impl SeqWindow {
     /// An empty window that will hold blocks `first ..`, at most `cap_blocks` of them.
     pub fn new(first: u64, cap_blocks: u64) -> SeqWindow {
         let cap = cap_blocks.clamp(1, 1 << 20) as usize;
-        SeqWindow { first, cap, blocks: VecDeque::new(), spare: None }
+        SeqWindow { first, cap, blocks: VecDeque::new(), spare: Vec::new() }
     }
 
     /// The oldest block the window holds (or will hold first, when empty).
@@ -342,18 +472,21 @@ impl SeqWindow {
         id.checked_sub(self.first).and_then(|i| self.blocks.get(i as usize)).and_then(|b| b.as_deref())
     }
 
-    /// An empty buffer, reusing the allocation of the last evicted block.
-    fn recycle(&mut self) -> Vec<u8> {
-        let mut buf = self.spare.take().unwrap_or_default();
-        buf.clear();
-        buf
+    /// Up to `n` buffers of evicted blocks, for the next batch.
+    fn take_spare(&mut self, n: usize) -> Vec<Vec<u8>> {
+        let keep = self.spare.len().saturating_sub(n);
+        self.spare.split_off(keep)
     }
 
     /// Appends block `id` (the next one in order).
     fn push(&mut self, id: u64, block: Option<Vec<u8>>) {
         debug_assert_eq!(id, self.next_id());
         if self.blocks.len() == self.cap {
-            self.spare = self.blocks.pop_front().flatten();
+            if let Some(buf) = self.blocks.pop_front().flatten() {
+                if self.spare.len() < SPARE_BUFFERS {
+                    self.spare.push(buf);
+                }
+            }
             self.first += 1;
         }
         self.blocks.push_back(block);
@@ -384,6 +517,138 @@ fn copy_from(buf: &[u8], offset: usize, out: &mut [u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::testkit::{small_header, Plan, Rng};
+
+    /// Every block's outcome from [`CpuEngine::decode_sequential`] on a pool of `threads`: `Ok(bytes)` or the
+    /// block the error names. Also checks that `on_block` sees the blocks in order.
+    fn sequential_outcomes(
+        data: &Arc<ArchiveData>,
+        threads: usize,
+        parallel: bool,
+        window_bytes: u64,
+    ) -> Vec<std::result::Result<Vec<u8>, u64>> {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+        let engine = CpuEngine::new(data.clone());
+        let mut outcomes = Vec::new();
+        pool.install(|| {
+            engine.decode_sequential(0, data.block_count(), parallel, window_bytes, |id, block| {
+                assert_eq!(id, outcomes.len() as u64, "blocks out of order");
+                outcomes.push(match block {
+                    Ok(bytes) => Ok(bytes.to_vec()),
+                    Err(Error::CorruptBlock { block, .. }) => Err(block),
+                    Err(e) => panic!("block {id}: unexpected error {e}"),
+                });
+                Ok(())
+            })
+        })
+        .unwrap();
+        assert_eq!(outcomes.len() as u64, data.block_count());
+        outcomes
+    }
+
+    /// A random program (near, far, cross-block and periodic sources) over `blocks` blocks of 4 KiB, written.
+    fn random_archive(dir: &std::path::Path, seed: u64, blocks: usize) -> (Arc<ArchiveData>, Plan) {
+        let plan = Plan::random(small_header(6, 8), blocks * 4096 - 777, &mut Rng(seed));
+        let path = dir.join(format!("seq{seed}.acx"));
+        plan.write(&path);
+        (Arc::new(ArchiveData::open(&path).unwrap()), plan)
+    }
+
+    #[test]
+    fn parallel_batches_decode_in_batch_far_and_self_overlapping_sources() {
+        let dir = tempfile::tempdir().unwrap();
+        // 300 blocks: several batches on every pool size below, so sources lie in the same batch, in the window,
+        // and (with the one-block window) far behind it.
+        let (data, plan) = random_archive(dir.path(), 7, 300);
+        let tokens = plan.blocks.iter().flat_map(|b| &b.tokens);
+        let (mut periodic, mut far) = (0, 0);
+        for t in tokens.filter(|t| t.match_len > 0) {
+            periodic += usize::from(t.back < u64::from(t.match_len));
+            far += usize::from(t.back > 200 * 4096);
+        }
+        assert!(periodic > 100 && far > 100, "the program lacks periodic ({periodic}) or far ({far}) sources");
+        for (threads, parallel, window) in [(1, false, 4096), (3, true, 4096), (8, true, 4096), (4, true, 64 << 20)] {
+            let outcomes = sequential_outcomes(&data, threads, parallel, window);
+            for (id, outcome) in outcomes.iter().enumerate() {
+                let expected = &plan.stream[id * 4096..((id + 1) * 4096).min(plan.stream.len())];
+                assert!(outcome.as_deref() == Ok(expected), "block {id}, {threads} threads, window {window}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_corrupt_block_fails_with_the_blocks_that_depend_on_it_and_no_other() {
+        let dir = tempfile::tempdir().unwrap();
+        let (data, plan) = random_archive(dir.path(), 11, 200);
+        let bad = 97;
+        let (from, to) = (data.payload_offset(bad) as usize, data.payload_end[bad as usize] as usize);
+        let path = data.path.clone();
+        drop(data);
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[(from + to) / 2] ^= 0x5a;
+        std::fs::write(&path, &bytes).unwrap();
+        let data = Arc::new(ArchiveData::open(&path).unwrap());
+
+        // The reference: each block alone through the random-access path (every source through tokens).
+        let reference = CpuEngine::new(data.clone());
+        let expected: Vec<bool> = (0..data.block_count())
+            .map(|id| {
+                let mut out = vec![0u8; data.block_len(id) as usize];
+                reference.decode_block(id, &mut out).is_ok()
+            })
+            .collect();
+        assert!(!expected[bad as usize], "the flip left block {bad} decodable");
+        assert!(expected[..bad as usize].iter().all(|&ok| ok));
+        let failed_after = expected[bad as usize + 1..].iter().filter(|&&ok| !ok).count();
+        assert!(failed_after > 0, "no block depends on block {bad}");
+        assert!(failed_after < expected.len() - bad as usize - 1, "every later block failed");
+
+        for (threads, parallel, window) in [(1, false, 64 << 20), (3, true, 64 << 20), (8, true, 4096)] {
+            let outcomes = sequential_outcomes(&data, threads, parallel, window);
+            for (id, outcome) in outcomes.iter().enumerate() {
+                match outcome {
+                    Ok(got) => {
+                        assert!(expected[id], "block {id} decoded, {threads} threads");
+                        let want = &plan.stream[id * 4096..((id + 1) * 4096).min(plan.stream.len())];
+                        assert!(got == want, "block {id} wrong bytes");
+                    }
+                    Err(_) => assert!(!expected[id], "block {id} failed, {threads} threads"),
+                }
+            }
+            assert_eq!(outcomes[bad as usize], Err(bad));
+        }
+    }
+
+    #[test]
+    fn a_failing_sink_stops_the_run_and_keeps_the_window_consistent() {
+        let dir = tempfile::tempdir().unwrap();
+        let (data, plan) = random_archive(dir.path(), 3, 120);
+        let engine = CpuEngine::new(data.clone());
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(4).build().unwrap();
+        let mut window = SeqWindow::new(0, 1 << 10);
+        let stop_at = 70;
+        let r = pool.install(|| {
+            engine.decode_sequential_with(&mut window, 0, data.block_count(), true, |id, block| {
+                block?;
+                if id == stop_at {
+                    return Err(Error::InvalidArgument("sink full".into()));
+                }
+                Ok(())
+            })
+        });
+        assert!(matches!(r, Err(Error::InvalidArgument(_))));
+        // The window holds exactly the blocks handed out, and the next run continues from there.
+        assert_eq!((window.first_id(), window.next_id()), (0, stop_at));
+        let mut out = Vec::new();
+        pool.install(|| {
+            engine.decode_sequential_with(&mut window, stop_at, data.block_count(), true, |_, block| {
+                out.extend_from_slice(block?);
+                Ok(())
+            })
+        })
+        .unwrap();
+        assert!(out == plan.stream[stop_at as usize * 4096..]);
+    }
 
     #[test]
     fn split_runs_respects_gaps_and_piece_size() {
@@ -412,6 +677,6 @@ mod tests {
         assert!(w.copy_out(12, 0, &mut out));
         assert_eq!(out, [7, 8]);
         assert!(!w.copy_out(12, 1, &mut out), "out of range");
-        assert!(w.recycle().capacity() >= 3);
+        assert_eq!(w.take_spare(4).iter().map(Vec::capacity).filter(|&c| c >= 3).count(), 1);
     }
 }
