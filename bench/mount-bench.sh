@@ -10,7 +10,11 @@
 #     read decodes through the random-access path), warm (the same offsets again), and on a fresh mount with
 #     default options (the first random read starts a background fill of the file); squashfuse alongside;
 #   - 1000 random `samtools faidx` regions on a fresh mount (default options, and fill=0) vs on the bgzip'd
-#     original on local disk (outputs compared byte for byte).
+#     original on local disk (outputs compared byte for byte), and where the fresh mount's time goes: the daemon's
+#     CPU seconds (decoding the file's fill and serving), the FUSE reads that reached it, the reads that waited
+#     for the fill (from `/.aceapex/stats`), and the same regions again with the daemon's cache warm but the
+#     file's page cache dropped (serving alone: rebuilding the FASTA bytes and the FUSE round trips) and with
+#     the page cache warm (samtools alone).
 #
 # Usage: bash bench/mount-bench.sh [FASTA]
 #   FASTA  input (default: atha_chr1 from ../shared/corpus, else a generated 64 MiB genome)
@@ -160,7 +164,7 @@ sq_mbps=$(seq_mbps "$work/mnt-sq/genome.fa")
 unmount "$work/mnt-sq"
 
 # --- 2. random 4 KiB -------------------------------------------------------------------------------------------
-# rand_lat PATH -> "cold_p50 cold_p99 warm_p50 warm_p99" in µs: 1000 distinct 4 KiB-aligned offsets read with
+# rand_lat PATH -> "cold_p50 cold_p99 warm_p50 warm_p99 cold_max" in µs: 1000 distinct 4 KiB-aligned offsets read with
 # O_DIRECT (every read reaches the filesystem), then the same offsets again; every byte is checked.
 rand_lat() {
   python3 - "$1" "$fasta" <<'EOF'
@@ -184,21 +188,23 @@ for _ in range(2):
     os.close(fd)
     lat.sort()
     out += [lat[len(lat) // 2], lat[min(len(lat) - 1, int(0.99 * len(lat)))]]
-print(" ".join(f"{x:.0f}" for x in out))
+    if len(out) == 2:
+        cold_max = lat[-1]
+print(" ".join(f"{x:.0f}" for x in out + [cold_max]))
 EOF
 }
 log "random 4 KiB reads: cold decodes (no stream runs, no fills)"
 mount_acx "$work/mnt-acx" "decoder=cpu,readahead=0,fill=0"
-read -r cold50 cold99 warm50 warm99 <<<"$(rand_lat "$work/mnt-acx/genome.fa")"
+read -r cold50 cold99 warm50 warm99 coldmax <<<"$(rand_lat "$work/mnt-acx/genome.fa")"
 unmount "$work/mnt-acx"
 log "random 4 KiB reads: default options (the file is filled in the background)"
 mount_acx "$work/mnt-acx" "decoder=cpu"
-read -r fill50 fill99 _ _ <<<"$(rand_lat "$work/mnt-acx/genome.fa")"
+read -r fill50 fill99 _ _ fillmax <<<"$(rand_lat "$work/mnt-acx/genome.fa")"
 unmount "$work/mnt-acx"
 log "random 4 KiB reads: squashfuse"
 squashfuse "$work/genome.sqfs" "$work/mnt-sq"
 wait_mounted "$work/mnt-sq"
-read -r sqc50 sqc99 sqw50 sqw99 <<<"$(rand_lat "$work/mnt-sq/genome.fa")"
+read -r sqc50 sqc99 sqw50 sqw99 sqcmax <<<"$(rand_lat "$work/mnt-sq/genome.fa")"
 unmount "$work/mnt-sq"
 
 # --- 3. samtools faidx ------------------------------------------------------------------------------------------
@@ -224,8 +230,27 @@ with open(sys.argv[3], 'wb') as out:
 print(f"{time.perf_counter() - t:.3f}")
 EOF
 }
+daemon_cpu() { # daemon_cpu PID -> CPU seconds (user + system) the process has used so far
+  python3 -c "import os, sys; f = open(f'/proc/{sys.argv[1]}/stat').read().rsplit(')', 1)[1].split();
+print((int(f[11]) + int(f[12])) / os.sysconf('SC_CLK_TCK'))" "$1"
+}
+drop_page_cache() { # drop_page_cache FILE: the kernel forgets the file's cached pages (the daemon keeps its cache)
+  python3 -c "import os, sys; fd = os.open(sys.argv[1], os.O_RDONLY); os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)" "$1"
+}
 mount_acx "$work/mnt-acx" "decoder=cpu"
+cpu0=$(daemon_cpu "${pids[-1]}")
 t_acx=$(time_faidx "$work/mnt-acx/genome.fa" "$work/out-acx.txt")
+faidx_cpu=$(python3 -c "print(f'{$(daemon_cpu "${pids[-1]}") - $cpu0:.2f}')")
+# What reached the daemon: FUSE reads, bytes, reads that waited for the fill (stats counted since the mount).
+read -r faidx_reads faidx_mb faidx_waits < <(python3 - "$work/mnt-acx/.aceapex/stats" <<'EOF'
+import json, sys
+s = json.load(open(sys.argv[1]))
+print(s['fs']['reads'], f"{s['fs']['bytes_served'] / 1e6:.1f}", s['streams']['runs']['waits'])
+EOF
+)
+drop_page_cache "$work/mnt-acx/genome.fa"
+t_acx_served=$(time_faidx "$work/mnt-acx/genome.fa" "$work/out-acx-served.txt")
+t_acx_pages=$(time_faidx "$work/mnt-acx/genome.fa" "$work/out-acx-pages.txt")
 unmount "$work/mnt-acx"
 mount_acx "$work/mnt-acx" "decoder=cpu,fill=0"
 t_acx_nofill=$(time_faidx "$work/mnt-acx/genome.fa" "$work/out-acx-nofill.txt")
@@ -233,6 +258,8 @@ unmount "$work/mnt-acx"
 t_bgz=$(time_faidx "$work/genome.fa.gz" "$work/out-bgz.txt")
 cmp "$work/out-acx.txt" "$work/out-bgz.txt" || die "samtools outputs differ"
 cmp "$work/out-acx-nofill.txt" "$work/out-bgz.txt" || die "samtools outputs differ (fill=0)"
+cmp "$work/out-acx-served.txt" "$work/out-bgz.txt" || die "samtools outputs differ (daemon cache warm)"
+cmp "$work/out-acx-pages.txt" "$work/out-bgz.txt" || die "samtools outputs differ (page cache warm)"
 [ ! -e "$work/data/genome.fa.fai" ] || die "an index was written next to the original"
 
 # --- the table --------------------------------------------------------------------------------------------------
@@ -250,11 +277,15 @@ echo "| measure | aceapex-mount (decoder=cpu) | baselines |"
 echo "| --- | --- | --- |"
 echo "| sequential \`dd bs=1M\`, fresh mount | $acx_mbps MB/s ($(ratio "$acx_mbps" "$null_mbps")× nullfs) |" \
   "empty FUSE fs (nullfs) $null_mbps MB/s; squashfuse (zstd) $sq_mbps MB/s |"
-echo "| random 4 KiB O_DIRECT, cold (readahead=0,fill=0), p50 / p99 | $(ms "$cold50") / $(ms "$cold99") ms |" \
-  "squashfuse $(ms "$sqc50") / $(ms "$sqc99") ms |"
+echo "| random 4 KiB O_DIRECT, cold (readahead=0,fill=0), p50 / p99 / max |" \
+  "$(ms "$cold50") / $(ms "$cold99") / $(ms "$coldmax") ms | squashfuse $(ms "$sqc50") / $(ms "$sqc99") / $(ms "$sqcmax") ms |"
 echo "| random 4 KiB O_DIRECT, warm (same offsets again), p50 / p99 | $(ms "$warm50") / $(ms "$warm99") ms |" \
   "squashfuse $(ms "$sqw50") / $(ms "$sqw99") ms |"
-echo "| random 4 KiB O_DIRECT, fresh mount, default options (file filled), p50 / p99 |" \
-  "$(ms "$fill50") / $(ms "$fill99") ms | — |"
+echo "| random 4 KiB O_DIRECT, fresh mount, default options (file filled), p50 / p99 / max |" \
+  "$(ms "$fill50") / $(ms "$fill99") / $(ms "$fillmax") ms | — |"
 echo "| 1000 random \`samtools faidx\` regions, fresh mount | $t_acx s (fill=0: $t_acx_nofill s) |" \
   "bgzip'd FASTA on local disk $t_bgz s |"
+echo "| the fresh mount's faidx run: daemon CPU, FUSE reads, reads that waited for the fill |" \
+  "$faidx_cpu s, $faidx_reads reads ($faidx_mb MB), $faidx_waits waits | — |"
+echo "| the same regions again: daemon cache warm, page cache dropped (serving alone) / page cache warm |" \
+  "$t_acx_served s / $t_acx_pages s | — |"

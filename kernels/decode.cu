@@ -83,12 +83,6 @@ typedef unsigned long long u64;
 // a lane decoded in the last code step (or 0xFFFFFFFF).
 #define RESUME_WORDS 65
 
-// Polls of a source byte's stamp before resolve_warp leaves the byte to the next round (see there).
-#define WAIT_POLLS 65536
-// The stamp of a byte round 0 visited and left for a later round (not final; max_depth <= 253 keeps real
-// stamps below it).
-#define STAMP_DEFERRED 0xFF
-
 __device__ __forceinline__ void report(u64* status, u32 code, u64 unit) {
     atomicCAS(&status[0], 0ull, ((u64)code << 40) | (unit & 0xFFFFFFFFFFull));
 }
@@ -104,8 +98,6 @@ __device__ __forceinline__ void store_relaxed_u8(u8* p, u32 v) {
     asm volatile("st.relaxed.gpu.u8 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
 __device__ __forceinline__ void fence_acq_rel_gpu() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
-// A resolved byte's stamp: 1 + its depth (0: not resolved, STAMP_DEFERRED: left for a later round).
-__device__ __forceinline__ bool is_final(u32 stamp) { return stamp != 0 && stamp != STAMP_DEFERRED; }
 
 __device__ __forceinline__ u32 load_u32_le(const u8* p) {
     return (u32)p[0] | ((u32)p[1] << 8) | ((u32)p[2] << 16) | ((u32)p[3] << 24);
@@ -1104,12 +1096,9 @@ __device__ __forceinline__ bool byte_addr(const Ctx& c, bool seek, u32 parsed, u
 // there, including bytes other warps resolved earlier in the same round: a writer stores the bytes of a step,
 // fences (fence.acq_rel.gpu) and only then stores their stamps, and a reader loads a source's stamp first and
 // its byte only once the stamp says it is final (both through L2, ld.relaxed.gpu), so a final stamp is never
-// seen with a stale byte. Round 0 (`wait`) hands tasks out in the order warps start, and every source lies before
-// its match, so a source with stamp 0 belongs to a task that has started and will resolve it or mark it
-// STAMP_DEFERRED: the warp waits for that instead of leaving its match to the next round. So chains of any depth
-// mostly resolve in round 0; later rounds finish what depended on bytes of its own step or on deferred ones. A
-// byte of depth d is final after round d - 1 at the latest, so max_depth + 1 rounds resolve every archive that
-// honours its bound.
+// seen with a stale byte. Warps run roughly in stream order and every source lies before its match, so most
+// chains resolve in round 0: a later round only finishes what raced ahead of its sources. A byte of depth d is
+// final after round d - 1 at the latest, so max_depth + 1 rounds resolve every archive that honours its bound.
 // (Whole matches cannot wait for their whole source: overlapping sources chain, and a match-level depth is
 // unbounded even when every byte's depth is bounded.) A match with bytes left goes to the next round's list; on
 // the seek path a byte whose source is not held is dropped (nothing requested depends on it: the level
@@ -1122,8 +1111,7 @@ __device__ __forceinline__ bool byte_addr(const Ctx& c, bool seek, u32 parsed, u
 // `trim`, a deferred match carries the span from its first to its last still-unresolved byte to the next round,
 // so resolved prefixes and suffixes are not walked again; without it, the span it came with.
 __device__ void resolve_warp(const Ctx& c, bool seek, u32 parsed, u32 round, u32 e, u32 t, u32 klo, u32 khi,
-                             bool has, u64* list_out, u64* klist_out, u32* list_counts, u32 list_cap, bool trim,
-                             bool wait) {
+                             bool has, u64* list_out, u64* klist_out, u32* list_counts, u32 list_cap, bool trim) {
     const u32 lane = threadIdx.x & 31;
     // Per warp of the CTA: the lowest and one past the highest unresolved byte of each of its 32 matches.
     __shared__ u32 span_lo[32][32], span_hi[32][32];
@@ -1183,45 +1171,19 @@ __device__ void resolve_warp(const Ctx& c, bool seek, u32 parsed, u32 round, u32
             dst_stamp[h] = in[h] ? stamps[dst_at[h]] : 1;
             src_stamp[h] = held[h] ? load_relaxed_u8(stamps + src_at[h]) : 0;
         }
-        if (wait) {
-            // Round 0: a source before this step's bytes with stamp 0 belongs to a match that an earlier task (all
-            // of them have started: tickets) resolves or defers in finite time, so wait until its stamp says which.
-            // Sources inside this step are written by this very step: not waited for. The poll bound is only a
-            // safety net; a byte left waiting goes to the next round like a deferred one.
-            u64 lo = in[0] ? dst_at[0] : ~0ull;
-            for (u32 off = 16; off > 0; off >>= 1) lo = min(lo, __shfl_xor_sync(FULL_MASK, lo, off));
-            for (u32 poll = 0; poll < WAIT_POLLS; poll++) {
-                bool waiting = false;
-#pragma unroll
-                for (u32 h = 0; h < 2; h++) {
-                    if (dst_stamp[h] == 0 && held[h] && src_stamp[h] == 0 && src_at[h] < lo) {
-                        src_stamp[h] = load_relaxed_u8(stamps + src_at[h]);
-                        waiting |= src_stamp[h] == 0;
-                    }
-                }
-                if (!__any_sync(FULL_MASK, waiting) || failed(c)) break;
-                __nanosleep(32);
-            }
-        }
-        bool ready[2], todo[2];
-#pragma unroll
-        for (u32 h = 0; h < 2; h++) {
-            todo[h] = !is_final(dst_stamp[h]) && held[h];  // (seek: a source not held is dropped)
-            ready[h] = todo[h] && is_final(src_stamp[h]);
-        }
         // A byte is only read once its stamp said final (the writer fenced between the byte and the stamp).
 #pragma unroll
-        for (u32 h = 0; h < 2; h++) value[h] = ready[h] ? load_relaxed_u8(out + src_at[h]) : 0;
+        for (u32 h = 0; h < 2; h++)
+            value[h] = src_stamp[h] != 0 && dst_stamp[h] == 0 ? load_relaxed_u8(out + src_at[h]) : 0;
         bool wrote = false;
 #pragma unroll
         for (u32 h = 0; h < 2; h++) {
-            if (ready[h]) {
+            if (dst_stamp[h] != 0 || !held[h]) continue;  // resolved already, or (seek) a source not held
+            if (src_stamp[h] != 0) {
                 out[dst_at[h]] = value[h];
                 wrote = true;
-            } else if (todo[h]) {
+            } else {
                 pending |= 1u << m[h];
-                // Round 0 tells the tasks waiting for this byte that it is left for a later round.
-                if (wait) store_relaxed_u8(stamps + dst_at[h], STAMP_DEFERRED);
                 if (trim) {
                     atomicMin(&span_lo[wib][m[h]], kk[h]);
                     atomicMax(&span_hi[wib][m[h]], kk[h] + 1);
@@ -1233,7 +1195,7 @@ __device__ void resolve_warp(const Ctx& c, bool seek, u32 parsed, u32 round, u32
             fence_acq_rel_gpu();
 #pragma unroll
             for (u32 h = 0; h < 2; h++) {
-                if (!ready[h]) continue;
+                if (dst_stamp[h] != 0 || !held[h] || src_stamp[h] == 0) continue;
                 u32 stamp = (u32)src_stamp[h] + 1;
                 if (stamp > c.max_depth + 1) {
                     u64 slot = dst_at[h] >> c.unit_log;
@@ -1268,16 +1230,8 @@ __device__ void resolve_warp(const Ctx& c, bool seek, u32 parsed, u32 round, u32
     }
 }
 
-// The next ticket of `counter` for the whole warp (one atomic, broadcast).
-__device__ __forceinline__ u32 warp_ticket(u32* counter) {
-    u32 t = 0;
-    if ((threadIdx.x & 31) == 0) t = atomicAdd(counter, 1u);
-    return __shfl_sync(FULL_MASK, t, 0);
-}
-
 // Full decode, round `round`: round 0 walks every match (a warp per task of 32 consecutive matches of one unit,
-// task_off[e] = first task of unit e), later rounds the list the previous round left. `trim`: bit 0 carries
-// deferred matches' unresolved spans, bit 1 turns round 0's waiting off (both described at resolve_warp).
+// task_off[e] = first task of unit e), later rounds the list the previous round left.
 extern "C" __global__ void resolve_round(Ctx c, u32 n, const u32* task_off, u32 ntasks, u32 round,
                                          const u64* list_in, u64* list_out, const u64* klist_in, u64* klist_out,
                                          u32* list_counts, u32 list_cap, u32 trim) {
@@ -1288,12 +1242,7 @@ extern "C" __global__ void resolve_round(Ctx c, u32 n, const u32* task_off, u32 
     const u32 nwarps = gridDim.x * warps_per_cta;
     const u32 lane = threadIdx.x & 31;
     const u32 units = round == 0 ? items : (items + 31) / 32;
-    // Round 0 hands its tasks out in the order warps start (a ticket counter after the rounds' list counts), so
-    // every task before a warp's own has started: resolve_warp may wait for a source an earlier task resolves.
-    u32* tickets = &list_counts[c.max_depth + 1];
-    const bool wait = round == 0 && (trim & 2) == 0;  // trim bit 1: no waiting (ACEAPEX_GPU_RESOLVE_NOWAIT)
-    for (u32 unit = wait ? warp_ticket(tickets) : warp; unit < units;
-         unit = wait ? warp_ticket(tickets) : unit + nwarps) {
+    for (u32 unit = warp; unit < units; unit += nwarps) {
         u32 e = 0, t = 0, klo = 0, khi = 0xFFFFFFFFu;
         bool has = false;
         if (round == 0) {
@@ -1309,8 +1258,7 @@ extern "C" __global__ void resolve_round(Ctx c, u32 n, const u32* task_off, u32 
             khi = (u32)span;
             has = true;
         }
-        resolve_warp(c, false, n, round, e, t, klo, khi, has, list_out, klist_out, list_counts, list_cap,
-                     (trim & 1) != 0, wait);
+        resolve_warp(c, false, n, round, e, t, klo, khi, has, list_out, klist_out, list_counts, list_cap, trim != 0);
     }
 }
 
@@ -1347,7 +1295,6 @@ extern "C" __global__ void seek_resolve(Ctx c, u32 parsed_level, u32 max_chunks,
             khi = (u32)span;
             has = true;
         }
-        resolve_warp(c, true, parsed, round, e, t, klo, khi, has, list_out, klist_out, list_counts, list_cap, true,
-                     false);
+        resolve_warp(c, true, parsed, round, e, t, klo, khi, has, list_out, klist_out, list_counts, list_cap, true);
     }
 }
