@@ -38,6 +38,8 @@ pub const MAX_BATCH: usize = 1024;
 const WORKLIST_BYTES: u64 = 512 << 20;
 /// u32 words of saved rANS state per seek worklist entry (kernels/decode.cu `RESUME_WORDS`).
 const RESUME_WORDS: usize = 65;
+/// Bytes of a deferred match per list entry of the full decode's resolve rounds (kernel RESOLVE_PIECE).
+const RESOLVE_PIECE: u64 = 128;
 /// Captured seek graphs kept (one per batch size and level count).
 const MAX_GRAPHS: usize = 64;
 /// Shared memory per warp of the seek's token levels (kernels/decode.cu `CODE_SMEM_BYTES`: a group's LL, ML
@@ -306,9 +308,6 @@ pub struct Device {
     /// Deferred matches carry only their unresolved span to the next resolve round (the default), or their whole
     /// length (ACEAPEX_GPU_RESOLVE_WHOLE=1, for comparison).
     resolve_trim: bool,
-    /// The full decode's round 0 waits for sources that earlier tasks are resolving (the default), or leaves
-    /// them to later rounds (ACEAPEX_GPU_RESOLVE_NOWAIT=1, for comparison).
-    resolve_wait: bool,
     /// ACEAPEX_GPU_SEEK_PROFILE=1: seeks are launched without graphs, with an event after every stage, and the
     /// time between events is summed here by stage (total ms, batches); `marks` holds the current batch's events.
     profile: Option<SeekProfile>,
@@ -475,7 +474,6 @@ impl Device {
                 && std::env::var_os("ACEAPEX_GPU_SEEK_FUSED").is_none()
                 && std::env::var_os("ACEAPEX_GPU_SEEK_GROUP").is_none(),
             resolve_trim: std::env::var_os("ACEAPEX_GPU_RESOLVE_WHOLE").is_none(),
-            resolve_wait: std::env::var_os("ACEAPEX_GPU_RESOLVE_NOWAIT").is_none(),
             profile: std::env::var_os("ACEAPEX_GPU_SEEK_PROFILE").map(|_| SeekProfile::default()),
         })
     }
@@ -892,7 +890,10 @@ impl Device {
         counters_init[0] = n as u32;
         let tokens = acc.max(1) as usize;
         let matches = acc.saturating_sub(n as u64).max(1);
-        let list_cap = u32::try_from(matches).map_err(|_| Error::Gpu("too many matches for one full decode".into()))?;
+        // A deferred match is listed in pieces of at most RESOLVE_PIECE bytes (kernels/decode.cu): at most one
+        // piece more per match than its bytes / RESOLVE_PIECE.
+        let pieces = matches + ((n as u64) << self.unit_log) / RESOLVE_PIECE;
+        let list_cap = u32::try_from(pieces).map_err(|_| Error::Gpu("too many matches for one full decode".into()))?;
         if self.max_depth > 253 {
             return Err(Error::Gpu("the full decode keeps 1 + depth in a byte: max_depth must be <= 253".into()));
         }
@@ -926,7 +927,6 @@ impl Device {
             status: stream.alloc_zeros::<u64>(1).map_err(gpu("alloc"))?,
             stamps,
             lists,
-            // One count per round (max_depth + 1), then round 0's ticket counter (kernels/decode.cu).
             list_counts: stream.alloc_zeros::<u32>(self.max_depth as usize + 2).map_err(gpu("alloc"))?,
             list_cap,
             task_off: stream.clone_htod(&task_off).map_err(gpu("upload"))?,
@@ -973,7 +973,7 @@ impl Device {
             ..self.base_ctx()
         };
         let lists: Vec<u64> = full.lists.iter().map(|l| self.ptr(l)).collect();
-        let trim = u32::from(self.resolve_trim) | if self.resolve_wait { 0 } else { 2 };
+        let trim = u32::from(self.resolve_trim);
         let counts_ptr = self.ptr(&full.list_counts);
         let list_cap = full.list_cap;
         let task_ptr = self.ptr(&full.task_off);
@@ -1034,8 +1034,7 @@ impl Device {
         if let Some(fault) = KernelFault::from_status(status) {
             return Ok(Err(fault));
         }
-        // list_counts[r]: matches still unresolved after round r (none may be left after the last), then round
-        // 0's task ticket counter.
+        // list_counts[r]: matches still unresolved after round r (none may be left after the last).
         let mut left = stream.clone_dtoh(&full.list_counts).map_err(gpu("status copy"))?;
         left.truncate(rounds as usize);
         if left.last().is_some_and(|&l| l != 0) {
@@ -1233,5 +1232,29 @@ impl SeekBuffers {
             range_cap,
             pool_cap,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The value of `#define NAME value` in kernels/decode.cu.
+    fn kernel_define(name: &str) -> u64 {
+        let line = KERNEL_SOURCE
+            .lines()
+            .find_map(|l| l.strip_prefix("#define ")?.strip_prefix(name)?.strip_prefix(' '))
+            .unwrap_or_else(|| panic!("kernels/decode.cu has no #define {name}"));
+        line.split_whitespace().next().unwrap().parse().unwrap()
+    }
+
+    /// Constants the host sizes buffers and launches by must be the kernel's own.
+    #[test]
+    fn host_constants_mirror_the_kernel_defines() {
+        assert_eq!(kernel_define("RESUME_WORDS"), RESUME_WORDS as u64);
+        assert_eq!(kernel_define("RESOLVE_PIECE"), RESOLVE_PIECE);
+        assert_eq!(kernel_define("CODE_SMEM_BYTES"), u64::from(CODE_SMEM_BYTES));
+        assert_eq!(kernel_define("LIT_SMEM_BYTES"), u64::from(LIT_SMEM_BYTES));
+        assert_eq!(kernel_define("MODE_SMEM"), u64::from(MODE_SMEM));
     }
 }
