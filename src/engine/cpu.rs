@@ -7,11 +7,12 @@
 //!   are decoded in parallel (rayon). Inside a run, blocks are decoded in order and later blocks copy from the
 //!   earlier ones; everything else is resolved through the cache or through the tokens of the slices that hold
 //!   the sources (one 2 KiB slice's entropy stage per source piece, not a whole block's), depth-bounded.
-//! - **Sequential** ([`CpuEngine::decode_sequential`]): the entropy stage of the next batch of blocks runs on
-//!   all cores while the current batch is copied. Sources inside a window of recently decoded blocks are plain
-//!   copies; older ones go through the random-access path, so memory stays bounded for any stream length.
+//! - **Sequential** ([`CpuEngine::decode_sequential`]): batches of blocks, each decoded by all cores — entropy
+//!   stage and copies alike (`decode_batch` says how a block finds sources in blocks of its batch that are
+//!   still being written). Sources inside a window of recently decoded blocks ([`SeqWindow`], which
+//!   packs old blocks of bases to reach further back) are plain copies; older ones go through the random-access
+//!   path, so memory stays bounded for any stream length.
 
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
@@ -25,6 +26,9 @@ use crate::engine::BlockEngine;
 use crate::error::{DecodeError, Error, Result};
 use crate::format::ArchiveData;
 
+mod window;
+pub use window::SeqWindow;
+
 /// Bytes of parsed slices the engine keeps for source lookups, unless told otherwise.
 pub const DEFAULT_PARSED_CACHE_BYTES: u64 = 64 << 20;
 /// Decoded bytes the sequential decoder keeps so that near sources are plain copies.
@@ -32,9 +36,6 @@ pub const DEFAULT_WINDOW_BYTES: u64 = 64 << 20;
 /// Blocks per thread in one batch of the sequential decoder: enough that the wait for the batch's last block
 /// (threads idle while it finishes) costs little, few enough that a batch's memory stays small.
 const BATCH_PER_THREAD: usize = 32;
-
-/// Evicted window buffers kept for reuse: about one batch on a large machine.
-const SPARE_BUFFERS: usize = 1024;
 
 /// Decodes blocks on the CPU: the reference every other engine is checked against.
 pub struct CpuEngine {
@@ -124,18 +125,18 @@ impl CpuEngine {
         mut on_block: impl FnMut(u64, Result<&[u8]>) -> Result<()>,
     ) -> Result<()> {
         let end = end.min(self.data.block_count());
-        if !(window.first..=window.next_id()).contains(&first) {
-            *window = SeqWindow::new(first, window.cap as u64);
+        if !(window.first_id()..=window.next_id()).contains(&first) {
+            *window = SeqWindow::new(first, window.cap_blocks());
         }
         let mut start = first;
         while start < end && start < window.next_id() {
             let Some(block) = window.get(start) else { break };
-            on_block(start, Ok(block))?;
+            on_block(start, Ok(&block))?;
             start += 1;
         }
         if start < window.next_id() {
             // A failed block inside the window: decode again from there (and report it again).
-            *window = SeqWindow::new(start, window.cap as u64);
+            *window = SeqWindow::new(start, window.cap_blocks());
         }
         let threads = if parallel { rayon::current_num_threads().max(1) } else { 1 };
         let batch = (threads * BATCH_PER_THREAD) as u64;
@@ -193,9 +194,8 @@ impl CpuEngine {
             }
             Ok(())
         });
-        for (i, slot) in batch.slots.into_iter().take(handed).enumerate() {
-            window.push(first + i as u64, slot.done.into_inner().and_then(|done| done.ok()));
-        }
+        let blocks = batch.slots.into_iter().take(handed).map(|slot| slot.done.into_inner().and_then(|done| done.ok()));
+        window.push_all(first, blocks, threads > 1);
         result
     }
 
@@ -440,69 +440,6 @@ impl Drop for PublishOnUnwind<'_, '_> {
     }
 }
 
-/// The most recent blocks of a sequential run (`None` for blocks that failed): near sources are plain copies
-/// from here. Kept between runs by [`crate::archive::Archive`] so that consecutive files continue one window.
-pub struct SeqWindow {
-    first: u64,
-    cap: usize,
-    blocks: VecDeque<Option<Vec<u8>>>,
-    /// Buffers of evicted blocks, reused by the next batch (at most one batch's worth is kept).
-    spare: Vec<Vec<u8>>,
-}
-
-impl SeqWindow {
-    /// An empty window that will hold blocks `first ..`, at most `cap_blocks` of them.
-    pub fn new(first: u64, cap_blocks: u64) -> SeqWindow {
-        let cap = cap_blocks.clamp(1, 1 << 20) as usize;
-        SeqWindow { first, cap, blocks: VecDeque::new(), spare: Vec::new() }
-    }
-
-    /// The oldest block the window holds (or will hold first, when empty).
-    pub fn first_id(&self) -> u64 {
-        self.first
-    }
-
-    /// The id of the block the window expects next.
-    pub fn next_id(&self) -> u64 {
-        self.first + self.blocks.len() as u64
-    }
-
-    /// Block `id`'s bytes, if held and good.
-    pub fn get(&self, id: u64) -> Option<&[u8]> {
-        id.checked_sub(self.first).and_then(|i| self.blocks.get(i as usize)).and_then(|b| b.as_deref())
-    }
-
-    /// Up to `n` buffers of evicted blocks, for the next batch.
-    fn take_spare(&mut self, n: usize) -> Vec<Vec<u8>> {
-        let keep = self.spare.len().saturating_sub(n);
-        self.spare.split_off(keep)
-    }
-
-    /// Appends block `id` (the next one in order).
-    fn push(&mut self, id: u64, block: Option<Vec<u8>>) {
-        debug_assert_eq!(id, self.next_id());
-        if self.blocks.len() == self.cap {
-            if let Some(buf) = self.blocks.pop_front().flatten() {
-                if self.spare.len() < SPARE_BUFFERS {
-                    self.spare.push(buf);
-                }
-            }
-            self.first += 1;
-        }
-        self.blocks.push_back(block);
-    }
-}
-
-impl DecodedBlocks for SeqWindow {
-    fn copy_out(&self, id: u64, offset: usize, out: &mut [u8]) -> bool {
-        self.get(id).is_some_and(|buf| copy_from(buf, offset, out))
-    }
-
-    fn contains(&self, id: u64) -> bool {
-        self.get(id).is_some()
-    }
-}
-
 /// Copies `buf[offset..offset + out.len()]` into `out` when in range.
 fn copy_from(buf: &[u8], offset: usize, out: &mut [u8]) -> bool {
     match offset.checked_add(out.len()).and_then(|end| buf.get(offset..end)) {
@@ -572,6 +509,44 @@ mod tests {
             for (id, outcome) in outcomes.iter().enumerate() {
                 let expected = &plan.stream[id * 4096..((id + 1) * 4096).min(plan.stream.len())];
                 assert!(outcome.as_deref() == Ok(expected), "block {id}, {threads} threads, window {window}");
+            }
+        }
+    }
+
+    #[test]
+    fn sources_in_packed_window_blocks_are_copied_exactly() {
+        // Pure bases, so the window packs its older blocks: sources 2..26 blocks back come from packed blocks,
+        // older ones through tokens.
+        let mut plan = Plan::new(small_header(6, 8));
+        let mut rng = Rng(5);
+        while plan.stream.len() < 150 * 4096 {
+            let room = plan.room();
+            let lits: Vec<u8> =
+                (0..rng.range(0, 12).min(room as u64)).map(|_| b"ACGT"[rng.range(0, 3) as usize]).collect();
+            plan.literals(&lits);
+            let (room, pos) = (plan.room(), plan.stream.len() as u64);
+            if room < 2 || pos == 0 {
+                continue;
+            }
+            let len = rng.range(2, room.min(300) as u64) as usize;
+            let back = match rng.range(0, 2) {
+                0 => rng.range(1, pos.min(12)),
+                1 => rng.range(1, pos.min(30 * 4096)),
+                _ => rng.range(1, pos),
+            };
+            if plan.source_depth(back, len) < plan.header.max_depth {
+                plan.fill(back, len);
+            }
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bases.acx");
+        plan.write(&path);
+        let data = Arc::new(ArchiveData::open(&path).unwrap());
+        for (threads, parallel) in [(1, false), (4, true)] {
+            let outcomes = sequential_outcomes(&data, threads, parallel, 8 * 4096);
+            for (id, outcome) in outcomes.iter().enumerate() {
+                let expected = &plan.stream[id * 4096..((id + 1) * 4096).min(plan.stream.len())];
+                assert!(outcome.as_deref() == Ok(expected), "block {id}, {threads} threads");
             }
         }
     }
@@ -663,20 +638,5 @@ mod tests {
                 assert_eq!(out[0], *id as u8);
             }
         }
-    }
-
-    #[test]
-    fn window_keeps_the_most_recent_blocks() {
-        let mut w = SeqWindow::new(10, 2);
-        w.push(10, Some(vec![1, 2, 3]));
-        w.push(11, None);
-        w.push(12, Some(vec![7, 8]));
-        let mut out = [0u8; 2];
-        assert!(!w.copy_out(10, 0, &mut out), "evicted");
-        assert!(!w.copy_out(11, 0, &mut out), "failed block");
-        assert!(w.copy_out(12, 0, &mut out));
-        assert_eq!(out, [7, 8]);
-        assert!(!w.copy_out(12, 1, &mut out), "out of range");
-        assert_eq!(w.take_spare(4).iter().map(Vec::capacity).filter(|&c| c >= 3).count(), 1);
     }
 }
