@@ -140,6 +140,7 @@ impl CpuEngine {
         }
         let threads = if parallel { rayon::current_num_threads().max(1) } else { 1 };
         let batch = (threads * BATCH_PER_THREAD) as u64;
+        let threads = if parallel { threads } else { 0 };
         while start < end {
             let batch_end = (start + batch).min(end);
             self.decode_batch(window, start, batch_end, threads, &mut on_block)?;
@@ -148,8 +149,8 @@ impl CpuEngine {
         Ok(())
     }
 
-    /// Decodes blocks `[first, end)` (the ones after `window`) on `threads` threads — the calling one and
-    /// `threads − 1` rayon tasks — hands them to `on_block` in order, and appends them to `window`.
+    /// Decodes blocks `[first, end)` (the ones after `window`) on the calling thread and `threads` rayon tasks
+    /// (0 for no others), hands them to `on_block` in order, and appends them to `window`.
     ///
     /// Each thread claims the next block in order, runs its entropy stage, publishes the tokens, writes the
     /// block and publishes it. A source in an earlier block of the batch is copied when that block is written,
@@ -171,7 +172,9 @@ impl CpuEngine {
         let batch = Batch::new(first, count, &*window, spare);
         let mut handed = 0usize;
         let result = rayon::in_place_scope(|scope| {
-            for _ in 1..threads.min(count) {
+            // One task per pool thread: the calling thread works too, but it also hands blocks to `on_block`
+            // (a write to a pipe or a file), during which the pool carries on.
+            for _ in 0..threads.min(count) {
                 scope.spawn(|_| while self.work_one(&batch) {});
             }
             for i in 0..count {
@@ -195,7 +198,7 @@ impl CpuEngine {
             Ok(())
         });
         let blocks = batch.slots.into_iter().take(handed).map(|slot| slot.done.into_inner().and_then(|done| done.ok()));
-        window.push_all(first, blocks, threads > 1);
+        window.push_all(first, blocks, threads > 0);
         result
     }
 

@@ -78,18 +78,27 @@ const EXPAND: [[u8; 4]; 256] = {
 impl Packed {
     /// `bytes` packed, or `None` when it holds anything but `A C G T`.
     fn new(bytes: &[u8]) -> Option<Packed> {
-        let mut bits = Vec::with_capacity(bytes.len().div_ceil(4));
-        let mut bad = 0u8;
-        for chunk in bytes.chunks(4) {
-            let mut packed = 0u8;
-            for (k, &b) in chunk.iter().enumerate() {
-                let code = CODE[usize::from(b)];
-                bad |= code;
-                packed |= (code & 3) << (2 * k);
-            }
-            bits.push(packed);
+        // Most blocks that are not bases show it in their first bytes: look there before allocating.
+        if bytes.iter().take(64).any(|&b| CODE[usize::from(b)] > 3) {
+            return None;
         }
-        (bad & 4 == 0).then_some(Packed { len: bytes.len(), bits })
+        let mut bits = Vec::with_capacity(bytes.len().div_ceil(4));
+        for run in bytes.chunks(256) {
+            let mut bad = 0u8;
+            for chunk in run.chunks(4) {
+                let mut packed = 0u8;
+                for (k, &b) in chunk.iter().enumerate() {
+                    let code = CODE[usize::from(b)];
+                    bad |= code;
+                    packed |= (code & 3) << (2 * k);
+                }
+                bits.push(packed);
+            }
+            if bad > 3 {
+                return None;
+            }
+        }
+        Some(Packed { len: bytes.len(), bits })
     }
 
     /// Unpacks bases `[offset, offset + out.len())` into `out`; false (touching nothing) when out of range.
