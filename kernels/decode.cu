@@ -11,11 +11,12 @@
 // their final offsets):
 //
 //  * Full decode (device-resident throughput): the parser over every unit writes literals to their stream
-//    positions, tokens to flat arrays and a stamp per byte (literal: 1, match byte: 0). `resolve_round` r then
-//    resolves every match byte whose source byte was final before the round (stamp r + 2), byte-parallel per
-//    warp; matches with bytes left go on a list for the next round. A byte of depth d is final after round d - 1,
-//    so max_depth + 1 rounds resolve every archive that honours its depth bound (a non-empty list after the
-//    last round is reported as a depth violation).
+//    positions, tokens to flat arrays and a stamp per byte (literal: 1, match byte: 0). `resolve_round` 0 then
+//    resolves every match byte whose source byte is final (stamp = 1 + depth), byte-parallel per warp, reading
+//    sources other warps finished earlier in the same launch; what it leaves goes on a list in pieces of at most
+//    RESOLVE_PIECE bytes, and `resolve_chase` resolves each of those bytes by following its matches through the
+//    tokens to a byte round 0 left final (at most max_depth hops). (ACEAPEX_GPU_RESOLVE_ROUNDS=1 instead runs
+//    rounds 1..max_depth, each resolving one more level of the list, as in session 11.)
 //
 //  * Seek (a batch of requested units): `seed_batch` puts the requested units on a device worklist; then per
 //    level d = 0..L: the parser parses the units claimed so far and `expand_ranges` turns the byte ranges
@@ -1272,6 +1273,60 @@ extern "C" __global__ void resolve_round(Ctx c, u32 n, const u32* task_off, u32 
         }
         resolve_warp(c, false, n, round, e, t, klo, khi, has, list_out, klist_out, list_counts, list_cap, trim != 0,
                      RESOLVE_PIECE);
+    }
+}
+
+// Full decode, after round 0: resolves every byte the list of round 0 left (`list`/`klist`, list_counts[0]
+// entries of at most RESOLVE_PIECE bytes), a thread per byte, by following its matches through the tokens (at
+// most max_depth hops) to a byte that was final before this launch: a literal or a byte round 0 resolved. It
+// reads no byte this launch writes (it writes bytes, never stamps), so the bytes need no ordering and one launch
+// replaces the rounds that resolved one more level each. The depth of the byte is the hops plus the depth of the
+// final byte it reached, and more than max_depth is a depth violation (E_DEPTH), as in resolve_warp.
+extern "C" __global__ void resolve_chase(Ctx c, const u64* list, const u64* klist, const u32* list_counts,
+                                         u32 list_cap) {
+    if (failed(c)) return;
+    const u64 entries = min(*(volatile u32*)&list_counts[0], list_cap);
+    const u64 mask = (1ull << c.unit_log) - 1;
+    for (u64 g = (u64)blockIdx.x * blockDim.x + threadIdx.x; g < entries * RESOLVE_PIECE;
+         g += (u64)gridDim.x * blockDim.x) {
+        u64 entry = list[g / RESOLVE_PIECE];
+        u64 span = klist[g / RESOLVE_PIECE];
+        u32 k = (u32)(span >> 32) + (u32)(g % RESOLVE_PIECE);
+        if (k >= (u32)span) continue;
+        u64 e = entry >> 32;
+        u64 tb = c.tok_off[e];
+        u32 t = (u32)entry;
+        u32 ms = c.mpos[tb + t];
+        u64 dist = c.back[tb + t];
+        u64 dst = (e << c.unit_log) + ms + k;
+        if (c.stamps[dst] != 0) continue;  // resolved in round 0 after all (the span is from first to last left)
+        u64 p = (e << c.unit_log) + ms + (dist > k ? k : k % (u32)dist) - dist;  // parse checked dist <= ms
+        for (u32 hops = 1;; hops++) {
+            u32 stamp = c.stamps[p];
+            if (stamp != 0) {
+                if (stamp - 1 + hops > c.max_depth) report(c.status, E_DEPTH, e);
+                else c.bytes[dst] = c.bytes[p];
+                break;
+            }
+            if (hops == c.max_depth) {
+                report(c.status, E_DEPTH, e);
+                break;
+            }
+            // p is a match byte round 0 left too: its token, and that match's source byte.
+            u64 b = p >> c.unit_log;
+            u32 o = (u32)(p & mask);
+            u64 pb = c.tok_off[b];
+            u32 ntok = c.meta[b * META_WORDS + 2] + 1;
+            u32 pt = last_le(c.tpos + pb, 0, ntok, o);
+            u32 pms = c.mpos[pb + pt];
+            u64 pd = c.back[pb + pt];
+            if (o < pms || pt + 1 == ntok || pd == 0) {  // a literal without its stamp: cannot happen after parse
+                report(c.status, E_SUMS, b);
+                break;
+            }
+            u32 pk = o - pms;
+            p = (b << c.unit_log) + pms + (pd > pk ? pk : pk % (u32)pd) - pd;
+        }
     }
 }
 

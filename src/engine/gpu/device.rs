@@ -156,9 +156,10 @@ pub enum FullVariant {
 pub struct FullRun {
     /// Device time between events around the launches (entropy decoding included).
     pub device_ms: f32,
-    /// Copy rounds that did work (the last one found the fixpoint).
+    /// Resolve launches that did work: round 0 plus the chase when round 0 left bytes, or (resolving by rounds)
+    /// the rounds up to the one that found the fixpoint.
     pub rounds: u32,
-    /// Matches left with unresolved bytes after each round (the last must be 0).
+    /// Pieces of matches left with unresolved bytes after each round.
     pub left: Vec<u32>,
 }
 
@@ -231,6 +232,7 @@ struct Kernels {
     chase: CudaFunction,
     reset: CudaFunction,
     resolve_round: CudaFunction,
+    resolve_chase: CudaFunction,
     seek_resolve: CudaFunction,
 }
 
@@ -308,6 +310,9 @@ pub struct Device {
     /// Deferred matches carry only their unresolved span to the next resolve round (the default), or their whole
     /// length (ACEAPEX_GPU_RESOLVE_WHOLE=1, for comparison).
     resolve_trim: bool,
+    /// The full decode resolves what round 0 left by resolve rounds, one depth level each
+    /// (ACEAPEX_GPU_RESOLVE_ROUNDS=1, for comparison), instead of one chase launch (the default).
+    resolve_by_rounds: bool,
     /// ACEAPEX_GPU_SEEK_PROFILE=1: seeks are launched without graphs, with an event after every stage, and the
     /// time between events is summed here by stage (total ms, batches); `marks` holds the current batch's events.
     profile: Option<SeekProfile>,
@@ -402,6 +407,7 @@ impl Device {
             chase: load("chase_bytes")?,
             reset: load("reset_batch")?,
             resolve_round: load("resolve_round")?,
+            resolve_chase: load("resolve_chase")?,
             seek_resolve: load("seek_resolve")?,
         };
         // A stream of our own: graphs cannot be captured on the legacy default stream.
@@ -474,6 +480,7 @@ impl Device {
                 && std::env::var_os("ACEAPEX_GPU_SEEK_FUSED").is_none()
                 && std::env::var_os("ACEAPEX_GPU_SEEK_GROUP").is_none(),
             resolve_trim: std::env::var_os("ACEAPEX_GPU_RESOLVE_WHOLE").is_none(),
+            resolve_by_rounds: std::env::var_os("ACEAPEX_GPU_RESOLVE_ROUNDS").is_some(),
             profile: std::env::var_os("ACEAPEX_GPU_SEEK_PROFILE").map(|_| SeekProfile::default()),
         })
     }
@@ -983,11 +990,18 @@ impl Device {
             FullVariant::ParseNoLiterals => 2,
             FullVariant::ParseOnly | FullVariant::Full => 0,
         };
-        let rounds = if variant == FullVariant::Full { self.max_depth + 1 } else { 0 };
+        // Round 0, then one chase of what it left (the default), or max_depth + 1 rounds.
+        let chase = variant == FullVariant::Full && !self.resolve_by_rounds;
+        let rounds = match variant {
+            FullVariant::Full if chase => 1,
+            FullVariant::Full => self.max_depth + 1,
+            _ => 0,
+        };
         self.events.0.record(&stream).map_err(gpu("event"))?;
-        // SAFETY: arguments match parse_k<K>(Ctx, u32, u32) and resolve_round(Ctx, u32, u32*, u32, u32, u64*,
-        // u64*, u64*, u64*, u32*, u32, u32); `c` points at the full-decode buffers sized for all units and tokens
-        // (tok_off is their exact prefix sum), the four lists hold every match and the stamps every stream byte.
+        // SAFETY: arguments match parse_k<K>(Ctx, u32, u32), resolve_round(Ctx, u32, u32*, u32, u32, u64*, u64*,
+        // u64*, u64*, u32*, u32, u32) and resolve_chase(Ctx, u64*, u64*, u32*, u32); `c` points at the
+        // full-decode buffers sized for all units and tokens (tok_off is their exact prefix sum), the four lists
+        // hold every deferred piece (list_cap) and the stamps every stream byte.
         unsafe {
             let warps_per_cta = (CTA_THREADS / 32) as u64;
             let cfg = LaunchConfig {
@@ -1026,6 +1040,18 @@ impl Device {
                     .launch(if round == 0 { first_round } else { later_round })
                     .map_err(gpu("resolve launch"))?;
             }
+            if chase {
+                // Round 0 wrote its list to lists[0] (entries) and lists[2] (spans), counted in list_counts[0].
+                stream
+                    .launch_builder(&self.kernels.resolve_chase)
+                    .arg(&c)
+                    .arg(&lists[0])
+                    .arg(&lists[2])
+                    .arg(&counts_ptr)
+                    .arg(&list_cap)
+                    .launch(later_round)
+                    .map_err(gpu("resolve launch"))?;
+            }
         }
         self.events.1.record(&stream).map_err(gpu("event"))?;
         stream.synchronize().map_err(gpu("full decode"))?;
@@ -1034,13 +1060,18 @@ impl Device {
         if let Some(fault) = KernelFault::from_status(status) {
             return Ok(Err(fault));
         }
-        // list_counts[r]: matches still unresolved after round r (none may be left after the last).
+        // list_counts[r]: pieces of matches still unresolved after round r. Without the chase, none may be
+        // left after the last round; the chase resolves round 0's list or reports a fault.
         let mut left = stream.clone_dtoh(&full.list_counts).map_err(gpu("status copy"))?;
         left.truncate(rounds as usize);
-        if left.last().is_some_and(|&l| l != 0) {
+        if !chase && left.last().is_some_and(|&l| l != 0) {
             return Ok(Err(KernelFault { code: 8, unit: 0 }));
         }
-        let used = if rounds > 0 { left.iter().take_while(|&&c| c != 0).count() as u32 + 1 } else { 0 };
+        let used = match left.iter().take_while(|&&c| c != 0).count() as u32 {
+            _ if rounds == 0 => 0,
+            busy if chase => 1 + busy, // round 0, and the chase when round 0 left anything
+            busy => busy + 1,
+        };
         self.full_ready = variant == FullVariant::Full;
         Ok(Ok(FullRun { device_ms, rounds: used, left }))
     }
