@@ -100,17 +100,30 @@ impl BlockFault {
 }
 
 /// LRU of parsed (entropy-decoded) slices keyed by global slice id, shared by all threads of one engine.
+///
+/// Split into up to [`PARSED_SHARDS`] LRUs by slice id, each behind its own lock: every source piece that is
+/// resolved through tokens looks a slice up here, and with one lock the threads of a parallel decode whose
+/// sources lie far back queue on it. Consecutive slices fall in different shards, so one stretch of sources
+/// spreads over all of them.
 pub struct ParsedCache {
-    lru: Mutex<LruCache<u64, Arc<ParsedBlock>>>,
+    shards: Vec<Mutex<LruCache<u64, Arc<ParsedBlock>>>>,
     /// Slice entropy-stage runs so far (a measure of the work a read caused).
     parses: AtomicU64,
 }
 
+/// Most shards a [`ParsedCache`] is split into.
+pub const PARSED_SHARDS: usize = 16;
+/// Fewest slices a shard holds, so that a small cache is not split into LRUs too small to keep a run of slices.
+const MIN_SHARD_SLICES: usize = 64;
+
 impl ParsedCache {
-    /// Holds up to `capacity` parsed slices.
+    /// Holds up to `capacity` parsed slices (rounded up to a multiple of the shard count).
     pub fn new(capacity: usize) -> ParsedCache {
-        let cap = NonZeroUsize::new(capacity.max(1)).expect("max(1) is non-zero");
-        ParsedCache { lru: Mutex::new(LruCache::new(cap)), parses: AtomicU64::new(0) }
+        let capacity = capacity.max(1);
+        let shards = (capacity / MIN_SHARD_SLICES).clamp(1, PARSED_SHARDS);
+        let per_shard = NonZeroUsize::new(capacity.div_ceil(shards)).unwrap_or(NonZeroUsize::MIN);
+        let shards = (0..shards).map(|_| Mutex::new(LruCache::new(per_shard))).collect();
+        ParsedCache { shards, parses: AtomicU64::new(0) }
     }
 
     /// A capacity that keeps roughly `bytes` of parsed slices for slices of `slice_size` bytes (a parsed slice
@@ -121,29 +134,34 @@ impl ParsedCache {
 
     /// Global slice `g`, parsed, from the LRU or by running its entropy stage (`g < global_slice_count`).
     pub fn get_or_parse(&self, data: &ArchiveData, g: u64) -> Result<Arc<ParsedBlock>, BlockFault> {
-        if let Some(hit) = self.lock().get(&g) {
+        if let Some(hit) = self.lock(g).get(&g) {
             return Ok(hit.clone());
         }
         // Parse outside the lock; two threads racing on one slice both parse, which is only wasted work.
         self.parses.fetch_add(1, Ordering::Relaxed);
         let parsed = Arc::new(parse_slice(data, g)?);
-        self.lock().put(g, parsed.clone());
+        self.lock(g).put(g, parsed.clone());
         Ok(parsed)
     }
 
     /// Inserts slice `g` parsed elsewhere (the closure planner parses on all cores).
     pub fn insert(&self, g: u64, parsed: Arc<ParsedBlock>) {
-        self.lock().put(g, parsed);
+        self.lock(g).put(g, parsed);
     }
 
     /// Whether slice `g` is held (does not refresh it).
     pub fn contains(&self, g: u64) -> bool {
-        self.lock().contains(&g)
+        self.lock(g).contains(&g)
+    }
+
+    /// Slice `g` if held (does not refresh it).
+    fn peek(&self, g: u64) -> Option<Arc<ParsedBlock>> {
+        self.lock(g).peek(&g).cloned()
     }
 
     /// How many slices this cache can hold.
     pub fn capacity(&self) -> usize {
-        self.lock().cap().get()
+        self.shards.iter().map(|s| s.lock().unwrap_or_else(|p| p.into_inner()).cap().get()).sum()
     }
 
     /// Slice entropy-stage runs done through this cache so far.
@@ -151,9 +169,11 @@ impl ParsedCache {
         self.parses.load(Ordering::Relaxed)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, LruCache<u64, Arc<ParsedBlock>>> {
+    /// The shard of slice `g`, locked.
+    fn lock(&self, g: u64) -> std::sync::MutexGuard<'_, LruCache<u64, Arc<ParsedBlock>>> {
+        let shard = &self.shards[(g % self.shards.len() as u64) as usize];
         // A panic while holding the lock cannot leave the LRU inconsistent for our use; keep serving.
-        self.lru.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        shard.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
@@ -530,7 +550,7 @@ impl Resolver<'_> {
             let g = cur >> slice_log;
             let slice_start = g << slice_log;
             let block_start = (cur >> log) << log;
-            let Some(p) = self.parsed.lock().peek(&g).cloned() else { break };
+            let Some(p) = self.parsed.peek(g) else { break };
             let stop = end.min(slice_start + u64::from(p.len));
             if stop <= cur {
                 break;
@@ -635,6 +655,30 @@ mod tests {
                 assert_eq!(fast, slow, "back {back} len {len}");
             }
         }
+    }
+
+    #[test]
+    fn parsed_cache_shards_hold_at_least_the_capacity_asked_for() {
+        for (asked, shards) in [(1, 1), (16, 1), (100, 1), (1000, 15), (32768, 16), (1 << 16, 16)] {
+            let cache = ParsedCache::new(asked);
+            assert_eq!(cache.shards.len(), shards, "{asked}");
+            assert!((asked..asked + shards).contains(&cache.capacity()), "{asked}: {}", cache.capacity());
+        }
+        // Every slice id lands in a shard and is found there again.
+        let cache = ParsedCache::new(4096);
+        let unit = Arc::new(ParsedBlock {
+            start: 0,
+            len: 1,
+            tokens: vec![Default::default()],
+            token_pos: vec![0, 1],
+            lit_pos: vec![0],
+            literals: vec![7],
+        });
+        for g in [0u64, 1, 15, 16, 17, u64::MAX] {
+            cache.insert(g, unit.clone());
+            assert!(cache.contains(g) && cache.peek(g).is_some(), "slice {g}");
+        }
+        assert!(!cache.contains(2));
     }
 
     #[test]
