@@ -59,6 +59,20 @@ fn read_u32(data: &[u8], p: usize) -> u32 {
     u32::from_le_bytes(data[p..p + 4].try_into().expect("4 bytes"))
 }
 
+/// Asks the CPU to bring in the cache line holding `data[p]` (nothing when `p` is out of range): a source that the
+/// parser will compare at the next position is often a cache miss far back in the stream.
+#[inline]
+pub fn prefetch_byte(data: &[u8], p: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(b) = data.get(p) {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        // SAFETY: `b` is a live element of `data`; a prefetch has no architectural side effects.
+        unsafe { _mm_prefetch(b as *const u8 as *const i8, _MM_HINT_T0) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (data, p);
+}
+
 /// Number of equal bytes at `a` and `b` (`b < a`), up to `limit` bytes.
 #[inline]
 pub fn common_len(data: &[u8], a: usize, b: usize, limit: usize) -> usize {
@@ -150,7 +164,7 @@ impl<'a> ChainMatcher<'a> {
             let first = self.short_head[self.short_hash(p)];
             self.walk(first, pos, limit, &mut best, out);
         }
-        out.sort_unstable_by_key(|c| c.len);
+        // Both walks share `best` and push only longer candidates, so `out` is already sorted by length.
     }
 
     /// Asks the CPU to bring in the row that the lookup at `p` will read: lookups run at nearly every position

@@ -566,7 +566,7 @@ impl<'a> Packing<'a> {
         let block = 1usize << self.opts.block_log;
         let per_group = 1usize << self.opts.group_log;
         let lanes = self.opts.rans_lanes as u32;
-        let slice = 1usize << Header::default_slice_log(self.opts.block_log);
+        let slice = 1usize << self.level.parse.slice_log;
         let data = self.data;
         let block_bytes = |g: usize, k: usize| {
             let at = start as usize + (g * per_group + k) * block;

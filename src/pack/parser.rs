@@ -17,7 +17,7 @@
 //! whose `back` continues the previous match's (same distance after a substitution, a few bytes off after an
 //! indel) takes a continuation code with no extra bits (FORMAT.md §3.2), so every node carries the `back` of the
 //! last match on its cheapest path (zstd btopt style: one path per node, not every history) and prices its
-//! candidates against it. Continuations may be as short as 2 bytes whatever their distance class: their price is
+//! candidates against it. Continuations may be as short as 3 bytes whatever their distance class: their price is
 //! a few bits, not the distance's extra bits that the class minimum guards against.
 //!
 //! Candidates are shortened to the bytes whose sources keep the reference depth within the bound, using the
@@ -29,9 +29,9 @@
 
 use crate::codec::block::{continuation_index, Token};
 use crate::codec::tables::OF_CONTINUATION_DELTAS;
-use crate::pack::cost::{Counts, Prices};
+use crate::pack::cost::{Counts, Prices, PRICE_ONE};
 use crate::pack::ldm::LongMatch;
-use crate::pack::matcher::{common_len, Candidate, ChainMatcher};
+use crate::pack::matcher::{common_len, prefetch_byte, Candidate, ChainMatcher};
 
 /// The parser's knobs, derived from the level.
 #[derive(Debug, Clone, Copy)]
@@ -122,6 +122,15 @@ const UNREACHED: Node = Node { price: u64::MAX, lit_len: 0, match_len: 0, back: 
 /// 11.1-12.4 s; 16: 4.1040 / 6.1155 / 9.6737, 9.7 s; 40: 4.1085 / 6.1192 / 9.6938, 9.7 s; 64: 4.1091 / 6.1353 /
 /// 9.6927, 8.3 s (the machine was busy and the times are noisy; 6.8 s without continuations at that time).
 const CONTINUATION_GAP: u32 = 64;
+/// Added to the price of every match (1/256 bit). The model prices a match a little below what it costs in the
+/// end (one static table per group, slice cuts and the depth pass split a few), so break-even matches lose:
+/// general mode atha_chr1 at the default level, ratio for 0 / 0.5 / 1 / 1.5 / 3 bits: 3.3293 / 3.3337 / 3.3341 /
+/// 3.3339 / 3.3289.
+const MATCH_BIAS: u64 = PRICE_ONE as u64;
+/// Shortest continuation tried (whatever the distance class): a 2-byte continuation after a chance match is
+/// itself mostly chance. General mode atha_chr1: 3.3293 with 2, 3.3327 with 3 (3.3341 → 3.3344 beside
+/// [`MATCH_BIAS`]; 4: 3.3319); fly ×11 10.2177 → 10.2191 with both; genome atha unchanged (4.1502).
+const MIN_CONTINUATION: u32 = 3;
 /// Most candidates kept per position after pruning.
 const MAX_CANDIDATES: usize = 16;
 /// Halve the adaptive counts once this many literals have been counted, so prices follow recent data.
@@ -263,7 +272,7 @@ impl<'a> SegmentParser<'a> {
         if self.priced.is_empty() {
             return i + 1;
         }
-        let base = here.price + prices.lit_run(0) as u64;
+        let base = here.price + prices.lit_run(0) as u64 + MATCH_BIAS;
         // A source that reaches the sufficient length is taken at once: of those, the one cheapest per byte.
         let per_byte = |c: &Priced| (c.price as u64 + prices.match_len(c.len) as u64, c.len as u64);
         let sufficient = self.priced.iter().filter(|c| c.len >= self.params.sufficient_len).copied().reduce(|a, b| {
@@ -285,7 +294,8 @@ impl<'a> SegmentParser<'a> {
         let mut from_len = 2;
         for k in 0..self.priced.len() {
             let c = self.priced[k];
-            let class_min = if c.continues { 2 } else { self.params.min_match[distance_class(c.back)] as u32 };
+            let class_min =
+                if c.continues { MIN_CONTINUATION } else { self.params.min_match[distance_class(c.back)] as u32 };
             let min_len = class_min.max(from_len);
             let dist = base + c.price as u64;
             for len in min_len..=c.len {
@@ -406,6 +416,10 @@ impl<'a> SegmentParser<'a> {
         }
         self.reps.insert(0, longest);
         self.reps.truncate(self.params.rep_count);
+        // The next position compares its bytes against every rep's source: fetch the new one's line now.
+        if let Some(src) = (pos + 1).checked_sub(longest) {
+            prefetch_byte(self.data, src as usize);
+        }
     }
 
     /// What a source outside the current block adds to a cold read of it ([`ClosurePrice`]). The depth of the

@@ -378,8 +378,9 @@ fn closure_price_keeps_late_cold_reads_small() {
     let (free, free_literals) = closure(ClosurePrice { enter: 0, per_level: 0 });
     let (priced, priced_literals) = closure(CLOSURE_PRICE);
     println!("late cold read: {free} slices ({free_literals} literals) unpriced, {priced} ({priced_literals}) priced");
-    // Measured: 809 slices unpriced, 396 priced.
-    assert!(priced * 5 < free * 3, "closure price: {priced} slices per late block, {free} without");
+    // Measured: 519 slices unpriced, 369 priced (809 and 396 before the parser's match bias and 3-byte shortest
+    // continuation, which drop many chance sources on their own).
+    assert!(priced * 4 < free * 3, "closure price: {priced} slices per late block, {free} without");
     // It is bought with literals where a far match saves little (3 % divergence leaves ~33-byte matches here),
     // but most repeat bytes must stay matches (measured: 1.32 MB unpriced, 0.84 MB priced).
     let (free_matched, priced_matched) = (data.len() - free_literals, data.len() - priced_literals);
