@@ -335,6 +335,11 @@ impl Archive {
     /// block is decoded alone on the CPU, so one bad block does not fail its neighbours.
     fn decode_batch(&self, ids: &[u64]) -> Vec<Result<Block>> {
         let (engine, is_cpu) = self.engine_for(ids.len());
+        if let ([id], true) = (ids, is_cpu) {
+            // One block (a cold random read): decoded on the calling thread. The batch path hands its one run to
+            // the rayon pool and sleeps until a pool thread has run it, two thread wake-ups per cold read.
+            return vec![self.decode_on_cpu(*id)];
+        }
         let mut bufs: Vec<Vec<u8>> = ids.iter().map(|&id| vec![0u8; self.data.block_len(id) as usize]).collect();
         let mut outs: Vec<&mut [u8]> = bufs.iter_mut().map(|b| b.as_mut_slice()).collect();
         let result = engine.decode_blocks(ids, &mut outs);
