@@ -233,6 +233,13 @@ fn chunk_bytes(opts: &PackOptions) -> u64 {
     (SEGMENT_BYTES * SEGMENTS_PER_CHUNK).max(group_bytes)
 }
 
+/// Whether a chunk may be encoded while the next is parsed: the buffers of two chunks (about four bytes per
+/// chunk byte each, see [`validate`]) must fit in the quarter of the memory bound that neither the workers nor the
+/// long-distance table take.
+fn overlap_encode(opts: &PackOptions) -> bool {
+    2 * 4 * chunk_bytes(opts) <= opts.memory / 4
+}
+
 /// The long-distance table: a quarter of the memory bound, no bigger than the input needs.
 fn ldm_params(opts: &PackOptions, level: &LevelParams, total_len: u64) -> LdmParams {
     let bucket_log = 2;
@@ -391,27 +398,57 @@ impl<'a> Packing<'a> {
         }
     }
 
-    /// Packs every chunk and returns the table sets, one per group.
+    /// Packs every chunk and returns the table sets, one per group. A chunk is encoded while the next one is
+    /// parsed (when two chunks' buffers fit the memory bound, [`overlap_encode`]): encoding never feeds the
+    /// parse, so the archive is the same either way, and the encoder's groups fill the cores that the parse of
+    /// uneven segments and the sequential depth pass leave idle.
     fn run(&mut self, writer: &mut ArchiveWriter, report: &mut PackReport) -> Result<Vec<TableSet>> {
         let total = self.data.len() as u64;
         let chunk = chunk_bytes(self.opts);
+        let encoder = Encoder { data: self.data, opts: self.opts, slice_log: self.level.parse.slice_log };
+        let overlap = overlap_encode(self.opts);
         let mut tables = Vec::new();
+        // The parsed chunk waiting to be encoded: its start and blocks.
+        let mut pending: Option<(u64, Vec<BlockTokens>)> = None;
         let mut start = 0;
-        while start < total {
-            let end = (start + chunk).min(total);
-            let blocks = self.parse_chunk(start, end, &mut report.stages);
-            for b in &blocks {
-                report.matches += b.tokens.len() as u64 - 1;
-                report.literals += b.literals.len() as u64;
+        while start < total || pending.is_some() {
+            let next = (start < total).then(|| (start, (start + chunk).min(total)));
+            let encode = |job: Option<(u64, Vec<BlockTokens>)>| {
+                job.map(|(s, blocks)| {
+                    let t = Instant::now();
+                    let groups = encoder.encode(s, &blocks);
+                    (groups, t.elapsed().as_secs_f64())
+                })
+            };
+            let stages = &mut report.stages;
+            let (parsed, encoded) = if overlap {
+                let job = pending.take();
+                rayon::join(|| next.map(|(s, e)| self.parse_chunk(s, e, stages)), || encode(job))
+            } else {
+                let encoded = encode(pending.take());
+                (next.map(|(s, e)| self.parse_chunk(s, e, stages)), encoded)
+            };
+            if let Some((groups, seconds)) = encoded {
+                report.stages.encode += seconds;
+                for (set, payloads) in groups {
+                    for (payload, hash) in payloads {
+                        writer.push_block(&payload, hash)?;
+                    }
+                    tables.push(set);
+                }
             }
-            let t = Instant::now();
-            self.encode_chunk(start, &blocks, writer, &mut tables)?;
-            report.stages.encode += t.elapsed().as_secs_f64();
-            report.blocks += blocks.len() as u64;
-            if let Some(bar) = &self.progress {
-                bar.set_position(end);
+            if let (Some(blocks), Some((s, e))) = (parsed, next) {
+                for b in &blocks {
+                    report.matches += b.tokens.len() as u64 - 1;
+                    report.literals += b.literals.len() as u64;
+                }
+                report.blocks += blocks.len() as u64;
+                if let Some(bar) = &self.progress {
+                    bar.set_position(e);
+                }
+                pending = Some((s, blocks));
+                start = e;
             }
-            start = end;
         }
         if let Some(bar) = &self.progress {
             bar.finish_and_clear();
@@ -554,25 +591,29 @@ impl<'a> Packing<'a> {
             outer_depth: self.depth.finished(known),
         }
     }
+}
 
-    /// Builds each group's tables, encodes and hashes its blocks (groups in parallel), then writes them in order.
-    fn encode_chunk(
-        &self,
-        start: u64,
-        blocks: &[BlockTokens],
-        writer: &mut ArchiveWriter,
-        tables: &mut Vec<TableSet>,
-    ) -> Result<()> {
+/// What encoding a chunk needs (all read-only), apart from the packing run so it can run beside the next parse.
+#[derive(Clone, Copy)]
+struct Encoder<'a> {
+    data: &'a [u8],
+    opts: &'a PackOptions,
+    slice_log: u8,
+}
+
+impl Encoder<'_> {
+    /// Builds each group's tables and encodes and hashes its blocks (groups in parallel), in stream order.
+    fn encode(&self, start: u64, blocks: &[BlockTokens]) -> Vec<EncodedGroup> {
         let block = 1usize << self.opts.block_log;
         let per_group = 1usize << self.opts.group_log;
         let lanes = self.opts.rans_lanes as u32;
-        let slice = 1usize << self.level.parse.slice_log;
+        let slice = 1usize << self.slice_log;
         let data = self.data;
         let block_bytes = |g: usize, k: usize| {
             let at = start as usize + (g * per_group + k) * block;
             &data[at..(at + block).min(data.len())]
         };
-        let encoded: Vec<EncodedGroup> = blocks
+        blocks
             .par_chunks(per_group)
             .enumerate()
             .map(|(g, group)| {
@@ -593,13 +634,6 @@ impl<'a> Packing<'a> {
                     .collect();
                 (set, payloads)
             })
-            .collect();
-        for (set, payloads) in encoded {
-            for (payload, hash) in payloads {
-                writer.push_block(&payload, hash)?;
-            }
-            tables.push(set);
-        }
-        Ok(())
+            .collect()
     }
 }
