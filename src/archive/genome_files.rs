@@ -236,35 +236,43 @@ impl Archive {
         let mut pos = from;
         let mut out = Vec::new();
         let mut emit = |pending: &mut Vec<u8>, have_from: &mut u64, flush: bool| -> Result<()> {
-            loop {
-                if pos >= end {
-                    return Ok(());
-                }
+            let mut result = Ok(());
+            while pos < end {
                 let take = (end - pos).min(STREAM_CHUNK);
                 let (_, c1) = file.genome.base_range(pos, take);
                 let have_to = *have_from + pending.len() as u64;
                 if c1 > have_to && !flush {
-                    return Ok(());
+                    break;
                 }
                 out.resize(take as usize, 0);
-                let n = file.genome.read_at(pos, &mut out, |a, buf: &mut [u8]| {
+                let read = file.genome.read_at(pos, &mut out, |a, buf: &mut [u8]| {
                     let at = a.checked_sub(*have_from).filter(|&at| at + buf.len() as u64 <= pending.len() as u64);
                     let Some(at) = at else {
                         return Err(Error::InvalidArgument(format!("genome bases {a}.. not decoded yet")));
                     };
                     buf.copy_from_slice(&pending[at as usize..at as usize + buf.len()]);
                     Ok(())
-                })?;
-                sink(&out[..n])?;
+                });
+                let n = match read.and_then(|n| sink(&out[..n]).map(|()| n)) {
+                    Ok(n) => n,
+                    Err(e) => {
+                        result = Err(e);
+                        break;
+                    }
+                };
                 pos += n as u64;
-                // Drop the bases this chunk used up.
-                let used = (c1 - *have_from).min(pending.len() as u64) as usize;
-                pending.drain(..used);
-                *have_from += used as u64;
                 if n == 0 {
-                    return Ok(());
+                    break;
                 }
             }
+            // Drop the bases the emitted chunks used up, once per call rather than once per chunk: the GPU hands
+            // over 64 MiB of bases at a time, and draining each 4 MiB chunk from the front of those moved the
+            // rest every time (quadratic).
+            let next = if pos < end { file.genome.base_range(pos, end - pos).0 } else { u64::MAX };
+            let used = next.saturating_sub(*have_from).min(pending.len() as u64) as usize;
+            pending.drain(..used);
+            *have_from += used as u64;
+            result
         };
         if b1 > b0 {
             self.decode_range_streaming(file.bases_start + b0, b1 - b0, &mut |bytes| {

@@ -92,4 +92,90 @@ mod tests {
         let past = archive.decode_range_streaming(start + len, 1, &mut |_| Ok(()));
         assert!(matches!(past, Err(crate::error::Error::InvalidArgument(_))));
     }
+
+    /// A whole-range engine that hands blocks over the way the GPU does, many blocks per sink call (here all of
+    /// them at once), and fails after handing over the blocks before `fail_at`.
+    struct AllAtOnce {
+        cpu: crate::engine::cpu::CpuEngine,
+        fail_at: Option<u64>,
+    }
+
+    impl crate::engine::BlockEngine for AllAtOnce {
+        fn name(&self) -> &'static str {
+            "gpu"
+        }
+
+        fn decode_blocks(&self, ids: &[u64], out: &mut [&mut [u8]]) -> crate::Result<()> {
+            self.cpu.decode_blocks(ids, out)
+        }
+
+        fn stream_blocks(
+            &self,
+            first: u64,
+            end: u64,
+            _redo: crate::engine::Redo<'_>,
+            sink: crate::engine::BytesSink<'_>,
+        ) -> Option<crate::Result<()>> {
+            let stop = self.fail_at.map_or(end, |f| f.clamp(first, end));
+            let mut bytes = Vec::new();
+            for id in first..stop {
+                let mut buf = vec![0u8; self.cpu.data().block_len(id) as usize];
+                if let Err(e) = self.cpu.decode_block(id, &mut buf) {
+                    return Some(Err(e));
+                }
+                bytes.extend_from_slice(&buf);
+            }
+            if let Err(e) = sink(&bytes) {
+                return Some(Err(e));
+            }
+            Some(match self.fail_at {
+                Some(f) if f < end => Err(crate::Error::Gpu(format!("injected failure at block {f}"))),
+                _ => Ok(()),
+            })
+        }
+    }
+
+    /// A genome-mode file larger than a few output chunks, streamed from an engine that hands over megabytes of
+    /// bases per call (and from one that fails half-way, after which the CPU carries on): the original bytes.
+    #[test]
+    fn genome_files_stream_exactly_from_large_whole_range_pieces() {
+        use crate::format::testkit::Rng;
+        let dir = tempfile::tempdir().unwrap();
+        let mut rng = Rng(7);
+        let mut fasta = Vec::new();
+        for record in 0..3 {
+            fasta.extend_from_slice(format!(">chr{record} test\n").as_bytes());
+            let mut bases: Vec<u8> = (0..3_000_000).map(|_| b"ACGT"[rng.range(0, 3) as usize]).collect();
+            bases[1000..1500].make_ascii_lowercase();
+            bases[200_000..200_300].fill(b'N');
+            for line in bases.chunks(60) {
+                fasta.extend_from_slice(line);
+                fasta.push(b'\n');
+            }
+        }
+        let input = dir.path().join("g.fa");
+        std::fs::write(&input, &fasta).unwrap();
+        let path = dir.path().join("g.acx");
+        crate::pack::pack(&[input], &path, &crate::pack::PackOptions { level: 1, ..Default::default() }).unwrap();
+        let data = std::sync::Arc::new(crate::format::ArchiveData::open(&path).unwrap());
+        let blocks = data.block_count();
+        for fail_at in [None, Some(blocks / 2)] {
+            let engine = AllAtOnce { cpu: crate::engine::cpu::CpuEngine::new(data.clone()), fail_at };
+            let options = ArchiveOptions { decoder: DecoderChoice::Gpu, ..ArchiveOptions::default() };
+            let archive = Archive::with_engines(data.clone(), options, Some(Box::new(engine)));
+            let id = archive.tree().resolve_path(b"g.fa").unwrap();
+            assert!(archive.is_genome_file(id), "the FASTA packed in genome mode");
+            for (from, len) in [(0, fasta.len() as u64), (123_457, 7_000_000)] {
+                let mut got = Vec::new();
+                archive
+                    .stream_genome_file(id, from, len, &mut |b| {
+                        got.extend_from_slice(b);
+                        Ok(())
+                    })
+                    .unwrap();
+                let want = &fasta[from as usize..(from + len).min(fasta.len() as u64) as usize];
+                assert!(got == want, "bytes {from}+{len} differ (fail_at {fail_at:?})");
+            }
+        }
+    }
 }
