@@ -320,6 +320,7 @@ pub fn pack(inputs: &[PathBuf], output: &Path, opts: &PackOptions) -> Result<Pac
     })?;
     report.archive_bytes = writer.finish(total_len, &tables, &tree)?;
     report.seconds = started.elapsed().as_secs_f64();
+    tracing::debug!(seconds = report.seconds, stages = ?report.stages, "pack stages");
     Ok(report)
 }
 
