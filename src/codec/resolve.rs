@@ -539,6 +539,51 @@ impl Resolver<'_> {
         }
     }
 
+    /// Parses the slices that resolving block `p`'s cross-block sources (`p` parsed whole) will go through and
+    /// that the parsed LRU lacks, level by level, four slices at a time with their entropy stages in lock step —
+    /// on this thread: the sequential decoder's workers call it, and they must not wait on rayon. Resolving a
+    /// far source otherwise parses each slice alone as it reaches it, one dependency chain at a time. Sources in
+    /// blocks that `decoded` has at hand (planning: [`DecodedBlocks::contains`]) need none. Stops at the first
+    /// level whose slices are all held (their sources most likely are too), and rather than overflow the LRU.
+    pub fn prefetch_sources(&self, p: &ParsedBlock) {
+        let log = self.data.header.block_log;
+        let slice_log = self.data.header.slice_log;
+        let mut ranges = Vec::new();
+        for (t, tok) in p.tokens.iter().enumerate() {
+            let dst = u64::from(p.token_pos[t]) + u64::from(tok.lit_len);
+            if tok.match_len > 0 && tok.back > dst {
+                let src = p.start + dst - tok.back;
+                ranges.push((src, (p.start - src).min(tok.back.min(u64::from(tok.match_len)))));
+            }
+        }
+        let mut budget = self.parsed.capacity() / 8;
+        for _ in 0..usize::from(self.data.header.max_depth) {
+            ranges = merge_ranges(ranges);
+            ranges.retain(|&(pos, _)| !self.decoded.contains(pos >> log));
+            let slices = self.data.global_slice_count();
+            let mut missing: Vec<u64> = ranges
+                .iter()
+                .flat_map(|&(pos, len)| (pos >> slice_log)..=((pos + len - 1) >> slice_log))
+                .filter(|&g| g < slices && !self.parsed.contains(g))
+                .collect();
+            missing.sort_unstable();
+            missing.dedup();
+            if missing.is_empty() || missing.len() > budget {
+                return;
+            }
+            budget -= missing.len();
+            for gs in missing.chunks(4) {
+                for (g, parsed) in parse_slices(self.data, gs) {
+                    if let Ok(parsed) = parsed {
+                        self.parsed.parses.fetch_add(1, Ordering::Relaxed);
+                        self.parsed.insert(g, Arc::new(parsed));
+                    }
+                }
+            }
+            ranges = ranges.iter().flat_map(|&(pos, len)| self.source_ranges(pos, len, false)).collect();
+        }
+    }
+
     /// The stream ranges that the matches covering `[pos, pos + len)` copy from. With `top`, the range is a whole
     /// block being decoded, whose in-block sources come from its own output and need nothing.
     fn source_ranges(&self, pos: u64, len: u64, top: bool) -> Vec<(u64, u64)> {

@@ -218,7 +218,9 @@ impl CpuEngine {
         buf.resize(self.data.block_len(id) as usize, 0);
         let decoded = parsed.as_ref().map_err(Clone::clone).and_then(|p| {
             let sources = ChainDecoded(batch, &*self.decoded);
-            self.resolver(&sources).decode_parsed(id, p, &mut buf)
+            let resolver = self.resolver(&sources);
+            resolver.prefetch_sources(p);
+            resolver.decode_parsed(id, p, &mut buf)
         });
         // Only the claiming thread sets `done`, so this set cannot find it set.
         let _ = slot.done.set(decoded.map(|()| buf));
@@ -402,10 +404,8 @@ impl DecodedBlocks for Batch<'_> {
     }
 
     fn contains(&self, id: u64) -> bool {
-        match self.slot(id) {
-            Some(slot) => matches!(slot.done.get(), Some(Ok(_))),
-            None => self.window.contains(id),
-        }
+        // Planning only: a block of the batch needs no slices parsed, written or not (see `parsed_block`).
+        self.slot(id).is_some() || self.window.contains(id)
     }
 
     fn parsed_block(&self, id: u64) -> Option<&ParsedBlock> {
