@@ -105,29 +105,33 @@ impl Genome {
         let runs = self.layout.runs();
         let (mut run, mut line, mut col) = (start.run, start.line, start.col);
         let mut done = 0usize;
+        let mut residues = Vec::new();
         while done < len {
             let r = &runs[run];
+            if r.kind == LineKind::Sequence {
+                let (n, at_line, at_col) =
+                    self.write_sequence_lines(run, line, col, &mut out[done..len], &mut writer, &mut residues);
+                done += n;
+                (line, col) = (at_line, at_col);
+                if line == r.count {
+                    (line, col) = (0, 0);
+                    run += 1;
+                }
+                continue;
+            }
             let want = len - done;
             if col < r.width {
+                // Column 0 is the '>', column c ≥ 1 is text byte c − 1.
                 let n = ((r.width - col) as usize).min(want);
                 let dst = &mut out[done..done + n];
-                match r.kind {
-                    LineKind::Header => {
-                        // Column 0 is the '>', column c ≥ 1 is text byte c − 1.
-                        let text = self.layout.header_of(run);
-                        let mut k = 0;
-                        if col == 0 {
-                            dst[0] = b'>';
-                            k = 1;
-                        }
-                        let from = (col as usize + k).saturating_sub(1);
-                        dst[k..].copy_from_slice(&text[from..from + n - k]);
-                    }
-                    LineKind::Sequence => {
-                        let residue = self.layout.run_residue_start(run) + line * r.width + col;
-                        writer.write(residue, dst);
-                    }
+                let text = self.layout.header_of(run);
+                let mut k = 0;
+                if col == 0 {
+                    dst[0] = b'>';
+                    k = 1;
                 }
+                let from = (col as usize + k).saturating_sub(1);
+                dst[k..].copy_from_slice(&text[from..from + n - k]);
                 done += n;
                 col += n as u64;
                 continue;
@@ -145,6 +149,56 @@ impl Genome {
             }
         }
         Ok(len)
+    }
+
+    /// Writes sequence run `run` from line `line`, column `col` into `out`, as much of it as fits: the residues
+    /// those bytes hold in one call of `writer` (into `residues`), so that the exception and case cursors run
+    /// once per read rather than once per line, then line by line with the terminators. Returns the bytes
+    /// written and the line and column after them (`line == count` at the end of the run).
+    fn write_sequence_lines(
+        &self,
+        run: usize,
+        line: u64,
+        col: u64,
+        out: &mut [u8],
+        writer: &mut ResidueWriter<'_>,
+        residues: &mut Vec<u8>,
+    ) -> (usize, u64, u64) {
+        let r = &self.layout.runs()[run];
+        let term = r.term.bytes();
+        // At least 1: the layout refuses a line without content and terminator.
+        let line_bytes = r.width + term.len() as u64;
+        let take = ((r.count - line) * line_bytes - col).min(out.len() as u64);
+        let (end_line, end_col) = (line + (col + take) / line_bytes, (col + take) % line_bytes);
+        let run_start = self.layout.run_residue_start(run);
+        let first = run_start + line * r.width + col.min(r.width);
+        let last = run_start + end_line * r.width + end_col.min(r.width);
+        residues.clear();
+        residues.resize((last - first) as usize, 0);
+        writer.write(first, residues);
+
+        let take = take as usize;
+        let (mut done, mut used, mut line, mut col) = (0usize, 0usize, line, col);
+        while done < take {
+            if col < r.width {
+                let n = ((r.width - col) as usize).min(take - done);
+                out[done..done + n].copy_from_slice(&residues[used..used + n]);
+                used += n;
+                done += n;
+                col += n as u64;
+            } else {
+                let t = (col - r.width) as usize;
+                let n = (term.len() - t).min(take - done);
+                out[done..done + n].copy_from_slice(&term[t..t + n]);
+                done += n;
+                col += n as u64;
+                if col == line_bytes {
+                    col = 0;
+                    line += 1;
+                }
+            }
+        }
+        (done, line, col)
     }
 
     /// The whole original file from its nucleotide stream; `None` if `bases` is not [`Genome::bases`] long.
