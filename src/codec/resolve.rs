@@ -553,8 +553,14 @@ impl Resolver<'_> {
             let dst = u64::from(p.token_pos[t]) + u64::from(tok.lit_len);
             if tok.match_len > 0 && tok.back > dst {
                 let src = p.start + dst - tok.back;
-                ranges.push((src, (p.start - src).min(tok.back.min(u64::from(tok.match_len)))));
+                // Most sources are at hand: skip them here, before any sorting.
+                if !self.decoded.contains(src >> log) {
+                    ranges.push((src, (p.start - src).min(tok.back.min(u64::from(tok.match_len)))));
+                }
             }
+        }
+        if ranges.is_empty() {
+            return;
         }
         let mut budget = self.parsed.capacity() / 8;
         for _ in 0..usize::from(self.data.header.max_depth) {
