@@ -80,6 +80,8 @@ type OpenSlot = Mutex<Option<Arc<GenomeFile>>>;
 
 /// Structure reads longer than this go through the sequential decoder (see [`Archive::read_structure`]).
 const SEQUENTIAL_STRUCTURE_BYTES: usize = 64 << 10;
+/// Window of the sequential decode of a large structure (its near sources; far ones go through tokens).
+const STRUCTURE_WINDOW_BYTES: u64 = 4 << 20;
 
 impl Archive {
     /// The opened genome file `id` (a transform-1 file at stream `offset` of `size` original bytes).
@@ -113,14 +115,28 @@ impl Archive {
             return self.read_stream(pos, buf);
         }
         let (mut at, want) = (0usize, buf.len());
-        self.decode_range_sequential(pos, buf.len() as u64, |bytes| {
+        let end = self.checked_end(pos, want as u64)?;
+        let log = self.data.header.block_log;
+        let (first, last) = (pos >> log, (end - 1) >> log);
+        // With a window of its own: the archive's shared window stays on the files' bases, so that an unpack's
+        // next genome file (structures lie after all files) still finds its near sources there.
+        let mut decoded = 0u64;
+        let result = self.cpu.decode_sequential(first, last + 1, true, STRUCTURE_WINDOW_BYTES, |id, block| {
+            decoded += 1;
+            let block = block?;
+            let block_start = self.data.block_start(id);
+            let from = pos.saturating_sub(block_start) as usize;
+            let to = (end - block_start).min(block.len() as u64) as usize;
+            let bytes = block.get(from..to).unwrap_or_default();
             let dst = buf.get_mut(at..at + bytes.len()).ok_or_else(|| {
                 Error::InvalidArgument(format!("the sequential decoder handed out more than {want} bytes"))
             })?;
             dst.copy_from_slice(bytes);
             at += bytes.len();
             Ok(())
-        })?;
+        });
+        self.cache.record_decodes(crate::engine::BlockEngine::name(&self.cpu), decoded);
+        result?;
         if at != buf.len() {
             return Err(Error::InvalidArgument(format!(
                 "the sequential decoder handed out {at} of {} bytes",
