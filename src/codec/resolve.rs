@@ -499,7 +499,6 @@ impl Resolver<'_> {
     /// than overflow the LRU. `ids` must be sorted.
     pub fn parse_closure(&self, ids: &[u64]) {
         let log = self.data.header.block_log;
-        let slice_log = self.data.header.slice_log;
         let mut budget = self.parsed.capacity() / 2;
         let mut ranges: Vec<(u64, u64)> =
             ids.iter().map(|&id| (self.data.block_start(id), u64::from(self.data.block_len(id)))).collect();
@@ -511,14 +510,7 @@ impl Resolver<'_> {
                 let id = pos >> log;
                 level == 0 || !(self.decoded.contains(id) || ids.binary_search(&id).is_ok())
             });
-            let slices = self.data.global_slice_count();
-            let mut missing: Vec<u64> = ranges
-                .iter()
-                .flat_map(|&(pos, len)| (pos >> slice_log)..=((pos + len - 1) >> slice_log))
-                .filter(|&g| g < slices && !self.parsed.contains(g))
-                .collect();
-            missing.sort_unstable();
-            missing.dedup();
+            let missing = self.unparsed_slices(&ranges);
             if missing.len() > budget {
                 return;
             }
@@ -547,7 +539,6 @@ impl Resolver<'_> {
     /// level whose slices are all held (their sources most likely are too), and rather than overflow the LRU.
     pub fn prefetch_sources(&self, p: &ParsedBlock) {
         let log = self.data.header.block_log;
-        let slice_log = self.data.header.slice_log;
         let mut ranges = Vec::new();
         for (t, tok) in p.tokens.iter().enumerate() {
             let dst = u64::from(p.token_pos[t]) + u64::from(tok.lit_len);
@@ -566,14 +557,7 @@ impl Resolver<'_> {
         for _ in 0..usize::from(self.data.header.max_depth) {
             ranges = merge_ranges(ranges);
             ranges.retain(|&(pos, _)| !self.decoded.contains(pos >> log));
-            let slices = self.data.global_slice_count();
-            let mut missing: Vec<u64> = ranges
-                .iter()
-                .flat_map(|&(pos, len)| (pos >> slice_log)..=((pos + len - 1) >> slice_log))
-                .filter(|&g| g < slices && !self.parsed.contains(g))
-                .collect();
-            missing.sort_unstable();
-            missing.dedup();
+            let missing = self.unparsed_slices(&ranges);
             if missing.is_empty() || missing.len() > budget {
                 return;
             }
@@ -588,6 +572,20 @@ impl Resolver<'_> {
             }
             ranges = ranges.iter().flat_map(|&(pos, len)| self.source_ranges(pos, len, false)).collect();
         }
+    }
+
+    /// The slices (global ids, sorted, once each) that hold bytes of `ranges` and that the parsed LRU lacks.
+    fn unparsed_slices(&self, ranges: &[(u64, u64)]) -> Vec<u64> {
+        let slice_log = self.data.header.slice_log;
+        let slices = self.data.global_slice_count();
+        let mut missing: Vec<u64> = ranges
+            .iter()
+            .flat_map(|&(pos, len)| (pos >> slice_log)..=((pos + len - 1) >> slice_log))
+            .filter(|&g| g < slices && !self.parsed.contains(g))
+            .collect();
+        missing.sort_unstable();
+        missing.dedup();
+        missing
     }
 
     /// The stream ranges that the matches covering `[pos, pos + len)` copy from. With `top`, the range is a whole

@@ -255,15 +255,8 @@ mod tests {
     use super::*;
 
     fn bases(n: usize, seed: u64) -> Vec<u8> {
-        let mut x = seed | 1;
-        (0..n)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                b"ACGT"[(x >> 60) as usize & 3]
-            })
-            .collect()
+        let mut rng = crate::format::testkit::Rng(seed | 1);
+        (0..n).map(|_| b"ACGT"[rng.range(0, 3) as usize]).collect()
     }
 
     #[test]
