@@ -64,6 +64,7 @@ impl Archive {
 #[cfg(test)]
 mod tests {
     use crate::archive::{Archive, ArchiveOptions};
+    use crate::engine::fake::FakeWholeRange;
     use crate::engine::DecoderChoice;
 
     #[test]
@@ -93,48 +94,6 @@ mod tests {
         assert!(matches!(past, Err(crate::error::Error::InvalidArgument(_))));
     }
 
-    /// A whole-range engine that hands blocks over the way the GPU does, many blocks per sink call (here all of
-    /// them at once), and fails after handing over the blocks before `fail_at`.
-    struct AllAtOnce {
-        cpu: crate::engine::cpu::CpuEngine,
-        fail_at: Option<u64>,
-    }
-
-    impl crate::engine::BlockEngine for AllAtOnce {
-        fn name(&self) -> &'static str {
-            "gpu"
-        }
-
-        fn decode_blocks(&self, ids: &[u64], out: &mut [&mut [u8]]) -> crate::Result<()> {
-            self.cpu.decode_blocks(ids, out)
-        }
-
-        fn stream_blocks(
-            &self,
-            first: u64,
-            end: u64,
-            _redo: crate::engine::Redo<'_>,
-            sink: crate::engine::BytesSink<'_>,
-        ) -> Option<crate::Result<()>> {
-            let stop = self.fail_at.map_or(end, |f| f.clamp(first, end));
-            let mut bytes = Vec::new();
-            for id in first..stop {
-                let mut buf = vec![0u8; self.cpu.data().block_len(id) as usize];
-                if let Err(e) = self.cpu.decode_block(id, &mut buf) {
-                    return Some(Err(e));
-                }
-                bytes.extend_from_slice(&buf);
-            }
-            if let Err(e) = sink(&bytes) {
-                return Some(Err(e));
-            }
-            Some(match self.fail_at {
-                Some(f) if f < end => Err(crate::Error::Gpu(format!("injected failure at block {f}"))),
-                _ => Ok(()),
-            })
-        }
-    }
-
     /// A genome-mode file larger than a few output chunks, streamed from an engine that hands over megabytes of
     /// bases per call (and from one that fails half-way, after which the CPU carries on): the original bytes.
     #[test]
@@ -160,7 +119,7 @@ mod tests {
         let data = std::sync::Arc::new(crate::format::ArchiveData::open(&path).unwrap());
         let blocks = data.block_count();
         for fail_at in [None, Some(blocks / 2)] {
-            let engine = AllAtOnce { cpu: crate::engine::cpu::CpuEngine::new(data.clone()), fail_at };
+            let engine = FakeWholeRange::new(crate::engine::cpu::CpuEngine::new(data.clone()), fail_at, true);
             let options = ArchiveOptions { decoder: DecoderChoice::Gpu, ..ArchiveOptions::default() };
             let archive = Archive::with_engines(data.clone(), options, Some(Box::new(engine)));
             let id = archive.tree().resolve_path(b"g.fa").unwrap();

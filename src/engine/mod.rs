@@ -30,6 +30,8 @@ pub type Redo<'a> = &'a (dyn Fn(u64, &mut [u8]) -> Result<()> + Sync);
 pub type BytesSink<'a> = &'a mut dyn FnMut(&[u8]) -> Result<()>;
 
 pub mod cpu;
+#[cfg(test)]
+pub(crate) mod fake;
 pub mod gpu;
 
 /// Which engine decodes: `-o decoder=` / `--decoder`.

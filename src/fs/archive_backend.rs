@@ -457,44 +457,6 @@ mod tests {
         assert!(read_from(&fs, b, 1000, 4096) == fasta[1000..200_000]);
     }
 
-    /// A whole-range engine for the tests: decodes on the CPU, hands each block over on its own, and fails
-    /// (after handing over what came before) when it reaches block `fail_at`.
-    struct WholeRange {
-        cpu: crate::engine::cpu::CpuEngine,
-        fail_at: Option<u64>,
-        calls: Arc<std::sync::atomic::AtomicU64>,
-    }
-
-    impl crate::engine::BlockEngine for WholeRange {
-        fn name(&self) -> &'static str {
-            "gpu"
-        }
-
-        fn decode_blocks(&self, ids: &[u64], out: &mut [&mut [u8]]) -> crate::Result<()> {
-            self.cpu.decode_blocks(ids, out)
-        }
-
-        fn stream_blocks(
-            &self,
-            first: u64,
-            end: u64,
-            _redo: crate::engine::Redo<'_>,
-            sink: crate::engine::BytesSink<'_>,
-        ) -> Option<crate::Result<()>> {
-            self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            for id in first..end {
-                if Some(id) == self.fail_at {
-                    return Some(Err(crate::Error::Gpu(format!("injected failure at block {id}"))));
-                }
-                let mut buf = vec![0u8; self.cpu.data().block_len(id) as usize];
-                if let Err(e) = self.cpu.decode_block(id, &mut buf).and_then(|()| sink(&buf)) {
-                    return Some(Err(e));
-                }
-            }
-            Some(Ok(()))
-        }
-    }
-
     /// Stream runs take a GPU's whole-range path a window at a time, and where it fails the CPU's sequential
     /// decoder carries on from the first block not handed over: every block comes once, in order, exact.
     #[test]
@@ -513,12 +475,12 @@ mod tests {
             .collect();
         let block_size = data.header.block_size();
         for fail_at in [None, Some(0), Some(blocks / 2), Some(blocks - 1)] {
-            let calls = Arc::new(std::sync::atomic::AtomicU64::new(0));
-            let engine = WholeRange {
-                cpu: crate::engine::cpu::CpuEngine::new(data.clone()),
+            let engine = crate::engine::fake::FakeWholeRange::new(
+                crate::engine::cpu::CpuEngine::new(data.clone()),
                 fail_at,
-                calls: Arc::clone(&calls),
-            };
+                false,
+            );
+            let calls = Arc::clone(&engine.calls);
             let options = ArchiveOptions {
                 decoder: DecoderChoice::Gpu,
                 seq_window_bytes: 2 * block_size,

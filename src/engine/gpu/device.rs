@@ -1067,11 +1067,8 @@ impl Device {
         if !chase && left.last().is_some_and(|&l| l != 0) {
             return Ok(Err(KernelFault { code: 8, unit: 0 }));
         }
-        let used = match left.iter().take_while(|&&c| c != 0).count() as u32 {
-            _ if rounds == 0 => 0,
-            busy if chase => 1 + busy, // round 0, and the chase when round 0 left anything
-            busy => busy + 1,
-        };
+        // The launches that did work: round 0, then the chase or the rounds up to the first that found nothing.
+        let used = if rounds == 0 { 0 } else { left.iter().take_while(|&&c| c != 0).count() as u32 + 1 };
         self.full_ready = variant == FullVariant::Full;
         Ok(Ok(FullRun { device_ms, rounds: used, left }))
     }
