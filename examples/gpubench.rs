@@ -13,7 +13,9 @@
 //!    and the device→host transfer of the whole stream: the time breakdown.
 //! 4. Seek: `--ranges` random byte ranges (1 B … 64 KiB) through the seek path, each compared with the CPU
 //!    bytes; `--latency` random single cold blocks, request→bytes in host memory (host wall clock, including
-//!    the xxh3 check) and device events, p50/p99; `--contig` runs of 1000 contiguous blocks, device time.
+//!    the xxh3 check) and device events, p50/p99; `--contig` runs of 1000 contiguous blocks, device time. All of
+//!    it twice: seeking from the compressed archive, then through the resident parse of the whole archive (its
+//!    match bytes poisoned, so the seeks must produce them).
 //! 5. With `--big-gib G`: writes an archive of at least G GiB by repeating whole table groups of ARCHIVE (back
 //!    distances are relative and every source lies in the same copy, so each repeated block decodes to the same
 //!    bytes), then repeats 2–4 on it, checking against the index hashes and CPU random access.
@@ -23,7 +25,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use aceapex::engine::cpu::CpuEngine;
-use aceapex::engine::gpu::{FullVariant, GpuEngine};
+use aceapex::engine::gpu::{FullVariant, GpuEngine, ResidentSeeks};
 use aceapex::format::tree::{Entry, EntryKind, Tree};
 use aceapex::format::writer::ArchiveWriter;
 use aceapex::format::ArchiveData;
@@ -211,8 +213,15 @@ fn gpu_range(gpu: &GpuEngine, data: &ArchiveData, pos: u64, len: u64) -> BoxResu
     Ok((joined[skip..skip + len as usize].to_vec(), timing.device_ms))
 }
 
-/// Seek path: random ranges against the reference, single-block latency, 1000-block runs.
-fn bench_seek(gpu: &GpuEngine, data: &Arc<ArchiveData>, reference: Option<&[u8]>, o: &Options) -> BoxResult<Value> {
+/// Seek path (`path` names it in the output): random ranges against the reference, single-block latency,
+/// 1000-block runs.
+fn bench_seek(
+    gpu: &GpuEngine,
+    data: &Arc<ArchiveData>,
+    reference: Option<&[u8]>,
+    o: &Options,
+    path: &str,
+) -> BoxResult<Value> {
     let total = data.footer.total_len;
     let nblocks = data.block_count();
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
@@ -238,7 +247,7 @@ fn bench_seek(gpu: &GpuEngine, data: &Arc<ArchiveData>, reference: Option<&[u8]>
         checked_bytes += len;
     }
     println!(
-        "seek: {} random ranges ({checked_bytes} bytes) equal the CPU bytes ({:.1} s)",
+        "seek ({path}): {} random ranges ({checked_bytes} bytes) equal the CPU bytes ({:.1} s)",
         o.ranges,
         started.elapsed().as_secs_f64()
     );
@@ -263,7 +272,8 @@ fn bench_seek(gpu: &GpuEngine, data: &Arc<ArchiveData>, reference: Option<&[u8]>
     }
     let (wall, dev) = (sorted(wall), sorted(dev));
     println!(
-        "one block: host p50 {:.1} us p99 {:.1} us | device p50 {:.1} us p99 {:.1} us ({} cold random blocks)",
+        "one block ({path}): host p50 {:.1} us p99 {:.1} us | device p50 {:.1} us p99 {:.1} us ({} cold random \
+         blocks)",
         percentile(&wall, 0.5),
         percentile(&wall, 0.99),
         percentile(&dev, 0.5),
@@ -300,7 +310,7 @@ fn bench_seek(gpu: &GpuEngine, data: &Arc<ArchiveData>, reference: Option<&[u8]>
     print_profile(gpu, "contiguous run")?;
     let (contig, contig_wall) = (sorted(contig), sorted(contig_wall));
     println!(
-        "{run} contiguous blocks: device median {:.3} ms (min {:.3}), host incl. verify {:.3} ms ({} runs)",
+        "{run} contiguous blocks ({path}): device median {:.3} ms (min {:.3}), host incl. verify {:.3} ms ({} runs)",
         percentile(&contig, 0.5),
         contig.first().copied().unwrap_or(f64::NAN),
         percentile(&contig_wall, 0.5),
@@ -403,7 +413,19 @@ fn bench_archive(path: &Path, o: &Options, with_reference: bool) -> BoxResult<Va
         t.elapsed().as_secs_f64()
     );
     let full = bench_full(&gpu, &data, reference.as_deref(), o.runs)?;
-    let seek = bench_seek(&gpu, &data, reference.as_deref(), o)?;
+    // Seeks from the compressed archive (parsing slices level by level), then through the resident parse of the
+    // whole archive, made here with every match byte of the resident stream poisoned: only literals are there,
+    // so every other byte a seek returns was produced by that seek's chase (and is checked).
+    gpu.set_resident_seeks(ResidentSeeks::Off)?;
+    let seek = bench_seek(&gpu, &data, reference.as_deref(), o, "from the compressed archive")?;
+    gpu.set_resident_seeks(ResidentSeeks::Auto)?;
+    let mut parses = Vec::new();
+    for run in 0..5u8 {
+        parses.push(gpu.full_decode(FullVariant::ParseOnly, Some(0xA5 ^ run))?.device_ms as f64);
+    }
+    let parse_ms = percentile(&sorted(parses), 0.5);
+    println!("resident parse of every slice (made once, before the first resident seek): median {parse_ms:.3} ms");
+    let resident = bench_seek(&gpu, &data, reference.as_deref(), o, "resident parse")?;
     Ok(json!({
         "archive": path.display().to_string(),
         "total_len": data.footer.total_len,
@@ -416,6 +438,8 @@ fn bench_archive(path: &Path, o: &Options, with_reference: bool) -> BoxResult<Va
         "gpu": gpu.description(),
         "full": full,
         "seek": seek,
+        "resident_parse_ms": parse_ms,
+        "seek_resident": resident,
     }))
 }
 

@@ -27,6 +27,9 @@
 //    literal; `seek_resolve` is the alternative that runs the resolve rounds over all parsed slots.
 //    `reset_batch` clears the claims.
 //
+//  * Resident seek: once the full decode's parse has run over every unit (tokens and literals device-resident),
+//    `chase_resident` resolves a request's bytes through those tokens in one launch, with no parse levels.
+//
 // Every length, count and offset read from the archive is checked; a failure is reported once in
 // status[0] = code << 40 | unit, and the host turns it into an error (the caller falls back to the CPU).
 //
@@ -1066,6 +1069,42 @@ extern "C" __global__ void chase_bytes(Ctx c, u32 n, u8* out) {
             u32 k = o - ms;
             u64 kk = dist > k ? k : k % (u32)dist;  // dist <= k < 2^20 here
             p = (b << c.unit_log) + ms + kk - dist;  // >= 0: parse checked dist <= match start
+        }
+    }
+}
+
+// Resident seek (the whole archive parsed once, device-resident: `c` is the full decode's context, tokens of
+// unit u at tok_off[u], literals at their stream positions in c.bytes; the other bytes may hold anything).
+// Resolves every byte of the requested units ids[0..n) by following matches through those tokens to a literal,
+// a thread per byte, at most max_depth hops: a cold request decodes its own bytes and nothing else, and no
+// level of slice parsing stands between the request and its bytes. Output: out[(e << unit_log) + offset].
+extern "C" __global__ void chase_resident(Ctx c, const u32* ids, u32 n, u8* out) {
+    const u64 total = (u64)n << c.unit_log;
+    const u64 mask = (1ull << c.unit_log) - 1;
+    for (u64 g = (u64)blockIdx.x * blockDim.x + threadIdx.x; g < total; g += (u64)gridDim.x * blockDim.x) {
+        u64 id = ids[g >> c.unit_log];
+        u32 off = (u32)(g & mask);
+        if (id >= c.nunits || off >= c.meta[id * META_WORDS + 7]) continue;  // past a short last unit
+        u64 p = (id << c.unit_log) + off;
+        for (u32 hops = 0;; hops++) {
+            u64 b = p >> c.unit_log;
+            u64 tb = c.tok_off[b];
+            u32 ntok = c.meta[b * META_WORDS + 2] + 1;
+            u32 o = (u32)(p & mask);
+            u32 t = last_le(c.tpos + tb, 0, ntok, o);
+            u32 ms = c.mpos[tb + t];
+            if (o < ms || t + 1 == ntok) {
+                out[g] = c.bytes[p];
+                break;
+            }
+            u64 dist = c.back[tb + t];
+            if (hops == c.max_depth || dist == 0) {
+                report(c.status, hops == c.max_depth ? E_DEPTH : E_BACK, b);
+                break;
+            }
+            u32 k = o - ms;
+            u64 kk = dist > k ? k : k % (u32)dist;  // dist <= k < 2^20 here
+            p = (b << c.unit_log) + ms + kk - dist;  // >= 0 and < p: the parse checked dist <= match start
         }
     }
 }

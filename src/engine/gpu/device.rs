@@ -21,6 +21,9 @@ use cudarc::driver::{
 use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions, Ptx};
 
 use super::prep::{self, UnitMeta};
+pub use resident::ResidentSeeks;
+
+mod resident;
 use crate::error::{Error, Result};
 use crate::format::ArchiveData;
 
@@ -40,6 +43,8 @@ const WORKLIST_BYTES: u64 = 512 << 20;
 const RESUME_WORDS: usize = 65;
 /// Bytes of a deferred match per list entry of the full decode's resolve rounds (kernel RESOLVE_PIECE).
 const RESOLVE_PIECE: u64 = 128;
+/// The `levels` key of a resident seek's launch sequence (resident.rs) in `run_seek` and its graphs.
+const RESIDENT_LEVELS: u32 = u32::MAX;
 /// Captured seek graphs kept (one per batch size and level count).
 const MAX_GRAPHS: usize = 64;
 /// Shared memory per warp of the seek's token levels (kernels/decode.cu `CODE_SMEM_BYTES`: a group's LL, ML
@@ -230,6 +235,7 @@ struct Kernels {
     seed: CudaFunction,
     expand: CudaFunction,
     chase: CudaFunction,
+    chase_resident: CudaFunction,
     reset: CudaFunction,
     resolve_round: CudaFunction,
     resolve_chase: CudaFunction,
@@ -284,6 +290,12 @@ pub struct Device {
     /// The last full decode was `FullVariant::Full` and succeeded: `full.bytes` holds the whole stream (its
     /// blocks still unverified; readers check each against the index).
     full_ready: bool,
+    /// Seeks may resolve through the resident parse (resident.rs): whether, and whether it was tried.
+    resident_seeks: ResidentSeeks,
+    resident_tried: bool,
+    /// The last full decode parsed every unit (ParseOnly or Full) and succeeded: `full` holds every unit's
+    /// tokens and every literal at its stream position, which is all `chase_resident` reads.
+    resident: bool,
     events: (CudaEvent, CudaEvent),
     /// Grid of the seek kernels whose work count lives on the device (later levels, literals, resolve rounds),
     /// which stride over it: LEVEL_GRID, or ACEAPEX_GPU_LEVEL_GRID. (Two CTAs per SM was measured slower: a
@@ -405,6 +417,7 @@ impl Device {
             seed: load("seed_batch")?,
             expand: load("expand_ranges")?,
             chase: load("chase_bytes")?,
+            chase_resident: load("chase_resident")?,
             reset: load("reset_batch")?,
             resolve_round: load("resolve_round")?,
             resolve_chase: load("resolve_chase")?,
@@ -467,6 +480,9 @@ impl Device {
             full: None,
             stream_bufs: None,
             full_ready: false,
+            resident_seeks: ResidentSeeks::from_env(),
+            resident_tried: false,
+            resident: false,
             events,
             later_grid,
             skip_requested: std::env::var_os("ACEAPEX_GPU_EXPAND_ALL").is_none(),
@@ -503,6 +519,25 @@ impl Device {
     fn ptr<T>(&self, s: &CudaSlice<T>) -> u64 {
         let (p, _sync) = s.device_ptr(&self.stream);
         p
+    }
+
+    /// The kernels' context over the full decode's buffers (every unit, worklist = identity); `stamps` only when
+    /// the match bytes are to be resolved.
+    fn full_ctx(&self, full: &FullBuffers, stamps: bool) -> KernelCtx {
+        KernelCtx {
+            worklist: self.ptr(&full.worklist),
+            tok_off: self.ptr(&full.tok_off),
+            tpos: self.ptr(&full.tpos),
+            mpos: self.ptr(&full.mpos),
+            lidx: self.ptr(&full.lidx),
+            back: self.ptr(&full.back),
+            bytes: self.ptr(&full.bytes),
+            counters: self.ptr(&full.counters),
+            status: self.ptr(&full.status),
+            stamps: if stamps { self.ptr(&full.stamps) } else { 0 },
+            wl_cap: self.nunits as u32,
+            ..self.base_ctx()
+        }
     }
 
     fn counters_len(&self) -> usize {
@@ -560,8 +595,10 @@ impl Device {
     /// their bytes, block `k` of the request at `k << block_log` of the returned slice, plus the device time of
     /// the sequence in ms. The bytes are not verified here.
     ///
-    /// The sequence first runs only as many levels as batches so far needed (`depth_hint`); if the last level
-    /// still produced source ranges, the batch is run again with all `max_depth` levels and the hint grows.
+    /// When the whole archive's parse is resident (resident.rs; built on the first seek when it fits), the batch
+    /// is one `chase_resident` launch. Otherwise the sequence first runs only as many levels as batches so far
+    /// needed (`depth_hint`); if the last level still produced source ranges, the batch is run again with all
+    /// `max_depth` levels and the hint grows.
     pub fn seek_batch(&mut self, ids: &[u64]) -> Result<std::result::Result<(&[u8], f32), KernelFault>> {
         let n = ids.len();
         if n == 0 || n > self.max_batch() {
@@ -595,6 +632,9 @@ impl Device {
             }
         }
         let n = units;
+        if self.resident_ready() {
+            return self.seek_resident(n);
+        }
         let mut levels = self.depth_hint.min(self.max_depth);
         let mut device_ms = self.run_seek(n, levels)?;
         let counters = self.seek.host_counters.as_slice().map_err(gpu("pinned counters"))?;
@@ -641,7 +681,7 @@ impl Device {
         }
         match self.graphs.get(&key).filter(|_| self.use_graphs) {
             Some(graph) => graph.0.launch().map_err(gpu("graph launch"))?,
-            None => self.enqueue_seek(n, levels)?,
+            None => self.enqueue(n, levels)?,
         }
         self.events.1.record(&stream).map_err(gpu("event"))?;
         stream.synchronize().map_err(gpu("seek batch"))?;
@@ -675,10 +715,19 @@ impl Device {
     fn capture_seek(&mut self, n: usize, levels: u32) -> Result<CudaGraph> {
         let stream = self.stream.clone();
         stream.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED).map_err(gpu("begin capture"))?;
-        let enqueued = self.enqueue_seek(n, levels);
+        let enqueued = self.enqueue(n, levels);
         let graph = stream.end_capture(CUgraphInstantiate_flags(0)).map_err(gpu("end capture"));
         enqueued?;
         graph?.ok_or_else(|| Error::Gpu("capture produced no graph".into()))
+    }
+
+    /// Enqueues the sequence `levels` names: the resident chase ([`RESIDENT_LEVELS`]) or the seek's levels.
+    fn enqueue(&mut self, n: usize, levels: u32) -> Result<()> {
+        if levels == RESIDENT_LEVELS {
+            self.enqueue_resident(n)
+        } else {
+            self.enqueue_seek(n, levels)
+        }
     }
 
     /// Enqueues the seek sequence on the stream (or into a capture): ids up, seed, levels, chase, results and
@@ -951,6 +1000,7 @@ impl Device {
         poison: Option<u8>,
     ) -> Result<std::result::Result<FullRun, KernelFault>> {
         self.full_ready = false;
+        self.resident = false;
         self.ensure_full()?;
         let n = self.nunits as u32;
         let stream = self.stream.clone();
@@ -965,20 +1015,7 @@ impl Device {
                 .map_err(gpu("poison"))?;
         }
         let full = self.full.as_ref().expect("ensured above");
-        let c = KernelCtx {
-            worklist: self.ptr(&full.worklist),
-            tok_off: self.ptr(&full.tok_off),
-            tpos: self.ptr(&full.tpos),
-            mpos: self.ptr(&full.mpos),
-            lidx: self.ptr(&full.lidx),
-            back: self.ptr(&full.back),
-            bytes: self.ptr(&full.bytes),
-            counters: self.ptr(&full.counters),
-            status: self.ptr(&full.status),
-            stamps: if variant == FullVariant::Full { self.ptr(&full.stamps) } else { 0 },
-            wl_cap: n,
-            ..self.base_ctx()
-        };
+        let c = self.full_ctx(full, variant == FullVariant::Full);
         let lists: Vec<u64> = full.lists.iter().map(|l| self.ptr(l)).collect();
         let trim = u32::from(self.resolve_trim);
         let counts_ptr = self.ptr(&full.list_counts);
@@ -1070,6 +1107,7 @@ impl Device {
         // The launches that did work: round 0, then the chase or the rounds up to the first that found nothing.
         let used = if rounds == 0 { 0 } else { left.iter().take_while(|&&c| c != 0).count() as u32 + 1 };
         self.full_ready = variant == FullVariant::Full;
+        self.resident = matches!(variant, FullVariant::ParseOnly | FullVariant::Full);
         Ok(Ok(FullRun { device_ms, rounds: used, left }))
     }
 

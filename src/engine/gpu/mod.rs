@@ -9,6 +9,10 @@
 //! requested byte is resolved to a literal. Results come back through pinned memory and
 //! are checked against the index's xxh3 before they are returned: this engine never hands out wrong bytes.
 //!
+//! Resident seeks (device/resident.rs): on the first seek, when it fits in device memory, every slice of the
+//! archive is parsed once (tokens and literals stay device-resident, about a millisecond for a 31 MB archive);
+//! from then on a batch resolves its requested bytes through those tokens in one launch, with no parse levels.
+//!
 //! Without a GPU, driver or NVRTC, `try_new` fails fast with a one-line reason (never a panic) and the caller
 //! uses the CPU engine. A failed batch returns `Err` and the caller decodes it on the CPU.
 //!
@@ -30,7 +34,7 @@ use rayon::prelude::*;
 use xxhash_rust::xxh3::xxh3_64;
 
 use device::Device;
-pub use device::{compile_check, FullRun, FullVariant, KernelFault};
+pub use device::{compile_check, FullRun, FullVariant, KernelFault, ResidentSeeks};
 
 use crate::engine::{BlockEngine, BytesSink, Redo};
 use crate::error::{Error, Result};
@@ -299,6 +303,13 @@ impl GpuEngine {
         self.lock()?.full_decode(variant, poison)?.map_err(KernelFault::into_error)
     }
 
+    /// Chooses whether later seeks may resolve through the resident parse of the whole archive (the default when
+    /// it fits in device memory; see device/resident.rs) or always parse from the compressed archive.
+    pub fn set_resident_seeks(&self, mode: ResidentSeeks) -> Result<()> {
+        self.lock()?.set_resident_seeks(mode);
+        Ok(())
+    }
+
     /// With ACEAPEX_GPU_SEEK_PROFILE=1 in the environment at engine start: the average device µs per seek
     /// sequence spent in each stage since the last reset (a diagnostic; seeks then run without CUDA graphs).
     pub fn seek_profile(&self, reset: bool) -> Result<Option<Vec<(&'static str, f64)>>> {
@@ -529,11 +540,15 @@ mod tests {
             return;
         };
         assert!(engine.full_decode(FullVariant::Full, None).is_err(), "full decode past the depth bound");
+        // The first seek parses the archive resident (the parse does not follow sources) and chases through it.
+        assert!(engine.decode_blocks(&[last], &mut [&mut buf[..]]).is_err(), "resident seek past the depth bound");
+        engine.set_resident_seeks(ResidentSeeks::Off).unwrap();
         assert!(engine.decode_blocks(&[last], &mut [&mut buf[..]]).is_err(), "seek past the depth bound");
     }
 
-    /// On a machine with a GPU: every block through the seek path and the full device decode equal the reference
-    /// stream, for every lane count the format allows and several slice sizes. Elsewhere the test has nothing to
+    /// On a machine with a GPU: every block through both seek paths (from the compressed archive, and through the
+    /// resident parse) and the full device decode equal the reference stream, for every lane count the format
+    /// allows and several slice sizes. Elsewhere the test has nothing to
     /// run and passes.
     #[test]
     fn gpu_bytes_equal_the_reference_when_a_gpu_is_present() {
@@ -553,22 +568,32 @@ mod tests {
                 eprintln!("no GPU: GPU bit-exactness test skipped");
                 return;
             };
-            let what = format!("lanes {lanes}, slice_log {slice_log}, mutated copies {mutate}");
-            let ids: Vec<u64> = (0..data.block_count()).collect();
-            let mut bufs: Vec<Vec<u8>> = ids.iter().map(|&id| vec![0; data.block_len(id) as usize]).collect();
-            let mut outs: Vec<&mut [u8]> = bufs.iter_mut().map(|b| b.as_mut_slice()).collect();
-            engine.decode_blocks(&ids, &mut outs).unwrap();
-            assert_eq!(bufs.concat(), stream, "seek path, all blocks, {what}");
-            // Single blocks and short runs (cold: nothing is kept between batches), the last block included.
-            let n = data.block_count();
-            for first in [0, n / 3, n / 2, n - 1] {
-                let ids: Vec<u64> = (first..(first + 3).min(n)).collect();
+            // Seeks from the compressed archive, then through the resident parse with every match byte of the
+            // resident stream poisoned (only the literals are there: the chase must produce every other byte).
+            for mode in [ResidentSeeks::Off, ResidentSeeks::Auto] {
+                engine.set_resident_seeks(mode).unwrap();
+                if mode == ResidentSeeks::Auto {
+                    engine.full_decode(FullVariant::ParseOnly, Some(0xA5)).unwrap();
+                }
+                let what = format!("lanes {lanes}, slice_log {slice_log}, mutated copies {mutate}, {mode:?}");
+                let ids: Vec<u64> = (0..data.block_count()).collect();
                 let mut bufs: Vec<Vec<u8>> = ids.iter().map(|&id| vec![0; data.block_len(id) as usize]).collect();
                 let mut outs: Vec<&mut [u8]> = bufs.iter_mut().map(|b| b.as_mut_slice()).collect();
                 engine.decode_blocks(&ids, &mut outs).unwrap();
-                let start = (first << data.header.block_log) as usize;
-                assert_eq!(bufs.concat(), stream[start..start + bufs.iter().map(Vec::len).sum::<usize>()], "{what}");
+                assert_eq!(bufs.concat(), stream, "seek path, all blocks, {what}");
+                // Single blocks and short runs (cold: nothing is kept between batches), the last block included.
+                let n = data.block_count();
+                for first in [0, n / 3, n / 2, n - 1] {
+                    let ids: Vec<u64> = (first..(first + 3).min(n)).collect();
+                    let mut bufs: Vec<Vec<u8>> = ids.iter().map(|&id| vec![0; data.block_len(id) as usize]).collect();
+                    let mut outs: Vec<&mut [u8]> = bufs.iter_mut().map(|b| b.as_mut_slice()).collect();
+                    engine.decode_blocks(&ids, &mut outs).unwrap();
+                    let start = (first << data.header.block_log) as usize;
+                    let len = bufs.iter().map(Vec::len).sum::<usize>();
+                    assert_eq!(bufs.concat(), stream[start..start + len], "{what}");
+                }
             }
+            let what = format!("lanes {lanes}, slice_log {slice_log}, mutated copies {mutate}");
             for variant in [FullVariant::EntropyOnly, FullVariant::ParseNoLiterals, FullVariant::ParseOnly] {
                 engine.full_decode(variant, None).unwrap();
             }

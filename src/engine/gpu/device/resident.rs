@@ -1,0 +1,156 @@
+//! Resident seeks: every slice of the archive parsed once and kept on the device, so that a request resolves its
+//! bytes in one launch (`chase_resident` in kernels/decode.cu) instead of parsing slices level by level.
+//!
+//! Why: a seek from the compressed archive parses the requested slices, then the slices their sources lie in, up
+//! to `max_depth` dependent levels, each a serial rANS decode of whole slices (one thread per slice with K = 1):
+//! 0.5–0.9 ms for one cold 16 KiB block on the H200, however few bytes the request needs. The full decode's parse
+//! stage decodes every slice of the archive at once (about a millisecond for a 31 MB archive, 8.5 ms for 4.4 GB)
+//! and leaves every unit's tokens and every literal device-resident. After it a request costs a byte-parallel
+//! chase of at most `max_depth` hops per byte through those tokens: its own bytes, nothing else, so the random
+//! access contract (work ∝ bytes × depth) holds per request. No match byte is produced ahead of a request.
+//!
+//! The parse runs once, on the first seek, when the full decode's buffers fit in half of the device's free
+//! memory; a complete full decode (a streamed range) leaves the same state. Otherwise, after any fault, and with
+//! `ACEAPEX_GPU_SEEK_RESIDENT=0`, seeks parse from the compressed archive as before. The bytes are checked
+//! against the index like every seek's (GpuEngine::decode_chunk).
+
+use cudarc::driver::{result, LaunchConfig, PushKernelArg};
+
+use super::{gpu, grid_for, prep, Device, FullVariant, KernelCtx, KernelFault, RESIDENT_LEVELS, RESOLVE_PIECE};
+use crate::error::{Error, Result};
+
+/// Whether seeks may use the resident parse (`ACEAPEX_GPU_SEEK_RESIDENT=0` turns it off, for comparison).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResidentSeeks {
+    /// Parse the whole archive on the first seek when it fits in device memory, then chase through it.
+    Auto,
+    /// Always seek from the compressed archive.
+    Off,
+}
+
+impl ResidentSeeks {
+    pub(super) fn from_env() -> ResidentSeeks {
+        match std::env::var("ACEAPEX_GPU_SEEK_RESIDENT").as_deref() {
+            Ok("0") | Ok("off") => ResidentSeeks::Off,
+            _ => ResidentSeeks::Auto,
+        }
+    }
+}
+
+impl Device {
+    /// Chooses whether later seeks may use the resident parse (benchmarks compare both paths).
+    pub fn set_resident_seeks(&mut self, mode: ResidentSeeks) {
+        self.resident_seeks = mode;
+        self.resident_tried = false;
+    }
+
+    /// Device bytes the full decode's buffers take (`Device::ensure_full`), for the memory check.
+    fn full_footprint(&self) -> u64 {
+        let units = self.nunits;
+        let tokens: u64 = self.meta_host.words.chunks_exact(prep::META_WORDS).map(|row| row[2] as u64 + 1).sum();
+        let stream = units << self.unit_log;
+        let pieces = tokens + stream / RESOLVE_PIECE;
+        // bytes + stamps, four token arrays (u32 ×3, u64), four lists of u64, per-unit worklist/offsets/tasks.
+        2 * stream + (tokens + 1) * 20 + pieces * 32 + units * 16
+    }
+
+    /// True when this seek may go through the resident parse, running that parse first if it has not been tried.
+    /// A failure to build it is logged and leaves seeks on the compressed path.
+    pub(super) fn resident_ready(&mut self) -> bool {
+        if self.resident_seeks == ResidentSeeks::Off {
+            return false;
+        }
+        if !self.resident && !self.resident_tried {
+            self.resident_tried = true;
+            self.build_resident();
+        }
+        self.resident
+    }
+
+    /// Runs the parse of every unit (the full decode's ParseOnly stage) when its buffers fit in half the free
+    /// device memory (or are already allocated).
+    fn build_resident(&mut self) {
+        let need = self.full_footprint();
+        let free = result::mem_get_info().map(|(free, _)| free as u64).unwrap_or(0);
+        if self.full.is_none() && need > free / 2 {
+            tracing::info!(
+                "GPU seeks parse from the compressed archive: a resident parse needs {} MB of device memory, {} MB free",
+                need >> 20,
+                free >> 20
+            );
+            return;
+        }
+        let started = std::time::Instant::now();
+        match self.full_decode(FullVariant::ParseOnly, None) {
+            Ok(Ok(run)) => tracing::info!(
+                "GPU seeks resolve through the resident parse of all {} slices ({:.2} ms device, {:.1} ms with \
+                 allocation, {} MB of device memory)",
+                self.nunits,
+                run.device_ms,
+                started.elapsed().as_secs_f64() * 1e3,
+                need >> 20
+            ),
+            Ok(Err(fault)) => {
+                tracing::info!("GPU seeks parse from the compressed archive: the resident parse failed ({fault:?})")
+            }
+            Err(e) => tracing::info!("GPU seeks parse from the compressed archive: the resident parse failed ({e})"),
+        }
+    }
+
+    /// One resident seek over the `n` unit ids already in pinned memory: bytes of the requested units at
+    /// `k << unit_log`, and the device ms. Faults (a chain deeper than max_depth) come back as `Ok(Err)`.
+    pub(super) fn seek_resident(&mut self, n: usize) -> Result<std::result::Result<(&[u8], f32), KernelFault>> {
+        let device_ms = self.run_seek(n, RESIDENT_LEVELS)?;
+        let status = self.seek.host_status.as_slice().map_err(gpu("pinned status"))?[0];
+        if let Some(fault) = KernelFault::from_status(status) {
+            return Ok(Err(fault));
+        }
+        let out = self.seek.host_out.as_slice().map_err(gpu("pinned output"))?;
+        Ok(Ok((&out[..n << self.unit_log], device_ms)))
+    }
+
+    /// Enqueues a resident seek (or records it into a graph): ids up, `chase_resident`, bytes and status down,
+    /// status cleared. Uses the pinned buffers' raw pointers, so nothing here waits on the host.
+    pub(super) fn enqueue_resident(&mut self, n: usize) -> Result<()> {
+        let full = self.full.as_ref().ok_or_else(|| Error::Gpu("no resident parse".into()))?;
+        let status = self.ptr(&self.seek.status);
+        let c = KernelCtx { status, ..self.full_ctx(full, false) };
+        let (ids_ptr, out_ptr) = (self.ptr(&self.seek.ids), self.ptr(&self.seek.out));
+        let out_bytes = n << self.unit_log;
+        let n32 = n as u32;
+        let stream = self.stream.clone();
+        let cu = stream.cu_stream();
+        let s = &mut self.seek;
+        let host_ids = s.host_ids.as_mut_slice().map_err(gpu("pinned ids"))?.as_ptr();
+        let host_out = s.host_out.as_mut_slice().map_err(gpu("pinned output"))?.as_mut_ptr();
+        let host_status = s.host_status.as_mut_slice().map_err(gpu("pinned status"))?.as_mut_ptr();
+        let cfg = LaunchConfig {
+            grid_dim: (grid_for(out_bytes as u64, 256, 132 * 16), 1, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: the pinned buffers hold at least n unit ids (seek_batch filled them, n <= the batch's units),
+        // n << unit_log result bytes and one status word; the device buffers `ids` and `out` are as large; all
+        // live as long as this Device, and run_seek synchronises before anything reads or reuses them. The launch
+        // matches chase_resident(Ctx, const u32*, u32, u8*); `c` points at the full decode's buffers, which hold
+        // every unit's tokens (tok_off is their exact prefix sum) and the whole stream's bytes.
+        unsafe {
+            result::memcpy_htod_async(ids_ptr, std::slice::from_raw_parts(host_ids, n), cu)
+                .map_err(gpu("ids upload"))?;
+            stream
+                .launch_builder(&self.kernels.chase_resident)
+                .arg(&c)
+                .arg(&ids_ptr)
+                .arg(&n32)
+                .arg(&out_ptr)
+                .launch(cfg)
+                .map_err(gpu("resident chase"))?;
+            result::memcpy_dtoh_async(std::slice::from_raw_parts_mut(host_out, out_bytes), out_ptr, cu)
+                .map_err(gpu("result copy"))?;
+            result::memcpy_dtoh_async(std::slice::from_raw_parts_mut(host_status, 1), status, cu)
+                .map_err(gpu("status copy"))?;
+            result::memset_d8_async(status, 0, 8, cu).map_err(gpu("reset"))?;
+        }
+        Ok(())
+    }
+}
