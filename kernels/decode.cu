@@ -1078,33 +1078,63 @@ extern "C" __global__ void chase_bytes(Ctx c, u32 n, u8* out) {
 // Resolves every byte of the requested units ids[0..n) by following matches through those tokens to a literal,
 // a thread per byte, at most max_depth hops: a cold request decodes its own bytes and nothing else, and no
 // level of slice parsing stands between the request and its bytes. Output: out[(e << unit_log) + offset].
+//
+// A warp takes 32 consecutive bytes of one unit (unit_log >= 9). Their tokens are found together: lane 0
+// searches the token of the first byte, the warp loads the next 32 token starts (32 bytes span at most 17
+// tokens, every match being >= 2 bytes), and each lane finds its own by a search over those lanes' values —
+// shuffles instead of a binary search through global memory per byte. Literals (most bytes of a genome) are
+// then one load; a match byte follows its sources by binary search in each source unit.
 extern "C" __global__ void chase_resident(Ctx c, const u32* ids, u32 n, u8* out) {
     const u64 total = (u64)n << c.unit_log;
     const u64 mask = (1ull << c.unit_log) - 1;
+    const u32 lane = threadIdx.x & 31;
+    // total and the grid stride are multiples of 32, so the lanes of a warp run the same iterations.
     for (u64 g = (u64)blockIdx.x * blockDim.x + threadIdx.x; g < total; g += (u64)gridDim.x * blockDim.x) {
-        u64 id = ids[g >> c.unit_log];
-        u32 off = (u32)(g & mask);
-        if (id >= c.nunits || off >= c.meta[id * META_WORDS + 7]) continue;  // past a short last unit
+        const u64 id = ids[g >> c.unit_log];
+        const u32 off = (u32)(g & mask);
+        const bool unit_ok = id < c.nunits;
+        const u32 len = unit_ok ? c.meta[id * META_WORDS + 7] : 0;
+        const u64 tb = unit_ok ? c.tok_off[id] : 0;
+        const u32 ntok = unit_ok ? c.meta[id * META_WORDS + 2] + 1 : 1;
+        const u32 first = off - lane;  // the warp's first byte in the unit
+        u32 t0 = 0;
+        if (lane == 0 && unit_ok && first < len) t0 = last_le(c.tpos + tb, 0, ntok, first);
+        t0 = __shfl_sync(FULL_MASK, t0, 0);
+        // v = start of token t0 + 1 + lane (tpos strictly increases; past the last token: never <= off).
+        const u32 v = unit_ok && t0 + 1 + lane < ntok ? c.tpos[tb + t0 + 1 + lane] : 0xFFFFFFFFu;
+        u32 k = 0;  // how many of the lanes' starts are <= off
+        for (u32 step = 16; step > 0; step >>= 1) {
+            const u32 probe = __shfl_sync(FULL_MASK, v, k + step - 1);
+            if (probe <= off) k += step;
+        }
+        if (!unit_ok || off >= len) continue;  // past a short last unit
+        u32 t = t0 + k;
+        u64 b = id;
         u64 p = (id << c.unit_log) + off;
+        u32 o = off;
+        u64 tbase = tb;
+        u32 nt = ntok;
         for (u32 hops = 0;; hops++) {
-            u64 b = p >> c.unit_log;
-            u64 tb = c.tok_off[b];
-            u32 ntok = c.meta[b * META_WORDS + 2] + 1;
-            u32 o = (u32)(p & mask);
-            u32 t = last_le(c.tpos + tb, 0, ntok, o);
-            u32 ms = c.mpos[tb + t];
-            if (o < ms || t + 1 == ntok) {
+            if (hops > 0) {
+                b = p >> c.unit_log;
+                tbase = c.tok_off[b];
+                nt = c.meta[b * META_WORDS + 2] + 1;
+                o = (u32)(p & mask);
+                t = last_le(c.tpos + tbase, 0, nt, o);
+            }
+            const u32 ms = c.mpos[tbase + t];
+            if (o < ms || t + 1 == nt) {
                 out[g] = c.bytes[p];
                 break;
             }
-            u64 dist = c.back[tb + t];
+            const u64 dist = c.back[tbase + t];
             if (hops == c.max_depth || dist == 0) {
                 report(c.status, hops == c.max_depth ? E_DEPTH : E_BACK, b);
                 break;
             }
-            u32 k = o - ms;
-            u64 kk = dist > k ? k : k % (u32)dist;  // dist <= k < 2^20 here
-            p = (b << c.unit_log) + ms + kk - dist;  // >= 0 and < p: the parse checked dist <= match start
+            const u32 kk = o - ms;
+            const u64 from = dist > kk ? kk : kk % (u32)dist;  // dist <= kk < 2^20 here
+            p = (b << c.unit_log) + ms + from - dist;  // >= 0 and < p: the parse checked dist <= match start
         }
     }
 }
