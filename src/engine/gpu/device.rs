@@ -166,6 +166,9 @@ pub struct FullRun {
     pub rounds: u32,
     /// Pieces of matches left with unresolved bytes after each round.
     pub left: Vec<u32>,
+    /// Device ms of the chase alone (the default resolution; None without it): the time breakdown's split of
+    /// match resolution into round 0 and the chase of what round 0 left.
+    pub chase_ms: Option<f32>,
 }
 
 /// Buffers of the device-resident full decode, allocated on first use.
@@ -1034,6 +1037,10 @@ impl Device {
             FullVariant::Full => self.max_depth + 1,
             _ => 0,
         };
+        let chase_start = match chase {
+            true => Some(self.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(gpu("event"))?),
+            false => None,
+        };
         self.events.0.record(&stream).map_err(gpu("event"))?;
         // SAFETY: arguments match parse_k<K>(Ctx, u32, u32), resolve_round(Ctx, u32, u32*, u32, u32, u64*, u64*,
         // u64*, u64*, u32*, u32, u32) and resolve_chase(Ctx, u64*, u64*, u32*, u32); `c` points at the
@@ -1077,6 +1084,9 @@ impl Device {
                     .launch(if round == 0 { first_round } else { later_round })
                     .map_err(gpu("resolve launch"))?;
             }
+            if let Some(event) = &chase_start {
+                event.record(&stream).map_err(gpu("event"))?;
+            }
             if chase {
                 // Round 0 wrote its list to lists[0] (entries) and lists[2] (spans), counted in list_counts[0].
                 stream
@@ -1093,6 +1103,10 @@ impl Device {
         self.events.1.record(&stream).map_err(gpu("event"))?;
         stream.synchronize().map_err(gpu("full decode"))?;
         let device_ms = self.events.0.elapsed_ms(&self.events.1).map_err(gpu("event timing"))?;
+        let chase_ms = match &chase_start {
+            Some(event) => Some(event.elapsed_ms(&self.events.1).map_err(gpu("event timing"))?),
+            None => None,
+        };
         let status = stream.clone_dtoh(&full.status).map_err(gpu("status copy"))?[0];
         if let Some(fault) = KernelFault::from_status(status) {
             return Ok(Err(fault));
@@ -1108,7 +1122,7 @@ impl Device {
         let used = if rounds == 0 { 0 } else { left.iter().take_while(|&&c| c != 0).count() as u32 + 1 };
         self.full_ready = variant == FullVariant::Full;
         self.resident = matches!(variant, FullVariant::ParseOnly | FullVariant::Full);
-        Ok(Ok(FullRun { device_ms, rounds: used, left }))
+        Ok(Ok(FullRun { device_ms, rounds: used, left, chase_ms }))
     }
 
     /// Whether a complete full decode is resident (see [`Device::stream_full`]).
