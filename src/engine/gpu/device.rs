@@ -804,18 +804,8 @@ impl Device {
         let list_counts = self.ptr(&self.seek.list_counts);
         let (counters, pool, status) =
             (self.ptr(&self.seek.counters), self.ptr(&self.seek.pool_used), self.ptr(&self.seek.status));
-        // Stage events for ACEAPEX_GPU_SEEK_PROFILE (never while capturing a graph: profiling disables graphs).
-        let profiling = self.profile.is_some();
-        let ctx = self.ctx.clone();
         let mut marks: Vec<(&'static str, CudaEvent)> = Vec::new();
-        let mut mark = |stage: &'static str| -> Result<()> {
-            if profiling {
-                let event = ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(gpu("event"))?;
-                event.record(&stream).map_err(gpu("event"))?;
-                marks.push((stage, event));
-            }
-            Ok(())
-        };
+        let mut mark = self.stage_marker(&mut marks);
         // SAFETY (copies): the pinned buffers hold at least max_batch << (block_log - unit_log) unit ids and
         // max_batch << block_log result bytes, one status word and counters_len counters; n is at most that many
         // units (seek_batch); the device buffers are at least as large. They live as long as this Device, which
@@ -922,10 +912,29 @@ impl Device {
             result::memset_d8_async(list_counts, 0, list_counts_len * 4, cu).map_err(gpu("reset"))?;
             mark("copies + reset")?;
         }
+        drop(mark); // ends its borrow of `marks`
         if let Some(profile) = self.profile.as_mut() {
             profile.marks = marks;
         }
         Ok(())
+    }
+
+    /// Records a stage event into `marks` for ACEAPEX_GPU_SEEK_PROFILE (a no-op otherwise; never while capturing
+    /// a graph: profiling disables graphs). `run_seek` turns the events into per-stage times.
+    fn stage_marker<'a>(
+        &self,
+        marks: &'a mut Vec<(&'static str, CudaEvent)>,
+    ) -> impl FnMut(&'static str) -> Result<()> + 'a {
+        let profiling = self.profile.is_some();
+        let (ctx, stream) = (self.ctx.clone(), self.stream.clone());
+        move |stage| {
+            if profiling {
+                let event = ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(gpu("event"))?;
+                event.record(&stream).map_err(gpu("event"))?;
+                marks.push((stage, event));
+            }
+            Ok(())
+        }
     }
 
     fn ensure_full(&mut self) -> Result<()> {

@@ -124,6 +124,8 @@ impl Device {
         let host_ids = s.host_ids.as_mut_slice().map_err(gpu("pinned ids"))?.as_ptr();
         let host_out = s.host_out.as_mut_slice().map_err(gpu("pinned output"))?.as_mut_ptr();
         let host_status = s.host_status.as_mut_slice().map_err(gpu("pinned status"))?.as_mut_ptr();
+        let mut marks = Vec::new();
+        let mut mark = self.stage_marker(&mut marks);
         let cfg = LaunchConfig {
             grid_dim: (grid_for(out_bytes as u64, 256, 132 * 16), 1, 1),
             block_dim: (256, 1, 1),
@@ -145,11 +147,17 @@ impl Device {
                 .arg(&out_ptr)
                 .launch(cfg)
                 .map_err(gpu("resident chase"))?;
+            mark("ids + resident chase")?;
             result::memcpy_dtoh_async(std::slice::from_raw_parts_mut(host_out, out_bytes), out_ptr, cu)
                 .map_err(gpu("result copy"))?;
             result::memcpy_dtoh_async(std::slice::from_raw_parts_mut(host_status, 1), status, cu)
                 .map_err(gpu("status copy"))?;
             result::memset_d8_async(status, 0, 8, cu).map_err(gpu("reset"))?;
+            mark("copies + reset")?;
+        }
+        drop(mark); // ends its borrow of `marks`
+        if let Some(profile) = self.profile.as_mut() {
+            profile.marks = marks;
         }
         Ok(())
     }
