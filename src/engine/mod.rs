@@ -29,6 +29,7 @@ pub type Redo<'a> = &'a (dyn Fn(u64, &mut [u8]) -> Result<()> + Sync);
 /// Receives decoded bytes in stream order; an error stops the producer.
 pub type BytesSink<'a> = &'a mut dyn FnMut(&[u8]) -> Result<()>;
 
+pub mod auto;
 pub mod cpu;
 #[cfg(test)]
 pub(crate) mod fake;
