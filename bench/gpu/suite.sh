@@ -108,6 +108,11 @@ if want genome; then
     run 120 ./carry/gpubench "$work/$a.acx" --runs 3 --ranges "$ranges" --latency 500 --contig 5 \
       --json "$out/json/$a.json" || rc=1
   done
+  # Where a seek's device time goes, by stage (events between launches, no CUDA graphs): both seek paths.
+  for a in atha-genome atha-general; do
+    run 60 env ACEAPEX_GPU_SEEK_PROFILE=1 ./carry/gpubench "$work/$a.acx" --runs 1 --ranges 100 --latency 200 \
+      --contig 5 >/dev/null || rc=1
+  done
   for a in atha-genome atha-general; do cat_both "$work/$a.acx" atha.fa carry/atha.fa; done
 fi
 if want mount && [ -x carry/aceapex-mount ]; then
