@@ -287,7 +287,7 @@ fn bench_seek(
         percentile(&dev, 0.99),
         o.latency
     );
-    print_profile(gpu, "one block")?;
+    print_profile(gpu, &format!("one block, {path}"))?;
 
     // 1000 contiguous blocks.
     let run = 1000.min(nblocks);
@@ -314,7 +314,7 @@ fn bench_seek(
             }
         }
     }
-    print_profile(gpu, "contiguous run")?;
+    print_profile(gpu, &format!("contiguous run, {path}"))?;
     let (contig, contig_wall) = (sorted(contig), sorted(contig_wall));
     println!(
         "{run} contiguous blocks ({path}): device median {:.3} ms (min {:.3}), host incl. verify {:.3} ms ({} runs)",
