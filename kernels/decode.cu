@@ -1082,9 +1082,31 @@ extern "C" __global__ void chase_bytes(Ctx c, u32 n, u8* out) {
 // A warp takes 32 consecutive bytes of one unit (unit_log >= 9). Their tokens are found together: lane 0
 // searches the token of the first byte, the warp loads the next 32 token starts (32 bytes span at most 17
 // tokens, every match being >= 2 bytes), and each lane finds its own by a search over those lanes' values —
-// shuffles instead of a binary search through global memory per byte. Literals (most bytes of a genome) are
-// then one load; a match byte follows its sources by binary search in each source unit.
-extern "C" __global__ void chase_resident(Ctx c, const u32* ids, u32 n, u8* out) {
+// shuffles instead of a search through global memory per byte. Literals (most bytes of a genome) are then one
+// load; a match byte follows its sources, finding each source's token through the token index.
+// Token index of the resident parse: for every unit and every TOKEN_BUCKET-byte bucket of it, the token covering
+// the bucket's first byte (a thread per bucket). A lookup then starts at most a bucket's tokens before its
+// answer and scans forward through one or two cache lines of tpos, instead of a binary search of ~10
+// dependent loads.
+#define TOKEN_BUCKET_LOG 6
+extern "C" __global__ void index_tokens(Ctx c, u32* index) {
+    const u32 per_unit_log = c.unit_log - TOKEN_BUCKET_LOG;
+    const u64 total = c.nunits << per_unit_log;
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (u64)gridDim.x * blockDim.x) {
+        const u64 u = i >> per_unit_log;
+        const u32 o = (u32)(i & ((1u << per_unit_log) - 1)) << TOKEN_BUCKET_LOG;
+        index[i] = last_le(c.tpos + c.tok_off[u], 0, c.meta[u * META_WORDS + 2] + 1, o);
+    }
+}
+
+// The token of unit offset `o` among the unit's `ntok` tokens at `tp`, from the unit's row of the token index.
+__device__ __forceinline__ u32 indexed_token(const u32* tp, const u32* row, u32 ntok, u32 o) {
+    u32 t = row[o >> TOKEN_BUCKET_LOG];
+    while (t + 1 < ntok && tp[t + 1] <= o) t++;
+    return t;
+}
+
+extern "C" __global__ void chase_resident(Ctx c, const u32* ids, u32 n, u8* out, const u32* index) {
     const u64 total = (u64)n << c.unit_log;
     const u64 mask = (1ull << c.unit_log) - 1;
     const u32 lane = threadIdx.x & 31;
@@ -1097,8 +1119,9 @@ extern "C" __global__ void chase_resident(Ctx c, const u32* ids, u32 n, u8* out)
         const u64 tb = unit_ok ? c.tok_off[id] : 0;
         const u32 ntok = unit_ok ? c.meta[id * META_WORDS + 2] + 1 : 1;
         const u32 first = off - lane;  // the warp's first byte in the unit
+        const u32 per_unit_log = c.unit_log - TOKEN_BUCKET_LOG;
         u32 t0 = 0;
-        if (lane == 0 && unit_ok && first < len) t0 = last_le(c.tpos + tb, 0, ntok, first);
+        if (lane == 0 && unit_ok && first < len) t0 = indexed_token(c.tpos + tb, index + (id << per_unit_log), ntok, first);
         t0 = __shfl_sync(FULL_MASK, t0, 0);
         // v = start of token t0 + 1 + lane (tpos strictly increases; past the last token: never <= off).
         const u32 v = unit_ok && t0 + 1 + lane < ntok ? c.tpos[tb + t0 + 1 + lane] : 0xFFFFFFFFu;
@@ -1120,7 +1143,7 @@ extern "C" __global__ void chase_resident(Ctx c, const u32* ids, u32 n, u8* out)
                 tbase = c.tok_off[b];
                 nt = c.meta[b * META_WORDS + 2] + 1;
                 o = (u32)(p & mask);
-                t = last_le(c.tpos + tbase, 0, nt, o);
+                t = indexed_token(c.tpos + tbase, index + (b << per_unit_log), nt, o);
             }
             const u32 ms = c.mpos[tbase + t];
             if (o < ms || t + 1 == nt) {

@@ -239,6 +239,7 @@ struct Kernels {
     expand: CudaFunction,
     chase: CudaFunction,
     chase_resident: CudaFunction,
+    index_tokens: CudaFunction,
     reset: CudaFunction,
     resolve_round: CudaFunction,
     resolve_chase: CudaFunction,
@@ -299,6 +300,9 @@ pub struct Device {
     /// The last full decode parsed every unit (ParseOnly or Full) and succeeded: `full` holds every unit's
     /// tokens and every literal at its stream position, which is all `chase_resident` reads.
     resident: bool,
+    /// The resident parse's token index (kernel `index_tokens`), built with the first resident seek. It depends
+    /// only on the tokens, which every full decode of this archive rewrites with the same values.
+    token_index: Option<CudaSlice<u32>>,
     events: (CudaEvent, CudaEvent),
     /// Grid of the seek kernels whose work count lives on the device (later levels, literals, resolve rounds),
     /// which stride over it: LEVEL_GRID, or ACEAPEX_GPU_LEVEL_GRID. (Two CTAs per SM was measured slower: a
@@ -421,6 +425,7 @@ impl Device {
             expand: load("expand_ranges")?,
             chase: load("chase_bytes")?,
             chase_resident: load("chase_resident")?,
+            index_tokens: load("index_tokens")?,
             reset: load("reset_batch")?,
             resolve_round: load("resolve_round")?,
             resolve_chase: load("resolve_chase")?,
@@ -486,6 +491,7 @@ impl Device {
             resident_seeks: ResidentSeeks::from_env(),
             resident_tried: false,
             resident: false,
+            token_index: None,
             events,
             later_grid,
             skip_requested: std::env::var_os("ACEAPEX_GPU_EXPAND_ALL").is_none(),
@@ -1345,5 +1351,6 @@ mod tests {
         assert_eq!(kernel_define("CODE_SMEM_BYTES"), u64::from(CODE_SMEM_BYTES));
         assert_eq!(kernel_define("LIT_SMEM_BYTES"), u64::from(LIT_SMEM_BYTES));
         assert_eq!(kernel_define("MODE_SMEM"), u64::from(MODE_SMEM));
+        assert_eq!(kernel_define("TOKEN_BUCKET_LOG"), u64::from(resident::TOKEN_BUCKET_LOG));
     }
 }

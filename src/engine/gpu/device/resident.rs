@@ -19,6 +19,9 @@ use cudarc::driver::{result, LaunchConfig, PushKernelArg};
 use super::{gpu, grid_for, prep, Device, FullVariant, KernelCtx, KernelFault, RESIDENT_LEVELS, RESOLVE_PIECE};
 use crate::error::{Error, Result};
 
+/// Bytes per token-index bucket, log2 (kernels/decode.cu `TOKEN_BUCKET_LOG`; slices are at least 2^9 bytes).
+pub(super) const TOKEN_BUCKET_LOG: u32 = 6;
+
 /// Whether seeks may use the resident parse (`ACEAPEX_GPU_SEEK_RESIDENT=0` turns it off, for comparison).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ResidentSeeks {
@@ -50,8 +53,9 @@ impl Device {
         let tokens: u64 = self.meta_host.words.chunks_exact(prep::META_WORDS).map(|row| row[2] as u64 + 1).sum();
         let stream = units << self.unit_log;
         let pieces = tokens + stream / RESOLVE_PIECE;
-        // bytes + stamps, four token arrays (u32 ×3, u64), four lists of u64, per-unit worklist/offsets/tasks.
-        2 * stream + (tokens + 1) * 20 + pieces * 32 + units * 16
+        // bytes + stamps, four token arrays (u32 ×3, u64), four lists of u64, per-unit worklist/offsets/tasks,
+        // the token index.
+        2 * stream + (tokens + 1) * 20 + pieces * 32 + units * 16 + (units << (self.unit_log - TOKEN_BUCKET_LOG)) * 4
     }
 
     /// True when this seek may go through the resident parse, running that parse first if it has not been tried.
@@ -63,6 +67,13 @@ impl Device {
         if !self.resident && !self.resident_tried {
             self.resident_tried = true;
             self.build_resident();
+        }
+        if self.resident && self.token_index.is_none() {
+            if let Err(e) = self.build_token_index() {
+                tracing::info!("GPU seeks parse from the compressed archive: the token index failed ({e})");
+                self.resident_seeks = ResidentSeeks::Off;
+                return false;
+            }
         }
         self.resident
     }
@@ -97,6 +108,28 @@ impl Device {
         }
     }
 
+    /// Builds the token index over the resident tokens (kernels/decode.cu `index_tokens`).
+    fn build_token_index(&mut self) -> Result<()> {
+        let full = self.full.as_ref().ok_or_else(|| Error::Gpu("no resident parse".into()))?;
+        let entries = (self.nunits << (self.unit_log - TOKEN_BUCKET_LOG)) as usize;
+        // SAFETY: a device buffer of plain integers, every entry written by the launch below before any read.
+        let index = unsafe { self.stream.alloc::<u32>(entries.max(1)) }.map_err(gpu("alloc token index"))?;
+        let c = self.full_ctx(full, false);
+        let index_ptr = self.ptr(&index);
+        let cfg = LaunchConfig {
+            grid_dim: (grid_for(entries as u64, 256, 132 * 16), 1, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: matches index_tokens(Ctx, u32*); `c` points at the full decode's buffers with every unit's
+        // tokens (the parse succeeded), and `index` holds nunits << (unit_log - TOKEN_BUCKET_LOG) entries.
+        unsafe { self.stream.launch_builder(&self.kernels.index_tokens).arg(&c).arg(&index_ptr).launch(cfg) }
+            .map_err(gpu("token index"))?;
+        self.stream.synchronize().map_err(gpu("token index"))?;
+        self.token_index = Some(index);
+        Ok(())
+    }
+
     /// One resident seek over the `n` unit ids already in pinned memory: bytes of the requested units at
     /// `k << unit_log`, and the device ms. Faults (a chain deeper than max_depth) come back as `Ok(Err)`.
     pub(super) fn seek_resident(&mut self, n: usize) -> Result<std::result::Result<(&[u8], f32), KernelFault>> {
@@ -116,6 +149,8 @@ impl Device {
         let status = self.ptr(&self.seek.status);
         let c = KernelCtx { status, ..self.full_ctx(full, false) };
         let (ids_ptr, out_ptr) = (self.ptr(&self.seek.ids), self.ptr(&self.seek.out));
+        let index = self.token_index.as_ref().ok_or_else(|| Error::Gpu("no token index".into()))?;
+        let index_ptr = self.ptr(index);
         let out_bytes = n << self.unit_log;
         let n32 = n as u32;
         let stream = self.stream.clone();
@@ -134,8 +169,9 @@ impl Device {
         // SAFETY: the pinned buffers hold at least n unit ids (seek_batch filled them, n <= the batch's units),
         // n << unit_log result bytes and one status word; the device buffers `ids` and `out` are as large; all
         // live as long as this Device, and run_seek synchronises before anything reads or reuses them. The launch
-        // matches chase_resident(Ctx, const u32*, u32, u8*); `c` points at the full decode's buffers, which hold
-        // every unit's tokens (tok_off is their exact prefix sum) and the whole stream's bytes.
+        // matches chase_resident(Ctx, const u32*, u32, u8*, const u32*); `c` points at the full decode's buffers,
+        // which hold every unit's tokens (tok_off is their exact prefix sum) and the whole stream's bytes, and
+        // the token index covers every unit.
         unsafe {
             result::memcpy_htod_async(ids_ptr, std::slice::from_raw_parts(host_ids, n), cu)
                 .map_err(gpu("ids upload"))?;
@@ -145,6 +181,7 @@ impl Device {
                 .arg(&ids_ptr)
                 .arg(&n32)
                 .arg(&out_ptr)
+                .arg(&index_ptr)
                 .launch(cfg)
                 .map_err(gpu("resident chase"))?;
             mark("ids + resident chase")?;
