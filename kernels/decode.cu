@@ -1121,7 +1121,8 @@ extern "C" __global__ void chase_resident(Ctx c, const u32* ids, u32 n, u8* out,
         const u32 first = off - lane;  // the warp's first byte in the unit
         const u32 per_unit_log = c.unit_log - TOKEN_BUCKET_LOG;
         u32 t0 = 0;
-        if (lane == 0 && unit_ok && first < len) t0 = indexed_token(c.tpos + tb, index + (id << per_unit_log), ntok, first);
+        if (lane == 0 && unit_ok && first < len)
+            t0 = indexed_token(c.tpos + tb, index + (id << per_unit_log), ntok, first);
         t0 = __shfl_sync(FULL_MASK, t0, 0);
         // v = start of token t0 + 1 + lane (tpos strictly increases; past the last token: never <= off).
         const u32 v = unit_ok && t0 + 1 + lane < ntok ? c.tpos[tb + t0 + 1 + lane] : 0xFFFFFFFFu;
