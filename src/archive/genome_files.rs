@@ -13,12 +13,14 @@
 //! being opened; the least recently used are dropped above that and opened again on their next read.
 
 use std::collections::HashMap;
+use std::mem::MaybeUninit;
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
-use super::Archive;
+use super::{Archive, READ_BATCH_BLOCKS};
 use crate::error::{Error, Result};
 use crate::format::tree::{EntryId, EntryKind, TRANSFORM_GENOME};
+use crate::genome::read::{as_uninit, BaseChunks};
 use crate::genome::region::GenomeFile;
 
 /// Stream bytes the bases of one chunk of a streamed genome file come in (see [`Archive::stream_genome_file`]).
@@ -168,7 +170,54 @@ impl Archive {
         buf: &mut [u8],
     ) -> Result<usize> {
         let file = self.genome_file(id, offset, size)?;
-        file.read_at(off, buf, |pos, bases| self.read_stream(pos, bases))
+        self.write_genome_bytes(&file, off, as_uninit(buf))
+    }
+
+    /// Appends up to `len` original bytes of file `id` from `off` to `out`, written straight into its spare
+    /// capacity (no zero-fill of a buffer about to be overwritten); returns how many (short only at the end of
+    /// the file). `None` if `id` is not a genome-mode file.
+    pub fn read_genome_file_into(&self, id: EntryId, off: u64, len: usize, out: &mut Vec<u8>) -> Result<Option<usize>> {
+        let Some(EntryKind::File { offset, size, transform: TRANSFORM_GENOME }) =
+            self.tree().entry(id).map(|e| &e.kind)
+        else {
+            return Ok(None);
+        };
+        let file = self.genome_file(id, *offset, *size)?;
+        let len = (len as u64).min(size.saturating_sub(off)) as usize;
+        out.reserve(len);
+        let n = self.write_genome_bytes(&file, off, &mut out.spare_capacity_mut()[..len])?;
+        // SAFETY: `write_genome_bytes` returns what `Genome::write_at` initialised: the first `n` bytes of the
+        // spare capacity, with `n ≤ len ≤` the spare capacity reserved above.
+        unsafe { out.set_len(out.len() + n) };
+        Ok(Some(n))
+    }
+
+    /// Writes original bytes of `file` from `off` into `out` in one pass, its bases taken straight out of the
+    /// decoded blocks that hold them (shared out of the block cache, not copied into a buffer first); returns
+    /// how many bytes were written (`out[..n]` is initialised).
+    fn write_genome_bytes(&self, file: &GenomeFile, off: u64, out: &mut [MaybeUninit<u8>]) -> Result<usize> {
+        let (b0, b1) = file.genome.base_range(off, out.len() as u64);
+        let mut blocks = Vec::new();
+        let mut slices: Vec<&[u8]> = Vec::new();
+        if b1 > b0 {
+            let (pos, end) = (file.bases_start + b0, file.bases_start + b1);
+            self.checked_end(pos, end - pos)?;
+            let log = self.data.header.block_log;
+            let ids: Vec<u64> = ((pos >> log)..=((end - 1) >> log)).collect();
+            for chunk in ids.chunks(READ_BATCH_BLOCKS) {
+                blocks.extend(self.cache.get_many(chunk, |missing| self.decode_batch(missing))?);
+            }
+            for (&id, block) in ids.iter().zip(&blocks) {
+                let block_start = self.data.block_start(id);
+                let from = pos.saturating_sub(block_start) as usize;
+                let to = (end - block_start).min(block.len() as u64) as usize;
+                let bytes = block.get(from..to).ok_or_else(|| {
+                    Error::InvalidArgument(format!("decoded block {id} holds {} bytes, not {to}", block.len()))
+                })?;
+                slices.push(bytes);
+            }
+        }
+        Ok(file.genome.write_at(off, out, BaseChunks::new(b0, &slices))?)
     }
 
     /// For genome file `id`, the stream bytes that original bytes `[off, off + len)` need (its bases) and the
@@ -260,15 +309,23 @@ impl Archive {
                 if c1 > have_to && !flush {
                     break;
                 }
-                out.resize(take as usize, 0);
-                let read = file.genome.read_at(pos, &mut out, |a, buf: &mut [u8]| {
-                    let at = a.checked_sub(*have_from).filter(|&at| at + buf.len() as u64 <= pending.len() as u64);
-                    let Some(at) = at else {
-                        return Err(Error::InvalidArgument(format!("genome bases {a}.. not decoded yet")));
-                    };
-                    buf.copy_from_slice(&pending[at as usize..at as usize + buf.len()]);
-                    Ok(())
-                });
+                let (c0, _) = file.genome.base_range(pos, take);
+                let at = c0.checked_sub(*have_from).filter(|_| c1 <= have_to);
+                let Some(at) = at else {
+                    result = Err(Error::InvalidArgument(format!("genome bases {c0}..{c1} not decoded yet")));
+                    break;
+                };
+                let bases = [&pending[at as usize..(c1 - *have_from) as usize]];
+                out.clear();
+                out.reserve(take as usize);
+                let read = file
+                    .genome
+                    .write_at(pos, &mut out.spare_capacity_mut()[..take as usize], BaseChunks::new(c0, &bases))
+                    .map_err(Error::from);
+                if let Ok(n) = read {
+                    // SAFETY: `write_at` initialised the first `n` bytes of the spare capacity, `n ≤ take`.
+                    unsafe { out.set_len(n) };
+                }
                 let n = match read.and_then(|n| sink(&out[..n]).map(|()| n)) {
                     Ok(n) => n,
                     Err(e) => {

@@ -27,6 +27,17 @@ impl Backend for Archive {
         Archive::read_file(self, id, offset, buf)
     }
 
+    fn read_file_into(&self, id: EntryId, offset: u64, len: usize, out: &mut Vec<u8>) -> crate::Result<usize> {
+        if let Some(n) = self.read_genome_file_into(id, offset, len, out)? {
+            return Ok(n);
+        }
+        let start = out.len();
+        out.resize(start + len, 0);
+        let result = Archive::read_file(self, id, offset, &mut out[start..]);
+        out.truncate(start + *result.as_ref().unwrap_or(&0));
+        result
+    }
+
     fn stream_offset(&self, id: EntryId) -> Option<u64> {
         // Only stored files map linearly onto the stream; transformed ones (genome mode) are read through
         // `read_file` alone.

@@ -44,6 +44,16 @@ pub trait Backend: Send + Sync + 'static {
     fn tree(&self) -> &Tree;
     /// Reads regular file `id` from `offset` into `buf`; returns the bytes read (short only at end of file).
     fn read_file(&self, id: EntryId, offset: u64, buf: &mut [u8]) -> crate::Result<usize>;
+    /// Appends up to `len` bytes of regular file `id` from `offset` to `out`; returns how many (short only at
+    /// end of file). The default zero-fills `len` bytes and calls [`Backend::read_file`]; a backend that can
+    /// write into `out`'s spare capacity directly (the archive, for genome-mode files) skips that fill.
+    fn read_file_into(&self, id: EntryId, offset: u64, len: usize, out: &mut Vec<u8>) -> crate::Result<usize> {
+        let start = out.len();
+        out.resize(start + len, 0);
+        let result = self.read_file(id, offset, &mut out[start..]);
+        out.truncate(start + *result.as_ref().unwrap_or(&0));
+        result
+    }
     /// Where regular file `id`'s byte 0 lies in the logical stream, if the file is stored there as is (its
     /// bytes are then stream bytes `[offset, offset + size)`, cut into blocks of [`Backend::block_size`]).
     fn stream_offset(&self, id: EntryId) -> Option<u64>;
@@ -565,19 +575,17 @@ impl<B: Backend> AcxFs<B> {
                         FsStats::add(&self.stats.streamed_bytes, len as u64);
                     }
                 }
-                let mut done = out.len();
-                out.resize(len, 0);
-                while done < len {
-                    match self.backend.read_file(*id, offset + done as u64, &mut out[done..]) {
+                while out.len() < len {
+                    let done = out.len();
+                    match self.backend.read_file_into(*id, offset + done as u64, len - done, out) {
                         Ok(0) => break, // the file is shorter than its entry says: end of file
-                        Ok(n) => done += n.min(len - done),
+                        Ok(_) => out.truncate(len),
                         Err(e) => {
                             out.clear();
                             return Err(self.read_error(*id, offset + done as u64, &e));
                         }
                     }
                 }
-                out.truncate(done);
                 Ok(())
             }
         }

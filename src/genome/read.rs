@@ -1,59 +1,184 @@
-//! Original bytes `[off, off + len)` from the structure and a source of bases.
+//! Original bytes `[off, off + len)` from the structure and the bases the read covers.
 //!
 //! A read locates its first byte with one binary search over the line runs, finds the residue range it covers
-//! and the base range behind that (one binary search in the exceptions), asks the caller for exactly those bases
-//! in one call, and then writes line by line: header text, residues (bases, exception bytes, lowercase runs
-//! applied with cursors that only move forward), terminators. Every line holds at least one byte, so the work
-//! is `O(len + log(structure))` wherever the read lands.
+//! and the base range behind that (one binary search in the exceptions), and then writes the original bytes
+//! straight into the caller's buffer, front to back: header text; per sequence line its residues in uppercase
+//! (a `memcpy` out of the caller's base chunks, cut only where an exception run starts or ends, which is
+//! written as a fill of its byte) and its terminator, by line arithmetic. The lowercase runs are then applied by
+//! range over the bytes just written (still in cache): line arithmetic maps a run's first and last residue to
+//! their bytes and one vectorised pass lowercases what lies between, which leaves terminators alone. Nothing is
+//! staged in a residue buffer and no buffer is zero-filled first. Every line holds at least one byte, so the
+//! work is `O(len + log(structure))` wherever the read lands.
+//!
+//! The bases come as [`BaseChunks`]: consecutive slices, e.g. decoded blocks shared out of a cache, so that a
+//! read copies every byte once, from the cached block into the reply. The output may be uninitialised memory
+//! (a reply buffer's spare capacity): the writer only ever writes it, front to back, and reports how far.
+
+use std::mem::MaybeUninit;
+use std::ptr;
 
 use super::layout::LineKind;
 use super::Genome;
+use crate::error::DecodeError;
 
-/// Where a read's residues come from: the exception and case cursors and the fetched bases.
-struct ResidueWriter<'a> {
-    genome: &'a Genome,
-    /// Bases `[base0, base0 + bases.len())`, fetched up front.
-    bases: &'a [u8],
-    base0: u64,
-    /// First exception run that may still meet the residues being written.
+/// Bases `[start, start + len)` of the nucleotide stream as consecutive slices (any split, empty ones allowed).
+#[derive(Debug, Clone, Copy)]
+pub struct BaseChunks<'a> {
+    start: u64,
+    len: u64,
+    chunks: &'a [&'a [u8]],
+}
+
+impl<'a> BaseChunks<'a> {
+    /// The bases from base `start` on, in `chunks`.
+    pub fn new(start: u64, chunks: &'a [&'a [u8]]) -> BaseChunks<'a> {
+        let len = chunks.iter().map(|c| c.len() as u64).sum();
+        BaseChunks { start, len, chunks }
+    }
+
+    /// Bases held.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// The output of a read: possibly uninitialised bytes, written front to back. Invariant: `buf[..at]` is
+/// initialised (every method writes the bytes it skips over), which is what lets the caller treat that prefix as
+/// bytes.
+struct Out<'a> {
+    buf: &'a mut [MaybeUninit<u8>],
+    at: usize,
+}
+
+impl Out<'_> {
+    /// The next `n` output bytes (panics past the end: lengths come from the read's own arithmetic).
+    fn next(&mut self, n: usize) -> &mut [MaybeUninit<u8>] {
+        let at = self.at;
+        self.at += n;
+        &mut self.buf[at..at + n]
+    }
+
+    fn put(&mut self, src: &[u8]) {
+        let dst = self.next(src.len());
+        // SAFETY: `dst` and `src` are both valid for `src.len()` bytes (`dst` was sliced to that length),
+        // `MaybeUninit<u8>` has the layout of `u8`, and a `&mut` cannot overlap a live `&`.
+        unsafe { ptr::copy_nonoverlapping(src.as_ptr(), dst.as_mut_ptr().cast::<u8>(), src.len()) }
+    }
+
+    fn put_byte(&mut self, byte: u8) {
+        self.next(1)[0].write(byte);
+    }
+
+    /// Bytes `[from, to)` of what was written so far, to change in place.
+    fn written_mut(&mut self, from: usize, to: usize) -> &mut [u8] {
+        let written = &mut self.buf[..self.at];
+        let part = &mut written[from..to];
+        // SAFETY: `buf[..at]` is initialised (the invariant above) and `part` lies inside it; `MaybeUninit<u8>`
+        // has the layout of `u8`.
+        unsafe { &mut *(part as *mut [MaybeUninit<u8>] as *mut [u8]) }
+    }
+
+    fn fill(&mut self, byte: u8, n: usize) {
+        for d in self.next(n) {
+            d.write(byte);
+        }
+    }
+}
+
+/// Where a read takes its bases from: the chunks, consumed strictly in order (a read's bases are contiguous
+/// and its residues are written in order, so the cursor never seeks).
+struct BaseCursor<'a> {
+    chunks: &'a [&'a [u8]],
+    /// Current chunk and position in it.
+    chunk: usize,
+    pos: usize,
+}
+
+impl BaseCursor<'_> {
+    /// Writes the next `n` bases. The read checked up front that the chunks hold every base it needs.
+    fn take(&mut self, mut n: usize, out: &mut Out<'_>) {
+        while n > 0 {
+            let here = &self.chunks[self.chunk][self.pos..];
+            if here.is_empty() {
+                self.chunk += 1;
+                self.pos = 0;
+                continue;
+            }
+            let m = n.min(here.len());
+            out.put(&here[..m]);
+            self.pos += m;
+            n -= m;
+        }
+    }
+}
+
+/// The cursors of one read: bases, the next exception run (its index and `[start, end)`, `(MAX, MAX)` past the
+/// last) and the next lowercase run, all moving forward only.
+struct ResidueWriter<'g, 'b> {
+    genome: &'g Genome,
+    bases: BaseCursor<'b>,
     exc: usize,
-    /// First lowercase run that may still meet them.
+    exc_span: (u64, u64),
     case: usize,
 }
 
-impl ResidueWriter<'_> {
-    /// Writes residues `[r0, r0 + out.len())` into `out`. Calls come in increasing residue order.
-    fn write(&mut self, r0: u64, out: &mut [u8]) {
-        let r1 = r0 + out.len() as u64;
-        let exc = &self.genome.exceptions;
-        let mut pos = r0;
-        while pos < r1 {
-            let at = (pos - r0) as usize;
-            let next = if self.exc < exc.runs.len() { exc.runs.get(self.exc) } else { (u64::MAX, u64::MAX) };
-            if next.0 > pos {
-                // Bases up to the next exception run (or the end of this piece).
-                let end = next.0.min(r1);
-                let b = exc.bases_before_run(self.exc, pos) - self.base0;
-                let n = (end - pos) as usize;
-                out[at..at + n].copy_from_slice(&self.bases[b as usize..b as usize + n]);
-                pos = end;
+const NONE: (u64, u64) = (u64::MAX, u64::MAX);
+
+impl ResidueWriter<'_, '_> {
+    fn exc_span(&self) -> (u64, u64) {
+        let runs = &self.genome.exceptions.runs;
+        if self.exc < runs.len() {
+            runs.get(self.exc)
+        } else {
+            NONE
+        }
+    }
+
+    /// Writes residues `[r, r + n)` in uppercase (the case runs are applied afterwards, by range); calls come
+    /// in increasing, contiguous residue order.
+    fn write(&mut self, r: u64, n: u64, out: &mut Out<'_>) {
+        let end = r + n;
+        if end <= self.exc_span.0 {
+            // The common case: no exception run meets these residues, they are bases.
+            self.bases.take(n as usize, out);
+            return;
+        }
+        let mut pos = r;
+        while pos < end {
+            let (es, ee) = self.exc_span;
+            if pos < es {
+                let stop = end.min(es);
+                self.bases.take((stop - pos) as usize, out);
+                pos = stop;
             } else {
-                let end = next.1.min(r1);
-                out[at..(end - r0) as usize].fill(exc.byte(self.exc));
-                pos = end;
-                if next.1 <= r1 {
+                let stop = end.min(ee);
+                out.fill(self.genome.exceptions.byte(self.exc), (stop - pos) as usize);
+                pos = stop;
+                // Spans end on every run edge, so the cursor meets each run's end exactly.
+                if pos == ee {
                     self.exc += 1;
+                    self.exc_span = self.exc_span();
                 }
             }
         }
-        let case = &self.genome.case.runs;
-        while self.case < case.len() {
-            let (s, e) = case.get(self.case);
+    }
+
+    /// Lowercases the residues of `[r0, r1)` that lie in lowercase runs, in `out`, where residue `r` of the
+    /// range was written at `at(r)` (residues of one sequence run: the bytes in between are residues and
+    /// terminators, which lowercasing leaves alone).
+    fn apply_case(&mut self, r0: u64, r1: u64, out: &mut Out<'_>, at: impl Fn(u64) -> usize) {
+        let runs = &self.genome.case.runs;
+        while self.case < runs.len() {
+            let (s, e) = runs.get(self.case);
             if s >= r1 {
                 break;
             }
             let (a, b) = (s.max(r0), e.min(r1));
-            out[(a - r0) as usize..(b - r0) as usize].make_ascii_lowercase();
+            out.written_mut(at(a), at(b - 1) + 1).make_ascii_lowercase();
             if e > r1 {
                 break;
             }
@@ -85,120 +210,138 @@ impl Genome {
         out: &mut [u8],
         fetch: impl FnOnce(u64, &mut [u8]) -> Result<(), E>,
     ) -> Result<usize, E> {
-        let total = self.total_len();
-        let len = (out.len() as u64).min(total.saturating_sub(off)) as usize;
-        let Some(start) = self.layout.locate(off).filter(|_| len > 0) else { return Ok(0) };
-        let (b0, b1) = self.base_range(off, len as u64);
+        let len = (out.len() as u64).min(self.total_len().saturating_sub(off));
+        let (b0, b1) = self.base_range(off, len);
         let mut bases = vec![0u8; (b1 - b0) as usize];
         if !bases.is_empty() {
             fetch(b0, &mut bases)?;
         }
+        let chunks = [&bases[..]];
+        // The bases were fetched for exactly this read, so they always fit.
+        Ok(self.write_at(off, as_uninit(out), BaseChunks::new(b0, &chunks)).unwrap_or(0))
+    }
+
+    /// Writes original bytes from `off` into `out` (initialised or not) in one pass, taking the bases from
+    /// `bases`, which must hold exactly [`Genome::base_range`]`(off, out.len())`. Returns `n`, the bytes
+    /// written: `out[..n]` is initialised (`n < out.len()` only at the end of the file). Refused, with nothing
+    /// written, when `bases` is not that range.
+    pub fn write_at(&self, off: u64, out: &mut [MaybeUninit<u8>], bases: BaseChunks<'_>) -> Result<usize, DecodeError> {
+        let len = (out.len() as u64).min(self.total_len().saturating_sub(off));
+        let (b0, b1) = self.base_range(off, len);
+        if bases.len() != b1 - b0 || (b1 > b0 && bases.start != b0) {
+            return Err(DecodeError::Invalid {
+                what: "genome read bases",
+                detail: format!(
+                    "bytes [{off}, +{len}) need bases [{b0}, {b1}), given {} from {}",
+                    bases.len(),
+                    bases.start
+                ),
+            });
+        }
+        let Some(start) = self.layout.locate(off).filter(|_| len > 0) else { return Ok(0) };
+        let len = len as usize;
         let r0 = self.layout.residue_at_or_after(off);
         let mut writer = ResidueWriter {
             genome: self,
-            bases: &bases,
-            base0: b0,
+            bases: BaseCursor { chunks: bases.chunks, chunk: 0, pos: 0 },
             exc: self.exceptions.runs.first_ending_after(r0),
+            exc_span: NONE,
             case: self.case.runs.first_ending_after(r0),
         };
+        writer.exc_span = writer.exc_span();
+        let mut out = Out { buf: &mut out[..len], at: 0 };
 
         let runs = self.layout.runs();
         let (mut run, mut line, mut col) = (start.run, start.line, start.col);
-        let mut done = 0usize;
-        let mut residues = Vec::new();
-        while done < len {
+        while out.at < len {
             let r = &runs[run];
+            let want = (len - out.at) as u64;
             if r.kind == LineKind::Sequence {
-                let (n, at_line, at_col) =
-                    self.write_sequence_lines(run, line, col, &mut out[done..len], &mut writer, &mut residues);
-                done += n;
-                (line, col) = (at_line, at_col);
-                if line == r.count {
-                    (line, col) = (0, 0);
-                    run += 1;
-                }
-                continue;
-            }
-            let want = len - done;
-            if col < r.width {
+                (line, col) = self.write_sequence_lines(run, line, col, want, &mut writer, &mut out);
+            } else if col < r.width {
                 // Column 0 is the '>', column c ≥ 1 is text byte c − 1.
-                let n = ((r.width - col) as usize).min(want);
-                let dst = &mut out[done..done + n];
+                let n = (r.width - col).min(want);
                 let text = self.layout.header_of(run);
-                let mut k = 0;
+                let mut from = col;
                 if col == 0 {
-                    dst[0] = b'>';
-                    k = 1;
+                    out.put(b">");
+                    from = 1;
                 }
-                let from = (col as usize + k).saturating_sub(1);
-                dst[k..].copy_from_slice(&text[from..from + n - k]);
-                done += n;
-                col += n as u64;
+                out.put(&text[(from - 1) as usize..(col + n - 1) as usize]);
+                col += n;
                 continue;
+            } else {
+                let t = (col - r.width) as usize;
+                let term = &r.term.bytes()[t..];
+                let n = term.len().min(want as usize);
+                out.put(&term[..n]);
+                col += n as u64;
+                if col == r.line_bytes() {
+                    (line, col) = (line + 1, 0);
+                }
             }
-            let term = r.term.bytes();
-            let t = (col - r.width) as usize;
-            let n = (term.len() - t).min(len - done);
-            out[done..done + n].copy_from_slice(&term[t..t + n]);
-            done += n;
-            col = 0;
-            line += 1;
             if line == r.count {
-                line = 0;
-                run += 1;
+                (run, line, col) = (run + 1, 0, 0);
             }
         }
-        Ok(len)
+        Ok(out.at)
     }
 
-    /// Writes sequence run `run` from line `line`, column `col` into `out`, as much of it as fits: the residues
-    /// those bytes hold in one call of `writer` (into `residues`), so that the exception and case cursors run
-    /// once per read rather than once per line, then line by line with the terminators. Returns the bytes
-    /// written and the line and column after them (`line == count` at the end of the run).
+    /// Writes sequence run `run` from line `line`, column `col`, as much of it as fits in `want` bytes: each
+    /// line's residues in uppercase through `writer`, then its terminator; then lowercases the case runs that
+    /// meet those residues, by range (line arithmetic maps a residue to its byte). Returns the line and column
+    /// after them (`line == count` at the end of the run).
     fn write_sequence_lines(
         &self,
         run: usize,
-        line: u64,
-        col: u64,
-        out: &mut [u8],
-        writer: &mut ResidueWriter<'_>,
-        residues: &mut Vec<u8>,
-    ) -> (usize, u64, u64) {
+        mut line: u64,
+        mut col: u64,
+        want: u64,
+        writer: &mut ResidueWriter<'_, '_>,
+        out: &mut Out<'_>,
+    ) -> (u64, u64) {
         let r = &self.layout.runs()[run];
         let term = r.term.bytes();
         // At least 1: the layout refuses a line without content and terminator.
-        let line_bytes = r.width + term.len() as u64;
-        let take = ((r.count - line) * line_bytes - col).min(out.len() as u64);
-        let (end_line, end_col) = (line + (col + take) / line_bytes, (col + take) % line_bytes);
-        let run_start = self.layout.run_residue_start(run);
-        let first = run_start + line * r.width + col.min(r.width);
-        let last = run_start + end_line * r.width + end_col.min(r.width);
-        residues.clear();
-        residues.resize((last - first) as usize, 0);
-        writer.write(first, residues);
-
-        let take = take as usize;
-        let (mut done, mut used, mut line, mut col) = (0usize, 0usize, line, col);
-        while done < take {
+        let line_bytes = r.line_bytes();
+        let mut left = ((r.count - line) * line_bytes - col).min(want);
+        let run_residue = self.layout.run_residue_start(run);
+        let first = run_residue + line * r.width + col.min(r.width);
+        // Where this call's first byte lies in the run, and in `out`.
+        let (run_at, out_at) = (line * line_bytes + col, out.at);
+        let mut residue = first;
+        while left > 0 {
             if col < r.width {
-                let n = ((r.width - col) as usize).min(take - done);
-                out[done..done + n].copy_from_slice(&residues[used..used + n]);
-                used += n;
-                done += n;
-                col += n as u64;
-            } else {
+                let n = (r.width - col).min(left);
+                writer.write(residue, n, out);
+                residue += n;
+                col += n;
+                left -= n;
+            }
+            if left > 0 && col >= r.width {
                 let t = (col - r.width) as usize;
-                let n = (term.len() - t).min(take - done);
-                out[done..done + n].copy_from_slice(&term[t..t + n]);
-                done += n;
+                let n = (term.len() - t).min(left as usize);
+                if n == 1 {
+                    out.put_byte(term[t]);
+                } else {
+                    out.put(&term[t..t + n]);
+                }
                 col += n as u64;
+                left -= n as u64;
                 if col == line_bytes {
                     col = 0;
                     line += 1;
                 }
             }
         }
-        (done, line, col)
+        if residue > first {
+            let width = r.width;
+            writer.apply_case(first, residue, out, |res| {
+                let k = res - run_residue;
+                (out_at as u64 + (k / width) * line_bytes + k % width - run_at) as usize
+            });
+        }
+        (line, col)
     }
 
     /// The whole original file from its nucleotide stream; `None` if `bases` is not [`Genome::bases`] long.
@@ -206,14 +349,24 @@ impl Genome {
         if bases.len() as u64 != self.bases() {
             return None;
         }
-        let mut out = vec![0u8; usize::try_from(self.total_len()).ok()?];
-        let n = self
-            .read_at(0, &mut out, |a, buf: &mut [u8]| {
-                buf.copy_from_slice(&bases[a as usize..a as usize + buf.len()]);
-                Ok::<(), ()>(())
-            })
-            .ok()?;
-        out.truncate(n);
+        let total = usize::try_from(self.total_len()).ok()?;
+        let mut out = Vec::with_capacity(total);
+        let chunks = [bases];
+        let n = self.write_at(0, &mut out.spare_capacity_mut()[..total], BaseChunks::new(0, &chunks)).ok()?;
+        // SAFETY: `write_at` initialised the first `n` bytes of the spare capacity (its contract), and
+        // `n ≤ total ≤ capacity`.
+        unsafe { out.set_len(n) };
         Some(out)
     }
 }
+
+/// `out` as possibly-uninitialised bytes, for [`Genome::write_at`].
+pub fn as_uninit(out: &mut [u8]) -> &mut [MaybeUninit<u8>] {
+    // SAFETY: `MaybeUninit<u8>` has the layout of `u8`; the writer only ever writes initialised bytes through
+    // it, so `out` stays initialised for the caller.
+    unsafe { &mut *(out as *mut [u8] as *mut [MaybeUninit<u8>]) }
+}
+
+#[cfg(test)]
+#[path = "read_tests.rs"]
+mod tests;

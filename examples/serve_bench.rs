@@ -1,0 +1,91 @@
+//! The mount's serving path without FUSE: how fast the filesystem layer hands out a file's bytes once its blocks
+//! are decoded and cached (for a genome-mode FASTA: rebuilding the original bytes from the cached bases).
+//!
+//! Opens the archive as the mount does (decoder=cpu, a 2 GiB cache), reads the file once to decode and cache it,
+//! checks the bytes against the original when one is given, then times passes of sequential reads of `--chunk`
+//! bytes (the FUSE request size) through [`AcxFs::read`] and prints MB/s per pass. Also times 1000 reads of
+//! 64 KiB at random offsets (what `samtools faidx` sends).
+//!
+//! Usage: cargo run --release --example serve_bench -- ARCHIVE PATH_IN_ARCHIVE [ORIGINAL] [--chunk BYTES]
+//! [--passes N]
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use aceapex::archive::{Archive, ArchiveOptions};
+use aceapex::engine::DecoderChoice;
+use aceapex::fs::{AcxFs, FsOptions};
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut positional = Vec::new();
+    let (mut chunk, mut passes) = (1usize << 20, 5usize);
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--chunk" => chunk = it.next().and_then(|v| v.parse().ok()).expect("--chunk BYTES"),
+            "--passes" => passes = it.next().and_then(|v| v.parse().ok()).expect("--passes N"),
+            _ => positional.push(a.clone()),
+        }
+    }
+    let [archive_path, inner, rest @ ..] = positional.as_slice() else {
+        eprintln!("usage: serve_bench ARCHIVE PATH_IN_ARCHIVE [ORIGINAL] [--chunk BYTES] [--passes N]");
+        std::process::exit(2);
+    };
+    let options = ArchiveOptions { cache_bytes: 2 << 30, decoder: DecoderChoice::Cpu, ..ArchiveOptions::default() };
+    let archive = Archive::open_with(archive_path, options).expect("open the archive");
+    // No fills: the random reads below are to be served from the cache, not race a fill decoding the file again.
+    let fs = AcxFs::new(Arc::new(archive), FsOptions { fill_max_bytes: 0, ..FsOptions::default() });
+    let mut ino = 1u64;
+    for part in inner.split('/').filter(|p| !p.is_empty()) {
+        ino = fs.lookup(ino, part.as_bytes()).expect("path in the archive").ino;
+    }
+    let size = fs.getattr(ino).expect("getattr").size;
+
+    let read_all = |chunk: usize| -> Vec<u8> {
+        let fh = fs.open(ino, libc::O_RDONLY).expect("open").fh;
+        let mut whole = Vec::with_capacity(size as usize);
+        let mut buf = Vec::new();
+        let mut off = 0u64;
+        while off < size {
+            fs.read(ino, fh, off, chunk as u32, &mut buf).expect("read");
+            assert!(!buf.is_empty(), "short file at {off}");
+            whole.extend_from_slice(&buf);
+            off += buf.len() as u64;
+        }
+        fs.release(fh);
+        whole
+    };
+    let t = Instant::now();
+    let first = read_all(chunk);
+    println!("first pass (decodes): {:.1} MB/s", size as f64 / t.elapsed().as_secs_f64() / 1e6);
+    if let Some(original) = rest.first() {
+        let want = std::fs::read(original).expect("read the original");
+        assert!(first == want, "the bytes read differ from {original}");
+        println!("bytes identical to {original}");
+    }
+    drop(first);
+
+    let fh = fs.open(ino, libc::O_RDONLY).expect("open").fh;
+    let mut buf = Vec::new();
+    for pass in 0..passes {
+        let t = Instant::now();
+        let mut off = 0u64;
+        while off < size {
+            fs.read(ino, fh, off, chunk as u32, &mut buf).expect("read");
+            off += buf.len() as u64;
+        }
+        println!("pass {pass}: {:.0} MB/s (chunk {chunk})", size as f64 / t.elapsed().as_secs_f64() / 1e6);
+    }
+    // 1000 reads of 64 KiB at pseudo-random offsets (xorshift).
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let t = Instant::now();
+    for _ in 0..1000 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        fs.read(ino, fh, x % size, 64 << 10, &mut buf).expect("read");
+    }
+    println!("1000 random 64 KiB reads: {:.1} ms", t.elapsed().as_secs_f64() * 1e3);
+    fs.release(fh);
+}

@@ -1,0 +1,172 @@
+//! The one-pass writer ([`Genome::write_at`]) against the simplest reference there is: the original bytes.
+//!
+//! Every input is split by the model, then read back at offsets and lengths that start and end anywhere (in
+//! headers, terminators, CRLF pairs, exception and lowercase runs), with the bases handed over cut into random
+//! chunks (as decoded blocks cut them), into uninitialised memory and into a buffer full of garbage.
+
+use std::mem::MaybeUninit;
+
+use proptest::prelude::*;
+
+use super::{as_uninit, BaseChunks};
+use crate::genome::{split, Genome, Split};
+
+/// Reads `[off, off + len)` with the bases of `s` cut at `cuts` (positions relative to the read's first base,
+/// taken modulo its base count), into spare capacity; returns the bytes.
+fn read_chunked(s: &Split, off: u64, len: usize, cuts: &[usize]) -> Vec<u8> {
+    let (b0, b1) = s.genome.base_range(off, len as u64);
+    let bases = &s.bases[b0 as usize..b1 as usize];
+    let mut at: Vec<usize> = cuts.iter().map(|&c| if bases.is_empty() { 0 } else { c % (bases.len() + 1) }).collect();
+    at.push(0);
+    at.push(bases.len());
+    at.sort_unstable();
+    let chunks: Vec<&[u8]> = at.windows(2).map(|w| &bases[w[0]..w[1]]).collect();
+    let mut out: Vec<u8> = Vec::with_capacity(len);
+    let n = s.genome.write_at(off, &mut out.spare_capacity_mut()[..len], BaseChunks::new(b0, &chunks)).unwrap();
+    assert!(n <= len);
+    // SAFETY: `write_at` initialised the first `n` bytes of the spare capacity.
+    unsafe { out.set_len(n) };
+    out
+}
+
+/// The same read into an initialised buffer full of a byte no FASTA has: nothing beyond `n` may change, and
+/// everything before it must be overwritten.
+fn read_over_garbage(g: &Genome, bases: &[u8], off: u64, len: usize) -> Vec<u8> {
+    let (b0, b1) = g.base_range(off, len as u64);
+    let chunks = [&bases[b0 as usize..b1 as usize]];
+    let mut out = vec![0xffu8; len + 3];
+    let n = g.write_at(off, as_uninit(&mut out[..len]), BaseChunks::new(b0, &chunks)).unwrap();
+    assert!(out[n..].iter().all(|&b| b == 0xff), "bytes past the read changed");
+    out.truncate(n);
+    out
+}
+
+fn check_all_ranges(input: &[u8]) {
+    let s = split(input).unwrap_or_else(|| panic!("not modelled: {:?}", String::from_utf8_lossy(input)));
+    assert_eq!(s.genome.reconstruct(&s.bases).as_deref(), Some(input));
+    let n = input.len();
+    for off in 0..=n {
+        for len in 0..=(n - off + 2) {
+            let want = &input[off..(off + len).min(n)];
+            assert_eq!(read_chunked(&s, off as u64, len, &[off, len, 3]), want, "read {len} at {off}");
+            assert_eq!(read_over_garbage(&s.genome, &s.bases, off as u64, len), want, "read {len} at {off}");
+        }
+    }
+}
+
+#[test]
+fn every_range_of_the_edge_cases() {
+    let cases: &[&[u8]] = &[
+        // Lowercase runs across lines and across a header (residues are numbered through it).
+        b">chr1 soft\nACGTacgt\nacgtacGT\nacgt\n>chr2\nacgTTT\n",
+        // N and IUPAC runs across lines, in both cases, next to each other, inside lowercase runs.
+        b">x\nNNNNACGTnnRYKM\nNNNNNNNNNNNNNN\nnnACGTsswwBDHV\nNNN\n",
+        // CRLF everywhere, and mixed with LF.
+        b">a b c\r\nACGTNNNN\r\nacgtnn\r\nAC\n>b\r\n\r\nGGGG\r\n",
+        // Missing final newline, after a header-only record and a blank line.
+        b">empty\n>h2\n\nACGTACGTAC\nACGT",
+        // A header as the last line, without a newline.
+        b">h\nACGT\n>last",
+        // Line widths changing inside a record, blank lines between.
+        b">w\nACGTACGTAC\nACG\nACGTACGTACGTA\n\n\nAC\nA\n",
+        // No header at all, lowercase file.
+        b"acgtnacgt\nacgtn\n",
+        // Nothing but N.
+        b">n\nNNNNNNNN\nNNNN\n",
+        b"",
+    ];
+    for input in cases {
+        check_all_ranges(input);
+    }
+}
+
+#[test]
+fn bases_that_are_not_the_reads_range_are_refused() {
+    let input = b">h\nACGTNNacgt\nACGT\n";
+    let s = split(input).unwrap();
+    let mut out = vec![0u8; 8];
+    let (b0, b1) = s.genome.base_range(2, 8);
+    let short = [&s.bases[b0 as usize..b1 as usize - 1]];
+    assert!(s.genome.write_at(2, as_uninit(&mut out), BaseChunks::new(b0, &short)).is_err());
+    let whole = [&s.bases[b0 as usize..b1 as usize]];
+    assert!(s.genome.write_at(2, as_uninit(&mut out), BaseChunks::new(b0 + 1, &whole)).is_err());
+    assert_eq!(s.genome.write_at(2, as_uninit(&mut out), BaseChunks::new(b0, &whole)).unwrap(), 8);
+    assert_eq!(&out, &input[2..10]);
+    // A read past the end needs no bases and writes nothing.
+    let none: [&[u8]; 0] = [];
+    let mut spare = [MaybeUninit::<u8>::uninit(); 4];
+    assert_eq!(s.genome.write_at(input.len() as u64, &mut spare, BaseChunks::new(0, &none)).unwrap(), 0);
+}
+
+/// FASTA-like input: records with optional headers, repeated lines (runs of one width), a weighted alphabet
+/// with soft-masked stretches, N runs and IUPAC codes, LF or CRLF per file with odd CRLF/LF lines, blank lines,
+/// maybe no final newline.
+fn fasta_like() -> impl Strategy<Value = Vec<u8>> {
+    let stretch = (
+        prop_oneof![
+            30 => prop::sample::select(b"ACGT".to_vec()),
+            6 => Just(b'N'),
+            1 => prop::sample::select(b"RYKMSWBDHV".to_vec()),
+        ],
+        1usize..40,
+        any::<bool>(),
+        any::<bool>(),
+    );
+    let line = (prop::collection::vec(stretch, 0..5), 0u8..8, 1usize..5);
+    let record = (prop::option::weighted(0.9, "[ -~]{0,20}"), prop::collection::vec(line, 0..8));
+    (prop::collection::vec(record, 0..5), any::<bool>(), any::<bool>()).prop_map(|(records, crlf, final_nl)| {
+        let mut out = Vec::new();
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for (header, lines) in records {
+            if let Some(h) = header {
+                out.push(b'>');
+                out.extend_from_slice(h.as_bytes());
+                out.extend_from_slice(if crlf { b"\r\n" } else { b"\n" });
+            }
+            for (stretches, kind, repeat) in lines {
+                let mut residues = Vec::new();
+                for (byte, n, lower, random) in stretches {
+                    for _ in 0..n {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        let b = if random && byte != b'N' { b"ACGT"[(x >> 40) as usize & 3] } else { byte };
+                        residues.push(if lower { b.to_ascii_lowercase() } else { b });
+                    }
+                }
+                for _ in 0..repeat {
+                    if kind != 0 {
+                        out.extend_from_slice(&residues);
+                    }
+                    out.extend_from_slice(if crlf != (kind == 1) { b"\r\n" } else { b"\n" });
+                }
+            }
+        }
+        if !final_nl {
+            while matches!(out.last(), Some(b'\n' | b'\r')) {
+                out.pop();
+            }
+        }
+        out
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    #[test]
+    fn chunked_reads_give_the_original_bytes(
+        input in fasta_like(),
+        reads in prop::collection::vec((any::<u64>(), 0usize..700, prop::collection::vec(any::<usize>(), 0..6)), 24),
+    ) {
+        let s = split(&input).expect("FASTA-like input not modelled");
+        prop_assert_eq!(s.genome.reconstruct(&s.bases), Some(input.clone()));
+        let n = input.len() as u64;
+        for (off, len, cuts) in reads {
+            let off = off % (n + 2);
+            let (a, b) = (off.min(n) as usize, (off + len as u64).min(n) as usize);
+            prop_assert_eq!(&read_chunked(&s, off, len, &cuts)[..], &input[a..b], "read {} at {}", len, off);
+            prop_assert_eq!(&read_over_garbage(&s.genome, &s.bases, off, len)[..], &input[a..b]);
+        }
+    }
+}
