@@ -77,7 +77,7 @@ impl Ldm {
         let out_factor = (1..params.window).fold(1u64, |f, _| f.wrapping_mul(HASH_BASE));
         Ldm {
             params,
-            table: vec![0; 1usize << (params.table_log + params.bucket_log)],
+            table: crate::pack::mem::zeroed(1usize << (params.table_log + params.bucket_log)),
             bytes: byte_table(),
             out_factor,
         }

@@ -6,6 +6,8 @@
 //! costs one cache line and only tag hits touch the data. Far sources beyond the window come from
 //! [`crate::pack::ldm`]. Positions are stored relative to the window start as `u32 + 1` (0 = empty).
 
+use crate::pack::mem::zeroed;
+
 /// A match candidate at some position: `len` bytes from `back` bytes before it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Candidate {
@@ -102,10 +104,10 @@ impl<'a> ChainMatcher<'a> {
             base,
             next_insert: base,
             params,
-            short_head: if short { vec![0; 1 << params.hash_log] } else { Vec::new() },
-            short_chain: if short { vec![0; span] } else { Vec::new() },
-            long_rows: vec![0; ROW << row_log],
-            long_tags: vec![0; ROW << row_log],
+            short_head: if short { zeroed(1 << params.hash_log) } else { Vec::new() },
+            short_chain: if short { zeroed(span) } else { Vec::new() },
+            long_rows: zeroed(ROW << row_log),
+            long_tags: zeroed(ROW << row_log),
             long_next: vec![0; 1 << row_log],
             row_log,
             span,

@@ -6,6 +6,7 @@
 //! - [`ldm`]: the long-distance matcher (repeats at any distance, bounded table).
 //! - [`matcher`]: hash tables over a local window (short and medium matches).
 //! - [`cost`] and [`parser`]: the price model and the per-block optimal parse.
+//! - [`mem`]: zeroed tables on huge pages (the hash tables are read at random).
 //! - [`depth`]: the sequential pass that enforces the reference-depth bound.
 //!
 //! Work is split into fixed-size pieces that do not depend on the thread count — chunks of the stream processed
@@ -19,6 +20,7 @@ pub mod fai;
 pub mod input;
 pub mod ldm;
 pub mod matcher;
+pub mod mem;
 pub mod parser;
 pub mod stream;
 #[cfg(test)]
@@ -116,6 +118,9 @@ const SEGMENT_BYTES: u64 = 4 << 20;
 /// Segments per chunk (the unit of the sequential long-match scan and of buffered tokens).
 const SEGMENTS_PER_CHUNK: u64 = 4;
 
+/// Positions the lazy first parse of a segment that is parsed again looks ahead.
+const SKETCH_LAZY_STEPS: u32 = 1;
+
 /// A segment is parsed again when more than one byte in this many had to be forced to a literal.
 const REPARSE_FORCED_RATIO: u64 = 2048;
 
@@ -126,13 +131,16 @@ struct LevelParams {
     /// Bytes before a segment that its chain matcher indexes.
     window: u64,
     parse: ParseParams,
+    /// Positions the lazy parse of bare bases looks ahead (see [`BASES_LONG_DEPTH`]).
+    bases_lazy_steps: u32,
     ldm_window: usize,
     ldm_sample_log: u32,
     /// Parse every segment of a chunk but the first a second time, knowing the depths the first parse gave the
     /// segments before it (and any segment where the depth pass forced many literals). Without it, sources in
     /// the segments parsed beside a segment look shallow to its closure price: on atha_chr1 a cold block at the
     /// end of the stream then parses about twice as many slices (for up to twice the parse time; the first
-    /// segment of a chunk sees every depth before it already).
+    /// segment of a chunk sees every depth before it already). The first parse of those segments is then only a
+    /// sketch for the depth estimates: a lazy parse (text too), which costs about half of an optimal one.
     reparse: bool,
 }
 
@@ -140,6 +148,12 @@ struct LevelParams {
 /// chains and the depth-aware second parse of levels 6+ buy almost nothing (atha_chr1 genome mode: 4.0452 with
 /// them, 4.0449 without, for 17.7 against 7.9 s of CPU; fly ×6 5.3854 against 5.3869), while on FASTA text in
 /// general mode they are worth 4 % (3.285 against 3.148), so only bare bases skip them.
+///
+/// Bare bases are also parsed lazily at every level (`parser::lazy`): on them the one-path-per-node optimal parse
+/// loses to it. Default level, atha_chr1 genome mode / all eleven fly-chr4 files, ratio and pack CPU seconds on
+/// 2 cores: optimal 4.1502 / 10.2191, 9.9 / 4.7 s; lazy two steps ahead 4.1555 / 10.2546, 5.8 / 2.6 s (one step
+/// and greedy were within 0.1 % on atha). On FASTA text in general mode the optimal parse stays ahead (level 5:
+/// 3.3349 against 3.3011 lazy), so text is parsed lazily only at levels 1-4.
 const BASES_LONG_DEPTH: u32 = 2;
 
 /// Shortest match per distance class (`< 2^12, 2^16, …`): a far source costs its distance's extra bits, so
@@ -156,15 +170,15 @@ const CLOSURE_PRICE: ClosurePrice = ClosurePrice { enter: 6 * PRICE_ONE, per_lev
 fn level_params(level: u8, block_log: u8) -> LevelParams {
     // Level 7 is the former default. Level 6 takes 32-byte matches at once (10 % faster, 0.01 % larger); level 5
     // also samples the long-distance matcher a quarter as densely and parses once (its sources' depths are then
-    // estimated less well, so cold reads late in a stream parse more slices).
-    let (short_depth, long_depth, sufficient_len, window, rep_count, ldm_sample_log, reparse) = match level {
-        0..=2 => (1, 1, 32, 256 << 10, 2, 5, false),
-        3..=4 => (1, 2, 48, 512 << 10, 2, 4, false),
-        5 => (1, 16, 32, 1 << 20, 4, 4, false),
-        6 => (1, 16, 32, 1 << 20, 4, 2, true),
-        7 => (1, 16, 64, 1 << 20, 4, 2, true),
-        8 => (4, 16, 128, 2 << 20, 4, 2, true),
-        _ => (16, 48, 256, 4 << 20, 4, 2, true),
+    // estimated less well, so cold reads late in a stream parse more slices). Levels 1-4 parse text lazily.
+    let (short_depth, long_depth, sufficient_len, window, rep_count, ldm_sample_log, reparse, text_lazy) = match level {
+        0..=2 => (1, 1, 32, 256 << 10, 2, 5, false, Some(1)),
+        3..=4 => (1, 2, 48, 512 << 10, 2, 4, false, Some(2)),
+        5 => (1, 16, 32, 1 << 20, 4, 4, false, None),
+        6 => (1, 16, 32, 1 << 20, 4, 2, true, None),
+        7 => (1, 16, 64, 1 << 20, 4, 2, true, None),
+        8 => (4, 16, 128, 2 << 20, 4, 2, true, None),
+        _ => (16, 48, 256, 4 << 20, 4, 2, true, None),
     };
     LevelParams {
         chain: ChainParams { short_depth, long_depth, hash_log: 20 },
@@ -175,7 +189,12 @@ fn level_params(level: u8, block_log: u8) -> LevelParams {
             rep_count,
             closure: CLOSURE_PRICE,
             slice_log: Header::default_slice_log(block_log),
+            lazy_steps: text_lazy,
+            // Level 1 looks up ever fewer positions in a long run of literals (atha_chr1 genome mode, level 6:
+            // 4.1555 -> 4.1323 with 2^6, 4.0934 with 2^4, for a third less CPU).
+            skip_log: (level <= 1).then_some(6),
         },
+        bases_lazy_steps: if level <= 5 { 1 } else { 2 },
         ldm_window: 16,
         ldm_sample_log,
         reparse,
@@ -334,13 +353,15 @@ struct SegmentJob<'a> {
 }
 
 impl SegmentJob<'_> {
-    /// Parses `segments` in parallel, each with its own matcher and price model.
-    fn parse(&self, segments: &[(u64, u64)], long: &[LongMatch]) -> Vec<Vec<BlockTokens>> {
+    /// Parses `segments` in parallel, each with its own matcher and price model; those whose `sketch` flag is
+    /// set only lazily (see [`LevelParams::reparse`]).
+    fn parse(&self, segments: &[(u64, u64)], sketch: &[bool], long: &[LongMatch]) -> Vec<Vec<BlockTokens>> {
         let block = 1u64 << self.block_log;
         let (data, level) = (self.data, self.level);
         segments
             .par_iter()
-            .map(|&(s, e)| {
+            .zip(sketch)
+            .map(|(&(s, e), &sketch)| {
                 let seg_long: Vec<LongMatch> = long.iter().filter(|m| m.start < e && m.end() > s).copied().collect();
                 let base = s.saturating_sub(level.window);
                 let mut chain_params = level.chain;
@@ -348,12 +369,17 @@ impl SegmentJob<'_> {
                     // Short matches never pay on 2-bit-a-base text; they only lengthen copy chains (depth).
                     chain_params.short_depth = 0;
                 }
+                let mut parse_params = level.parse;
                 if is_bare_bases(&data[s as usize..e as usize]) {
                     chain_params.long_depth = chain_params.long_depth.min(BASES_LONG_DEPTH);
+                    parse_params.lazy_steps = Some(level.bases_lazy_steps);
+                }
+                if sketch {
+                    parse_params.lazy_steps = parse_params.lazy_steps.or(Some(SKETCH_LAZY_STEPS));
                 }
                 let chain = ChainMatcher::new(data, base, e, chain_params);
                 let view = DepthView { max_depth: self.max_depth, outer: self.outer_depth };
-                let mut parser = SegmentParser::new(data, level.parse, chain, &seg_long, (s, e), view);
+                let mut parser = SegmentParser::new(data, parse_params, chain, &seg_long, (s, e), view);
                 (s..e).step_by(block as usize).map(|b| parser.parse_block(b, (b + block).min(e))).collect()
             })
             .collect()
@@ -499,10 +525,13 @@ impl<'a> Packing<'a> {
             max_depth: self.opts.max_depth,
             outer_depth: self.depth.finished(start),
         };
+        // At the levels that re-parse, every segment but the first is parsed again, so its first parse only
+        // has to give the depth estimates that the second parses of the segments after it start from.
+        let sketch: Vec<bool> = (0..segments.len()).map(|k| k > 0 && self.level.reparse).collect();
         let ldm = &mut self.ldm;
         let data = self.data;
         let (mut per_segment, ahead) = rayon::join(
-            || job.parse(&segments, &long),
+            || job.parse(&segments, &sketch, &long),
             || {
                 next.map(|(s, e)| {
                     let mut found = Vec::new();
@@ -554,7 +583,7 @@ impl<'a> Packing<'a> {
         let end = segments.last().map_or(0, |s| s.1);
         if !redo.is_empty() {
             let again: Vec<(u64, u64)> = redo.iter().map(|&k| segments[k]).collect();
-            let reparsed = self.segment_job(end).parse(&again, long);
+            let reparsed = self.segment_job(end).parse(&again, &vec![false; again.len()], long);
             for (k, blocks) in redo.into_iter().zip(reparsed) {
                 per_segment[k] = blocks;
             }

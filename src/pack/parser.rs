@@ -33,6 +33,8 @@ use crate::pack::cost::{Counts, Prices, PRICE_ONE};
 use crate::pack::ldm::LongMatch;
 use crate::pack::matcher::{common_len, prefetch_byte, Candidate, ChainMatcher};
 
+mod lazy;
+
 /// The parser's knobs, derived from the level.
 #[derive(Debug, Clone, Copy)]
 pub struct ParseParams {
@@ -46,6 +48,12 @@ pub struct ParseParams {
     /// log2 of the slice size the blocks are cut into (FORMAT.md §3): a continuation code cannot refer to a
     /// match in an earlier slice, so the first match of a slice is priced with an explicit distance.
     pub slice_log: u8,
+    /// `Some(steps)`: the fast levels' lazy parse ([`lazy`]), looking `steps` positions ahead for a better
+    /// match; `None`: the optimal parse.
+    pub lazy_steps: Option<u32>,
+    /// Lazy parse only: after `2^skip_log` literals in a row, look up every second position, then every third, …
+    /// (`None`: every position).
+    pub skip_log: Option<u32>,
 }
 
 /// The price of a match's source in work for a cold read, added to its price in bits (both in 1/256 bit).
@@ -192,7 +200,7 @@ impl<'a> SegmentParser<'a> {
     ) -> Self {
         SegmentParser {
             seg_start: segment.0,
-            local_depth: vec![0; (segment.1 - segment.0) as usize],
+            local_depth: crate::pack::mem::zeroed((segment.1 - segment.0) as usize),
             outer_depth: depth.outer,
             max_depth: depth.max_depth.max(1),
             data,
@@ -213,6 +221,9 @@ impl<'a> SegmentParser<'a> {
 
     /// Parses the block `[start, end)`; blocks must be given in stream order.
     pub fn parse_block(&mut self, start: u64, end: u64) -> BlockTokens {
+        if self.params.lazy_steps.is_some() {
+            return self.parse_block_lazy(start, end);
+        }
         if self.first_block {
             self.counts.set_literals_from(&self.data[start as usize..end as usize]);
             self.first_block = false;

@@ -162,6 +162,31 @@ fn levels_roundtrip_and_far_repeats_are_found() {
     }
 }
 
+#[test]
+fn bare_bases_parse_lazily_roundtrip_and_find_far_repeats() {
+    // Genome mode's base stream: no N runs, no line breaks (every level parses it lazily).
+    let data: Vec<u8> = genome_like(1 << 20, 13).into_iter().map(|b| if b == b'N' { b'A' } else { b }).collect();
+    assert!(is_bare_bases(&data));
+    for level in [1, 3, 6] {
+        let opts = PackOptions { level, ..small_opts() };
+        let blocks = check_roundtrip(&data, &opts);
+        let literals: usize = blocks.iter().map(|b| b.literals.len()).sum();
+        assert!(literals < data.len() / 2, "level {level}: {literals} literals of {}", data.len());
+        let far = blocks.iter().flat_map(|b| &b.tokens).filter(|t: &&Token| t.back > 1 << 18).count();
+        assert!(far > 0, "level {level} found no far match");
+        let threaded = tokens_for(&data, &PackOptions { threads: 3, ..opts }).0;
+        assert!(threaded == blocks, "level {level}: output depends on the thread count");
+    }
+    // Looking ahead changes the parse (a greedy one takes the first match that saves anything).
+    let opts = small_opts();
+    let mut depth_map = vec![0u8; data.len()];
+    let mut greedy_params = level_params(opts.level, opts.block_log);
+    greedy_params.bases_lazy_steps = 0;
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+    let greedy = pool.install(|| Packing::new(&data, &opts, greedy_params, &mut depth_map).tokens());
+    assert!(greedy != tokens_for(&data, &opts).0);
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(24))]
     #[test]
