@@ -1375,8 +1375,10 @@ extern "C" __global__ void resolve_round(Ctx c, u32 n, const u32* task_off, u32 
 // reads no byte this launch writes (it writes bytes, never stamps), so the bytes need no ordering and one launch
 // replaces the rounds that resolved one more level each. The depth of the byte is the hops plus the depth of the
 // final byte it reached, and more than max_depth is a depth violation (E_DEPTH), as in resolve_warp.
+// With `index` (the token index of index_tokens, built after this decode's parse) a hop finds its token by a
+// short scan from the index; without it (null), by binary search.
 extern "C" __global__ void resolve_chase(Ctx c, const u64* list, const u64* klist, const u32* list_counts,
-                                         u32 list_cap) {
+                                         u32 list_cap, const u32* index) {
     if (failed(c)) return;
     const u64 entries = min(*(volatile u32*)&list_counts[0], list_cap);
     const u64 mask = (1ull << c.unit_log) - 1;
@@ -1410,7 +1412,8 @@ extern "C" __global__ void resolve_chase(Ctx c, const u64* list, const u64* klis
             u32 o = (u32)(p & mask);
             u64 pb = c.tok_off[b];
             u32 ntok = c.meta[b * META_WORDS + 2] + 1;
-            u32 pt = last_le(c.tpos + pb, 0, ntok, o);
+            u32 pt = index ? indexed_token(c.tpos + pb, index + (b << (c.unit_log - TOKEN_BUCKET_LOG)), ntok, o)
+                          : last_le(c.tpos + pb, 0, ntok, o);
             u32 pms = c.mpos[pb + pt];
             u64 pd = c.back[pb + pt];
             if (o < pms || pt + 1 == ntok || pd == 0) {  // a literal without its stamp: cannot happen after parse

@@ -303,6 +303,8 @@ pub struct Device {
     /// The resident parse's token index (kernel `index_tokens`), built with the first resident seek. It depends
     /// only on the tokens, which every full decode of this archive rewrites with the same values.
     token_index: Option<CudaSlice<u32>>,
+    /// `token_index` holds the index of the current resident tokens.
+    index_ready: bool,
     events: (CudaEvent, CudaEvent),
     /// Grid of the seek kernels whose work count lives on the device (later levels, literals, resolve rounds),
     /// which stride over it: LEVEL_GRID, or ACEAPEX_GPU_LEVEL_GRID. (Two CTAs per SM was measured slower: a
@@ -332,6 +334,9 @@ pub struct Device {
     /// The full decode resolves what round 0 left by resolve rounds, one depth level each
     /// (ACEAPEX_GPU_RESOLVE_ROUNDS=1, for comparison), instead of one chase launch (the default).
     resolve_by_rounds: bool,
+    /// The full decode's chase finds tokens through a token index built after the parse (the default), or by
+    /// binary search (ACEAPEX_GPU_CHASE_INDEX=0, for comparison).
+    chase_index: bool,
     /// ACEAPEX_GPU_SEEK_PROFILE=1: seeks are launched without graphs, with an event after every stage, and the
     /// time between events is summed here by stage (total ms, batches); `marks` holds the current batch's events.
     profile: Option<SeekProfile>,
@@ -492,6 +497,7 @@ impl Device {
             resident_tried: false,
             resident: false,
             token_index: None,
+            index_ready: false,
             events,
             later_grid,
             skip_requested: std::env::var_os("ACEAPEX_GPU_EXPAND_ALL").is_none(),
@@ -506,6 +512,7 @@ impl Device {
                 && std::env::var_os("ACEAPEX_GPU_SEEK_GROUP").is_none(),
             resolve_trim: std::env::var_os("ACEAPEX_GPU_RESOLVE_WHOLE").is_none(),
             resolve_by_rounds: std::env::var_os("ACEAPEX_GPU_RESOLVE_ROUNDS").is_some(),
+            chase_index: std::env::var("ACEAPEX_GPU_CHASE_INDEX").as_deref() != Ok("0"),
             profile: std::env::var_os("ACEAPEX_GPU_SEEK_PROFILE").map(|_| SeekProfile::default()),
         })
     }
@@ -1019,7 +1026,22 @@ impl Device {
     ) -> Result<std::result::Result<FullRun, KernelFault>> {
         self.full_ready = false;
         self.resident = false;
+        self.index_ready = false;
         self.ensure_full()?;
+        // Round 0, then one chase of what it left (the default), or max_depth + 1 rounds.
+        let chase = variant == FullVariant::Full && !self.resolve_by_rounds;
+        // The chase's token index is rebuilt from this decode's tokens inside the timed region (index_tokens);
+        // only its buffer is kept between decodes.
+        let index_ptr = match chase && self.chase_index {
+            true => self.token_index_ptr()?,
+            false => 0u64,
+        };
+        let index_cfg = LaunchConfig {
+            grid_dim: (grid_for(self.nunits << (self.unit_log - resident::TOKEN_BUCKET_LOG), 256, 132 * 16), 1, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+
         let n = self.nunits as u32;
         let stream = self.stream.clone();
         let full = self.full.as_mut().expect("ensured above");
@@ -1045,8 +1067,6 @@ impl Device {
             FullVariant::ParseNoLiterals => 2,
             FullVariant::ParseOnly | FullVariant::Full => 0,
         };
-        // Round 0, then one chase of what it left (the default), or max_depth + 1 rounds.
-        let chase = variant == FullVariant::Full && !self.resolve_by_rounds;
         let rounds = match variant {
             FullVariant::Full if chase => 1,
             FullVariant::Full => self.max_depth + 1,
@@ -1058,9 +1078,10 @@ impl Device {
         };
         self.events.0.record(&stream).map_err(gpu("event"))?;
         // SAFETY: arguments match parse_k<K>(Ctx, u32, u32), resolve_round(Ctx, u32, u32*, u32, u32, u64*, u64*,
-        // u64*, u64*, u32*, u32, u32) and resolve_chase(Ctx, u64*, u64*, u32*, u32); `c` points at the
-        // full-decode buffers sized for all units and tokens (tok_off is their exact prefix sum), the four lists
-        // hold every deferred piece (list_cap) and the stamps every stream byte.
+        // u64*, u64*, u32*, u32, u32), index_tokens(Ctx, u32*) and resolve_chase(Ctx, u64*, u64*, u32*, u32,
+        // const u32*); `c` points at the full-decode buffers sized for all units and tokens (tok_off is their
+        // exact prefix sum), the four lists hold every deferred piece (list_cap), the stamps every stream byte,
+        // and the token index (when used) nunits << (unit_log - TOKEN_BUCKET_LOG) entries.
         unsafe {
             let warps_per_cta = (CTA_THREADS / 32) as u64;
             let cfg = LaunchConfig {
@@ -1099,6 +1120,14 @@ impl Device {
                     .launch(if round == 0 { first_round } else { later_round })
                     .map_err(gpu("resolve launch"))?;
             }
+            if index_ptr != 0 {
+                stream
+                    .launch_builder(&self.kernels.index_tokens)
+                    .arg(&c)
+                    .arg(&index_ptr)
+                    .launch(index_cfg)
+                    .map_err(gpu("token index"))?;
+            }
             if let Some(event) = &chase_start {
                 event.record(&stream).map_err(gpu("event"))?;
             }
@@ -1111,6 +1140,7 @@ impl Device {
                     .arg(&lists[2])
                     .arg(&counts_ptr)
                     .arg(&list_cap)
+                    .arg(&index_ptr)
                     .launch(later_round)
                     .map_err(gpu("resolve launch"))?;
             }
@@ -1137,6 +1167,7 @@ impl Device {
         let used = if rounds == 0 { 0 } else { left.iter().take_while(|&&c| c != 0).count() as u32 + 1 };
         self.full_ready = variant == FullVariant::Full;
         self.resident = matches!(variant, FullVariant::ParseOnly | FullVariant::Full);
+        self.index_ready = index_ptr != 0;
         Ok(Ok(FullRun { device_ms, rounds: used, left, chase_ms }))
     }
 

@@ -68,7 +68,7 @@ impl Device {
             self.resident_tried = true;
             self.build_resident();
         }
-        if self.resident && self.token_index.is_none() {
+        if self.resident && !self.index_ready {
             if let Err(e) = self.build_token_index() {
                 tracing::info!("GPU seeks parse from the compressed archive: the token index failed ({e})");
                 self.resident_seeks = ResidentSeeks::Off;
@@ -108,16 +108,27 @@ impl Device {
         }
     }
 
+    /// The device address of the token index's buffer (allocated on first use): nunits << (unit_log -
+    /// TOKEN_BUCKET_LOG) entries.
+    pub(super) fn token_index_ptr(&mut self) -> Result<u64> {
+        if self.token_index.is_none() {
+            let entries = (self.nunits << (self.unit_log - TOKEN_BUCKET_LOG)) as usize;
+            // SAFETY: a device buffer of plain integers; index_tokens writes every entry before any is read
+            // (`index_ready` says when it has).
+            let index = unsafe { self.stream.alloc::<u32>(entries.max(1)) }.map_err(gpu("alloc token index"))?;
+            self.token_index = Some(index);
+        }
+        Ok(self.ptr(self.token_index.as_ref().expect("allocated above")))
+    }
+
     /// Builds the token index over the resident tokens (kernels/decode.cu `index_tokens`).
     fn build_token_index(&mut self) -> Result<()> {
+        let index_ptr = self.token_index_ptr()?;
+        let entries = self.nunits << (self.unit_log - TOKEN_BUCKET_LOG);
         let full = self.full.as_ref().ok_or_else(|| Error::Gpu("no resident parse".into()))?;
-        let entries = (self.nunits << (self.unit_log - TOKEN_BUCKET_LOG)) as usize;
-        // SAFETY: a device buffer of plain integers, every entry written by the launch below before any read.
-        let index = unsafe { self.stream.alloc::<u32>(entries.max(1)) }.map_err(gpu("alloc token index"))?;
         let c = self.full_ctx(full, false);
-        let index_ptr = self.ptr(&index);
         let cfg = LaunchConfig {
-            grid_dim: (grid_for(entries as u64, 256, 132 * 16), 1, 1),
+            grid_dim: (grid_for(entries, 256, 132 * 16), 1, 1),
             block_dim: (256, 1, 1),
             shared_mem_bytes: 0,
         };
@@ -126,7 +137,7 @@ impl Device {
         unsafe { self.stream.launch_builder(&self.kernels.index_tokens).arg(&c).arg(&index_ptr).launch(cfg) }
             .map_err(gpu("token index"))?;
         self.stream.synchronize().map_err(gpu("token index"))?;
-        self.token_index = Some(index);
+        self.index_ready = true;
         Ok(())
     }
 
