@@ -392,7 +392,7 @@ impl<'a> SegmentParser<'a> {
         self.priced.clear();
         self.chain.find(pos, limit, &mut self.cands);
         self.collect_long(pos, limit);
-        self.collect_reps(pos, limit);
+        self.collect_reps(pos, limit, prev);
         self.collect_continuations(pos, limit, prev);
         if self.cands.is_empty() {
             return;
@@ -468,8 +468,9 @@ impl<'a> SegmentParser<'a> {
         }
     }
 
-    /// Tries recently used distances and their `±1` neighbours.
-    fn collect_reps(&mut self, pos: u64, limit: u32) {
+    /// Tries recently used distances and their `±1` neighbours, except those that are continuations of `prev`:
+    /// [`Self::collect_continuations`] measures those anyway (the same candidate twice changes nothing but time).
+    fn collect_reps(&mut self, pos: u64, limit: u32, prev: u64) {
         let p = pos as usize;
         if p + 4 > self.data.len() {
             return;
@@ -479,7 +480,7 @@ impl<'a> SegmentParser<'a> {
             let shifts: &[i64] = if k < 2 { &[0, -1, 1] } else { &[0] };
             for &s in shifts {
                 let back = r as i64 + s;
-                if back < 1 || back as u64 > pos {
+                if back < 1 || back as u64 > pos || (prev != 0 && continuation_index(back as u64, prev).is_some()) {
                     continue;
                 }
                 let src = p - back as usize;

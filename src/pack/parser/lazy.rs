@@ -104,7 +104,7 @@ impl SegmentParser<'_> {
         self.cands.clear();
         self.chain.find(pos, limit, &mut self.cands);
         self.collect_long(pos, limit);
-        self.collect_reps(pos, limit);
+        self.collect_reps(pos, limit, prev);
         self.collect_continuations(pos, limit, prev);
         let mut best: Option<Choice> = None;
         for k in 0..self.cands.len() {
