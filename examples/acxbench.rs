@@ -14,7 +14,18 @@
 //!   engine (default cpu). Two more columns say why a read costs what it does: the median and the largest
 //!   number of slices whose entropy stage a cold CPU read of the same range ran (the slices of the blocks read
 //!   plus every slice their sources lead to, within the depth bound). Prints one line per region:
-//!   `region<TAB>reads<TAB>p50 µs<TAB>p99 µs<TAB>max µs<TAB>p50 slices parsed<TAB>max slices parsed`.
+//!   `region<TAB>reads<TAB>p50 µs<TAB>p99 µs<TAB>max µs<TAB>p50 slices parsed<TAB>max slices parsed`. With
+//!   `--repeat R`, each position is read R times, each cold, and the fastest counts (on a loaded machine: the
+//!   read's cost rather than the scheduler's interruptions).
+//!
+//! - `acxbench closure ARCHIVE [--reads N] [--size S] [--seed X] [--worst K]`: where a cold read's time goes,
+//!   without the archive layer. The archive is opened once (as a mount does); each read gets a fresh CPU engine
+//!   (empty parsed-slice LRU, no decoded blocks) and decodes the blocks covering `S` bytes at random positions of
+//!   the same three regions. Prints one line per region: `region<TAB>reads<TAB>p50 µs<TAB>p99 µs<TAB>max
+//!   µs<TAB>p50 slices<TAB>p99 slices<TAB>p50 levels<TAB>max levels<TAB>µs per slice (median)<TAB>share of the
+//!   time in the closure plan (the rest: the copies and hash after it)<TAB>p50 CPU µs<TAB>p99 CPU µs` (process
+//!   CPU time, all threads: steadier than wall time on a loaded machine); then, for the `K` slowest reads of all,
+//!   the closure level by level (`level<TAB>ranges<TAB>bytes<TAB>slices<TAB>chunks parsed by helpers<TAB>µs`).
 //!
 //! With `--cpu-time`, both also print the process CPU time (all threads) next to the wall time: on a shared,
 //! loaded machine wall time measures the scheduler as much as the decoder. `decode` then prints
@@ -28,7 +39,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use aceapex::archive::{Archive, ArchiveOptions};
-use aceapex::codec::resolve::parse_block;
+use aceapex::codec::resolve::{parse_block, LevelStats};
 use aceapex::engine::cpu::{CpuEngine, DEFAULT_WINDOW_BYTES};
 use aceapex::engine::DecoderChoice;
 use aceapex::format::ArchiveData;
@@ -75,6 +86,22 @@ enum Cmd {
         /// Also print CPU-time percentiles.
         #[arg(long)]
         cpu_time: bool,
+        /// Read each position this many times (each cold, on a fresh archive) and keep the fastest: on a loaded
+        /// machine, what the read costs rather than how often the scheduler interrupted it.
+        #[arg(long, default_value_t = 1)]
+        repeat: u32,
+    },
+    Closure {
+        archive: PathBuf,
+        #[arg(long, default_value_t = 200)]
+        reads: usize,
+        #[arg(long, default_value_t = 4096)]
+        size: u64,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Print the closure level by level for this many of the slowest reads.
+        #[arg(long, default_value_t = 3)]
+        worst: usize,
     },
 }
 
@@ -83,9 +110,10 @@ fn main() -> ExitCode {
     let result = match args.command {
         Cmd::Decode { archive, runs, cpu_time, window, stats } => decode(&archive, runs, cpu_time, window, stats),
         Cmd::Parse { archive, runs } => parse(&archive, runs),
-        Cmd::Randread { archive, reads, size, seed, decoder, cpu_time } => {
-            randread(&archive, reads, size, seed, decoder, cpu_time)
+        Cmd::Randread { archive, reads, size, seed, decoder, cpu_time, repeat } => {
+            randread(&archive, reads, size, seed, decoder, cpu_time, repeat)
         }
+        Cmd::Closure { archive, reads, size, seed, worst } => closure(&archive, reads, size, seed, worst),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -182,6 +210,7 @@ fn randread(
     seed: u64,
     decoder: DecoderChoice,
     cpu_time: bool,
+    repeat: u32,
 ) -> aceapex::Result<()> {
     let total = ArchiveData::open(path)?.footer.total_len;
     if total < size {
@@ -197,15 +226,20 @@ fn randread(
         let mut parsed = Vec::with_capacity(reads);
         for _ in 0..reads {
             let pos = base + rng.below(span.saturating_sub(size) + 1);
-            // A fresh archive: empty block cache, empty parsed-block cache, so the read is cold in-process.
-            let archive = Archive::open_with(path, ArchiveOptions { decoder, ..ArchiveOptions::default() })?;
-            let mut buf = vec![0u8; size as usize];
-            let cpu_started = cpu_seconds();
-            let started = Instant::now();
-            archive.read_stream(pos, &mut buf)?;
-            std::hint::black_box(&buf);
-            micros.push(started.elapsed().as_secs_f64() * 1e6);
-            cpu_micros.push((cpu_seconds() - cpu_started) * 1e6);
+            let (mut best, mut best_cpu) = (f64::INFINITY, f64::INFINITY);
+            for _ in 0..repeat.max(1) {
+                // A fresh archive: empty block cache, empty parsed-block cache, so the read is cold in-process.
+                let archive = Archive::open_with(path, ArchiveOptions { decoder, ..ArchiveOptions::default() })?;
+                let mut buf = vec![0u8; size as usize];
+                let cpu_started = cpu_seconds();
+                let started = Instant::now();
+                archive.read_stream(pos, &mut buf)?;
+                std::hint::black_box(&buf);
+                best = best.min(started.elapsed().as_secs_f64() * 1e6);
+                best_cpu = best_cpu.min((cpu_seconds() - cpu_started) * 1e6);
+            }
+            micros.push(best);
+            cpu_micros.push(best_cpu);
             parsed.push(slices_parsed_by_cold_read(path, pos, size)? as f64);
         }
         let micros = Percentiles::new(micros);
@@ -220,6 +254,89 @@ fn randread(
             parsed.at(0.5),
             parsed.at(1.0)
         );
+    }
+    Ok(())
+}
+
+/// One cold read measured by `closure`: its region, position, wall µs, closure µs, and its levels.
+struct ClosureRead {
+    region: &'static str,
+    pos: u64,
+    micros: f64,
+    cpu_micros: f64,
+    plan_micros: f64,
+    levels: Vec<LevelStats>,
+}
+
+fn closure(path: &PathBuf, reads: usize, size: u64, seed: u64, worst: usize) -> aceapex::Result<()> {
+    let data = Arc::new(ArchiveData::open(path)?);
+    let total = data.footer.total_len;
+    if total < size || size == 0 {
+        return Err(aceapex::Error::InvalidArgument(format!("stream of {total} bytes and reads of {size}")));
+    }
+    let log = data.header.block_log;
+    let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let span = (total / 100).max(size * 64).min(total - size + 1);
+    let regions = [("start", 0), ("middle", (total - span) / 2), ("end", total - span)];
+    let mut all: Vec<ClosureRead> = Vec::new();
+    for (name, base) in regions {
+        let mut here = Vec::with_capacity(reads);
+        for _ in 0..reads {
+            let pos = base + rng.below(span.saturating_sub(size) + 1);
+            let engine = CpuEngine::new(data.clone());
+            let mut read =
+                ClosureRead { region: name, pos, micros: 0.0, cpu_micros: 0.0, plan_micros: 0.0, levels: Vec::new() };
+            let cpu_started = cpu_seconds();
+            let started = Instant::now();
+            for id in (pos >> log)..=((pos + size - 1) >> log) {
+                let mut buf = vec![0u8; data.block_len(id) as usize];
+                let (stats, _) = engine.decode_block_stats(id, &mut buf)?;
+                std::hint::black_box(&buf);
+                read.plan_micros += stats.levels.iter().map(|l| l.micros).sum::<f64>();
+                read.levels.extend(stats.levels);
+            }
+            read.micros = started.elapsed().as_secs_f64() * 1e6;
+            read.cpu_micros = (cpu_seconds() - cpu_started) * 1e6;
+            here.push(read);
+        }
+        let micros = Percentiles::new(here.iter().map(|r| r.micros).collect());
+        let slices =
+            Percentiles::new(here.iter().map(|r| r.levels.iter().map(|l| l.slices).sum::<usize>() as f64).collect());
+        let levels = Percentiles::new(here.iter().map(|r| r.levels.len() as f64).collect());
+        let per_slice = Percentiles::new(
+            here.iter()
+                .map(|r| (r.micros, r.levels.iter().map(|l| l.slices).sum::<usize>()))
+                .filter(|&(_, n)| n > 0)
+                .map(|(us, n)| us / n as f64)
+                .collect(),
+        );
+        let cpu = Percentiles::new(here.iter().map(|r| r.cpu_micros).collect());
+        let plan_share = here.iter().map(|r| r.plan_micros).sum::<f64>() / here.iter().map(|r| r.micros).sum::<f64>();
+        println!(
+            "{name}\t{reads}\t{:.0}\t{:.0}\t{:.0}\t{:.0}\t{:.0}\t{:.0}\t{:.0}\t{:.1}\t{:.2}\t{:.0}\t{:.0}",
+            micros.at(0.5),
+            micros.at(0.99),
+            micros.at(1.0),
+            slices.at(0.5),
+            slices.at(0.99),
+            levels.at(0.5),
+            levels.at(1.0),
+            per_slice.at(0.5),
+            plan_share,
+            cpu.at(0.5),
+            cpu.at(0.99)
+        );
+        all.extend(here);
+    }
+    all.sort_by(|a, b| b.micros.total_cmp(&a.micros));
+    for read in all.iter().take(worst) {
+        println!(
+            "# {} read at {}: {:.0} µs, closure plan {:.0} µs",
+            read.region, read.pos, read.micros, read.plan_micros
+        );
+        for (level, l) in read.levels.iter().enumerate() {
+            println!("{level}\t{}\t{}\t{}\t{}\t{:.0}", l.ranges, l.bytes, l.slices, l.helped_chunks, l.micros);
+        }
     }
     Ok(())
 }

@@ -48,6 +48,27 @@ impl ParsedBlock {
         self.token_pos.partition_point(|&p| p <= off).saturating_sub(1)
     }
 
+    /// How many literals the unit's tokens use (its `literals` hold them all unless it was parsed as a prefix).
+    pub fn literal_count(&self) -> usize {
+        match (self.lit_pos.last(), self.tokens.last()) {
+            (Some(&at), Some(t)) => at as usize + t.lit_len as usize,
+            _ => 0,
+        }
+    }
+
+    /// Whether every literal is present (a unit parsed as a prefix, [`decode_slice_prefixes`], may lack the
+    /// last ones).
+    pub fn is_complete(&self) -> bool {
+        self.literals.len() == self.literal_count()
+    }
+
+    /// Whether the unit can serve its bytes `[0, end)`: complete, or parsed as a prefix that holds at least `end`
+    /// literals — bytes `[0, end)` hold at most `end` literals, the first ones, since every byte is a literal
+    /// or a match byte.
+    pub fn serves(&self, end: u32) -> bool {
+        end as usize <= self.literals.len() || self.is_complete()
+    }
+
     /// Heap bytes held, for cache accounting.
     pub fn heap_bytes(&self) -> usize {
         self.tokens.len() * std::mem::size_of::<Token>()
@@ -439,7 +460,7 @@ pub fn decode_block_into(
     let dests: Vec<Dest> = (0..layouts.len())
         .map(|j| {
             let (off, len) = shape.slice_span(j);
-            Dest { unit: 0, start: shape.start + off as u64, base: off, len }
+            Dest { unit: 0, start: shape.start + off as u64, base: off, len, lits: usize::MAX }
         })
         .collect();
     let sets = vec![tables; layouts.len()];
@@ -448,12 +469,15 @@ pub fn decode_block_into(
 }
 
 /// Where a decoded slice goes: into unit `unit`, at offset `base` of it; the slice starts at absolute stream
-/// position `start` and has `len` bytes. Slices of one unit come in order.
+/// position `start` and has `len` bytes. Slices of one unit come in order. Only the first `lits` literals are
+/// decoded (a prefix parse, whose final rANS state is then not checked); less than all only for a unit of one
+/// slice.
 struct Dest {
     unit: usize,
     start: u64,
     base: u32,
     len: u32,
+    lits: usize,
 }
 
 /// The entropy stage of every slice (in lock-step groups of four), then each slice's token parse in order,
@@ -472,7 +496,7 @@ fn decode_layouts(
     scratch.codes.clear();
     scratch.codes.resize(code_len, 0);
     for (u, out) in outs.iter_mut().enumerate() {
-        let nlit: usize = layouts.iter().zip(dests).filter(|(_, d)| d.unit == u).map(|(l, _)| l.nlit).sum();
+        let nlit: usize = layouts.iter().zip(dests).filter(|(_, d)| d.unit == u).map(|(l, d)| l.nlit.min(d.lits)).sum();
         out.literals.clear();
         out.literals.resize(nlit, 0);
     }
@@ -492,15 +516,18 @@ fn decode_layouts(
             codes = rest;
             let (ll, c) = c.split_at_mut(l.nmatch + 1);
             let (ml, of) = c.split_at_mut(l.nmatch);
-            let (lit, rest) = std::mem::take(&mut lits[d.unit]).split_at_mut(l.nlit);
+            let (lit, rest) = std::mem::take(&mut lits[d.unit]).split_at_mut(l.nlit.min(d.lits));
             lits[d.unit] = rest;
             segs.push([ll, ml, of, lit]);
         }
         let table_sets: Vec<[&Table; 4]> = sets.iter().map(|t| [&t.ll, &t.ml, &t.of, &t.lit]).collect();
         rans::Decoder::decode_lockstep_all(&mut scratch.decoders[..n], segs, &table_sets)?;
     }
-    for (j, dec) in scratch.decoders[..n].iter().enumerate() {
-        dec.finish().map_err(|e| (j, e))?;
+    for (j, (dec, (l, d))) in scratch.decoders[..n].iter().zip(layouts.iter().zip(dests)).enumerate() {
+        // A prefix stops before the end of its stream; the block hash checks what it produced.
+        if d.lits >= l.nlit {
+            dec.finish().map_err(|e| (j, e))?;
+        }
     }
     let mut c0 = 0usize;
     let mut lit_base = vec![0u32; outs.len()];
@@ -521,7 +548,20 @@ pub type SliceJob<'a> = (&'a [u8], BlockShape, usize, &'a TableSet);
 /// in lock step: what a reader resolving many source pieces does, one slice per piece (the slices may belong to
 /// any blocks and table groups). One result per job.
 pub fn decode_slices(jobs: &[SliceJob]) -> Vec<Result<ParsedBlock, DecodeError>> {
+    decode_slice_prefixes(jobs, &vec![u32::MAX; jobs.len()])
+}
+
+/// [`decode_slices`], decoding of slice `k` only what its bytes `[0, ends[k])` need: every code (the tokens
+/// are all there) but only the first `ends[k]` literals, which serve those bytes ([`ParsedBlock::serves`]). A
+/// source piece lies anywhere in its slice, so this skips about half the literals — most of a slice's rANS
+/// symbols — of the slices a cold read reaches through sources. A prefix's final rANS state is not checked
+/// (the stream goes on); the block hash checks the bytes it produces.
+pub fn decode_slice_prefixes(jobs: &[SliceJob], ends: &[u32]) -> Vec<Result<ParsedBlock, DecodeError>> {
     let together = (|| {
+        if ends.len() != jobs.len() {
+            let detail = format!("{} slice jobs, {} ends", jobs.len(), ends.len());
+            return Err(DecodeError::Invalid { what: "slice job", detail });
+        }
         let mut layouts = Vec::with_capacity(jobs.len());
         let mut dests = Vec::with_capacity(jobs.len());
         let mut sets = Vec::with_capacity(jobs.len());
@@ -537,7 +577,7 @@ pub fn decode_slices(jobs: &[SliceJob]) -> Vec<Result<ParsedBlock, DecodeError>>
             let slice = SliceDirectory::parse(payload, n_slices)?.slice(j)?;
             let (off, len) = shape.slice_span(j);
             layouts.push(PayloadLayout::parse(slice, l, len)?);
-            dests.push(Dest { unit: k, start: shape.start + off as u64, base: 0, len });
+            dests.push(Dest { unit: k, start: shape.start + off as u64, base: 0, len, lits: ends[k] as usize });
         }
         let mut outs: Vec<ParsedBlock> = dests
             .iter()
@@ -594,7 +634,7 @@ pub fn decode_slice_into(
     let start = shape.start + off as u64;
     out.reset(start, len);
     let layout = PayloadLayout::parse(slice, lanes, len).map_err(|e| in_slice(j, e))?;
-    let dest = Dest { unit: 0, start, base: 0, len };
+    let dest = Dest { unit: 0, start, base: 0, len, lits: usize::MAX };
     with_scratch(|scratch| {
         decode_layouts(
             std::slice::from_ref(&layout),
@@ -1314,6 +1354,45 @@ mod tests {
                 let alone: Vec<_> = jobs.iter().map(|&(p, sh, j, t)| decode_slice(p, t, sh, j)).collect();
                 assert_eq!(together, alone, "lanes {lanes}");
             }
+        }
+    }
+
+    #[test]
+    fn slice_prefixes_hold_the_whole_tokens_and_the_first_literals() {
+        for lanes in [1, 4] {
+            let (tables, payload) = three_slices(lanes);
+            let shape = shape(0, 5000, lanes);
+            for j in 0..3 {
+                let whole = decode_slice(&payload, &tables, shape, j).unwrap();
+                assert!(whole.is_complete() && whole.serves(u32::MAX));
+                // Every end, in lock-step groups that mix prefixes of all lengths with whole slices.
+                let ends: Vec<u32> = (1..=whole.len + 1).chain([u32::MAX]).collect();
+                for group in ends.chunks(5) {
+                    let jobs = vec![(&payload[..], shape, j, &tables); group.len()];
+                    for (&end, prefix) in group.iter().zip(decode_slice_prefixes(&jobs, group)) {
+                        let prefix = prefix.unwrap();
+                        let kept = (end as usize).min(whole.literals.len());
+                        assert_eq!(
+                            (&prefix.tokens, &prefix.token_pos, &prefix.lit_pos),
+                            (&whole.tokens, &whole.token_pos, &whole.lit_pos),
+                            "slice {j} end {end}"
+                        );
+                        assert_eq!(prefix.literals, whole.literals[..kept], "slice {j} end {end}");
+                        assert!(prefix.serves(end.min(whole.len)), "slice {j} end {end}");
+                        assert_eq!(prefix.is_complete(), kept == whole.literals.len());
+                    }
+                }
+            }
+            // A prefix of a corrupt stream is still refused where its fields are wrong, never a panic.
+            let mut bad = payload.clone();
+            let last = bad.len() - 2;
+            bad[last] ^= 0x21;
+            let jobs = vec![(&bad[..], shape, 2, &tables); 3];
+            let _ = decode_slice_prefixes(&jobs, &[1, 100, u32::MAX]);
+            // Ends that do not pair with the jobs: each job decoded whole, alone.
+            let jobs = vec![(&payload[..], shape, 1, &tables); 3];
+            let whole = decode_slice(&payload, &tables, shape, 1);
+            assert_eq!(decode_slice_prefixes(&jobs, &[1, 2]), vec![whole; 3]);
         }
     }
 

@@ -17,14 +17,17 @@
 use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use lru::LruCache;
-use rayon::prelude::*;
 use xxhash_rust::xxh3::xxh3_64;
 
-use crate::codec::block::{decode_block, decode_slice, decode_slices, BlockShape, ParsedBlock, SliceJob};
+use crate::codec::block::{decode_block, decode_slice, decode_slice_prefixes, BlockShape, ParsedBlock, SliceJob};
 use crate::error::{DecodeError, Error};
 use crate::format::ArchiveData;
+
+mod shared_parse;
+use shared_parse::SharedParse;
 
 /// Decoded, verified copies of whole blocks that resolution may copy from instead of following tokens.
 pub trait DecodedBlocks: Send + Sync {
@@ -132,9 +135,16 @@ impl ParsedCache {
         ParsedCache::new((bytes / slice_size.max(1)).clamp(16, 1 << 16) as usize)
     }
 
-    /// Global slice `g`, parsed, from the LRU or by running its entropy stage (`g < global_slice_count`).
+    /// Global slice `g`, parsed whole, from the LRU or by running its entropy stage (`g < global_slice_count`).
     pub fn get_or_parse(&self, data: &ArchiveData, g: u64) -> Result<Arc<ParsedBlock>, BlockFault> {
-        if let Some(hit) = self.lock(g).get(&g) {
+        self.get_serving(data, g, u32::MAX)
+    }
+
+    /// Global slice `g` parsed at least far enough to serve its bytes `[0, end)` ([`ParsedBlock::serves`]): the
+    /// LRU's copy when it does (the closure planner may have parsed a prefix), else the slice parsed whole,
+    /// which replaces it.
+    pub fn get_serving(&self, data: &ArchiveData, g: u64, end: u32) -> Result<Arc<ParsedBlock>, BlockFault> {
+        if let Some(hit) = self.lock(g).get(&g).filter(|p| p.serves(end)) {
             return Ok(hit.clone());
         }
         // Parse outside the lock; two threads racing on one slice both parse, which is only wasted work.
@@ -152,6 +162,11 @@ impl ParsedCache {
     /// Whether slice `g` is held (does not refresh it).
     pub fn contains(&self, g: u64) -> bool {
         self.lock(g).contains(&g)
+    }
+
+    /// Whether slice `g` is held, parsed far enough to serve its bytes `[0, end)` (does not refresh it).
+    pub fn serves(&self, g: u64, end: u32) -> bool {
+        self.lock(g).peek(&g).is_some_and(|p| p.serves(end))
     }
 
     /// Slice `g` if held (does not refresh it).
@@ -220,26 +235,30 @@ pub fn parse_slice(data: &ArchiveData, g: u64) -> Result<ParsedBlock, BlockFault
 }
 
 /// Parses the global slices `gs`, each on its own, with their entropy stages four at a time in lock step
-/// ([`decode_slices`]): the closure planner's unit of work.
-pub fn parse_slices(data: &ArchiveData, gs: &[u64]) -> Vec<(u64, Result<ParsedBlock, BlockFault>)> {
+/// ([`decode_slices`]): the closure planner's unit of work. Slice `g` of `(g, end)` is parsed as far as its
+/// bytes `[0, end)` need ([`decode_slice_prefixes`]; `u32::MAX`: whole).
+pub fn parse_slices(data: &ArchiveData, gs: &[(u64, u32)]) -> Vec<(u64, Result<ParsedBlock, BlockFault>)> {
     let valid = |g: u64| g < data.global_slice_count() && data.slice_block(g).0 < data.block_count();
-    let (good, bad): (Vec<u64>, Vec<u64>) = gs.iter().partition(|&&g| valid(g));
+    let (good, bad): (Vec<_>, Vec<_>) = gs.iter().partition(|&&(g, _)| valid(g));
     let mut out: Vec<(u64, Result<ParsedBlock, BlockFault>)> =
-        bad.into_iter().map(|g| (g, parse_slice(data, g))).collect();
+        bad.into_iter().map(|(g, _)| (g, parse_slice(data, g))).collect();
     for now in good.chunks(4) {
         // Payloads first, each block's once however many of its slices the chunk holds (a read can fail if the
         // file changed under us), then the entropy stages in lock step.
         let mut payloads: Vec<(u64, std::borrow::Cow<'_, [u8]>)> = Vec::with_capacity(now.len());
         let mut ready = Vec::with_capacity(now.len());
-        for &g in now {
+        let mut ends = Vec::with_capacity(now.len());
+        for &(g, end) in now {
             let b = data.slice_block(g).0;
             if let Some(at) = payloads.iter().position(|(pb, _)| *pb == b) {
                 ready.push((g, at));
+                ends.push(end);
                 continue;
             }
             match data.payload(b) {
                 Ok(payload) => {
                     ready.push((g, payloads.len()));
+                    ends.push(end);
                     payloads.push((b, payload));
                 }
                 Err(error) => out.push((g, Err(BlockFault { block: b, error }))),
@@ -252,13 +271,13 @@ pub fn parse_slices(data: &ArchiveData, gs: &[u64]) -> Vec<(u64, Result<ParsedBl
                 (&payloads[at].1[..], block_shape(data, b), j as usize, data.tables_for(b))
             })
             .collect();
-        for ((g, _), result) in ready.iter().zip(decode_slices(&jobs)) {
+        for ((g, _), result) in ready.iter().zip(decode_slice_prefixes(&jobs, &ends)) {
             let g = *g;
             let (b, _) = data.slice_block(g);
             let fault = |error| BlockFault { block: b, error };
-            let checked = result
-                .map_err(fault)
-                .and_then(|p| check_parsed(&p, data.slice_start(g), data.slice_len(g)).map(|()| p).map_err(fault));
+            let checked = result.map_err(fault).and_then(|p| {
+                check_parsed_prefix(&p, data.slice_start(g), data.slice_len(g)).map(|()| p).map_err(fault)
+            });
             out.push((g, checked));
         }
     }
@@ -268,6 +287,17 @@ pub fn parse_slices(data: &ArchiveData, gs: &[u64]) -> Vec<(u64, Result<ParsedBl
 /// Verifies what the resolver relies on, so that a codec bug becomes an error rather than a panic: prefix sums
 /// consistent with the tokens, literals in range, every match source at or after stream position 0.
 fn check_parsed(p: &ParsedBlock, start: u64, len: u32) -> Result<(), DecodeError> {
+    check_parsed_prefix(p, start, len)?;
+    if !p.is_complete() {
+        let detail = format!("{} of {} literals", p.literals.len(), p.literal_count());
+        return Err(DecodeError::Invalid { what: "parsed unit", detail });
+    }
+    Ok(())
+}
+
+/// [`check_parsed`] for a unit that may have been parsed as a prefix: it may hold fewer literals than its tokens
+/// use ([`ParsedBlock::serves`] says which bytes it can give; the resolver checks every literal run it reads).
+fn check_parsed_prefix(p: &ParsedBlock, start: u64, len: u32) -> Result<(), DecodeError> {
     let bad = |detail: String| DecodeError::Invalid { what: "parsed unit", detail };
     if p.start != start || p.len != len {
         return Err(bad(format!("start/len {}/{} (expected {start}/{len})", p.start, p.len)));
@@ -292,16 +322,47 @@ fn check_parsed(p: &ParsedBlock, start: u64, len: u32) -> Result<(), DecodeError
         }
         pos += u64::from(tok.match_len);
     }
-    if pos != u64::from(len) || u64::from(p.token_pos[p.tokens.len()]) != pos || lit != p.literals.len() as u64 {
+    if pos != u64::from(len) || u64::from(p.token_pos[p.tokens.len()]) != pos || lit < p.literals.len() as u64 {
         return Err(bad(format!("tokens cover {pos} bytes and {lit} literals; the unit has {len} bytes")));
     }
     Ok(())
 }
 
+/// What [`Resolver::parse_closure`] did, level by level: where a cold read's entropy work goes.
+#[derive(Debug, Clone, Default)]
+pub struct ClosureStats {
+    pub levels: Vec<LevelStats>,
+    /// The plan stopped before the LRU would overflow (the resolution parses the rest as it reaches it).
+    pub stopped: bool,
+}
+
+impl ClosureStats {
+    /// Slices parsed over all levels.
+    pub fn slices(&self) -> usize {
+        self.levels.iter().map(|l| l.slices).sum()
+    }
+}
+
+/// One level of a closure plan.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LevelStats {
+    /// Source ranges (merged) the level covers, and their bytes.
+    pub ranges: usize,
+    pub bytes: u64,
+    /// Slices the level parsed (those the parsed LRU lacked).
+    pub slices: usize,
+    /// Chunks of slices that pool helpers parsed (the rest ran on the calling thread).
+    pub helped_chunks: usize,
+    /// Wall time of the level: planning, parsing, and finding the next level's sources.
+    pub micros: f64,
+}
+
 /// Resolves stream bytes for one archive: the entropy stage through `parsed`, decoded copies through `decoded`.
+/// The archive and the parsed LRU are shared (`Arc`) so that pool threads can help plan a closure without the
+/// caller waiting for them to start.
 pub struct Resolver<'a> {
-    pub data: &'a ArchiveData,
-    pub parsed: &'a ParsedCache,
+    pub data: &'a Arc<ArchiveData>,
+    pub parsed: &'a Arc<ParsedCache>,
     pub decoded: &'a dyn DecodedBlocks,
 }
 
@@ -425,7 +486,7 @@ impl Resolver<'_> {
                 let g = cur >> slice_log;
                 let slice_off = (cur - (g << slice_log)) as usize;
                 let n = (block_end - done).min(self.data.slice_len(g) as usize - slice_off);
-                let parsed = self.parsed.get_or_parse(self.data, g)?;
+                let parsed = self.parsed.get_serving(self.data, g, (slice_off + n) as u32)?;
                 self.resolve_in_unit(id, &parsed, slice_off, &mut out[done..done + n], budget)?;
                 done += n;
                 cur += n as u64;
@@ -455,7 +516,13 @@ impl Resolver<'_> {
             if cur < match_at {
                 let stop = end.min(match_at);
                 let from = p.lit_pos[t] as usize + (cur - lit_at);
-                out[cur - offset..stop - offset].copy_from_slice(&p.literals[from..from + (stop - cur)]);
+                // A unit parsed as a prefix holds only its first literals; the caller asked for one that serves
+                // these bytes, so this only refuses a unit that lies about it.
+                let Some(literals) = p.literals.get(from..from + (stop - cur)) else {
+                    let detail = format!("literal {} of a unit holding {}", from + (stop - cur), p.literals.len());
+                    return Err(BlockFault { block: id, error: DecodeError::Invalid { what: "parsed unit", detail } });
+                };
+                out[cur - offset..stop - offset].copy_from_slice(literals);
                 cur = stop;
             }
             if cur < end && cur < token_end {
@@ -492,17 +559,21 @@ impl Resolver<'_> {
 }
 
 impl Resolver<'_> {
-    /// Parses, on all cores, the slices of the blocks `ids` and the slices that decoding them will resolve
-    /// sources through, level by level (at most `max_depth` levels), so that the resolution that follows finds
-    /// them in the parsed LRU instead of running their entropy stages one after another. Blocks with a decoded
-    /// copy at hand are not entered. Parse failures are left for the resolution to report. Stops early rather
-    /// than overflow the LRU. `ids` must be sorted.
-    pub fn parse_closure(&self, ids: &[u64]) {
+    /// Parses the slices of the blocks `ids` and the slices that decoding them will resolve sources through,
+    /// level by level (at most `max_depth` levels), so that the resolution that follows finds them in the parsed
+    /// LRU instead of running their entropy stages one after another. Each level runs on the calling thread,
+    /// with pool threads helping on levels of several chunks without ever being waited for ([`SharedParse`]).
+    /// Blocks with a decoded copy at hand are not entered. Parse failures are left for the resolution to report.
+    /// Stops early rather than overflow the LRU. `ids` must be sorted. Returns what each level did.
+    pub fn parse_closure(&self, ids: &[u64]) -> ClosureStats {
         let log = self.data.header.block_log;
+        let helpers = rayon::current_num_threads().saturating_sub(1).max(1);
+        let mut stats = ClosureStats::default();
         let mut budget = self.parsed.capacity() / 2;
         let mut ranges: Vec<(u64, u64)> =
             ids.iter().map(|&id| (self.data.block_start(id), u64::from(self.data.block_len(id)))).collect();
         for level in 0..=usize::from(self.data.header.max_depth) {
+            let started = Instant::now();
             ranges = merge_ranges(ranges);
             // Sources in a block with a decoded copy, or in one of the blocks being decoded (a run copies from its
             // earlier blocks), need no tokens.
@@ -512,23 +583,25 @@ impl Resolver<'_> {
             });
             let missing = self.unparsed_slices(&ranges);
             if missing.len() > budget {
-                return;
+                stats.stopped = true;
+                return stats;
             }
             budget -= missing.len();
-            // Four slices per task so that their entropy stages run in lock step.
-            let parsed: Vec<(u64, Result<ParsedBlock, BlockFault>)> =
-                missing.par_chunks(4).flat_map_iter(|gs| parse_slices(self.data, gs)).collect();
-            for (g, p) in parsed {
-                if let Ok(p) = p {
-                    self.parsed.parses.fetch_add(1, Ordering::Relaxed);
-                    self.parsed.insert(g, Arc::new(p));
-                }
-            }
-            ranges = ranges.par_iter().flat_map_iter(|&(pos, len)| self.source_ranges(pos, len, level == 0)).collect();
+            let mut level_stats = LevelStats {
+                ranges: ranges.len(),
+                bytes: ranges.iter().map(|r| r.1).sum(),
+                slices: missing.len(),
+                ..LevelStats::default()
+            };
+            level_stats.helped_chunks = SharedParse::run(self.data, self.parsed, missing, helpers);
+            ranges = ranges.iter().flat_map(|&(pos, len)| self.source_ranges(pos, len, level == 0)).collect();
+            level_stats.micros = started.elapsed().as_secs_f64() * 1e6;
+            stats.levels.push(level_stats);
             if ranges.is_empty() {
-                return;
+                return stats;
             }
         }
+        stats
     }
 
     /// Parses the slices that resolving block `p`'s cross-block sources (`p` parsed whole) will go through and
@@ -574,18 +647,42 @@ impl Resolver<'_> {
         }
     }
 
-    /// The slices (global ids, sorted, once each) that hold bytes of `ranges` and that the parsed LRU lacks.
-    fn unparsed_slices(&self, ranges: &[(u64, u64)]) -> Vec<u64> {
+    /// The slices that hold bytes of `ranges` and that the parsed LRU cannot serve, each once with the end of the
+    /// bytes it must serve (its offset just past the last byte of `ranges` it holds), sorted by slice.
+    fn unparsed_slices(&self, ranges: &[(u64, u64)]) -> Vec<(u64, u32)> {
         let slice_log = self.data.header.slice_log;
         let slices = self.data.global_slice_count();
-        let mut missing: Vec<u64> = ranges
+        let mut needs: Vec<(u64, u32)> = ranges
             .iter()
-            .flat_map(|&(pos, len)| (pos >> slice_log)..=((pos + len - 1) >> slice_log))
-            .filter(|&g| g < slices && !self.parsed.contains(g))
+            .flat_map(|&(pos, len)| {
+                let end = pos + len;
+                ((pos >> slice_log)..=((end - 1) >> slice_log)).map(move |g| {
+                    let slice_end = (end - (g << slice_log)).min(1 << slice_log);
+                    (g, slice_end as u32)
+                })
+            })
+            .filter(|&(g, _)| g < slices)
             .collect();
-        missing.sort_unstable();
-        missing.dedup();
-        missing
+        needs.sort_unstable();
+        // Sorted by slice, then end: the last of each slice's run has the largest end.
+        let mut merged: Vec<(u64, u32)> = Vec::with_capacity(needs.len());
+        for (g, end) in needs {
+            match merged.last_mut() {
+                Some(last) if last.0 == g => last.1 = end,
+                _ => merged.push((g, end)),
+            }
+        }
+        // A slice held as a prefix too short for this level is parsed whole: a second prefix could be too short
+        // again at the next level.
+        merged.retain_mut(|(g, end)| match self.parsed.peek(*g) {
+            Some(p) if p.serves(*end) => false,
+            Some(_) => {
+                *end = u32::MAX;
+                true
+            }
+            None => true,
+        });
+        merged
     }
 
     /// The stream ranges that the matches covering `[pos, pos + len)` copy from. With `top`, the range is a whole

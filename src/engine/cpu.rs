@@ -20,7 +20,7 @@ use rayon::prelude::*;
 
 use crate::codec::block::ParsedBlock;
 use crate::codec::resolve::{
-    parse_block, BlockFault, ChainDecoded, DecodedBlocks, NoDecodedBlocks, ParsedCache, Resolver,
+    parse_block, BlockFault, ChainDecoded, ClosureStats, DecodedBlocks, NoDecodedBlocks, ParsedCache, Resolver,
 };
 use crate::engine::BlockEngine;
 use crate::error::{DecodeError, Error, Result};
@@ -40,7 +40,7 @@ const BATCH_PER_THREAD: usize = 32;
 /// Decodes blocks on the CPU: the reference every other engine is checked against.
 pub struct CpuEngine {
     data: Arc<ArchiveData>,
-    parsed: ParsedCache,
+    parsed: Arc<ParsedCache>,
     /// Decoded blocks to copy sources from (the archive's block cache), or none.
     decoded: Arc<dyn DecodedBlocks>,
 }
@@ -54,7 +54,7 @@ impl CpuEngine {
     /// An engine that copies cross-block sources from `decoded` (e.g. the block cache) when it holds them, and
     /// keeps about `parsed_cache_bytes` of parsed slices.
     pub fn with_decoded(data: Arc<ArchiveData>, decoded: Arc<dyn DecodedBlocks>, parsed_cache_bytes: u64) -> CpuEngine {
-        let parsed = ParsedCache::with_budget(parsed_cache_bytes, data.header.slice_size());
+        let parsed = Arc::new(ParsedCache::with_budget(parsed_cache_bytes, data.header.slice_size()));
         CpuEngine { data, parsed, decoded }
     }
 
@@ -68,10 +68,18 @@ impl CpuEngine {
 
     /// Decodes and verifies one block into `out` (sized to the block's length).
     pub fn decode_block(&self, id: u64, out: &mut [u8]) -> Result<()> {
+        self.decode_block_stats(id, out).map(|_| ())
+    }
+
+    /// [`decode_block`](Self::decode_block), returning what its closure plan did and how long the resolution
+    /// after it took (µs): where a cold read's time goes (`acxbench closure`).
+    pub fn decode_block_stats(&self, id: u64, out: &mut [u8]) -> Result<(ClosureStats, f64)> {
         self.check_id(id)?;
         let resolver = self.resolver(&*self.decoded);
-        resolver.parse_closure(&[id]);
-        resolver.decode_block(id, out).map_err(|f| f.into_error(&self.data))
+        let stats = resolver.parse_closure(&[id]);
+        let started = std::time::Instant::now();
+        resolver.decode_block(id, out).map_err(|f| f.into_error(&self.data))?;
+        Ok((stats, started.elapsed().as_secs_f64() * 1e6))
     }
 
     /// Slice entropy-stage runs done by the random-access path so far.
