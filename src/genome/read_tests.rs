@@ -8,7 +8,7 @@ use std::mem::MaybeUninit;
 
 use proptest::prelude::*;
 
-use super::{as_uninit, BaseChunks};
+use super::{as_uninit, lowercase, BaseChunks};
 use crate::genome::{split, Genome, Split};
 
 /// Reads `[off, off + len)` with the bases of `s` cut at `cuts` (positions relative to the read's first base,
@@ -77,6 +77,18 @@ fn every_range_of_the_edge_cases() {
     ];
     for input in cases {
         check_all_ranges(input);
+    }
+}
+
+#[test]
+fn swar_lowercase_is_ascii_lowercase_for_every_byte_and_length() {
+    let all: Vec<u8> = (0..=255u8).chain((0..=255u8).rev()).collect();
+    for start in 0..16 {
+        for len in 0..all.len() - start {
+            let mut got = all[start..start + len].to_vec();
+            lowercase(&mut got);
+            assert_eq!(got, all[start..start + len].to_ascii_lowercase(), "{start}+{len}");
+        }
     }
 }
 
