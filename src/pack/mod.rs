@@ -5,7 +5,8 @@
 //! - [`stream`]: the logical stream as one mapped slice, and file-backed scratch space.
 //! - [`ldm`]: the long-distance matcher (repeats at any distance, bounded table).
 //! - [`matcher`]: hash tables over a local window (short and medium matches).
-//! - [`cost`] and [`parser`]: the price model and the per-block optimal parse.
+//! - [`cost`] and [`parser`]: the price model and the per-block optimal parse (or, for bare bases and the fast
+//!   levels, a lazy one).
 //! - [`mem`]: zeroed tables on huge pages (the hash tables are read at random).
 //! - [`depth`]: the sequential pass that enforces the reference-depth bound.
 //!

@@ -26,6 +26,10 @@
 //! repeats linear).
 //! Matches are capped at the block end, so none crosses a block boundary. After each block the symbols it chose
 //! are folded into the price model, so prices track the data.
+//!
+//! Bare bases (genome mode) at every level, text at the fast levels, and the sketch parse of the segments that
+//! are parsed twice take the cheaper lazy parse of `parser/lazy.rs` instead ([`ParseParams::lazy_steps`]): the same
+//! candidates and prices, one decision per position.
 
 use crate::codec::block::{continuation_index, Token};
 use crate::codec::tables::OF_CONTINUATION_DELTAS;
@@ -48,7 +52,7 @@ pub struct ParseParams {
     /// log2 of the slice size the blocks are cut into (FORMAT.md §3): a continuation code cannot refer to a
     /// match in an earlier slice, so the first match of a slice is priced with an explicit distance.
     pub slice_log: u8,
-    /// `Some(steps)`: the fast levels' lazy parse ([`lazy`]), looking `steps` positions ahead for a better
+    /// `Some(steps)`: the fast levels' lazy parse (`parser/lazy.rs`), looking `steps` positions ahead for a better
     /// match; `None`: the optimal parse.
     pub lazy_steps: Option<u32>,
     /// Lazy parse only: after `2^skip_log` literals in a row, look up every second position, then every third, …
