@@ -146,6 +146,8 @@ EOF
 
 drop_page_cache() { # drop_page_cache FILE: the kernel forgets the file's cached pages (the daemon keeps its cache)
   python3 -c "import os, sys; fd = os.open(sys.argv[1], os.O_RDONLY); os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)" "$1"
+}
+
 load_at_start=$(cut -d' ' -f1-3 /proc/loadavg)
 # --- 1. sequential ---------------------------------------------------------------------------------------------
 log "sequential reads"
@@ -240,7 +242,6 @@ EOF
 daemon_cpu() { # daemon_cpu PID -> CPU seconds (user + system) the process has used so far
   python3 -c "import os, sys; f = open(f'/proc/{sys.argv[1]}/stat').read().rsplit(')', 1)[1].split();
 print((int(f[11]) + int(f[12])) / os.sysconf('SC_CLK_TCK'))" "$1"
-}
 }
 mount_acx "$work/mnt-acx" "decoder=cpu"
 cpu0=$(daemon_cpu "${pids[-1]}")
