@@ -25,6 +25,9 @@ use crate::format::ArchiveData;
 /// With `DecoderChoice::Auto`, batches of at least this many blocks go to the GPU, smaller ones to the CPU
 /// (one cold block decodes faster on the CPU than a kernel launch plus transfers).
 pub const AUTO_GPU_MIN_BATCH: usize = 4;
+/// CPU batches of at most this many blocks (a random read of a few blocks) are decoded on the calling thread
+/// ([`CpuEngine::decode_blocks_here`]), not handed to the pool.
+pub const CALLING_THREAD_MAX_BLOCKS: usize = 4;
 /// Blocks decoded per batch by a long `read_stream`, so memory stays bounded for any read size.
 const READ_BATCH_BLOCKS: usize = 1024;
 
@@ -342,7 +345,11 @@ impl Archive {
         }
         let mut bufs: Vec<Vec<u8>> = ids.iter().map(|&id| vec![0u8; self.data.block_len(id) as usize]).collect();
         let mut outs: Vec<&mut [u8]> = bufs.iter_mut().map(|b| b.as_mut_slice()).collect();
-        let result = engine.decode_blocks(ids, &mut outs);
+        let result = if is_cpu && ids.len() <= CALLING_THREAD_MAX_BLOCKS {
+            self.cpu.decode_blocks_here(ids, &mut outs)
+        } else {
+            engine.decode_blocks(ids, &mut outs)
+        };
         match result {
             Ok(()) => {
                 self.cache.record_decodes(engine.name(), ids.len() as u64);

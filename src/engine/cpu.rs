@@ -264,12 +264,10 @@ impl CpuEngine {
     }
 }
 
-impl BlockEngine for CpuEngine {
-    fn name(&self) -> &'static str {
-        "cpu"
-    }
-
-    fn decode_blocks(&self, ids: &[u64], out: &mut [&mut [u8]]) -> Result<()> {
+impl CpuEngine {
+    /// Checks a batch against the engine contract: one buffer per id, each id in range and its buffer sized to
+    /// the block.
+    fn check_batch(&self, ids: &[u64], out: &[&mut [u8]]) -> Result<()> {
         if ids.len() != out.len() {
             return Err(Error::InvalidArgument(format!("{} block ids, {} output buffers", ids.len(), out.len())));
         }
@@ -283,6 +281,31 @@ impl BlockEngine for CpuEngine {
         if ids.windows(2).all(|w| w[0] < w[1]) {
             self.resolver(&*self.decoded).parse_closure(ids);
         }
+        Ok(())
+    }
+
+    /// [`BlockEngine::decode_blocks`] on the calling thread (the closure plan may still take pool helpers on its
+    /// large levels, without waiting for them): each run of consecutive blocks whole and in order, later blocks
+    /// copying from the earlier ones, as the closure plan assumed. For a cold read of a few blocks (one that
+    /// crosses a block boundary): the batch path splits even a two-block run into pieces for the pool and sleeps
+    /// until pool threads have run them, and the second piece then resolves through tokens the sources that the
+    /// plan left to the first block's bytes.
+    pub fn decode_blocks_here(&self, ids: &[u64], out: &mut [&mut [u8]]) -> Result<()> {
+        self.check_batch(ids, out)?;
+        for (ids, outs) in split_runs(ids, out, 1) {
+            self.decode_run(ids, outs)?;
+        }
+        Ok(())
+    }
+}
+
+impl BlockEngine for CpuEngine {
+    fn name(&self) -> &'static str {
+        "cpu"
+    }
+
+    fn decode_blocks(&self, ids: &[u64], out: &mut [&mut [u8]]) -> Result<()> {
+        self.check_batch(ids, out)?;
         let runs = split_runs(ids, out, rayon::current_num_threads());
         runs.into_par_iter().map(|(ids, outs)| self.decode_run(ids, outs)).collect::<Result<Vec<()>>>()?;
         Ok(())
@@ -522,6 +545,38 @@ mod tests {
                 assert!(outcome.as_deref() == Ok(expected), "block {id}, {threads} threads, window {window}");
             }
         }
+    }
+
+    #[test]
+    fn small_batches_on_the_calling_thread_equal_the_pool_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let (data, plan) = random_archive(dir.path(), 11, 120);
+        let mut rng = Rng(3);
+        for _ in 0..40 {
+            // A few blocks, runs of consecutive ones with gaps, each batch on a cold engine.
+            let mut ids: Vec<u64> = (0..rng.range(1, 4)).map(|_| rng.range(0, data.block_count() - 2)).collect();
+            if rng.range(0, 1) == 1 {
+                ids.push(ids[0] + 1);
+            }
+            ids.sort_unstable();
+            ids.dedup();
+            let expected: Vec<&[u8]> = ids
+                .iter()
+                .map(|&id| &plan.stream[id as usize * 4096..((id as usize + 1) * 4096).min(plan.stream.len())])
+                .collect();
+            let mut bufs: Vec<Vec<u8>> = ids.iter().map(|&id| vec![0u8; data.block_len(id) as usize]).collect();
+            let mut outs: Vec<&mut [u8]> = bufs.iter_mut().map(|b| b.as_mut_slice()).collect();
+            CpuEngine::new(data.clone()).decode_blocks_here(&ids, &mut outs).unwrap();
+            assert_eq!(bufs, expected, "blocks {ids:?}");
+            let mut pool: Vec<Vec<u8>> = ids.iter().map(|&id| vec![0u8; data.block_len(id) as usize]).collect();
+            let mut outs: Vec<&mut [u8]> = pool.iter_mut().map(|b| b.as_mut_slice()).collect();
+            CpuEngine::new(data.clone()).decode_blocks(&ids, &mut outs).unwrap();
+            assert_eq!(pool, bufs, "blocks {ids:?}");
+        }
+        // The contract's checks hold on this path too.
+        let mut short = [0u8; 7];
+        assert!(CpuEngine::new(data.clone()).decode_blocks_here(&[0], &mut [&mut short[..]]).is_err());
+        assert!(CpuEngine::new(data.clone()).decode_blocks_here(&[data.block_count()], &mut [&mut short[..]]).is_err());
     }
 
     #[test]
