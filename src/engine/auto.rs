@@ -93,7 +93,7 @@ impl AutoChooser {
         }
         let faster = if gpu.mean_us < cpu.mean_us { Pick::Gpu } else { Pick::Cpu };
         let slower = if faster == Pick::Gpu { Pick::Cpu } else { Pick::Gpu };
-        if class.batches.is_multiple_of(PROBE_EVERY) {
+        if class.batches % PROBE_EVERY == 0 {
             slower
         } else {
             faster
