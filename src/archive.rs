@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex};
 use xxhash_rust::xxh3::xxh3_64;
 
 use crate::cache::{Block, BlockCache, CacheStats};
+use crate::engine::auto::{AutoChooser, Pick};
 use crate::engine::cpu::{CpuEngine, SeqWindow, DEFAULT_PARSED_CACHE_BYTES, DEFAULT_WINDOW_BYTES};
 use crate::engine::gpu::GpuEngine;
 use crate::engine::{BlockEngine, DecoderChoice};
@@ -22,9 +23,6 @@ use crate::error::{DecodeError, Error, Result};
 use crate::format::tree::{EntryId, EntryKind, Tree, TRANSFORM_GENOME, TRANSFORM_STORED};
 use crate::format::ArchiveData;
 
-/// With `DecoderChoice::Auto`, batches of at least this many blocks go to the GPU, smaller ones to the CPU
-/// (one cold block decodes faster on the CPU than a kernel launch plus transfers).
-pub const AUTO_GPU_MIN_BATCH: usize = 4;
 /// CPU batches of at most this many blocks (a random read of a few blocks) are decoded on the calling thread
 /// ([`CpuEngine::decode_blocks_here`]), not handed to the pool.
 pub const CALLING_THREAD_MAX_BLOCKS: usize = 4;
@@ -69,6 +67,8 @@ pub struct Archive {
     cpu: CpuEngine,
     gpu: Option<Box<dyn BlockEngine>>,
     choice: DecoderChoice,
+    /// With `DecoderChoice::Auto` and a GPU: which engine has been faster for each batch size (engine/auto.rs).
+    auto: AutoChooser,
     engine_name: String,
     /// Set once a GPU failure has been logged, so a failing GPU does not flood the log.
     gpu_failure_logged: AtomicBool,
@@ -117,6 +117,7 @@ impl Archive {
             cpu,
             gpu,
             choice: options.decoder,
+            auto: AutoChooser::new(),
             engine_name,
             gpu_failure_logged: AtomicBool::new(false),
             gpu_fallbacks: AtomicU64::new(0),
@@ -150,7 +151,7 @@ impl Archive {
         self.seq_window_bytes
     }
 
-    /// "cpu", "gpu", or "gpu+cpu" (auto with a working GPU: batches on the GPU, single cold blocks on the CPU).
+    /// "cpu", "gpu", or "gpu+cpu" (auto with a working GPU: each batch to the engine measured faster for its size).
     pub fn engine_name(&self) -> &str {
         &self.engine_name
     }
@@ -325,23 +326,44 @@ impl Archive {
         Ok(())
     }
 
-    /// The engine for a batch of `n` blocks, and whether it is the CPU reference.
-    fn engine_for(&self, n: usize) -> (&dyn BlockEngine, bool) {
+    /// The engine for a batch of `n` blocks, whether it is the CPU reference, and (decoder `auto` with a GPU) the
+    /// choice to report the batch's time to.
+    fn engine_for(&self, n: usize) -> (&dyn BlockEngine, bool, Option<Pick>) {
         match (&self.gpu, self.choice) {
-            (Some(gpu), DecoderChoice::Gpu) => (gpu.as_ref(), false),
-            (Some(gpu), DecoderChoice::Auto) if n >= AUTO_GPU_MIN_BATCH => (gpu.as_ref(), false),
-            _ => (&self.cpu, true),
+            (Some(gpu), DecoderChoice::Gpu) => (gpu.as_ref(), false, None),
+            (Some(gpu), DecoderChoice::Auto) => match self.auto.pick(n) {
+                Pick::Gpu => (gpu.as_ref(), false, Some(Pick::Gpu)),
+                Pick::Cpu => (&self.cpu, true, Some(Pick::Cpu)),
+            },
+            _ => (&self.cpu, true, None),
+        }
+    }
+
+    /// Which engine `auto` has measured faster for each batch size (empty unless decoder `auto` has a GPU).
+    pub fn auto_choices(&self) -> Vec<crate::engine::auto::ClassSnapshot> {
+        match (&self.gpu, self.choice) {
+            (Some(_), DecoderChoice::Auto) => self.auto.snapshot(),
+            _ => Vec::new(),
         }
     }
 
     /// Decodes `ids` (each `< block_count`) in one engine batch: one outcome per id. If the batch fails, each
     /// block is decoded alone on the CPU, so one bad block does not fail its neighbours.
     fn decode_batch(&self, ids: &[u64]) -> Vec<Result<Block>> {
-        let (engine, is_cpu) = self.engine_for(ids.len());
+        let (engine, is_cpu, pick) = self.engine_for(ids.len());
+        let started = std::time::Instant::now();
+        // `auto` learns from every batch an engine answered in full (a failed batch's time says nothing).
+        let learn = |ok: bool| {
+            if let (Some(pick), true) = (pick, ok) {
+                self.auto.record(ids.len(), pick, started.elapsed());
+            }
+        };
         if let ([id], true) = (ids, is_cpu) {
             // One block (a cold random read): decoded on the calling thread. The batch path hands its one run to
             // the rayon pool and sleeps until a pool thread has run it, two thread wake-ups per cold read.
-            return vec![self.decode_on_cpu(*id)];
+            let block = self.decode_on_cpu(*id);
+            learn(block.is_ok());
+            return vec![block];
         }
         let mut bufs: Vec<Vec<u8>> = ids.iter().map(|&id| vec![0u8; self.data.block_len(id) as usize]).collect();
         let mut outs: Vec<&mut [u8]> = bufs.iter_mut().map(|b| b.as_mut_slice()).collect();
@@ -352,6 +374,7 @@ impl Archive {
         };
         match result {
             Ok(()) => {
+                learn(true);
                 self.cache.record_decodes(engine.name(), ids.len() as u64);
                 ids.iter().zip(bufs).map(|(&id, buf)| self.checked_engine_output(id, buf, is_cpu)).collect()
             }

@@ -757,3 +757,55 @@ fn parsed_bytes_per_decoded_byte() {
         heap as f64 / slices
     );
 }
+
+/// An engine that answers like the CPU, `delay` later.
+struct SlowEngine {
+    inner: CpuEngine,
+    delay: std::time::Duration,
+    batches: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl BlockEngine for SlowEngine {
+    fn name(&self) -> &'static str {
+        "gpu"
+    }
+
+    fn decode_blocks(&self, ids: &[u64], out: &mut [&mut [u8]]) -> Result<()> {
+        self.batches.fetch_add(1, Ordering::SeqCst);
+        std::thread::sleep(self.delay);
+        self.inner.decode_blocks(ids, out)
+    }
+}
+
+/// Decoder `auto` measures: a "GPU" far slower than the CPU for single cold blocks gets only the warm-up batches
+/// and the periodic probes, and every read is still exact.
+#[test]
+fn auto_sends_single_blocks_to_the_engine_measured_faster() {
+    use crate::engine::auto::PROBE_EVERY;
+    let dir = tempfile::tempdir().unwrap();
+    let plan = Plan::random(small_header(8, 4), 60_000, &mut Rng(707));
+    let path = write_plan(dir.path(), "a.acx", &plan);
+    let data = Arc::new(ArchiveData::open(&path).unwrap());
+    let batches = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let slow = SlowEngine {
+        inner: CpuEngine::new(data.clone()),
+        delay: std::time::Duration::from_millis(25),
+        batches: batches.clone(),
+    };
+    let options = ArchiveOptions { cache_bytes: 0, decoder: DecoderChoice::Auto, ..ArchiveOptions::default() };
+    let archive = Archive::with_engines(data, options, Some(Box::new(slow)));
+    let reads = 160u64;
+    let n = archive.data().block_count();
+    for i in 0..reads {
+        let id = (i * 7) % n;
+        let start = archive.data().block_start(id) as usize;
+        let block = archive.block(id).unwrap();
+        assert_eq!(&block[..], &plan.stream[start..start + block.len()], "block {id}");
+    }
+    // Warm-up: four batches each (one not counted), then only the probes.
+    let to_gpu = batches.load(Ordering::SeqCst);
+    assert!(to_gpu <= 4 + reads / PROBE_EVERY + 1, "{to_gpu} of {reads} single blocks went to the slow engine");
+    let classes = archive.auto_choices();
+    let single = classes[0];
+    assert!(single.gpu_us_per_block.unwrap() > single.cpu_us_per_block.unwrap(), "{single:?}");
+}
