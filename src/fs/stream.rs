@@ -126,6 +126,12 @@ impl StreamRuns {
         if blocks.start >= blocks.end || !self.enabled() {
             return None;
         }
+        // Blocks at the front that are cached already (a file read again after the kernel dropped its pages) are
+        // not decoded again: the run starts at the first one missing, and is done at once if none is.
+        let decode_from = (blocks.start..blocks.end).find(|&id| self.cache.peek(id).is_none()).unwrap_or(blocks.end);
+        if decode_from == blocks.end {
+            return Some(Arc::new(Run { shared: Arc::new(RunShared::done(blocks, pacing)) }));
+        }
         let claimed =
             self.live.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < self.max_live).then_some(n + 1));
         if claimed.is_err() {
@@ -134,7 +140,7 @@ impl StreamRuns {
         }
         let shared = Arc::new(RunShared {
             state: Mutex::new(RunState {
-                next: blocks.start,
+                next: decode_from,
                 reader: blocks.start,
                 finished: false,
                 failed: false,
@@ -145,6 +151,7 @@ impl StreamRuns {
             pacing,
         });
         let producer = Producer {
+            decode: decode_from..blocks.end,
             backend: Arc::clone(backend),
             shared: Arc::clone(&shared),
             cache: Arc::clone(&self.cache),
@@ -194,6 +201,22 @@ struct RunShared {
 }
 
 impl RunShared {
+    /// A run over `blocks` with nothing left to decode.
+    fn done(blocks: Range<u64>, pacing: Pacing) -> RunShared {
+        RunShared {
+            state: Mutex::new(RunState {
+                next: blocks.end,
+                reader: blocks.start,
+                finished: true,
+                failed: false,
+                cancelled: false,
+            }),
+            changed: Condvar::new(),
+            blocks,
+            pacing,
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, RunState> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -273,6 +296,8 @@ impl Drop for Run {
 
 /// The producer side of a run, moved onto its thread.
 struct Producer<B: Backend> {
+    /// The blocks it decodes: the run's, less those cached when it started.
+    decode: Range<u64>,
     backend: Arc<B>,
     shared: Arc<RunShared>,
     cache: Arc<BlockCache>,
@@ -282,7 +307,7 @@ struct Producer<B: Backend> {
 
 impl<B: Backend> Producer<B> {
     fn run(self) {
-        let result = self.backend.decode_stream(self.shared.blocks.clone(), &mut |id, bytes| self.produced(id, bytes));
+        let result = self.backend.decode_stream(self.decode.clone(), &mut |id, bytes| self.produced(id, bytes));
         let cancelled = {
             let mut state = self.shared.lock();
             state.finished = true;
@@ -382,6 +407,35 @@ mod tests {
         assert_eq!(runs.stats().refused.load(Ordering::Relaxed), 1);
         assert!(StreamRuns::new(Arc::new(BlockCache::new(1 << 20)), 0).start(&backend, 0..100, pacing).is_none());
         assert!(runs.start(&backend, 5..5, pacing).is_none(), "empty range");
+    }
+
+    #[test]
+    fn a_run_skips_the_blocks_cached_at_its_front() {
+        let (backend, runs) = runs_over(4 << 20);
+        let all = runs.start(&backend, 0..64, Pacing::fill(8)).unwrap();
+        while all.is_running() {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let decoded = runs.stats().blocks.load(Ordering::Relaxed);
+        assert_eq!(decoded, 64);
+        // Everything cached: done at once, no thread, every block there.
+        let again = runs.start(&backend, 0..64, Pacing::stream(4)).unwrap();
+        assert!(!again.is_running());
+        assert!(again.wait_for(63, runs.stats()));
+        assert_eq!(runs.stats().blocks.load(Ordering::Relaxed), decoded);
+        // A hole: the run decodes from there on, and the blocks before it still count as produced.
+        let holed = BlockCache::new(1 << 30);
+        for id in 0..20 {
+            holed.insert(id, runs.cache.peek(id).unwrap());
+        }
+        let runs = StreamRuns { cache: Arc::new(holed), ..runs };
+        let tail = runs.start(&backend, 0..64, Pacing::fill(64)).unwrap();
+        assert!(tail.wait_for(5, runs.stats()), "a cached block before the hole");
+        while tail.is_running() {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(runs.stats().blocks.load(Ordering::Relaxed), decoded + 44, "blocks 20..64 decoded");
+        assert!((0..64).all(|id| runs.cached(id).is_some()));
     }
 
     #[test]

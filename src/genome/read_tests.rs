@@ -8,7 +8,7 @@ use std::mem::MaybeUninit;
 
 use proptest::prelude::*;
 
-use super::{as_uninit, lowercase, BaseChunks};
+use super::{as_uninit, lowercase, write_slice, BaseChunks};
 use crate::genome::{split, Genome, Split};
 
 /// Reads `[off, off + len)` with the bases of `s` cut at `cuts` (positions relative to the read's first base,
@@ -88,6 +88,19 @@ fn swar_lowercase_is_ascii_lowercase_for_every_byte_and_length() {
             let mut got = all[start..start + len].to_vec();
             lowercase(&mut got);
             assert_eq!(got, all[start..start + len].to_ascii_lowercase(), "{start}+{len}");
+        }
+    }
+}
+
+#[test]
+fn write_slice_copies_every_length_and_nothing_else() {
+    let src: Vec<u8> = (0..300u32).map(|i| (i * 7 + 1) as u8).collect();
+    for len in 0..260 {
+        for at in [0, 1, 5] {
+            let mut dst = vec![0u8; len + at + 3];
+            write_slice(&mut as_uninit(&mut dst)[at..at + len], &src[at..at + len]);
+            assert!(dst[..at].iter().chain(&dst[at + len..]).all(|&b| b == 0), "{len} at {at}: outside changed");
+            assert_eq!(&dst[at..at + len], &src[at..at + len], "{len} at {at}");
         }
     }
 }
