@@ -3,7 +3,8 @@
 #   big      a generated >= 4 GiB genome-mode archive (examples/gen_genomes: BIG_FILES files of BIG_BYTES, default
 #            4 x 1100M, packed with BIG_PACK_ARGS, default --level 3 so the pack fits one call): every block against
 #            the index xxh3 and BIG_RANGES (2000) ranges against CPU random access, full-decode throughput, seek
-#            latency, and `cat --decoder gpu|cpu` md5.
+#            latency, and `cat --decoder gpu|cpu` md5; BIG_VARIANTS="VAR=VALUE ..." repeats the full decode
+#            with each variable set (ACEAPEX_GPU_* variants).
 #   mountseq sequential `dd bs=1M` through aceapex-mount with decoder=gpu and decoder=cpu (all host cores) beside
 #            the empty FUSE filesystem (carry/nullfs) serving the same size, fresh mount and dropped page cache each
 #            run, on atha (genome mode) and on one file of the 'big' archive when that part ran first.
@@ -93,6 +94,11 @@ if want big; then
   # random access).
   run 300 ./carry/gpubench "$work/big-gen.acx" --no-reference --runs 3 --ranges "${BIG_RANGES:-2000}" --latency 300 \
     --contig 5 --json "$out/json/big-gen.json" || rc=1
+  # Full-decode variants by environment (e.g. BIG_VARIANTS="ACEAPEX_GPU_ROUND0_CHUNK_MB=256"): full decode only.
+  for v in ${BIG_VARIANTS:-}; do
+    run 120 env "$v" ./carry/gpubench "$work/big-gen.acx" --no-reference --runs 3 --ranges 10 --latency 10 \
+      --contig 1 || rc=1
+  done
   f="genome$(printf %03d $((${BIG_FILES:-4} - 1))).fa"
   cat_both "$work/big-gen.acx" "big-gen/$f" "$in/$f"
   rm -rf "$in"
