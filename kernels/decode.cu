@@ -1338,11 +1338,9 @@ __device__ void resolve_warp(const Ctx& c, bool seek, u32 parsed, u32 round, u32
 
 // Full decode, round `round`: round 0 walks every match (a warp per task of 32 consecutive matches of one unit,
 // task_off[e] = first task of unit e), later rounds the list the previous round left.
-// Round 0 walks tasks [task_lo, ntasks) (the host may run it as several launches over consecutive task ranges,
-// so that a later range finds the sources an earlier one resolved final instead of still in flight).
 extern "C" __global__ void resolve_round(Ctx c, u32 n, const u32* task_off, u32 ntasks, u32 round,
                                          const u64* list_in, u64* list_out, const u64* klist_in, u64* klist_out,
-                                         u32* list_counts, u32 list_cap, u32 trim, u32 task_lo) {
+                                         u32* list_counts, u32 list_cap, u32 trim) {
     if (failed(c)) return;
     const u32 items = round == 0 ? ntasks : min(*(volatile u32*)&list_counts[round - 1], list_cap);
     const u32 warps_per_cta = blockDim.x / 32;
@@ -1350,7 +1348,7 @@ extern "C" __global__ void resolve_round(Ctx c, u32 n, const u32* task_off, u32 
     const u32 nwarps = gridDim.x * warps_per_cta;
     const u32 lane = threadIdx.x & 31;
     const u32 units = round == 0 ? items : (items + 31) / 32;
-    for (u32 unit = warp + (round == 0 ? task_lo : 0); unit < units; unit += nwarps) {
+    for (u32 unit = warp; unit < units; unit += nwarps) {
         u32 e = 0, t = 0, klo = 0, khi = 0xFFFFFFFFu;
         bool has = false;
         if (round == 0) {

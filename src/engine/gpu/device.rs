@@ -192,8 +192,6 @@ struct FullBuffers {
     /// First copy task (32 matches) of each block, and the number of tasks.
     task_off: CudaSlice<u32>,
     ntasks: u32,
-    /// `task_off` on the host, for splitting round 0 into launches by stream position.
-    task_off_host: Vec<u32>,
     counters_init: Vec<u32>,
 }
 
@@ -339,8 +337,6 @@ pub struct Device {
     /// The full decode's chase finds tokens through a token index built after the parse (the default), or by
     /// binary search (ACEAPEX_GPU_CHASE_INDEX=0, for comparison).
     chase_index: bool,
-    /// Stream bytes per round-0 launch of the full decode (0: one launch; ACEAPEX_GPU_ROUND0_CHUNK_MB).
-    round0_chunk_bytes: u64,
     /// ACEAPEX_GPU_SEEK_PROFILE=1: seeks are launched without graphs, with an event after every stage, and the
     /// time between events is summed here by stage (total ms, batches); `marks` holds the current batch's events.
     profile: Option<SeekProfile>,
@@ -403,19 +399,6 @@ fn compiled_ptx(arch: &'static str) -> Result<Ptx> {
 pub fn compile_check(arch: &'static str) -> std::result::Result<usize, String> {
     let opts = CompileOptions { arch: Some(arch), options: vec!["-std=c++17".into()], ..Default::default() };
     compile_ptx_with_opts(KERNEL_SOURCE, opts).map(|p| p.to_src().len()).map_err(|e| format!("{e}"))
-}
-
-/// Task ranges of the full decode's round-0 launches: one launch over all `ntasks` tasks, or (ACEAPEX_GPU_ROUND0_
-/// CHUNK_MB) one per `units_per_chunk` units of the stream (`task_off[u]`: unit u's first task), so that a range's
-/// sources in earlier ranges are final when it starts instead of still in flight in the same launch (which defers
-/// them to the chase).
-fn round0_chunks(task_off: &[u32], ntasks: u32, units_per_chunk: usize) -> Vec<(u32, u32)> {
-    if units_per_chunk == 0 || task_off.is_empty() {
-        return vec![(0, ntasks)];
-    }
-    let mut bounds: Vec<u32> = task_off.iter().step_by(units_per_chunk).copied().collect();
-    bounds.push(ntasks);
-    bounds.windows(2).map(|w| (w[0], w[1])).filter(|(lo, hi)| lo < hi).collect()
 }
 
 fn grid_for(items: u64, per_cta: u64, cap: u32) -> u32 {
@@ -530,10 +513,6 @@ impl Device {
             resolve_trim: std::env::var_os("ACEAPEX_GPU_RESOLVE_WHOLE").is_none(),
             resolve_by_rounds: std::env::var_os("ACEAPEX_GPU_RESOLVE_ROUNDS").is_some(),
             chase_index: std::env::var("ACEAPEX_GPU_CHASE_INDEX").as_deref() != Ok("0"),
-            round0_chunk_bytes: std::env::var("ACEAPEX_GPU_ROUND0_CHUNK_MB")
-                .ok()
-                .and_then(|v| v.parse::<u64>().ok())
-                .map_or(0, |mb| mb << 20),
             profile: std::env::var_os("ACEAPEX_GPU_SEEK_PROFILE").map(|_| SeekProfile::default()),
         })
     }
@@ -1033,7 +1012,6 @@ impl Device {
             list_cap,
             task_off: stream.clone_htod(&task_off).map_err(gpu("upload"))?,
             ntasks,
-            task_off_host: task_off,
             counters_init,
         });
         Ok(())
@@ -1084,7 +1062,6 @@ impl Device {
         let list_cap = full.list_cap;
         let task_ptr = self.ptr(&full.task_off);
         let ntasks = full.ntasks;
-        let round0 = round0_chunks(&full.task_off_host, ntasks, (self.round0_chunk_bytes >> self.unit_log) as usize);
         let mode: u32 = match variant {
             FullVariant::EntropyOnly => 1,
             FullVariant::ParseNoLiterals => 2,
@@ -1101,7 +1078,7 @@ impl Device {
         };
         self.events.0.record(&stream).map_err(gpu("event"))?;
         // SAFETY: arguments match parse_k<K>(Ctx, u32, u32), resolve_round(Ctx, u32, u32*, u32, u32, u64*, u64*,
-        // u64*, u64*, u32*, u32, u32, u32) (round 0's task ranges lie within [0, ntasks)), index_tokens(Ctx, u32*) and resolve_chase(Ctx, u64*, u64*, u32*, u32,
+        // u64*, u64*, u32*, u32, u32), index_tokens(Ctx, u32*) and resolve_chase(Ctx, u64*, u64*, u32*, u32,
         // const u32*); `c` points at the full-decode buffers sized for all units and tokens (tok_off is their
         // exact prefix sum), the four lists hold every deferred piece (list_cap), the stamps every stream byte,
         // and the token index (when used) nunits << (unit_log - TOKEN_BUCKET_LOG) entries.
@@ -1120,34 +1097,28 @@ impl Device {
                 .arg(&mode)
                 .launch(cfg)
                 .map_err(gpu("parse launch"))?;
-            let first_round =
-                |tasks: u32| LaunchConfig { grid_dim: (grid_for(tasks as u64, warps_per_cta, 1 << 20), 1, 1), ..cfg };
+            let first_round = LaunchConfig { grid_dim: (grid_for(ntasks as u64, warps_per_cta, 1 << 20), 1, 1), ..cfg };
             // Later rounds walk lists of unknown length: a grid that fills the GPU, striding over the list.
             let later_round = LaunchConfig { grid_dim: (132 * 16, 1, 1), ..cfg };
             for round in 0..rounds {
                 let (list_in, list_out) = (lists[(round as usize + 1) % 2], lists[round as usize % 2]);
                 let (klist_in, klist_out) = (lists[2 + (round as usize + 1) % 2], lists[2 + round as usize % 2]);
-                // Round 0 runs as one launch per task range (round0_chunks); later rounds as one.
-                let ranges = if round == 0 { round0.clone() } else { vec![(0, ntasks)] };
-                for (lo, hi) in ranges {
-                    stream
-                        .launch_builder(&self.kernels.resolve_round)
-                        .arg(&c)
-                        .arg(&n)
-                        .arg(&task_ptr)
-                        .arg(&hi)
-                        .arg(&round)
-                        .arg(&list_in)
-                        .arg(&list_out)
-                        .arg(&klist_in)
-                        .arg(&klist_out)
-                        .arg(&counts_ptr)
-                        .arg(&list_cap)
-                        .arg(&trim)
-                        .arg(&lo)
-                        .launch(if round == 0 { first_round(hi - lo) } else { later_round })
-                        .map_err(gpu("resolve launch"))?;
-                }
+                stream
+                    .launch_builder(&self.kernels.resolve_round)
+                    .arg(&c)
+                    .arg(&n)
+                    .arg(&task_ptr)
+                    .arg(&ntasks)
+                    .arg(&round)
+                    .arg(&list_in)
+                    .arg(&list_out)
+                    .arg(&klist_in)
+                    .arg(&klist_out)
+                    .arg(&counts_ptr)
+                    .arg(&list_cap)
+                    .arg(&trim)
+                    .launch(if round == 0 { first_round } else { later_round })
+                    .map_err(gpu("resolve launch"))?;
             }
             if index_ptr != 0 {
                 stream
@@ -1401,16 +1372,6 @@ mod tests {
             .find_map(|l| l.strip_prefix("#define ")?.strip_prefix(name)?.strip_prefix(' '))
             .unwrap_or_else(|| panic!("kernels/decode.cu has no #define {name}"));
         line.split_whitespace().next().unwrap().parse().unwrap()
-    }
-
-    #[test]
-    fn round0_chunks_cover_every_task_once() {
-        let task_off = [0, 2, 2, 5, 9, 9, 9, 12];
-        assert_eq!(round0_chunks(&task_off, 14, 0), vec![(0, 14)]);
-        assert_eq!(round0_chunks(&task_off, 14, 3), vec![(0, 5), (5, 9), (9, 14)]);
-        assert_eq!(round0_chunks(&task_off, 14, 1), vec![(0, 2), (2, 5), (5, 9), (9, 12), (12, 14)]);
-        assert_eq!(round0_chunks(&task_off, 14, 100), vec![(0, 14)]);
-        assert_eq!(round0_chunks(&[], 0, 4), vec![(0, 0)]);
     }
 
     /// Constants the host sizes buffers and launches by must be the kernel's own.
