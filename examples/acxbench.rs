@@ -51,6 +51,19 @@ struct Args {
     command: Cmd,
 }
 
+// The random reads of `randread` and `closure`: `reads` reads of `size` bytes at positions drawn from `seed`
+// (a plain comment: a doc comment would become both subcommands' help text).
+#[derive(clap::Args)]
+struct Reads {
+    archive: PathBuf,
+    #[arg(long, default_value_t = 200)]
+    reads: usize,
+    #[arg(long, default_value_t = 4096)]
+    size: u64,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
 #[derive(Subcommand)]
 enum Cmd {
     Decode {
@@ -73,13 +86,8 @@ enum Cmd {
         runs: u32,
     },
     Randread {
-        archive: PathBuf,
-        #[arg(long, default_value_t = 200)]
-        reads: usize,
-        #[arg(long, default_value_t = 4096)]
-        size: u64,
-        #[arg(long, default_value_t = 1)]
-        seed: u64,
+        #[command(flatten)]
+        at: Reads,
         /// Decoder for the reads: cpu, gpu or auto.
         #[arg(long, default_value = "cpu")]
         decoder: DecoderChoice,
@@ -92,13 +100,8 @@ enum Cmd {
         repeat: u32,
     },
     Closure {
-        archive: PathBuf,
-        #[arg(long, default_value_t = 200)]
-        reads: usize,
-        #[arg(long, default_value_t = 4096)]
-        size: u64,
-        #[arg(long, default_value_t = 1)]
-        seed: u64,
+        #[command(flatten)]
+        at: Reads,
         /// Print the closure level by level for this many of the slowest reads.
         #[arg(long, default_value_t = 3)]
         worst: usize,
@@ -110,10 +113,10 @@ fn main() -> ExitCode {
     let result = match args.command {
         Cmd::Decode { archive, runs, cpu_time, window, stats } => decode(&archive, runs, cpu_time, window, stats),
         Cmd::Parse { archive, runs } => parse(&archive, runs),
-        Cmd::Randread { archive, reads, size, seed, decoder, cpu_time, repeat } => {
-            randread(&archive, reads, size, seed, decoder, cpu_time, repeat)
+        Cmd::Randread { at, decoder, cpu_time, repeat } => {
+            randread(&at.archive, at.reads, at.size, at.seed, decoder, cpu_time, repeat)
         }
-        Cmd::Closure { archive, reads, size, seed, worst } => closure(&archive, reads, size, seed, worst),
+        Cmd::Closure { at, worst } => closure(&at.archive, at.reads, at.size, at.seed, worst),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
