@@ -95,25 +95,32 @@ struct BaseCursor<'a> {
     pos: usize,
 }
 
-impl BaseCursor<'_> {
-    /// Writes the next `n` bases. The read checked up front that the chunks hold every base it needs.
-    fn take(&mut self, mut n: usize, out: &mut Out<'_>) {
-        while n > 0 {
+impl<'a> BaseCursor<'a> {
+    /// The next run of at most `max` (> 0) bases, in one chunk, consumed. The read checked up front that the
+    /// chunks hold every base it needs.
+    fn next_run(&mut self, max: usize) -> &'a [u8] {
+        loop {
             let here = &self.chunks[self.chunk][self.pos..];
             if here.is_empty() {
                 self.chunk += 1;
                 self.pos = 0;
                 continue;
             }
-            let m = n.min(here.len());
-            out.put(&here[..m]);
+            let m = max.min(here.len());
             self.pos += m;
-            n -= m;
+            return &here[..m];
         }
     }
-}
 
-impl BaseCursor<'_> {
+    /// Writes the next `n` bases.
+    fn take(&mut self, mut n: usize, out: &mut Out<'_>) {
+        while n > 0 {
+            let run = self.next_run(n);
+            out.put(run);
+            n -= run.len();
+        }
+    }
+
     /// Writes `lines` whole lines: `width` bases, then `term`, each (the caller checked that no exception run
     /// meets them).
     fn full_lines(&mut self, lines: usize, width: usize, term: &[u8], out: &mut Out<'_>) {
@@ -122,17 +129,10 @@ impl BaseCursor<'_> {
         for _ in 0..lines {
             let mut need = width;
             while need > 0 {
-                let here = &self.chunks[self.chunk][self.pos..];
-                if here.is_empty() {
-                    self.chunk += 1;
-                    self.pos = 0;
-                    continue;
-                }
-                let m = need.min(here.len());
-                write_slice(&mut dst[at..at + m], &here[..m]);
-                self.pos += m;
-                at += m;
-                need -= m;
+                let run = self.next_run(need);
+                write_slice(&mut dst[at..at + run.len()], run);
+                at += run.len();
+                need -= run.len();
             }
             write_slice(&mut dst[at..at + term.len()], term);
             at += term.len();
