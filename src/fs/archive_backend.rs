@@ -92,6 +92,13 @@ impl Backend for Archive {
             "total_len": data.footer.total_len,
             "cache": self.stats(),
             "gpu_fallbacks": self.gpu_fallbacks(),
+            // Decoder auto with a GPU: per batch-size class, the mean µs per block each engine took.
+            "auto": self.auto_choices().iter().map(|c| serde_json::json!({
+                "min_blocks": c.min_blocks,
+                "batches": c.batches,
+                "cpu_us_per_block": c.cpu_us_per_block,
+                "gpu_us_per_block": c.gpu_us_per_block,
+            })).collect::<Vec<_>>(),
         })
     }
 
