@@ -291,15 +291,14 @@ pub struct Device {
     /// The two pinned buffers `stream_full` copies pieces through, kept between calls (a mount streams a file one
     /// window at a time, and pinning 2 × 64 MiB costs milliseconds every time), grown when a larger piece comes.
     stream_bufs: Option<[PinnedHostSlice<u8>; 2]>,
-    /// The last full decode was `FullVariant::Full` and succeeded: `full.bytes` holds the whole stream (its
-    /// blocks still unverified; readers check each against the index).
-    full_ready: bool,
+    /// The stages of the last full decode, if it succeeded. `Full`: `full.bytes` holds the whole stream (its
+    /// blocks still unverified; readers check each against the index), see [`Device::full_ready`]. `ParseOnly` or
+    /// `Full`: `full` holds every unit's tokens and every literal at its stream position, which is all
+    /// `chase_resident` reads, see [`Device::resident`].
+    last_full: Option<FullVariant>,
     /// Seeks may resolve through the resident parse (resident.rs): whether, and whether it was tried.
     resident_seeks: ResidentSeeks,
     resident_tried: bool,
-    /// The last full decode parsed every unit (ParseOnly or Full) and succeeded: `full` holds every unit's
-    /// tokens and every literal at its stream position, which is all `chase_resident` reads.
-    resident: bool,
     /// The resident parse's token index (kernel `index_tokens`), built with the first resident seek. It depends
     /// only on the tokens, which every full decode of this archive rewrites with the same values.
     token_index: Option<CudaSlice<u32>>,
@@ -492,10 +491,9 @@ impl Device {
             seek,
             full: None,
             stream_bufs: None,
-            full_ready: false,
+            last_full: None,
             resident_seeks: ResidentSeeks::from_env(),
             resident_tried: false,
-            resident: false,
             token_index: None,
             index_ready: false,
             events,
@@ -1024,8 +1022,7 @@ impl Device {
         variant: FullVariant,
         poison: Option<u8>,
     ) -> Result<std::result::Result<FullRun, KernelFault>> {
-        self.full_ready = false;
-        self.resident = false;
+        self.last_full = None;
         self.index_ready = false;
         self.ensure_full()?;
         // Round 0, then one chase of what it left (the default), or max_depth + 1 rounds.
@@ -1165,15 +1162,19 @@ impl Device {
         }
         // The launches that did work: round 0, then the chase or the rounds up to the first that found nothing.
         let used = if rounds == 0 { 0 } else { left.iter().take_while(|&&c| c != 0).count() as u32 + 1 };
-        self.full_ready = variant == FullVariant::Full;
-        self.resident = matches!(variant, FullVariant::ParseOnly | FullVariant::Full);
+        self.last_full = Some(variant);
         self.index_ready = index_ptr != 0;
         Ok(Ok(FullRun { device_ms, rounds: used, left, chase_ms }))
     }
 
     /// Whether a complete full decode is resident (see [`Device::stream_full`]).
     pub fn full_ready(&self) -> bool {
-        self.full_ready
+        self.last_full == Some(FullVariant::Full)
+    }
+
+    /// Whether every unit's tokens and literals are resident from the last full decode (resident.rs).
+    fn resident(&self) -> bool {
+        matches!(self.last_full, Some(FullVariant::ParseOnly | FullVariant::Full))
     }
 
     /// Hands bytes `[start, end)` of the resident full decode to `f` in order, as pieces of at most `piece`
@@ -1186,7 +1187,8 @@ impl Device {
         piece: usize,
         f: &mut dyn FnMut(usize, &mut [u8]) -> Result<()>,
     ) -> Result<()> {
-        let full = self.full.as_ref().filter(|_| self.full_ready).ok_or_else(|| Error::Gpu("no full decode".into()))?;
+        let full =
+            self.full.as_ref().filter(|_| self.full_ready()).ok_or_else(|| Error::Gpu("no full decode".into()))?;
         if start > end || end > full.bytes.len() || piece == 0 {
             return Err(Error::InvalidArgument(format!("stream range {start}..{end} of {}", full.bytes.len())));
         }

@@ -64,18 +64,18 @@ impl Device {
         if self.resident_seeks == ResidentSeeks::Off {
             return false;
         }
-        if !self.resident && !self.resident_tried {
+        if !self.resident() && !self.resident_tried {
             self.resident_tried = true;
             self.build_resident();
         }
-        if self.resident && !self.index_ready {
+        if self.resident() && !self.index_ready {
             if let Err(e) = self.build_token_index() {
                 tracing::info!("GPU seeks parse from the compressed archive: the token index failed ({e})");
                 self.resident_seeks = ResidentSeeks::Off;
                 return false;
             }
         }
-        self.resident
+        self.resident()
     }
 
     /// Runs the parse of every unit (the full decode's ParseOnly stage) when its buffers fit in half the free
