@@ -1426,6 +1426,134 @@ extern "C" __global__ void resolve_chase(Ctx c, const u64* list, const u64* klis
     }
 }
 
+// Acquire / release on a unit's "final" flag (resolve_ordered).
+__device__ __forceinline__ u32 load_acquire_u32(const u32* p) {
+    u32 v;
+    asm volatile("ld.acquire.gpu.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+__device__ __forceinline__ void store_release_u32(u32* p, u32 v) {
+    asm volatile("st.release.gpu.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+// Full decode: match resolution in stream order, one warp per unit, units handed out in increasing order by a
+// ticket (final[nunits]). Every source lies before its match, so a unit's sources are literals, bytes of units
+// handed out earlier, or earlier bytes of its own unit:
+// - a source in an earlier unit is read once that unit's flag final[u] is set (ld.acquire; the unit's warp
+//   fenced its bytes and stamps, then stored the flag with st.release). The warp that holds that unit is running
+//   (a ticket is only taken by a running warp), and it waits only on units handed out before its own, so the
+//   wait always ends: no deadlock whatever the grid or the archive.
+// - a source in the unit itself is written by this warp: the match bytes are walked in stream order (32 matches
+//   at a time, flattened by a prefix sum over their lengths, 64 bytes per step as in resolve_warp), and a byte
+//   whose source is a not yet written byte of the same step waits for the next pass over that step. Each pass
+//   reads, then (after __syncwarp) writes, so a stamp is never seen before its byte. The lowest unresolved byte
+//   of a step always has a final source (literal, earlier step, earlier unit), so a pass resolves at least one
+//   byte and a step takes at most 64 passes; more means corrupt tokens (E_SUMS), never an endless loop.
+// Compared with resolve_round, nothing is deferred (no lists, no chase) and the only fences are one per unit.
+// Stamps still carry 1 + depth, so the depth bound is enforced exactly as on the other paths (E_DEPTH).
+__device__ __forceinline__ bool ordered_wait(const Ctx& c, const u32* final_flag, u64 u) {
+    while (load_acquire_u32(final_flag + u) == 0) {
+        if (failed(c)) return false;
+        __nanosleep(32);
+    }
+    return true;
+}
+
+__device__ void ordered_unit(const Ctx& c, const u32* final_flag, u64 e) {
+    const u32 lane = threadIdx.x & 31;
+    const u64 tb = c.tok_off[e];
+    const u32 nmatch = c.meta[e * META_WORDS + 2];
+    const u64 unit_start = e << c.unit_log;
+    u8* out = c.bytes;
+    u8* stamps = c.stamps;
+    for (u32 t0 = 0; t0 < nmatch; t0 += 32) {
+        const u32 t = t0 + lane;
+        const bool has = t < nmatch;
+        u32 len = 0;
+        u64 dst = 0, src = 0, dist = 1;
+        bool ok = true;
+        if (has) {
+            u32 ms = c.mpos[tb + t];
+            len = c.tpos[tb + t + 1] - ms;
+            dist = c.back[tb + t];
+            dst = unit_start + ms;
+            src = dst - dist;  // parse checked 1 <= dist <= match start
+            // The source bytes a periodic fill reads: [src, src + min(len, dist)).
+            u64 last = src + (dist < len ? dist : len) - 1;
+            for (u64 u = src >> c.unit_log; ok && u <= (last >> c.unit_log) && u < e; u++)
+                ok = ordered_wait(c, final_flag, u);
+        }
+        if (__any_sync(FULL_MASK, !ok)) return;  // the run failed: stop (the flag is still published)
+        u32 incl = warp_inclusive_scan(len);
+        u32 total = __shfl_sync(FULL_MASK, incl, 31);
+        for (u32 g0 = 0; g0 < total; g0 += 64) {
+            u64 dst_at[2], src_at[2];
+            bool pend[2];
+#pragma unroll
+            for (u32 h = 0; h < 2; h++) {
+                u32 g = g0 + 32 * h + lane;
+                u32 mm = 0;
+#pragma unroll
+                for (u32 step = 16; step > 0; step >>= 1) {
+                    u32 v = __shfl_sync(FULL_MASK, incl, mm + step - 1);
+                    if (v <= g) mm += step;
+                }
+                u64 mdst = __shfl_sync(FULL_MASK, dst, mm);
+                u64 msrc = __shfl_sync(FULL_MASK, src, mm);
+                u64 mdist = __shfl_sync(FULL_MASK, dist, mm);
+                u32 mstart = __shfl_sync(FULL_MASK, incl, mm) - __shfl_sync(FULL_MASK, len, mm);
+                u32 k = g - mstart;
+                pend[h] = g < total;
+                dst_at[h] = mdst + k;
+                src_at[h] = msrc + (mdist > k ? k : k % (u32)mdist);
+            }
+            for (u32 pass = 0;; pass++) {
+                if (!__any_sync(FULL_MASK, pend[0] || pend[1])) break;
+                if (pass == 64) {  // impossible for tokens the parse accepted: see above
+                    report(c.status, E_SUMS, e);
+                    return;
+                }
+                u32 s[2];
+                u8 v[2];
+#pragma unroll
+                for (u32 h = 0; h < 2; h++) s[h] = pend[h] ? load_relaxed_u8(stamps + src_at[h]) : 0;
+#pragma unroll
+                for (u32 h = 0; h < 2; h++) v[h] = s[h] != 0 ? load_relaxed_u8(out + src_at[h]) : 0;
+                __syncwarp();
+#pragma unroll
+                for (u32 h = 0; h < 2; h++) {
+                    if (s[h] == 0) continue;
+                    u32 stamp = s[h] + 1;
+                    if (stamp > c.max_depth + 1) {
+                        report(c.status, E_DEPTH, e);
+                        stamp = 255;  // still written, so that nothing waits on this byte
+                    }
+                    out[dst_at[h]] = v[h];
+                    store_relaxed_u8(stamps + dst_at[h], stamp);
+                    pend[h] = false;
+                }
+                __syncwarp();
+            }
+        }
+    }
+}
+
+extern "C" __global__ void resolve_ordered(Ctx c, u32* final_flag) {
+    const u32 lane = threadIdx.x & 31;
+    const u64 n = c.nunits;
+    for (;;) {
+        u32 ticket = 0;
+        if (lane == 0) ticket = atomicAdd(final_flag + n, 1u);
+        const u64 e = __shfl_sync(FULL_MASK, ticket, 0);
+        if (e >= n) break;
+        if (!__any_sync(FULL_MASK, failed(c))) ordered_unit(c, final_flag, e);
+        // Publish the unit: every lane's bytes and stamps reach L2 before lane 0's release of the flag.
+        __threadfence();
+        __syncwarp();
+        if (lane == 0) store_release_u32(final_flag + e, 1u);
+    }
+}
+
 // Seek path, round `round`, over the entries parsed by levels < parsed_level: round 0 walks every match of
 // them (units of 32 matches, max_chunks per entry), later rounds the list the previous round left.
 extern "C" __global__ void seek_resolve(Ctx c, u32 parsed_level, u32 max_chunks, u32 round, const u64* list_in,

@@ -166,9 +166,34 @@ pub struct FullRun {
     pub rounds: u32,
     /// Pieces of matches left with unresolved bytes after each round.
     pub left: Vec<u32>,
-    /// Device ms of the chase alone (the default resolution; None without it): the time breakdown's split of
-    /// match resolution into round 0 and the chase of what round 0 left.
+    /// Device ms of the chase alone (`Resolve::Chase` only): the time breakdown's split of match resolution
+    /// into round 0 and the chase of what round 0 left.
     pub chase_ms: Option<f32>,
+    /// Device ms of match resolution alone (the complete decode only), from the end of the parse to the end.
+    pub resolve_ms: Option<f32>,
+}
+
+/// How the complete decode resolves matches once every literal is in place (kernels/decode.cu).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resolve {
+    /// `resolve_ordered`: a warp per unit in stream order, waiting on the flags of the earlier units its
+    /// sources lie in (the default).
+    Ordered,
+    /// `resolve_round` round 0, then one `resolve_chase` launch for what round 0 left.
+    Chase,
+    /// `resolve_round` rounds, one more depth level each, up to max_depth + 1.
+    Rounds,
+}
+
+impl Resolve {
+    /// ACEAPEX_GPU_RESOLVE=ordered|chase|rounds (for comparison; unknown values keep the default).
+    fn from_env() -> Resolve {
+        match std::env::var("ACEAPEX_GPU_RESOLVE").as_deref() {
+            Ok("chase") => Resolve::Chase,
+            Ok("rounds") => Resolve::Rounds,
+            _ => Resolve::Ordered,
+        }
+    }
 }
 
 /// Buffers of the device-resident full decode, allocated on first use.
@@ -193,6 +218,8 @@ struct FullBuffers {
     task_off: CudaSlice<u32>,
     ntasks: u32,
     counters_init: Vec<u32>,
+    /// `resolve_ordered`: a flag per unit (its bytes are final), then the ticket that hands units out.
+    final_flag: CudaSlice<u32>,
 }
 
 /// Scratch of the seek path, sized at open.
@@ -243,6 +270,7 @@ struct Kernels {
     reset: CudaFunction,
     resolve_round: CudaFunction,
     resolve_chase: CudaFunction,
+    resolve_ordered: CudaFunction,
     seek_resolve: CudaFunction,
 }
 
@@ -330,9 +358,8 @@ pub struct Device {
     /// Deferred matches carry only their unresolved span to the next resolve round (the default), or their whole
     /// length (ACEAPEX_GPU_RESOLVE_WHOLE=1, for comparison).
     resolve_trim: bool,
-    /// The full decode resolves what round 0 left by resolve rounds, one depth level each
-    /// (ACEAPEX_GPU_RESOLVE_ROUNDS=1, for comparison), instead of one chase launch (the default).
-    resolve_by_rounds: bool,
+    /// How the complete decode resolves matches ([`Resolve`], ACEAPEX_GPU_RESOLVE).
+    pub(super) resolve: Resolve,
     /// The full decode's chase finds tokens through a token index built after the parse (the default), or by
     /// binary search (ACEAPEX_GPU_CHASE_INDEX=0, for comparison).
     chase_index: bool,
@@ -433,6 +460,7 @@ impl Device {
             reset: load("reset_batch")?,
             resolve_round: load("resolve_round")?,
             resolve_chase: load("resolve_chase")?,
+            resolve_ordered: load("resolve_ordered")?,
             seek_resolve: load("seek_resolve")?,
         };
         // A stream of our own: graphs cannot be captured on the legacy default stream.
@@ -509,7 +537,7 @@ impl Device {
                 && std::env::var_os("ACEAPEX_GPU_SEEK_FUSED").is_none()
                 && std::env::var_os("ACEAPEX_GPU_SEEK_GROUP").is_none(),
             resolve_trim: std::env::var_os("ACEAPEX_GPU_RESOLVE_WHOLE").is_none(),
-            resolve_by_rounds: std::env::var_os("ACEAPEX_GPU_RESOLVE_ROUNDS").is_some(),
+            resolve: Resolve::from_env(),
             chase_index: std::env::var("ACEAPEX_GPU_CHASE_INDEX").as_deref() != Ok("0"),
             profile: std::env::var_os("ACEAPEX_GPU_SEEK_PROFILE").map(|_| SeekProfile::default()),
         })
@@ -964,6 +992,10 @@ impl Device {
             tasks += (row[2] as u64).div_ceil(32);
         }
         let ntasks = u32::try_from(tasks).map_err(|_| Error::Gpu("too many matches for one full decode".into()))?;
+        // resolve_ordered hands units out with a u32 ticket that every warp of the grid moves once past the end.
+        if self.nunits > (u32::MAX / 2) as u64 {
+            return Err(Error::Gpu("too many units for one full decode".into()));
+        }
         let ids: Vec<u32> = (0..n as u32).collect();
         let mut counters_init = vec![0u32; self.counters_len()];
         counters_init[0] = n as u32;
@@ -1011,6 +1043,7 @@ impl Device {
             task_off: stream.clone_htod(&task_off).map_err(gpu("upload"))?,
             ntasks,
             counters_init,
+            final_flag: stream.alloc_zeros::<u32>(n + 1).map_err(gpu("alloc flags"))?,
         });
         Ok(())
     }
@@ -1025,8 +1058,11 @@ impl Device {
         self.last_full = None;
         self.index_ready = false;
         self.ensure_full()?;
-        // Round 0, then one chase of what it left (the default), or max_depth + 1 rounds.
-        let chase = variant == FullVariant::Full && !self.resolve_by_rounds;
+        let resolve = match variant {
+            FullVariant::Full => Some(self.resolve),
+            _ => None,
+        };
+        let chase = resolve == Some(Resolve::Chase);
         // The chase's token index is rebuilt from this decode's tokens inside the timed region (index_tokens);
         // only its buffer is kept between decodes.
         let index_ptr = match chase && self.chase_index {
@@ -1064,15 +1100,21 @@ impl Device {
             FullVariant::ParseNoLiterals => 2,
             FullVariant::ParseOnly | FullVariant::Full => 0,
         };
-        let rounds = match variant {
-            FullVariant::Full if chase => 1,
-            FullVariant::Full => self.max_depth + 1,
-            _ => 0,
+        let rounds = match resolve {
+            Some(Resolve::Chase) => 1,
+            Some(Resolve::Rounds) => self.max_depth + 1,
+            Some(Resolve::Ordered) | None => 0,
         };
+        let new_event = || self.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(gpu("event"));
         let chase_start = match chase {
-            true => Some(self.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(gpu("event"))?),
+            true => Some(new_event()?),
             false => None,
         };
+        let resolve_start = match resolve {
+            Some(_) => Some(new_event()?),
+            None => None,
+        };
+        let flags_ptr = self.ptr(&full.final_flag);
         self.events.0.record(&stream).map_err(gpu("event"))?;
         // SAFETY: arguments match parse_k<K>(Ctx, u32, u32), resolve_round(Ctx, u32, u32*, u32, u32, u64*, u64*,
         // u64*, u64*, u32*, u32, u32), index_tokens(Ctx, u32*) and resolve_chase(Ctx, u64*, u64*, u32*, u32,
@@ -1094,6 +1136,25 @@ impl Device {
                 .arg(&mode)
                 .launch(cfg)
                 .map_err(gpu("parse launch"))?;
+            if let Some(event) = &resolve_start {
+                event.record(&stream).map_err(gpu("event"))?;
+            }
+            if resolve == Some(Resolve::Ordered) {
+                // The flags start clear and the ticket at 0 (inside the timed region: it is part of the work).
+                let (p, _s) = full.final_flag.device_ptr(&stream);
+                // SAFETY: p is the start of `full.final_flag`, which holds exactly num_bytes bytes.
+                cudarc::driver::result::memset_d8_async(p, 0, full.final_flag.num_bytes(), stream.cu_stream())
+                    .map_err(gpu("reset flags"))?;
+                // A persistent grid: a warp takes units by ticket until none is left, so any size is correct;
+                // this one keeps every SM full.
+                let ordered = LaunchConfig { grid_dim: (132 * 16, 1, 1), ..cfg };
+                stream
+                    .launch_builder(&self.kernels.resolve_ordered)
+                    .arg(&c)
+                    .arg(&flags_ptr)
+                    .launch(ordered)
+                    .map_err(gpu("resolve launch"))?;
+            }
             let first_round = LaunchConfig { grid_dim: (grid_for(ntasks as u64, warps_per_cta, 1 << 20), 1, 1), ..cfg };
             // Later rounds walk lists of unknown length: a grid that fills the GPU, striding over the list.
             let later_round = LaunchConfig { grid_dim: (132 * 16, 1, 1), ..cfg };
@@ -1145,10 +1206,11 @@ impl Device {
         self.events.1.record(&stream).map_err(gpu("event"))?;
         stream.synchronize().map_err(gpu("full decode"))?;
         let device_ms = self.events.0.elapsed_ms(&self.events.1).map_err(gpu("event timing"))?;
-        let chase_ms = match &chase_start {
-            Some(event) => Some(event.elapsed_ms(&self.events.1).map_err(gpu("event timing"))?),
-            None => None,
+        let since = |start: &Option<CudaEvent>| match start {
+            Some(event) => event.elapsed_ms(&self.events.1).map(Some).map_err(gpu("event timing")),
+            None => Ok(None),
         };
+        let (chase_ms, resolve_ms) = (since(&chase_start)?, since(&resolve_start)?);
         let status = stream.clone_dtoh(&full.status).map_err(gpu("status copy"))?[0];
         if let Some(fault) = KernelFault::from_status(status) {
             return Ok(Err(fault));
@@ -1161,10 +1223,14 @@ impl Device {
             return Ok(Err(KernelFault { code: 8, unit: 0 }));
         }
         // The launches that did work: round 0, then the chase or the rounds up to the first that found nothing.
-        let used = if rounds == 0 { 0 } else { left.iter().take_while(|&&c| c != 0).count() as u32 + 1 };
+        let used = match resolve {
+            Some(Resolve::Ordered) => 1,
+            _ if rounds == 0 => 0,
+            _ => left.iter().take_while(|&&c| c != 0).count() as u32 + 1,
+        };
         self.last_full = Some(variant);
         self.index_ready = index_ptr != 0;
-        Ok(Ok(FullRun { device_ms, rounds: used, left, chase_ms }))
+        Ok(Ok(FullRun { device_ms, rounds: used, left, chase_ms, resolve_ms }))
     }
 
     /// Whether a complete full decode is resident (see [`Device::stream_full`]).

@@ -34,7 +34,7 @@ use rayon::prelude::*;
 use xxhash_rust::xxh3::xxh3_64;
 
 use device::Device;
-pub use device::{compile_check, FullRun, FullVariant, KernelFault, ResidentSeeks};
+pub use device::{compile_check, FullRun, FullVariant, KernelFault, ResidentSeeks, Resolve};
 
 use crate::engine::{BlockEngine, BytesSink, Redo};
 use crate::error::{Error, Result};
@@ -319,6 +319,12 @@ impl GpuEngine {
         self.lock()?.full_decode(variant, poison)?.map_err(KernelFault::into_error)
     }
 
+    /// Chooses how later complete decodes resolve matches (the default comes from ACEAPEX_GPU_RESOLVE).
+    pub fn set_resolve(&self, resolve: Resolve) -> Result<()> {
+        self.lock()?.resolve = resolve;
+        Ok(())
+    }
+
     /// Chooses whether later seeks may resolve through the resident parse of the whole archive (the default when
     /// it fits in device memory; see device/resident.rs) or always parse from the compressed archive.
     pub fn set_resident_seeks(&self, mode: ResidentSeeks) -> Result<()> {
@@ -555,7 +561,13 @@ mod tests {
             eprintln!("no GPU: GPU depth test skipped");
             return;
         };
-        assert!(engine.full_decode(FullVariant::Full, None).is_err(), "full decode past the depth bound");
+        for resolve in [Resolve::Ordered, Resolve::Chase, Resolve::Rounds] {
+            engine.set_resolve(resolve).unwrap();
+            assert!(
+                engine.full_decode(FullVariant::Full, None).is_err(),
+                "full decode past the depth bound, {resolve:?}"
+            );
+        }
         // The first seek parses the archive resident (the parse does not follow sources) and chases through it.
         assert!(engine.decode_blocks(&[last], &mut [&mut buf[..]]).is_err(), "resident seek past the depth bound");
         engine.set_resident_seeks(ResidentSeeks::Off).unwrap();
@@ -613,10 +625,13 @@ mod tests {
             for variant in [FullVariant::EntropyOnly, FullVariant::ParseNoLiterals, FullVariant::ParseOnly] {
                 engine.full_decode(variant, None).unwrap();
             }
-            engine.full_decode(FullVariant::Full, Some(0xA5)).unwrap();
-            let mut full = vec![0u8; stream.len()];
-            engine.full_output(&mut full).unwrap();
-            assert_eq!(full, stream, "full decode, {what}");
+            for resolve in [Resolve::Ordered, Resolve::Chase, Resolve::Rounds] {
+                engine.set_resolve(resolve).unwrap();
+                engine.full_decode(FullVariant::Full, Some(0xA5)).unwrap();
+                let mut full = vec![0u8; stream.len()];
+                engine.full_output(&mut full).unwrap();
+                assert_eq!(full, stream, "full decode, {what}, {resolve:?}");
+            }
         }
     }
 
