@@ -176,22 +176,19 @@ pub struct FullRun {
 /// How the complete decode resolves matches once every literal is in place (kernels/decode.cu).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Resolve {
-    /// `resolve_ordered`: a warp per unit in stream order, waiting on the flags of the earlier units its
-    /// sources lie in (the default).
-    Ordered,
-    /// `resolve_round` round 0, then one `resolve_chase` launch for what round 0 left.
+    /// `resolve_round` round 0, then one `resolve_chase` launch for what round 0 left (the default).
     Chase,
     /// `resolve_round` rounds, one more depth level each, up to max_depth + 1.
     Rounds,
 }
 
 impl Resolve {
-    /// ACEAPEX_GPU_RESOLVE=ordered|chase|rounds (for comparison; unknown values keep the default).
+    /// ACEAPEX_GPU_RESOLVE=rounds for comparison (ACEAPEX_GPU_RESOLVE_ROUNDS=1 before session 14); anything
+    /// else keeps the default.
     fn from_env() -> Resolve {
         match std::env::var("ACEAPEX_GPU_RESOLVE").as_deref() {
-            Ok("chase") => Resolve::Chase,
             Ok("rounds") => Resolve::Rounds,
-            _ => Resolve::Ordered,
+            _ => Resolve::Chase,
         }
     }
 }
@@ -218,8 +215,6 @@ struct FullBuffers {
     task_off: CudaSlice<u32>,
     ntasks: u32,
     counters_init: Vec<u32>,
-    /// `resolve_ordered`: a flag per unit (its bytes are final), then the ticket that hands units out.
-    final_flag: CudaSlice<u32>,
 }
 
 /// Scratch of the seek path, sized at open.
@@ -270,7 +265,6 @@ struct Kernels {
     reset: CudaFunction,
     resolve_round: CudaFunction,
     resolve_chase: CudaFunction,
-    resolve_ordered: CudaFunction,
     seek_resolve: CudaFunction,
 }
 
@@ -460,7 +454,6 @@ impl Device {
             reset: load("reset_batch")?,
             resolve_round: load("resolve_round")?,
             resolve_chase: load("resolve_chase")?,
-            resolve_ordered: load("resolve_ordered")?,
             seek_resolve: load("seek_resolve")?,
         };
         // A stream of our own: graphs cannot be captured on the legacy default stream.
@@ -992,10 +985,6 @@ impl Device {
             tasks += (row[2] as u64).div_ceil(32);
         }
         let ntasks = u32::try_from(tasks).map_err(|_| Error::Gpu("too many matches for one full decode".into()))?;
-        // resolve_ordered hands units out with a u32 ticket that every warp of the grid moves once past the end.
-        if self.nunits > (u32::MAX / 2) as u64 {
-            return Err(Error::Gpu("too many units for one full decode".into()));
-        }
         let ids: Vec<u32> = (0..n as u32).collect();
         let mut counters_init = vec![0u32; self.counters_len()];
         counters_init[0] = n as u32;
@@ -1043,7 +1032,6 @@ impl Device {
             task_off: stream.clone_htod(&task_off).map_err(gpu("upload"))?,
             ntasks,
             counters_init,
-            final_flag: stream.alloc_zeros::<u32>(n + 1).map_err(gpu("alloc flags"))?,
         });
         Ok(())
     }
@@ -1103,7 +1091,7 @@ impl Device {
         let rounds = match resolve {
             Some(Resolve::Chase) => 1,
             Some(Resolve::Rounds) => self.max_depth + 1,
-            Some(Resolve::Ordered) | None => 0,
+            None => 0,
         };
         let new_event = || self.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(gpu("event"));
         let chase_start = match chase {
@@ -1114,7 +1102,6 @@ impl Device {
             Some(_) => Some(new_event()?),
             None => None,
         };
-        let flags_ptr = self.ptr(&full.final_flag);
         self.events.0.record(&stream).map_err(gpu("event"))?;
         // SAFETY: arguments match parse_k<K>(Ctx, u32, u32), resolve_round(Ctx, u32, u32*, u32, u32, u64*, u64*,
         // u64*, u64*, u32*, u32, u32), index_tokens(Ctx, u32*) and resolve_chase(Ctx, u64*, u64*, u32*, u32,
@@ -1138,22 +1125,6 @@ impl Device {
                 .map_err(gpu("parse launch"))?;
             if let Some(event) = &resolve_start {
                 event.record(&stream).map_err(gpu("event"))?;
-            }
-            if resolve == Some(Resolve::Ordered) {
-                // The flags start clear and the ticket at 0 (inside the timed region: it is part of the work).
-                let (p, _s) = full.final_flag.device_ptr(&stream);
-                // SAFETY: p is the start of `full.final_flag`, which holds exactly num_bytes bytes.
-                cudarc::driver::result::memset_d8_async(p, 0, full.final_flag.num_bytes(), stream.cu_stream())
-                    .map_err(gpu("reset flags"))?;
-                // A persistent grid: a warp takes units by ticket until none is left, so any size is correct;
-                // this one keeps every SM full.
-                let ordered = LaunchConfig { grid_dim: (132 * 16, 1, 1), ..cfg };
-                stream
-                    .launch_builder(&self.kernels.resolve_ordered)
-                    .arg(&c)
-                    .arg(&flags_ptr)
-                    .launch(ordered)
-                    .map_err(gpu("resolve launch"))?;
             }
             let first_round = LaunchConfig { grid_dim: (grid_for(ntasks as u64, warps_per_cta, 1 << 20), 1, 1), ..cfg };
             // Later rounds walk lists of unknown length: a grid that fills the GPU, striding over the list.
@@ -1223,11 +1194,7 @@ impl Device {
             return Ok(Err(KernelFault { code: 8, unit: 0 }));
         }
         // The launches that did work: round 0, then the chase or the rounds up to the first that found nothing.
-        let used = match resolve {
-            Some(Resolve::Ordered) => 1,
-            _ if rounds == 0 => 0,
-            _ => left.iter().take_while(|&&c| c != 0).count() as u32 + 1,
-        };
+        let used = if rounds == 0 { 0 } else { left.iter().take_while(|&&c| c != 0).count() as u32 + 1 };
         self.last_full = Some(variant);
         self.index_ready = index_ptr != 0;
         Ok(Ok(FullRun { device_ms, rounds: used, left, chase_ms, resolve_ms }))

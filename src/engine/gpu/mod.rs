@@ -561,7 +561,7 @@ mod tests {
             eprintln!("no GPU: GPU depth test skipped");
             return;
         };
-        for resolve in [Resolve::Ordered, Resolve::Chase, Resolve::Rounds] {
+        for resolve in [Resolve::Chase, Resolve::Rounds] {
             engine.set_resolve(resolve).unwrap();
             assert!(
                 engine.full_decode(FullVariant::Full, None).is_err(),
@@ -625,7 +625,7 @@ mod tests {
             for variant in [FullVariant::EntropyOnly, FullVariant::ParseNoLiterals, FullVariant::ParseOnly] {
                 engine.full_decode(variant, None).unwrap();
             }
-            for resolve in [Resolve::Ordered, Resolve::Chase, Resolve::Rounds] {
+            for resolve in [Resolve::Chase, Resolve::Rounds] {
                 engine.set_resolve(resolve).unwrap();
                 engine.full_decode(FullVariant::Full, Some(0xA5)).unwrap();
                 let mut full = vec![0u8; stream.len()];
