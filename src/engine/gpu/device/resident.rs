@@ -16,7 +16,7 @@
 
 use cudarc::driver::{result, LaunchConfig, PushKernelArg};
 
-use super::{gpu, grid_for, prep, Device, FullVariant, KernelCtx, KernelFault, RESIDENT_LEVELS, RESOLVE_PIECE};
+use super::{gpu, grid_for, Device, FullVariant, KernelCtx, KernelFault, RESIDENT_LEVELS, RESOLVE_PIECE};
 use crate::error::{Error, Result};
 
 /// Bytes per token-index bucket, log2 (kernels/decode.cu `TOKEN_BUCKET_LOG`; slices are at least 2^9 bytes).
@@ -50,7 +50,8 @@ impl Device {
     /// Device bytes the full decode's buffers take (`Device::ensure_full`), for the memory check.
     fn full_footprint(&self) -> u64 {
         let units = self.nunits;
-        let tokens: u64 = self.meta_host.words.chunks_exact(prep::META_WORDS).map(|row| row[2] as u64 + 1).sum();
+        // ensure_full gives every unit nmatch + 1 tokens; a bad unit (not in total_tokens) has nmatch 0.
+        let tokens = self.meta_host.total_tokens + units;
         let stream = units << self.unit_log;
         let pieces = tokens + stream / RESOLVE_PIECE;
         // bytes + stamps, four token arrays (u32 ×3, u64), four lists of u64, per-unit worklist/offsets/tasks,
