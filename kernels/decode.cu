@@ -1,4 +1,4 @@
-// aceapex GPU decode kernels (FORMAT.md §3, version 3), compiled at run time by NVRTC for the GPU's own
+// aceapex GPU decode kernels (FORMAT.md §3, version 4), compiled at run time by NVRTC for the GPU's own
 // architecture.
 //
 // The unit of work is a **unit** = one slice of 2^unit_log bytes (FORMAT.md §3: every block is cut into slices,
@@ -35,7 +35,13 @@
 //
 // Unit metadata (host-validated block directory and slice header, 8 u32 per unit, src/engine/gpu/prep.rs):
 //   [0,1] slice payload offset in the file (lo, hi), [2] nmatch, [3] nlit, [4] nwords, [5] extra_len,
-//   [6] header length (the four varints), [7] decoded unit length (0xFFFFFFFF: header invalid).
+//   [6] header length (the four varints) | META_CTX when the unit's literals are context-coded (FORMAT.md §3.5),
+//   [7] decoded unit length (0xFFFFFFFF: header invalid).
+// Literal context models (FORMAT.md §2.4, §3.5): xgrp holds per group its model's order k (0: none) and the
+// index in xtab of its context 0; xtab holds per context (uint2) c1 | c2 << 16 and c3, the cumulative
+// frequencies of C, G and T (A starts at 0, the scale ends at 4096). A context-coded literal is decoded by
+// comparing the slot with c1, c2, c3; the context of a lane's next literal is ((ctx << 2) | code) & (4^k - 1),
+// starting at 0 in every slice.
 // Decode tables: per group, per table (LL, ML, OF, LIT), 4096 u32 slot entries
 //   sym | (freq - 1) << 8 | cum << 20, or 0xFFFFFFFF for a slot no symbol covers.
 // Compact decode tables (the seek path loads them into shared memory, a warp per slice): per group CT_WORDS u32,
@@ -56,6 +62,8 @@ typedef unsigned long long u64;
 #define CLAIMING 0xFFFFFFFEu
 #define BAD_ENTRY 0xFFFFFFFFu
 #define META_WORDS 8
+#define META_CTX 0x80000000u   // meta word 6: the unit's literals are context-coded
+#define META_HDR_MASK 0xFFFFu  // meta word 6: the header length
 #define CT_WORDS 4608
 #define CT_FC 4096
 #define CT_LIT_FC 224
@@ -308,6 +316,8 @@ struct Ctx {
     u32* lidx;            // token arrays: index of token t's first literal in the unit's literal sequence
     u32* resume;          // RESUME_WORDS per worklist entry (MODE_TOKENS), null on the full path
     const u32* ctab;      // compact decode tables, CT_WORDS per group
+    const u32* xgrp;      // literal context model per group: order, first context (see above)
+    const uint2* xtab;    // literal context tables, one uint2 per context
     u64 pool_cap;         // token storage available
     u64 nunits;           // units (slices) in the stream
     u32 wl_cap;           // worklist entries available
@@ -323,6 +333,41 @@ struct Ctx {
 __device__ __forceinline__ u32* level_begin(const Ctx& c, u32 d) { return c.counters + 2 + d; }
 __device__ __forceinline__ u32* range_count(const Ctx& c, u32 d) { return c.counters + 2 + (c.max_depth + 2) + d; }
 __device__ __forceinline__ bool failed(const Ctx& c) { return *(volatile u64*)c.status != 0; }
+
+// The context model of unit `id`'s group (used only by units whose meta word 6 has META_CTX; the host refuses
+// such a unit in a group without a model): its tables and the context mask 4^k - 1.
+struct LitModel {
+    const uint2* t;
+    u32 mask;
+};
+__device__ __forceinline__ LitModel lit_model_of(const Ctx& c, u32 id) {
+    const u32* g = c.xgrp + 2ull * (id >> c.group_shift);
+    LitModel r;
+    r.t = c.xtab + g[1];
+    r.mask = (1u << (2u * g[0])) - 1u;
+    return r;
+}
+
+// Decodes one context-coded literal of a lane: from state *x in context *ctx, returns the base byte and
+// advances the state (not renormalised) and the context. A base of frequency 0 has an empty slot range and is
+// never chosen, so every slot decodes.
+__device__ __forceinline__ u32 decode_base(const LitModel& lm, u32* ctx, u32* x) {
+    const u32 slot = *x & 4095u;
+    const uint2 e = lm.t[*ctx];
+    const u32 c1 = e.x & 0xFFFFu, c2 = e.x >> 16, c3 = e.y;
+    const u32 s = (u32)(slot >= c1) + (u32)(slot >= c2) + (u32)(slot >= c3);
+    const u32 lo = s == 0 ? 0u : (s == 1 ? c1 : (s == 2 ? c2 : c3));
+    const u32 hi = s == 0 ? c1 : (s == 1 ? c2 : (s == 2 ? c3 : 4096u));
+    *x = (hi - lo) * (*x >> 12) + slot - lo;
+    *ctx = ((*ctx << 2) | s) & lm.mask;
+    return (0x54474341u >> (8u * s)) & 0xFFu;  // "ACGT"[s]
+}
+
+// The context after a lane's first literal `b` (a base byte: A, C, G or T), for a lane whose first literal was
+// decoded in the code phase.
+__device__ __forceinline__ u32 context_after(u32 b, const LitModel& lm) {
+    return ((u32)(b == 'C') | ((u32)(b == 'G') << 1) | ((u32)(b == 'T') * 3u)) & lm.mask;
+}
 
 // A group's LL, ML and OF tables in shared memory (one warp's copy): symbol per slot, freq | cum << 16 per symbol.
 struct CodeTables {
@@ -384,7 +429,10 @@ __device__ void parse_one(const Ctx& c, const Group<W>& g, u32 id, u64 tok_base,
         g.sync();
     }
     const u64 payload = (u64)m[0] | ((u64)m[1] << 32);
-    const u32 nmatch = m[2], nlit = m[3], nwords = m[4], extra_len = m[5], hdr_len = m[6];
+    const u32 nmatch = m[2], nlit = m[3], nwords = m[4], extra_len = m[5], hdr_len = m[6] & META_HDR_MASK;
+    const bool lit_ctx = (m[6] & META_CTX) != 0;
+    const LitModel lm = lit_model_of(c, id);
+    u32 lctx = 0;  // this lane's literal context (context-coded units)
     const u32 ntok = nmatch + 1;
     const u64 S = 3ull * nmatch + 1 + nlit;
     const u8* states = file + payload + hdr_len;
@@ -427,7 +475,12 @@ __device__ void parse_one(const Ctx& c, const Group<W>& g, u32 id, u64 tok_base,
         if (j == code_steps && mode != MODE_ENTROPY_ONLY) break;
         u64 i = j * K + lane;
         bool act = lane < K && i < S;
-        if (act) {
+        if (act && lit_ctx && i >= ncodes) {
+            // A context-coded literal (the lane's first in a code step, or any in MODE_ENTROPY_ONLY).
+            const u32 sym = decode_base(lm, &lctx, &x);
+            if (mode != MODE_ENTROPY_ONLY) pending = (int)sym;
+            else if (sym == 0x100) bad = true;  // never true, as below
+        } else if (act) {
             u32 slot = x & 4095u;
             u32 which = i < nmatch + 1ull ? 0 : (i < 2ull * nmatch + 1 ? 1 : (i < ncodes ? 2 : 3));
             u32 e;
@@ -589,6 +642,10 @@ __device__ void literal_phase(const Ctx& c, const Group<W>& g, u32 id, const u32
     const u64 steps = (S + K - 1) / K;
     const u32* tab = c.dtab + (u64)(id >> c.group_shift) * 4 * 4096;
     const u64 pending_idx = (code_steps - 1) * K + lane - ncodes;  // meaningful only when pending >= 0
+    const bool lit_ctx = (m[6] & META_CTX) != 0;
+    const LitModel lm = lit_model_of(c, id);
+    // This lane's literal context: 0 at the slice start, or after its first literal if the code phase took it.
+    u32 lctx = lit_ctx && pending >= 0 ? context_after((u32)pending, lm) : 0u;
     bool bad = false;
     // The literals. Literal l goes to tpos[t] + l - litidx[t] for the last token t with litidx[t] <= l.
     // A step's literals are consecutive, so their tokens start at `cursor` (the largest token of the step before):
@@ -660,7 +717,9 @@ __device__ void literal_phase(const Ctx& c, const Group<W>& g, u32 id, const u32
         u64 i = j * K + lane;
         bool act = lane < K && i < S;
         u32 sym = 0;
-        if (act) {
+        if (act && lit_ctx) {
+            sym = decode_base(lm, &lctx, &x);
+        } else if (act) {
             u32 slot = x & 4095u;
             u32 e = tab[3 * 4096 + slot];
             if (e == 0xFFFFFFFFu) {
@@ -750,9 +809,12 @@ extern "C" __global__ void literals_warp(Ctx c, u32 parsed_level) {
         const u64 steps = (S + K - 1) / K;
         const u64 payload = (u64)m[0] | ((u64)m[1] << 32);
         WordWindow<32> ww;
-        ww.init(c.file + payload + m[6] + 4 * K, nwords, lane, rs[0]);
+        ww.init(c.file + payload + (m[6] & META_HDR_MASK) + 4 * K, nwords, lane, rs[0]);
         u32 x = rs[1 + lane];
         const u32 p = rs[33 + lane];
+        const bool lit_ctx = (m[6] & META_CTX) != 0;  // warp-uniform
+        const LitModel lm = lit_model_of(c, id);
+        u32 lctx = lit_ctx && p != 0xFFFFFFFFu ? context_after(p, lm) : 0u;
         // The literal a lane decoded in the last code step: index (code_steps - 1) K + lane - ncodes < nlit.
         if (p != 0xFFFFFFFFu) lit[(code_steps - 1) * K + lane - ncodes] = (u8)p;
         __syncwarp();  // the table is loaded
@@ -760,7 +822,9 @@ extern "C" __global__ void literals_warp(Ctx c, u32 parsed_level) {
         for (u64 j = code_steps; j < steps; j++) {
             const u64 i = j * K + lane;
             bool act = lane < K && i < S;
-            if (act) {
+            if (act && lit_ctx) {
+                lit[i - ncodes] = (u8)decode_base(lm, &lctx, &x);
+            } else if (act) {
                 const u32 slot = x & 4095u;
                 const u32 sym = sm->syms[slot];
                 const u32 f = sm->fc[sym];
@@ -813,7 +877,7 @@ __device__ __forceinline__ void literal_units(const Ctx& c, u32 parsed_level) {
         if (m[7] == BAD_ENTRY) continue;  // reported by the parse
         const u32* rs = c.resume + (u64)e * RESUME_WORDS;
         const u64 payload = (u64)m[0] | ((u64)m[1] << 32);
-        const u8* words = c.file + payload + m[6] + 4 * (W == 32 ? c.lanes : W);
+        const u8* words = c.file + payload + (m[6] & META_HDR_MASK) + 4 * (W == 32 ? c.lanes : W);
         // The literal table and the rest of the word stream, towards L1 (see prefetch_l1_shared).
         prefetch_l1_shared(c.dtab + (u64)(id >> c.group_shift) * 4 * 4096 + 3 * 4096, 4096 * 4);
         for (u64 off = 2ull * rs[0] + 128ull * g.lane; off < 2ull * m[4]; off += 128ull * W)

@@ -6,6 +6,7 @@
 //! the one slice that holds them) or a whole block (its slices' tokens one after the other, positions relative to
 //! the block), which the whole-block decoders use.
 
+use crate::codec::context::{base_code, for_each_context};
 use crate::codec::cut::{cut_slices, SliceTokens};
 use crate::codec::tables::{
     SymbolStats, Table, TableSet, LIT_ALPHABET, LL_ALPHABET, ML_ALPHABET, OF_ALPHABET, OF_CONTINUATION_DELTAS,
@@ -151,9 +152,24 @@ pub fn slice_count(block_len: u32, slice_log: u8) -> usize {
 /// `slice_len` bytes; `block` is the block's decoded bytes). The packer calls this for every block of a group
 /// before building the group's [`TableSet`].
 pub fn count_symbols(tokens: &[Token], literals: &[u8], block: &[u8], slice_len: usize, stats: &mut SymbolStats) {
-    for slice in cut_slices(tokens, literals, block, slice_len) {
-        count_slice_symbols(&slice.tokens, &slice.literals, stats);
+    count_slices(&cut_slices(tokens, literals, block, slice_len), false, stats);
+}
+
+/// Adds already-cut slices' symbols to a group's statistics, as [`encode_slices`] will code them with a table set
+/// that has a context model when `contexts` is set: the literals of a slice that [`codes_with_contexts`] are
+/// coded by the model, not the LIT table, so they are not counted.
+pub fn count_slices(slices: &[SliceTokens], contexts: bool, stats: &mut SymbolStats) {
+    for slice in slices {
+        let lits: &[u8] = if contexts && codes_with_contexts(&slice.literals) { &[] } else { &slice.literals };
+        count_slice_symbols(&slice.tokens, lits, stats);
     }
+}
+
+/// Whether a slice's literals are coded with its group's context model, when the group has one (FORMAT.md §3.5):
+/// exactly when there are literals and every one is a base (A, C, G, T). The encoder, the symbol counts and the
+/// packer's model statistics all ask this, so they agree on every slice.
+pub fn codes_with_contexts(literals: &[u8]) -> bool {
+    !literals.is_empty() && literals.iter().all(|&b| base_code(b).is_some())
 }
 
 /// Adds one slice's symbols (tokens ending with the literal-only one) to `stats`.
@@ -307,12 +323,29 @@ fn encode_slice_with(
     }
     let extra = extra.finish();
 
-    let segments =
-        [(nmatch + 1, &tables.ll), (nmatch, &tables.ml), (nmatch, &tables.of), (literals.len(), &tables.lit)];
-    let encoded = rans::encode(&symbols, &segments, lanes as usize);
+    let model = tables.ctx_model().filter(|_| codes_with_contexts(literals));
+    let encoded = match model {
+        None => {
+            let segments =
+                [(nmatch + 1, &tables.ll), (nmatch, &tables.ml), (nmatch, &tables.of), (literals.len(), &tables.lit)];
+            rans::encode(&symbols, &segments, lanes as usize)
+        }
+        Some(model) => {
+            // The literals as base codes, each with the context of its lane (FORMAT.md §3.5).
+            let first = 3 * nmatch + 1;
+            let mut contexts = vec![0u32; literals.len()];
+            for_each_context(literals, first, lanes as usize, model.mask(), |j, ctx, code| {
+                contexts[j] = ctx;
+                lit_syms[j] = code as u8;
+            });
+            let segments = [(nmatch + 1, &tables.ll), (nmatch, &tables.ml), (nmatch, &tables.of)];
+            rans::encode_with_contexts(&symbols, &segments, Some((model, &contexts)), lanes as usize)
+        }
+    };
 
     varint::write(nmatch as u64, out);
-    varint::write(literals.len() as u64, out);
+    // lit_field = 2·nlit + (1 when the literals are coded with the group's context model).
+    varint::write(2 * literals.len() as u64 + model.is_some() as u64, out);
     varint::write(encoded.words.len() as u64, out);
     varint::write(extra.len() as u64, out);
     rans::write_stream(&encoded, out);
@@ -506,22 +539,47 @@ fn decode_layouts(
     for (j, (dec, l)) in scratch.decoders.iter_mut().zip(layouts).enumerate() {
         dec.reset(l.states, l.words, lanes).map_err(|e| (j, e))?;
     }
+    for (j, (l, set)) in layouts.iter().zip(sets).enumerate() {
+        if l.contexts && set.ctx.is_none() {
+            let detail = "the slice codes its literals with a context model, its group has none".to_string();
+            return Err((j, DecodeError::Invalid { what: "lit_field", detail }));
+        }
+    }
     {
-        // Each slice's four output segments: its LL, ML and OF codes, and its literals (in its unit).
+        // Each slice's four output segments: its LL, ML and OF codes, and its literals (in its unit). A slice
+        // whose literals are context-coded gets an empty LIT segment: its literals follow the lock step.
         let mut segs: Vec<[&mut [u8]; 4]> = Vec::with_capacity(n);
+        let mut ctx_lits: Vec<(usize, &mut [u8])> = Vec::new();
         let mut codes = &mut scratch.codes[..];
         let mut lits: Vec<&mut [u8]> = outs.iter_mut().map(|o| &mut o.literals[..]).collect();
-        for (l, d) in layouts.iter().zip(dests) {
+        for (j, (l, d)) in layouts.iter().zip(dests).enumerate() {
             let (c, rest) = std::mem::take(&mut codes).split_at_mut(3 * l.nmatch + 1);
             codes = rest;
             let (ll, c) = c.split_at_mut(l.nmatch + 1);
             let (ml, of) = c.split_at_mut(l.nmatch);
             let (lit, rest) = std::mem::take(&mut lits[d.unit]).split_at_mut(l.nlit.min(d.lits));
             lits[d.unit] = rest;
-            segs.push([ll, ml, of, lit]);
+            if l.contexts {
+                ctx_lits.push((j, lit));
+                segs.push([ll, ml, of, &mut []]);
+            } else {
+                segs.push([ll, ml, of, lit]);
+            }
         }
         let table_sets: Vec<[&Table; 4]> = sets.iter().map(|t| [&t.ll, &t.ml, &t.of, &t.lit]).collect();
         rans::Decoder::decode_lockstep_all(&mut scratch.decoders[..n], segs, &table_sets)?;
+        if !ctx_lits.is_empty() {
+            let mut streams = Vec::with_capacity(ctx_lits.len());
+            let mut decs = scratch.decoders[..n].iter_mut().enumerate();
+            for (j, lit) in ctx_lits {
+                // ctx_lits is in slice order, so the decoder of slice j is still ahead in `decs`.
+                let Some((_, dec)) = decs.find(|(i, _)| *i == j) else { break };
+                if let Some(model) = sets[j].ctx_model() {
+                    streams.push((dec, model, lit));
+                }
+            }
+            rans::Decoder::decode_contexts_all(streams);
+        }
     }
     for (j, (dec, (l, d))) in scratch.decoders[..n].iter().zip(layouts.iter().zip(dests)).enumerate() {
         // A prefix stops before the end of its stream; the block hash checks what it produced.
@@ -671,6 +729,8 @@ fn with_scratch<R>(f: impl FnOnce(&mut Scratch) -> R) -> R {
 struct PayloadLayout<'a> {
     nmatch: usize,
     nlit: usize,
+    /// The literals are coded with the group's context model (bit 0 of the `lit_field`, FORMAT.md §3).
+    contexts: bool,
     states: &'a [u8],
     words: &'a [u8],
     extra: &'a [u8],
@@ -680,7 +740,8 @@ impl<'a> PayloadLayout<'a> {
     fn parse(payload: &'a [u8], lanes: usize, slice_len: u32) -> Result<Self, DecodeError> {
         let mut pos = 0;
         let nmatch = varint::read_at(payload, &mut pos)?;
-        let nlit = varint::read_at(payload, &mut pos)?;
+        let lit_field = varint::read_at(payload, &mut pos)?;
+        let (nlit, contexts) = (lit_field >> 1, lit_field & 1 == 1);
         let nwords = varint::read_at(payload, &mut pos)?;
         let extra_len = varint::read_at(payload, &mut pos)?;
         // Every match is at least 2 bytes.
@@ -705,7 +766,7 @@ impl<'a> PayloadLayout<'a> {
         }
         let (states, rest) = payload[pos..].split_at(4 * lanes);
         let (words, extra) = rest.split_at(2 * nwords as usize);
-        Ok(PayloadLayout { nmatch: nmatch as usize, nlit: nlit as usize, states, words, extra })
+        Ok(PayloadLayout { nmatch: nmatch as usize, nlit: nlit as usize, contexts, states, words, extra })
     }
 }
 /// Reads the extra-bits stream LSB-first. Reads past the end see zeros; [`BitReader::finish`] catches them.
@@ -1023,6 +1084,8 @@ mod tests {
     use crate::codec::cut::cut_slices;
     use crate::codec::tables::Table;
     use proptest::prelude::*;
+
+    mod contexts;
 
     /// A block made of raw token shapes: `(lit_len, match_len, back selector)`; fits them to `block_start`.
     fn build_block(block_start: u64, shapes: &[(u32, u32, u64)], final_lits: u32, seed: u8) -> (Vec<Token>, Vec<u8>) {

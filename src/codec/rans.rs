@@ -10,6 +10,7 @@
 //! position is clamped to it, so a hostile stream simply decodes garbage until the final check (every lane back
 //! at `2^16`, every word consumed exactly once) rejects it.
 
+use crate::codec::context::{next_context, CtxModel, BASES};
 use crate::codec::tables::{Table, SCALE, SCALE_BITS};
 use crate::error::DecodeError;
 
@@ -445,6 +446,48 @@ unsafe fn lockstep_span<const N: usize, const SHARED: bool>(
     *ps = p;
 }
 
+/// A single-lane stream of context-coded literals in a lock step: what is left of its output, and its context.
+struct CtxStream<'d, 'm, 'o> {
+    dec: &'d mut Decoder,
+    model: &'m CtxModel,
+    out: &'o mut [u8],
+    ctx: u32,
+}
+
+/// One round of `N` context streams (`group.len() == N`, none empty): each advances by the shortest one's
+/// remaining length, one literal per stream per step (see [`Decoder::decode_contexts_all`]).
+fn contexts_round<const N: usize>(group: &mut [CtxStream]) {
+    let round = group.iter().map(|s| s.out.len()).min().unwrap_or(0);
+    let Ok(group): Result<&mut [CtxStream; N], _> = group.try_into() else { return };
+    let mut x: [u32; N] = std::array::from_fn(|k| group[k].dec.states[0]);
+    let mut p: [usize; N] = std::array::from_fn(|k| group[k].dec.pos);
+    let mut ctx: [u32; N] = std::array::from_fn(|k| group[k].ctx);
+    let masks: [u32; N] = std::array::from_fn(|k| group[k].model.mask());
+    let nw: [usize; N] = std::array::from_fn(|k| group[k].dec.nwords);
+    {
+        let mut lanes: [(&[u16], &CtxModel, &mut [u8]); N] =
+            group.each_mut().map(|s| (&s.dec.words[..], s.model, &mut s.out[..round]));
+        for i in 0..round {
+            for (k, (words, model, out)) in lanes.iter_mut().enumerate() {
+                let slot = x[k] & SLOT_MASK;
+                let (s, f, c) = model.decode_slot(ctx[k], slot);
+                let y = f * (x[k] >> SCALE_BITS) + slot - c;
+                // `words` holds `nwords + 1` words, the sentinel last, so the clamped index is in bounds.
+                x[k] = refill(y, words[p[k].min(nw[k])], &mut p[k]);
+                ctx[k] = next_context(ctx[k], s, masks[k]);
+                out[i] = BASES[s as usize];
+            }
+        }
+    }
+    for (k, st) in group.iter_mut().enumerate() {
+        st.dec.states[0] = x[k];
+        st.dec.pos = p[k];
+        st.dec.next += round;
+        st.ctx = ctx[k];
+        st.out = &mut std::mem::take(&mut st.out)[round..];
+    }
+}
+
 /// Whole decoding steps with eight lanes per vector (AVX2 on x86-64), for lane counts that are multiples of 8.
 ///
 /// Per group of eight lanes: one gather of the lookup entries, the state update in vector arithmetic, then the
@@ -583,28 +626,54 @@ pub struct Encoded {
 /// When `lanes` is not a valid lane count, the segments do not cover the symbols, or a symbol has frequency 0 in
 /// its table: all three are bugs in the caller (the packer builds its tables from the same symbols).
 pub fn encode(symbols: &[u8], segments: &[(usize, &Table)], lanes: usize) -> Encoded {
+    encode_with_contexts(symbols, segments, None, lanes)
+}
+
+/// [`encode`], except that the last `contexts.len()` symbols, when `tail` is `Some((model, contexts))`, are base
+/// codes (0..4) coded with `model` in the given contexts (FORMAT.md §3.5); `segments` cover the symbols before.
+///
+/// # Panics
+/// As [`encode`]; also when a base code is 4 or more or has frequency 0 in its context.
+pub fn encode_with_contexts(
+    symbols: &[u8],
+    segments: &[(usize, &Table)],
+    tail: Option<(&CtxModel, &[u32])>,
+    lanes: usize,
+) -> Encoded {
     assert!(lanes.is_power_of_two() && lanes <= MAX_LANES, "invalid rANS lane count {lanes}");
-    let covered: usize = segments.iter().map(|&(n, _)| n).sum();
+    let tail_len = tail.map_or(0, |(_, c)| c.len());
+    let covered: usize = segments.iter().map(|&(n, _)| n).sum::<usize>() + tail_len;
     assert_eq!(covered, symbols.len(), "rANS segments cover {covered} symbols, have {}", symbols.len());
 
     let mut states = vec![STATE_LOW; lanes];
     // Each symbol emits at most one word; most emit none.
     let mut words: Vec<u16> = Vec::with_capacity(symbols.len() / 2 + lanes);
+    let mut put = |i: usize, f: u32, c: u32| {
+        assert!(f != 0, "rANS encode: symbol {} (index {i}) has frequency 0 in its table", symbols[i]);
+        let x = &mut states[i & (lanes - 1)];
+        // In u64: for f = 4096 the bound is 2^32, which no state reaches (a certain symbol costs nothing).
+        if *x as u64 >= (f as u64) << (32 - SCALE_BITS) {
+            words.push(*x as u16);
+            *x >>= 16;
+        }
+        *x = ((*x / f) << SCALE_BITS) + (*x % f) + c;
+    };
     let mut end = symbols.len();
+    if let Some((model, contexts)) = tail {
+        let start = end - contexts.len();
+        for i in (start..end).rev() {
+            let s = symbols[i] as u32;
+            assert!(s < 4, "rANS encode: base code {s} (index {i})");
+            let (f, c) = model.freq_cum(contexts[i - start], s);
+            put(i, f, c);
+        }
+        end = start;
+    }
     for &(count, table) in segments.iter().rev() {
         let start = end - count;
         for i in (start..end).rev() {
             let s = symbols[i] as usize;
-            let f = table.freq_of(s);
-            assert!(f != 0, "rANS encode: symbol {s} (index {i}) has frequency 0 in its table");
-            let c = table.cum[s] as u32;
-            let x = &mut states[i & (lanes - 1)];
-            // In u64: for f = 4096 the bound is 2^32, which no state reaches (a certain symbol costs nothing).
-            if *x as u64 >= (f as u64) << (32 - SCALE_BITS) {
-                words.push(*x as u16);
-                *x >>= 16;
-            }
-            *x = ((*x / f) << SCALE_BITS) + (*x % f) + c;
+            put(i, table.freq_of(s), table.cum.get(s).map_or(0, |&c| c as u32));
         }
         end = start;
     }
@@ -812,6 +881,56 @@ impl Decoder {
         self.states[..K].copy_from_slice(&states);
         self.pos = pos;
         self.next += out.len();
+    }
+
+    /// Decodes `out.len()` literals coded with a context model (FORMAT.md §3.5) into `out` as bytes A, C, G, T:
+    /// the slice's literal segment (or its first literals), which starts at the next symbol. Each lane's context
+    /// starts at 0 here and takes in every base that lane decodes.
+    pub fn decode_contexts(&mut self, model: &CtxModel, out: &mut [u8]) {
+        let lanes = self.lanes.max(1);
+        let mask = model.mask();
+        let mut ctx = [0u32; MAX_LANES];
+        let mut lane = self.next % lanes;
+        let mut pos = self.pos;
+        let words = &self.words[..];
+        let nwords = self.nwords;
+        for o in out.iter_mut() {
+            let x = self.states[lane];
+            let slot = x & SLOT_MASK;
+            let (s, f, c) = model.decode_slot(ctx[lane], slot);
+            let y = f * (x >> SCALE_BITS) + slot - c;
+            self.states[lane] = refill(y, words[pos.min(nwords)], &mut pos);
+            ctx[lane] = next_context(ctx[lane], s, mask);
+            *o = BASES[s as usize];
+            lane = (lane + 1) & (lanes - 1);
+        }
+        self.pos = pos;
+        self.next += out.len();
+    }
+
+    /// [`Decoder::decode_contexts`] for several single-lane streams at once, in lock steps of up to
+    /// [`MAX_LOCKSTEP`]: a context decode is one dependency chain per slice (slot, three compares, multiply,
+    /// refill, next context), and interleaving independent slices overlaps them. Streams with more lanes are
+    /// decoded one by one.
+    pub fn decode_contexts_all(streams: Vec<(&mut Decoder, &CtxModel, &mut [u8])>) {
+        let mut single = Vec::with_capacity(streams.len());
+        for (dec, model, out) in streams {
+            if dec.lanes == 1 {
+                single.push(CtxStream { dec, model, out, ctx: 0 });
+            } else {
+                dec.decode_contexts(model, out);
+            }
+        }
+        loop {
+            single.retain(|s| !s.out.is_empty());
+            match single.len() {
+                0 => break,
+                1 => contexts_round::<1>(&mut single[..1]),
+                2 => contexts_round::<2>(&mut single[..2]),
+                3 => contexts_round::<3>(&mut single[..3]),
+                _ => contexts_round::<4>(&mut single[..4]),
+            }
+        }
     }
 
     /// Checks the end of the stream: every lane back at `2^16`, all words consumed and no read past the end.

@@ -9,6 +9,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
+use crate::codec::context::{CtxModel, LitContext, MAX_LIT_ORDER};
 use crate::codec::rans::DecodeLookup;
 use crate::codec::{logcode, varint};
 use crate::error::DecodeError;
@@ -232,13 +233,15 @@ fn shrink_to_scale(counts: &[u64], freq: &mut [u32], excess: u32) {
     }
 }
 
-/// The four tables of a group: LL, ML, OF, LIT.
+/// The four tables of a group: LL, ML, OF, LIT; and its literal context model, if it has one (FORMAT.md §2.4,
+/// version 4): the slices that flag it code their literals with the model instead of the LIT table.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TableSet {
     pub ll: Table,
     pub ml: Table,
     pub of: Table,
     pub lit: Table,
+    pub ctx: Option<LitContext>,
 }
 
 /// Per-symbol costs of a [`TableSet`] in 1/256 bit, full alphabets, for [`logcode::cost`].
@@ -269,29 +272,79 @@ impl TableSet {
             ml: Table::from_counts(&stats.ml),
             of: Table::from_counts(&stats.of),
             lit: Table::from_counts(&stats.lit),
+            ctx: None,
         }
     }
 
-    /// Appends the serialised table set (§2.4) to `out`.
+    /// The group's context model, if any.
+    pub fn ctx_model(&self) -> Option<&CtxModel> {
+        self.ctx.as_ref().map(|c| &*c.model)
+    }
+
+    /// Appends the serialised table set (§2.4) to `out`: the four tables, `varint lit_order`, and for a context
+    /// model `varint ctx_back` followed by the model's tables when `ctx_back = 0`.
     pub fn write(&self, out: &mut Vec<u8>) {
         for table in [&self.ll, &self.ml, &self.of, &self.lit] {
             table.write(out);
         }
+        match &self.ctx {
+            None => varint::write(0, out),
+            Some(c) => {
+                varint::write(c.model.order() as u64, out);
+                varint::write(c.back as u64, out);
+                if c.back == 0 {
+                    c.model.write(out);
+                }
+            }
+        }
     }
 
-    /// Parses a serialised table set that must fill `bytes` exactly.
+    /// Parses a serialised table set that must fill `bytes` exactly, on its own: a set that takes its context
+    /// model from an earlier group is refused (see [`TableSet::read_in`]).
     pub fn read(bytes: &[u8]) -> Result<TableSet, DecodeError> {
+        Self::read_in(bytes, &[])
+    }
+
+    /// Parses the table set of group `earlier.len()`, whose context model may be that of an earlier group
+    /// (`ctx_back` groups back, which must have a model of the same order).
+    pub fn read_in(bytes: &[u8], earlier: &[TableSet]) -> Result<TableSet, DecodeError> {
         let mut pos = 0;
-        let set = TableSet {
+        let mut set = TableSet {
             ll: Table::read_at(bytes, &mut pos, LL_ALPHABET, "LL table nsym")?,
             ml: Table::read_at(bytes, &mut pos, ML_ALPHABET, "ML table nsym")?,
             of: Table::read_at(bytes, &mut pos, OF_ALPHABET, "OF table nsym")?,
             lit: Table::read_at(bytes, &mut pos, LIT_ALPHABET, "LIT table nsym")?,
+            ctx: None,
         };
+        let order = varint::read_at(bytes, &mut pos)?;
+        if order > MAX_LIT_ORDER as u64 {
+            return Err(DecodeError::Limit { what: "lit_order", value: order, limit: MAX_LIT_ORDER as u64 });
+        }
+        if order > 0 {
+            let back = varint::read_at(bytes, &mut pos)?;
+            let group = earlier.len() as u64;
+            if back > group {
+                return Err(DecodeError::Limit { what: "ctx_back", value: back, limit: group });
+            }
+            let model = if back == 0 {
+                std::sync::Arc::new(CtxModel::read_at(bytes, &mut pos, order as u8)?)
+            } else {
+                match earlier[(group - back) as usize].ctx.as_ref() {
+                    Some(c) if c.model.order() as u64 == order => c.model.clone(),
+                    _ => {
+                        return Err(DecodeError::Invalid {
+                            what: "ctx_back",
+                            detail: format!("group {} has no context model of order {order}", group - back),
+                        })
+                    }
+                }
+            };
+            set.ctx = Some(LitContext { back: back as u32, model });
+        }
         if pos != bytes.len() {
             return Err(DecodeError::Invalid {
                 what: "table set",
-                detail: format!("{} trailing bytes after the four tables", bytes.len() - pos),
+                detail: format!("{} trailing bytes after the tables", bytes.len() - pos),
             });
         }
         Ok(set)
@@ -421,8 +474,40 @@ mod tests {
         }
         // nsym = 3 with all zero frequencies.
         assert!(TableSet::read(&[3, 0, 0, 0, 0, 0, 0]).is_err());
-        // All four tables unused.
-        assert_eq!(TableSet::read(&[0, 0, 0, 0]), Ok(TableSet::default()));
+        // All four tables unused, no context model; the lit_order byte may not be left out.
+        assert_eq!(TableSet::read(&[0, 0, 0, 0, 0]), Ok(TableSet::default()));
+        assert!(TableSet::read(&[0, 0, 0, 0]).is_err());
+        // lit_order 9.
+        assert!(matches!(TableSet::read(&[0, 0, 0, 0, 9]), Err(DecodeError::Limit { value: 9, .. })));
+    }
+
+    #[test]
+    fn context_models_are_shared_by_reference() {
+        use crate::codec::context::{CtxModel, LitContext};
+        let counts: Vec<[u64; 4]> = (0..16u64).map(|i| [i, 1, 2 * i, 3]).collect();
+        let model = std::sync::Arc::new(CtxModel::from_counts(2, &counts));
+        let own = TableSet { ctx: Some(LitContext { back: 0, model: model.clone() }), ..TableSet::default() };
+        let plain = TableSet::default();
+        let shared = TableSet { ctx: Some(LitContext { back: 2, model: model.clone() }), ..TableSet::default() };
+        let sets = [own.clone(), plain.clone(), shared.clone()];
+        let mut parsed: Vec<TableSet> = Vec::new();
+        for set in &sets {
+            let mut bytes = Vec::new();
+            set.write(&mut bytes);
+            let read = TableSet::read_in(&bytes, &parsed).unwrap();
+            assert_eq!(&read, set);
+            parsed.push(read);
+        }
+        assert!(std::sync::Arc::ptr_eq(&parsed[0].ctx.as_ref().unwrap().model, &parsed[2].ctx.as_ref().unwrap().model));
+        let mut bytes = Vec::new();
+        shared.write(&mut bytes);
+        // On its own, or pointing past group 0, or at a group without a model, or with another order: refused.
+        assert!(matches!(TableSet::read(&bytes), Err(DecodeError::Limit { what: "ctx_back", .. })));
+        assert!(matches!(TableSet::read_in(&bytes, &parsed[..1]), Err(DecodeError::Limit { .. })));
+        assert!(matches!(TableSet::read_in(&bytes, &[plain.clone(), plain]), Err(DecodeError::Invalid { .. })));
+        let mut other_order = bytes.clone();
+        other_order[4] = 3;
+        assert!(matches!(TableSet::read_in(&other_order, &parsed[..2]), Err(DecodeError::Invalid { .. })));
     }
 
     #[test]

@@ -139,7 +139,8 @@ fn parse_table_section(section: &[u8], header: &Header, block_count: usize) -> R
                 detail: format!("group {group} spans [{start}, {end}) of {} table bytes", sets.len()),
             });
         }
-        let set = TableSet::read(&sets[start..end])
+        // A group may take its context model from an earlier group (FORMAT.md §2.4): those are parsed already.
+        let set = TableSet::read_in(&sets[start..end], &tables)
             .map_err(|e| DecodeError::Invalid { what: "table set", detail: format!("group {group}: {e}") })?;
         tables.push(set);
         start = end;

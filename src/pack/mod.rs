@@ -34,7 +34,9 @@ use std::time::Instant;
 use rayon::prelude::*;
 use xxhash_rust::xxh3::xxh3_64;
 
-use crate::codec::block::{count_symbols, encode_block};
+use crate::codec::block::{codes_with_contexts, count_slices, encode_slices};
+use crate::codec::context::{CtxModel, CtxStats, LitContext};
+use crate::codec::cut::{cut_slices, SliceTokens};
 use crate::codec::tables::{SymbolStats, TableSet};
 use crate::error::{Error, Result};
 use crate::format::tree::Tree;
@@ -387,6 +389,9 @@ impl SegmentJob<'_> {
     }
 }
 
+/// A context model must save at least this many bytes over the LIT tables to be used.
+const CTX_MIN_GAIN_BYTES: f64 = 64.0;
+
 /// A table group ready to write: its tables and each block's payload with the xxh3 of its decoded bytes.
 type EncodedGroup = (TableSet, Vec<(Vec<u8>, u64)>);
 
@@ -634,37 +639,77 @@ struct Encoder<'a> {
 
 impl Encoder<'_> {
     /// Builds each group's tables and encodes and hashes its blocks (groups in parallel), in stream order.
+    ///
+    /// The chunk's blocks are cut into slices first, so that the literal context model (FORMAT.md §2.4) can be
+    /// chosen from every slice whose literals are all bases: one model per chunk if one pays
+    /// ([`CtxStats::choose`]), stored by the chunk's first group that uses it and referred to by the others.
     fn encode(&self, start: u64, blocks: &[BlockTokens]) -> Vec<EncodedGroup> {
         let block = 1usize << self.opts.block_log;
         let per_group = 1usize << self.opts.group_log;
         let lanes = self.opts.rans_lanes as u32;
         let slice = 1usize << self.slice_log;
         let data = self.data;
-        let block_bytes = |g: usize, k: usize| {
-            let at = start as usize + (g * per_group + k) * block;
+        let block_bytes = |i: usize| {
+            let at = start as usize + i * block;
             &data[at..(at + block).min(data.len())]
         };
-        blocks
-            .par_chunks(per_group)
+        let cut: Vec<Vec<SliceTokens>> = blocks
+            .par_iter()
+            .enumerate()
+            .map(|(i, b)| cut_slices(&b.tokens, &b.literals, block_bytes(i), slice))
+            .collect();
+        let model = self.context_model(&cut, per_group);
+        // Which groups code some slice with the model, and how far back each finds the group that stores it.
+        let mut owner = None;
+        let contexts: Vec<Option<LitContext>> = cut
+            .chunks(per_group)
             .enumerate()
             .map(|(g, group)| {
+                let model = model.as_ref()?;
+                group.iter().flatten().any(|s| codes_with_contexts(&s.literals)).then(|| {
+                    let first = *owner.get_or_insert(g);
+                    LitContext { back: (g - first) as u32, model: model.clone() }
+                })
+            })
+            .collect();
+        cut.par_chunks(per_group)
+            .zip(contexts)
+            .enumerate()
+            .map(|(g, (group, ctx))| {
                 let mut stats = SymbolStats::default();
-                for (k, b) in group.iter().enumerate() {
-                    count_symbols(&b.tokens, &b.literals, block_bytes(g, k), slice, &mut stats);
+                for slices in group {
+                    count_slices(slices, ctx.is_some(), &mut stats);
                 }
-                let set = TableSet::from_stats(&stats);
+                let set = TableSet { ctx, ..TableSet::from_stats(&stats) };
                 let payloads = group
                     .par_iter()
                     .enumerate()
-                    .map(|(k, b)| {
-                        let bytes = block_bytes(g, k);
+                    .map(|(k, slices)| {
                         let mut payload = Vec::new();
-                        encode_block(&b.tokens, &b.literals, bytes, slice, &set, lanes, &mut payload);
-                        (payload, xxh3_64(bytes))
+                        encode_slices(slices, &set, lanes, &mut payload);
+                        (payload, xxh3_64(block_bytes(g * per_group + k)))
                     })
                     .collect();
                 (set, payloads)
             })
             .collect()
+    }
+
+    /// The chunk's literal context model, if one pays: statistics, for every order at once, of every slice
+    /// whose literals are all bases (one pass over the chunk's literals).
+    fn context_model(&self, cut: &[Vec<SliceTokens>], per_group: usize) -> Option<std::sync::Arc<CtxModel>> {
+        let lanes = self.opts.rans_lanes as usize;
+        let groups = cut.len().div_ceil(per_group);
+        let eligible = |s: &&SliceTokens| codes_with_contexts(&s.literals);
+        if !cut.iter().flatten().any(|s| eligible(&s)) {
+            return None;
+        }
+        let mut stats = CtxStats::new(groups, lanes);
+        for (g, group) in cut.chunks(per_group).enumerate() {
+            for s in group.iter().flatten().filter(eligible) {
+                stats.add_slice(g, &s.literals, 3 * (s.tokens.len() - 1) + 1);
+            }
+        }
+        stats.choose(CTX_MIN_GAIN_BYTES)
     }
 }

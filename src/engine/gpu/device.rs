@@ -128,6 +128,8 @@ struct KernelCtx {
     lidx: u64,
     resume: u64,
     ctab: u64,
+    xgrp: u64,
+    xtab: u64,
     pool_cap: u64,
     nunits: u64,
     wl_cap: u32,
@@ -139,7 +141,7 @@ struct KernelCtx {
 }
 
 // SAFETY: KernelCtx is #[repr(C)], made only of u64/u32 fields in the order and with the alignment of the CUDA
-// struct `Ctx` (8-byte pointers first, then 32-bit fields, 208 bytes in all), so passing it by value as a
+// struct `Ctx` (8-byte pointers first, then 32-bit fields, 224 bytes in all), so passing it by value as a
 // kernel parameter matches the kernel's layout.
 unsafe impl DeviceRepr for KernelCtx {}
 
@@ -301,6 +303,9 @@ pub struct Device {
     meta: CudaSlice<u32>,
     dtab: CudaSlice<u32>,
     ctab: CudaSlice<u32>,
+    /// Literal context models: per group (order, first context), per context two u32 (prep::ContextTables).
+    xgrp: CudaSlice<u32>,
+    xtab: CudaSlice<u32>,
     meta_host: UnitMeta,
     nunits: u64,
     lanes: u32,
@@ -465,6 +470,9 @@ impl Device {
         let meta = stream.clone_htod(&meta_host.words).map_err(gpu("uploading block metadata"))?;
         let dtab = stream.clone_htod(&prep::decode_tables(&data.tables)).map_err(gpu("uploading tables"))?;
         let ctab = stream.clone_htod(&prep::compact_tables(&data.tables)).map_err(gpu("uploading tables"))?;
+        let contexts = prep::context_tables(&data.tables);
+        let xgrp = stream.clone_htod(&contexts.groups).map_err(gpu("uploading context tables"))?;
+        let xtab = stream.clone_htod(&contexts.contexts).map_err(gpu("uploading context tables"))?;
         // The seek's token levels run 4 warps a CTA with CODE_SMEM_BYTES each: above the 48 KB default.
         kernels
             .parse_seek
@@ -502,6 +510,8 @@ impl Device {
             meta,
             dtab,
             ctab,
+            xgrp,
+            xtab,
             meta_host,
             nunits,
             lanes: header.rans_lanes as u32,
@@ -542,6 +552,8 @@ impl Device {
             meta: self.ptr(&self.meta),
             dtab: self.ptr(&self.dtab),
             ctab: self.ptr(&self.ctab),
+            xgrp: self.ptr(&self.xgrp),
+            xtab: self.ptr(&self.xtab),
             nunits: self.nunits,
             lanes: self.lanes,
             unit_log: self.unit_log,

@@ -31,6 +31,8 @@ pub const NO_SYMBOL: u32 = u32::MAX;
 pub struct PayloadHeader {
     pub nmatch: u32,
     pub nlit: u32,
+    /// The literals are coded with the group's context model (bit 0 of the `lit_field`, FORMAT.md §3.5).
+    pub contexts: bool,
     pub nwords: u32,
     pub extra_len: u32,
     /// Bytes used by the four varints.
@@ -58,7 +60,9 @@ pub fn read_payload_header(payload: &[u8], lanes: u32, len: u32) -> Result<Paylo
         Ok(v as u32)
     };
     let nmatch = field("nmatch", len as u64 / 2)?;
-    let nlit = field("nlit", len as u64)?;
+    // lit_field = 2·nlit + (1 for context-coded literals).
+    let lit_field = field("lit_field", 2 * len as u64 + 1)?;
+    let (nlit, contexts) = (lit_field >> 1, lit_field & 1 == 1);
     let nwords = field("nwords", payload.len() as u64 / 2)?;
     let extra_len = field("extra_len", payload.len() as u64)?;
     let header_len = pos as u32;
@@ -69,8 +73,12 @@ pub fn read_payload_header(payload: &[u8], lanes: u32, len: u32) -> Result<Paylo
             detail: format!("header says {expected} bytes, payload has {}", payload.len()),
         });
     }
-    Ok(PayloadHeader { nmatch, nlit, nwords, extra_len, header_len })
+    Ok(PayloadHeader { nmatch, nlit, contexts, nwords, extra_len, header_len })
 }
+
+/// Bit of meta word 6 (the header length, a few bytes) that marks a unit whose literals are context-coded
+/// (kernels/decode.cu `META_CTX`).
+pub const META_CTX: u32 = 1 << 31;
 
 /// Reads a block's slice directory (`n_slices` varint lengths) and returns each slice's `(start, end)` inside
 /// the block payload. The lengths must add up to exactly the payload after the directory (FORMAT.md §3).
@@ -104,7 +112,7 @@ pub fn slice_spans(payload: &[u8], n_slices: u32) -> Result<Vec<(usize, usize)>,
 /// invalid gets [`BAD_BLOCK`] and zero tokens, so it fails on the device, never out of bounds.
 pub struct UnitMeta {
     /// [`META_WORDS`] per unit: payload offset in the file (lo, hi), nmatch, nlit, nwords, extra_len, header
-    /// length, decoded length (or [`BAD_BLOCK`]).
+    /// length (| [`META_CTX`] for context-coded literals), decoded length (or [`BAD_BLOCK`]).
     pub words: Vec<u32>,
     pub total_tokens: u64,
     pub max_tokens: u64,
@@ -136,17 +144,22 @@ pub fn unit_meta(data: &ArchiveData) -> UnitMeta {
         let block_len = data.block_len(id);
         let n_slices = data.slice_count(id);
         let spans = slice_spans(&payload, n_slices).ok();
+        let has_model = data.tables_for(id).ctx.is_some();
         for j in 0..n_slices {
             let len = (block_len - (j << slice_log)).min(1 << slice_log);
             let parsed = spans.as_ref().and_then(|spans| {
                 let (a, b) = spans[j as usize];
                 read_payload_header(&payload[a..b], lanes, len).ok().map(|h| (offset + a as u64, h))
             });
+            // A slice that flags context-coded literals in a group without a model is corrupt (the kernel then
+            // reports its header).
+            let parsed = parsed.filter(|(_, h)| !h.contexts || has_model);
             let row = match parsed {
                 Some((at, h)) => {
                     total_tokens += h.tokens();
                     max_tokens = max_tokens.max(h.tokens());
-                    [at as u32, (at >> 32) as u32, h.nmatch, h.nlit, h.nwords, h.extra_len, h.header_len, len]
+                    let hdr = h.header_len | if h.contexts { META_CTX } else { 0 };
+                    [at as u32, (at >> 32) as u32, h.nmatch, h.nlit, h.nwords, h.extra_len, hdr, len]
                 }
                 None => [offset as u32, (offset >> 32) as u32, 0, 0, 0, 0, 0, BAD_BLOCK],
             };
@@ -194,6 +207,41 @@ pub fn decode_tables(sets: &[TableSet]) -> Vec<u32> {
         table_slots(&set.lit, LIT_ALPHABET, lit);
     }
     out
+}
+
+/// The literal context models of all groups for the kernels (FORMAT.md §2.4, §3.5): `groups` holds two u32 per
+/// group, the model's order (0: none) and the index in `contexts` of its context 0; `contexts` holds two u32 per
+/// context, `c1 | c2 << 16` and `c3` (the cumulative frequencies of C, G and T). A model shared by several groups
+/// is stored once. `contexts` is never empty (one unused entry at least), so it can always be uploaded.
+pub struct ContextTables {
+    pub groups: Vec<u32>,
+    pub contexts: Vec<u32>,
+}
+
+/// Flattens the groups' context models (see [`ContextTables`]).
+pub fn context_tables(sets: &[TableSet]) -> ContextTables {
+    let mut groups = vec![0u32; 2 * sets.len()];
+    let mut contexts = vec![0u32, SLOTS as u32];
+    let mut stored: Vec<(*const crate::codec::context::CtxModel, u32)> = Vec::new();
+    for (set, g) in sets.iter().zip(groups.chunks_exact_mut(2)) {
+        let Some(c) = &set.ctx else { continue };
+        let model = &*c.model;
+        let at = match stored.iter().find(|(p, _)| std::ptr::eq(*p, model)) {
+            Some(&(_, at)) => at,
+            None => {
+                let at = (contexts.len() / 2) as u32;
+                for cum in model.cumulative() {
+                    contexts.push(cum[0] as u32 | (cum[1] as u32) << 16);
+                    contexts.push(cum[2] as u32);
+                }
+                stored.push((model, at));
+                at
+            }
+        };
+        g[0] = model.order() as u32;
+        g[1] = at;
+    }
+    ContextTables { groups, contexts }
 }
 
 /// u32 words of compact decode tables per group (kernels/decode.cu `CT_WORDS`): the symbol of every slot of
@@ -253,10 +301,14 @@ mod tests {
 
     #[test]
     fn payload_header_accepts_exact_length() {
-        let p = header_bytes([3, 10, 5, 2], 4, 5 * 2 + 2);
+        let p = header_bytes([3, 20, 5, 2], 4, 5 * 2 + 2);
         let h = read_payload_header(&p, 4, 100).unwrap();
-        assert_eq!(h, PayloadHeader { nmatch: 3, nlit: 10, nwords: 5, extra_len: 2, header_len: 4 });
+        assert_eq!(h, PayloadHeader { nmatch: 3, nlit: 10, contexts: false, nwords: 5, extra_len: 2, header_len: 4 });
         assert_eq!(h.tokens(), 4);
+        // lit_field 21: ten context-coded literals.
+        let p = header_bytes([3, 21, 5, 2], 4, 5 * 2 + 2);
+        let h = read_payload_header(&p, 4, 100).unwrap();
+        assert_eq!((h.nlit, h.contexts), (10, true));
     }
 
     #[test]
@@ -265,8 +317,8 @@ mod tests {
         assert!(matches!(read_payload_header(&p, 4, 100), Err(DecodeError::Invalid { .. })));
         let p = header_bytes([51, 10, 0, 0], 1, 0);
         assert!(matches!(read_payload_header(&p, 1, 100), Err(DecodeError::Limit { what: "nmatch", .. })));
-        let p = header_bytes([0, 101, 0, 0], 1, 0);
-        assert!(matches!(read_payload_header(&p, 1, 100), Err(DecodeError::Limit { what: "nlit", .. })));
+        let p = header_bytes([0, 202, 0, 0], 1, 0);
+        assert!(matches!(read_payload_header(&p, 1, 100), Err(DecodeError::Limit { what: "lit_field", .. })));
         assert!(read_payload_header(&[0x80], 1, 100).is_err());
     }
 
@@ -329,6 +381,7 @@ mod tests {
             })
             .unwrap(),
             lit: Table::from_freqs(lit).unwrap(),
+            ctx: None,
         };
         let full = decode_tables(std::slice::from_ref(&set));
         let compact = compact_tables(std::slice::from_ref(&set));
@@ -347,6 +400,23 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn context_tables_store_a_shared_model_once() {
+        use crate::codec::context::{CtxModel, LitContext};
+        let counts: Vec<[u64; 4]> = (0..16u64).map(|i| [i, 3, 0, 7]).collect();
+        let model = std::sync::Arc::new(CtxModel::from_counts(2, &counts));
+        let with = |back| TableSet { ctx: Some(LitContext { back, model: model.clone() }), ..TableSet::default() };
+        let sets = [TableSet::default(), with(0), TableSet::default(), with(2)];
+        let t = context_tables(&sets);
+        assert_eq!(t.groups, vec![0, 0, 2, 1, 0, 0, 2, 1]);
+        assert_eq!(t.contexts.len(), 2 + 2 * 16);
+        for (ctx, cum) in model.cumulative().iter().enumerate() {
+            let e = &t.contexts[2 * (1 + ctx)..2 * (2 + ctx)];
+            assert_eq!(e, [cum[0] as u32 | (cum[1] as u32) << 16, cum[2] as u32]);
+        }
+        assert_eq!(context_tables(&[]).contexts.len(), 2);
     }
 
     #[test]

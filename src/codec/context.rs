@@ -1,0 +1,379 @@
+//! Literal context models (FORMAT.md §2.4 and §3.5, version 4): in genome mode nearly every literal is one of
+//! the bases A, C, G, T, and a base is more predictable from the bases before it than from the group's order-0
+//! byte table. A [`CtxModel`] of order `k` holds one 4-symbol table (A, C, G, T) per context, the context of a
+//! literal being the previous `k` literals of its rANS lane in its slice (reset at every slice start), so a slice
+//! still decodes on its own and a GPU lane keeps its context in a register.
+//!
+//! A 4-symbol table decodes by comparing the slot with three cumulative frequencies (no 4096-entry lookup per
+//! context), so a model of order 8 (65 536 contexts) costs 384 KiB of host memory and no per-context build.
+//!
+//! The packer gathers statistics of every eligible slice (all literals are bases) of a chunk for each order up
+//! to [`MAX_LIT_ORDER`] in one pass ([`CtxStats`]), and picks the order whose coded size, tables included, beats
+//! the order-0 LIT table by the most ([`CtxStats::choose`]); or none.
+
+use std::sync::Arc;
+
+use crate::codec::tables::{Table, SCALE, SCALE_BITS};
+use crate::codec::varint;
+use crate::error::DecodeError;
+
+/// The highest context order the format allows: 4^8 = 65 536 contexts.
+pub const MAX_LIT_ORDER: u8 = 8;
+
+/// The bytes a context model codes, by 2-bit code.
+pub const BASES: [u8; 4] = *b"ACGT";
+
+/// The 2-bit code of a base byte (uppercase A, C, G, T), or `None` for any other byte.
+#[inline]
+pub fn base_code(b: u8) -> Option<u8> {
+    match b {
+        b'A' => Some(0),
+        b'C' => Some(1),
+        b'G' => Some(2),
+        b'T' => Some(3),
+        _ => None,
+    }
+}
+
+/// The 2-bit code of a byte known to be a base (any other byte maps to some code; callers check first).
+#[inline(always)]
+pub fn base_code_unchecked(b: u8) -> u32 {
+    // A 0x41 → 0, C 0x43 → 1, G 0x47 → 2, T 0x54 → 3.
+    (b == b'C') as u32 | (((b == b'G') as u32) << 1) | ((b == b'T') as u32 * 3)
+}
+
+/// A context model of order `k ≥ 1`: for each of the `4^k` contexts the cumulative frequencies `[c1, c2, c3]` of
+/// its table over A, C, G, T (`c0 = 0`, `c4 = 4096`; the frequency of code `s` is `c[s+1] − c[s]`, possibly 0).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CtxModel {
+    order: u8,
+    cum: Vec<[u16; 3]>,
+}
+
+/// A group's context model as its table set stores it: its own tables (`back = 0`), or those of the group
+/// `back` groups earlier (FORMAT.md §2.4), which a reader resolves when it parses the table section.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LitContext {
+    pub back: u32,
+    pub model: Arc<CtxModel>,
+}
+
+impl CtxModel {
+    /// The order `k` (`1 ..= MAX_LIT_ORDER`).
+    pub fn order(&self) -> u8 {
+        self.order
+    }
+
+    /// `4^k − 1`: contexts are `ctx & mask`.
+    #[inline(always)]
+    pub fn mask(&self) -> u32 {
+        (1u32 << (2 * self.order)) - 1
+    }
+
+    /// Number of contexts, `4^k`.
+    pub fn contexts(&self) -> usize {
+        self.cum.len()
+    }
+
+    /// The three cumulative frequencies of every context, context 0 first.
+    pub fn cumulative(&self) -> &[[u16; 3]] {
+        &self.cum
+    }
+
+    /// Normalises per-context counts (`counts.len() == 4^order`) to 4096 each; a context never seen gets the
+    /// uniform table. Every base counted in a context keeps a frequency of at least 1.
+    ///
+    /// # Panics
+    /// When the order is outside `1 ..= MAX_LIT_ORDER` or the count table has the wrong length (packer bugs).
+    pub fn from_counts(order: u8, counts: &[[u64; 4]]) -> CtxModel {
+        assert!((1..=MAX_LIT_ORDER).contains(&order), "context order {order}");
+        assert_eq!(counts.len(), 1 << (2 * order), "context counts for order {order}");
+        let cum = counts.iter().map(|c| cum_of(&freqs_of(c))).collect();
+        CtxModel { order, cum }
+    }
+
+    /// `(freq, cum)` of code `s < 4` in context `ctx`.
+    #[inline(always)]
+    pub fn freq_cum(&self, ctx: u32, s: u32) -> (u32, u32) {
+        let c = &self.cum[(ctx & self.mask()) as usize];
+        let full = [0, c[0] as u32, c[1] as u32, c[2] as u32, SCALE];
+        (full[s as usize + 1] - full[s as usize], full[s as usize])
+    }
+
+    /// The code whose slot range holds `slot` (`< 4096`) in context `ctx`, with its frequency and cumulative
+    /// frequency: three comparisons. A code of frequency 0 is never chosen (its range is empty).
+    #[inline(always)]
+    pub fn decode_slot(&self, ctx: u32, slot: u32) -> (u32, u32, u32) {
+        let c = &self.cum[(ctx & self.mask()) as usize];
+        let (c1, c2, c3) = (c[0] as u32, c[1] as u32, c[2] as u32);
+        let s = (slot >= c1) as u32 + (slot >= c2) as u32 + (slot >= c3) as u32;
+        let lo = [0, c1, c2, c3][s as usize];
+        let hi = [c1, c2, c3, SCALE][s as usize];
+        (s, hi - lo, lo)
+    }
+
+    /// Estimated cost in bits of code `s` in context `ctx` (16 for a code of frequency 0).
+    pub fn bits(&self, ctx: u32, s: u32) -> f64 {
+        match self.freq_cum(ctx, s).0 {
+            0 => 16.0,
+            f => SCALE_BITS as f64 - (f as f64).log2(),
+        }
+    }
+
+    /// Appends the `4^k × 3` frequencies (A, C, G of each context; T is what is left of 4096) as varints.
+    pub fn write(&self, out: &mut Vec<u8>) {
+        for c in &self.cum {
+            varint::write(c[0] as u64, out);
+            varint::write((c[1] - c[0]) as u64, out);
+            varint::write((c[2] - c[1]) as u64, out);
+        }
+    }
+
+    /// Reads the tables of a model of order `order` (already checked against [`MAX_LIT_ORDER`]) at `*pos`:
+    /// every frequency at most 4096 and the three of a context summing to at most 4096.
+    pub fn read_at(bytes: &[u8], pos: &mut usize, order: u8) -> Result<CtxModel, DecodeError> {
+        if !(1..=MAX_LIT_ORDER).contains(&order) {
+            return Err(DecodeError::Limit { what: "lit_order", value: order as u64, limit: MAX_LIT_ORDER as u64 });
+        }
+        let n = 1usize << (2 * order);
+        // Each context takes at least 3 bytes: refuse a count the bytes cannot hold before allocating for it.
+        let left = bytes.len().saturating_sub(*pos);
+        if 3 * n > left {
+            return Err(DecodeError::Truncated { at: bytes.len(), needed: 3 * n - left });
+        }
+        let mut cum = Vec::with_capacity(n);
+        for ctx in 0..n {
+            let mut running = 0u64;
+            let mut c = [0u16; 3];
+            for slot in c.iter_mut() {
+                let f = varint::read_at(bytes, pos)?;
+                running = running.saturating_add(f);
+                if running > SCALE as u64 {
+                    return Err(DecodeError::Invalid {
+                        what: "context table",
+                        detail: format!("context {ctx}: frequencies sum past {SCALE}"),
+                    });
+                }
+                *slot = running as u16;
+            }
+            cum.push(c);
+        }
+        Ok(CtxModel { order, cum })
+    }
+}
+
+/// Normalised frequencies of four counts (uniform when all are zero).
+fn freqs_of(counts: &[u64; 4]) -> [u32; 4] {
+    if counts.iter().all(|&c| c == 0) {
+        return [SCALE / 4; 4];
+    }
+    let t = Table::from_counts(counts);
+    std::array::from_fn(|s| t.freq_of(s))
+}
+
+fn cum_of(f: &[u32; 4]) -> [u16; 3] {
+    [f[0] as u16, (f[0] + f[1]) as u16, (f[0] + f[1] + f[2]) as u16]
+}
+
+/// The context of the next literal of a lane after code `s`: the previous context shifted by one base.
+#[inline(always)]
+pub fn next_context(ctx: u32, s: u32, mask: u32) -> u32 {
+    ((ctx << 2) | s) & mask
+}
+
+/// The context of every literal of a slice whose literals are all bases, for `lanes` interleaved rANS lanes:
+/// literal `j` is symbol `first + j` of the slice's stream (`first = 3·nmatch + 1`), so it belongs to lane
+/// `(first + j) mod K`, and its context is made of the previous literals of that lane (0 at the slice start).
+/// Calls `f(j, ctx, code)` for every literal in order.
+pub fn for_each_context(literals: &[u8], first: usize, lanes: usize, mask: u32, mut f: impl FnMut(usize, u32, u32)) {
+    let mut ctx = [0u32; crate::codec::rans::MAX_LANES];
+    let lanes = lanes.clamp(1, crate::codec::rans::MAX_LANES);
+    for (j, &b) in literals.iter().enumerate() {
+        let lane = (first + j) % lanes;
+        let s = base_code_unchecked(b);
+        f(j, ctx[lane], s);
+        ctx[lane] = next_context(ctx[lane], s, mask);
+    }
+}
+
+/// Statistics of the eligible slices of a chunk for every order `1 ..= MAX_LIT_ORDER`, and their order-0
+/// counts per table group, from which [`CtxStats::choose`] picks the model.
+pub struct CtxStats {
+    /// `counts[k − 1][ctx][s]`.
+    counts: Vec<Vec<[u64; 4]>>,
+    /// Base counts of the eligible slices, per group of the chunk (what the LIT table would code).
+    order0: Vec<[u64; 4]>,
+    lanes: usize,
+}
+
+impl CtxStats {
+    /// Empty statistics for a chunk of `groups` table groups coded with `lanes` rANS lanes.
+    pub fn new(groups: usize, lanes: usize) -> CtxStats {
+        CtxStats {
+            counts: (1..=MAX_LIT_ORDER).map(|k| vec![[0u64; 4]; 1 << (2 * k)]).collect(),
+            order0: vec![[0; 4]; groups],
+            lanes,
+        }
+    }
+
+    /// Adds one eligible slice (its literals all bases; `first = 3·nmatch + 1`) of group `group`.
+    pub fn add_slice(&mut self, group: usize, literals: &[u8], first: usize) {
+        let top = (1u32 << (2 * MAX_LIT_ORDER)) - 1;
+        let o0 = &mut self.order0[group];
+        let counts = &mut self.counts;
+        for_each_context(literals, first, self.lanes, top, |_, ctx, s| {
+            o0[s as usize] += 1;
+            for (k, c) in counts.iter_mut().enumerate() {
+                c[(ctx & ((1 << (2 * (k + 1))) - 1)) as usize][s as usize] += 1;
+            }
+        });
+    }
+
+    /// Picks the order whose model codes the eligible literals in the fewest bytes, tables included, if that
+    /// beats the groups' order-0 tables by more than `min_gain` bytes; and builds its model.
+    pub fn choose(&self, min_gain: f64) -> Option<Arc<CtxModel>> {
+        let order0: f64 = self.order0.iter().map(|c| coded_bits(c) / 8.0).sum();
+        let mut best: Option<(f64, u8)> = None;
+        for k in 1..=MAX_LIT_ORDER {
+            let counts = &self.counts[k as usize - 1];
+            let bits: f64 = counts.iter().map(coded_bits).sum();
+            // Table bytes: three varints per context, two bytes each for a frequency of 128 or more.
+            let table: f64 = counts
+                .iter()
+                .map(|c| {
+                    let f = freqs_of(c);
+                    f[..3].iter().map(|&x| varint::encoded_len(x as u64) as f64).sum::<f64>()
+                })
+                .sum();
+            let size = bits / 8.0 + table + 2.0;
+            if best.is_none_or(|(b, _)| size < b) {
+                best = Some((size, k));
+            }
+        }
+        let (size, k) = best?;
+        (order0 - size > min_gain).then(|| Arc::new(CtxModel::from_counts(k, &self.counts[k as usize - 1])))
+    }
+}
+
+/// Bits of coding `counts` with their own normalised 4-symbol table.
+fn coded_bits(counts: &[u64; 4]) -> f64 {
+    let f = freqs_of(counts);
+    counts
+        .iter()
+        .zip(f)
+        .filter(|(&c, _)| c != 0)
+        .map(|(&c, f)| c as f64 * (SCALE_BITS as f64 - (f as f64).log2()))
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn base_codes_agree() {
+        for (s, &b) in BASES.iter().enumerate() {
+            assert_eq!(base_code(b), Some(s as u8));
+            assert_eq!(base_code_unchecked(b), s as u32);
+        }
+        assert_eq!(base_code(b'N'), None);
+        assert_eq!(base_code(b'a'), None);
+    }
+
+    #[test]
+    fn decode_slot_inverts_freq_cum() {
+        let mut counts = vec![[0u64; 4]; 16];
+        counts[3] = [10, 0, 5, 1];
+        counts[7] = [0, 0, 0, 9];
+        let m = CtxModel::from_counts(2, &counts);
+        for ctx in 0..16 {
+            let mut covered = 0;
+            for s in 0..4 {
+                let (f, c) = m.freq_cum(ctx, s);
+                for slot in c..c + f {
+                    assert_eq!(m.decode_slot(ctx, slot), (s, f, c));
+                }
+                covered += f;
+            }
+            assert_eq!(covered, SCALE);
+        }
+        assert_eq!(m.freq_cum(3, 1).0, 0);
+        assert_eq!(m.freq_cum(7, 3).0, SCALE);
+        assert_eq!(m.freq_cum(0, 2), (1024, 2048));
+    }
+
+    #[test]
+    fn serialisation_round_trip_and_refusals() {
+        let counts: Vec<[u64; 4]> = (0..64u64).map(|i| [i, 2 * i + 1, 0, i % 5]).collect();
+        let m = CtxModel::from_counts(3, &counts);
+        let mut bytes = Vec::new();
+        m.write(&mut bytes);
+        let mut pos = 0;
+        assert_eq!(CtxModel::read_at(&bytes, &mut pos, 3).unwrap(), m);
+        assert_eq!(pos, bytes.len());
+        // Truncated, a sum above 4096, an order outside the format.
+        let mut pos = 0;
+        assert!(CtxModel::read_at(&bytes[..bytes.len() - 1], &mut pos, 3).is_err());
+        let mut bad = Vec::new();
+        for f in [4000u64, 97, 0] {
+            varint::write(f, &mut bad);
+        }
+        bad.extend_from_slice(&[0; 9]);
+        let mut pos = 0;
+        assert!(matches!(CtxModel::read_at(&bad, &mut pos, 1), Err(DecodeError::Invalid { .. })));
+        for order in [0, MAX_LIT_ORDER + 1] {
+            let mut pos = 0;
+            assert!(matches!(CtxModel::read_at(&bytes, &mut pos, order), Err(DecodeError::Limit { .. })));
+        }
+        // An order whose tables need more bytes than there are is refused before allocating.
+        let mut pos = 0;
+        assert!(matches!(CtxModel::read_at(&[0; 10], &mut pos, 8), Err(DecodeError::Truncated { .. })));
+    }
+
+    #[test]
+    fn contexts_follow_lanes() {
+        // Two lanes, first literal is symbol 3 (lane 1): lanes alternate 1, 0, 1, 0, ...
+        let lits = b"ACGTTG";
+        let mut seen = Vec::new();
+        for_each_context(lits, 3, 2, 15, |j, ctx, s| seen.push((j, ctx, s)));
+        // Lane 1 sees A, G, T (j = 0, 2, 4); lane 0 sees C, T, G (j = 1, 3, 5).
+        assert_eq!(seen, vec![(0, 0, 0), (1, 0, 1), (2, 0, 2), (3, 1, 3), (4, 2, 3), (5, 7, 2)]);
+    }
+
+    #[test]
+    fn choose_prefers_contexts_only_when_they_pay() {
+        // A period-4 sequence: order 1 predicts every base; order 0 is uniform (2 bits a base).
+        let lits: Vec<u8> = b"ACGT".iter().cycle().take(50_000).copied().collect();
+        let mut stats = CtxStats::new(1, 1);
+        stats.add_slice(0, &lits, 1);
+        let m = stats.choose(0.0).expect("contexts pay on a periodic sequence");
+        assert!(m.order() >= 1);
+        // Uniform random bases: no order pays for its tables.
+        let mut x = 12345u64;
+        let random: Vec<u8> = (0..50_000)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                BASES[(x >> 60) as usize & 3]
+            })
+            .collect();
+        let mut stats = CtxStats::new(1, 1);
+        stats.add_slice(0, &random, 1);
+        assert!(stats.choose(0.0).is_none());
+    }
+
+    proptest! {
+        #[test]
+        fn read_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..300), order in 0u8..10) {
+            let mut pos = 0;
+            if let Ok(m) = CtxModel::read_at(&bytes, &mut pos, order) {
+                let mut again = Vec::new();
+                m.write(&mut again);
+                let mut p2 = 0;
+                prop_assert_eq!(CtxModel::read_at(&again, &mut p2, order).unwrap(), m);
+            }
+        }
+    }
+}
