@@ -7,7 +7,8 @@
 #            with each variable set (ACEAPEX_GPU_* variants).
 #   mountseq sequential `dd bs=1M` through aceapex-mount with decoder=gpu and decoder=cpu (all host cores) beside
 #            the empty FUSE filesystem (carry/nullfs) serving the same size, fresh mount and dropped page cache each
-#            run, on atha (genome mode) and on one file of the 'big' archive when that part ran first.
+#            run, on atha (genome mode) and on one file of the 'big' archive when that part ran first; with
+#            MOUNTSEQ_TRACE=1 the daemons log where each stream run spent its time (-o trace).
 #   bigpack  generate a 10 GiB FASTA input (examples/gen_genomes: mutated copies of carry/atha.fa, 10 files of
 #            1 GiB) and pack it at the default level inside a 24 GiB memory cgroup when the machine allows one
 #            (else the peak RSS is the evidence), then info, verify and a byte comparison of one file.
@@ -176,9 +177,12 @@ if want mountseq && [ -x carry/aceapex-mount ] && [ -x carry/nullfs ]; then
       wait_mounted && seq_read "nullfs ${size}B run $r" "$mnt/null.bin"
       fusermount3 -u "$mnt" 2>/dev/null || umount "$mnt"; wait "$pid"
       for dec in gpu cpu; do
-        ./carry/aceapex-mount "$arc" "$mnt" -f -o "decoder=$dec" 2>>"$log" &
+        # trace: each stream run logs, per 8 MiB segment and at its end, its decoder time, hand-over time, pacing
+        # and the readers' waits (src/fs/stream.rs); the stats line says how many runs the read started.
+        ./carry/aceapex-mount "$arc" "$mnt" -f -o "decoder=$dec${MOUNTSEQ_TRACE:+,trace}" 2>>"$log" &
         pid=$!
         wait_mounted && seq_read "decoder=$dec $path run $r" "$mnt/$path"
+        python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); print("### mountseq stats:", json.dumps(s["streams"]["runs"]), "fs:", json.dumps({k: s["fs"][k] for k in ("reads", "streamed_bytes", "read_latency")}))' "$mnt/.aceapex/stats" 2>&1 | tee -a "$log"
         kill -INT "$pid"; wait "$pid"
       done
     done

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use aceapex::archive::Archive;
 use aceapex::fs::options::{MemoryBudget, MountOptions, Overhead};
-use aceapex::fs::{AcxFs, FsOptions};
+use aceapex::fs::AcxFs;
 use aceapex::fuse::{self, MountSettings};
 
 const USAGE: &str = "usage: aceapex-mount ARCHIVE MOUNTPOINT [-f] [-o OPTION[,OPTION…]]
@@ -32,15 +32,11 @@ Mounts an .acx archive read-only at MOUNTPOINT.
                   cache_size=SIZE (decoded-block cache, e.g. 512M, 2G), threads=N (FUSE workers),
                   decoder=cpu|gpu|auto, readahead=SIZE (decoded ahead of a sequential reader),
                   fill=SIZE (largest file decoded whole once read at random; 0 disables),
-                  log=FILE (daemon log file)
+                  log=FILE (daemon log file), trace (log where sequential reads spend their time)
                 ro and the usual fstab options (defaults, nofail, noauto, user, _netdev, x-systemd.*)
                 are accepted and ignored; rw is refused.
   -h, --help    this text";
 
-/// Default decoded-block cache when `cache_size=` is not given.
-const DEFAULT_CACHE_BYTES: u64 = 1 << 30;
-/// Default largest file filled by a run when it is read at random (`fill=`).
-const DEFAULT_FILL_MAX: u64 = 256 << 20;
 /// How long a signalled daemon waits for the session to end after unmounting before it exits anyway.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 
@@ -270,29 +266,6 @@ fn init_logging(debug: bool, foreground: bool) {
     let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(false).try_init();
 }
 
-/// The filesystem layer's settings. Stream runs put their blocks into the archive's cache (one budget); files
-/// up to an eighth of `cache_size` (at most [`DEFAULT_FILL_MAX`]) are filled when read at random, unless `fill=`
-/// says otherwise.
-fn fs_options(options: &MountOptions, cache_bytes: u64, budget: &MemoryBudget) -> FsOptions {
-    let mut fs = FsOptions {
-        stream_cache_bytes: 0,
-        max_streams: budget.max_streams,
-        fill_max_bytes: options.fill_bytes.unwrap_or((cache_bytes / 8).min(DEFAULT_FILL_MAX)),
-        ..FsOptions::default()
-    };
-    if let Some(uid) = options.uid {
-        fs.uid = uid;
-    }
-    if let Some(gid) = options.gid {
-        fs.gid = gid;
-    }
-    // A run may get this far ahead of its reader; its blocks wait in the shared LRU, so all runs together
-    // should not fill more than half of it (else they evict their own blocks before the readers get there).
-    let share = budget.block_cache_bytes / (2 * budget.max_streams.max(1) as u64);
-    fs.readahead_bytes = options.readahead_bytes.unwrap_or_else(|| share.clamp(256 << 10, fs.readahead_bytes));
-    fs
-}
-
 /// One glibc malloc arena for the whole daemon. With several, a block is freed into the arena of the thread
 /// that allocated it and each arena keeps the high-water mark of what its threads once held, so the slack grew
 /// with the cache budget (glibc's default of 8 per core, and the 4 set here before, measured 150.5 MiB peak at
@@ -361,7 +334,7 @@ fn default_threads() -> usize {
 
 /// Opens, mounts and serves until unmounted or signalled.
 fn serve(args: &Args, canonical_mountpoint: &Path, notifier: &mut ParentNotifier) -> Result<(), Failure> {
-    let cache_bytes = args.options.cache_bytes.unwrap_or(DEFAULT_CACHE_BYTES);
+    let cache_bytes = args.options.cache_bytes_or_default();
     // One budget for every holder of decoded data: the block LRU (which stream runs fill too), the parsed
     // slices and the sequential windows of at most `max_streams` runs (see `MemoryBudget`).
     let budget = MemoryBudget::split(cache_bytes);
@@ -387,7 +360,7 @@ fn serve(args: &Args, canonical_mountpoint: &Path, notifier: &mut ParentNotifier
         overhead.bytes() >> 10,
         bound >> 10
     );
-    let fs = Arc::new(AcxFs::new(Arc::new(archive), fs_options(&args.options, cache_bytes, &budget)));
+    let fs = Arc::new(AcxFs::new(Arc::new(archive), args.options.fs_options(cache_bytes, &budget)));
     let settings = MountSettings {
         threads,
         allow_other: args.options.allow_other,

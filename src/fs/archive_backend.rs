@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use super::{Backend, MappedSpan};
 use crate::archive::Archive;
-use crate::cache::BlockCache;
+use crate::cache::{Block, BlockCache};
 use crate::error::Error;
 use crate::format::tree::{EntryId, EntryKind, Tree};
 
@@ -53,7 +53,7 @@ impl Backend for Archive {
         Some(MappedSpan { needed, file })
     }
 
-    fn decode_stream(&self, blocks: Range<u64>, sink: &mut dyn FnMut(u64, &[u8]) -> bool) -> crate::Result<()> {
+    fn decode_stream(&self, blocks: Range<u64>, sink: &mut dyn FnMut(u64, Block) -> bool) -> crate::Result<()> {
         let data = self.data();
         let end_block = blocks.end.min(data.block_count());
         if blocks.start >= end_block {
@@ -71,7 +71,7 @@ impl Backend for Archive {
         // The range is block-aligned, so the sequential decoder hands out one whole block per call.
         let mut id = next;
         let result = self.decode_range_sequential(start, end - start, |bytes| {
-            if !sink(id, bytes) {
+            if !sink(id, Block::from(bytes)) {
                 return Err(Error::io(&data.path, std::io::Error::from(std::io::ErrorKind::Interrupted)));
             }
             id += 1;
@@ -123,35 +123,58 @@ impl Backend for Archive {
     }
 }
 
-/// A stream run's blocks from the engine's whole-range decode (the GPU's), in pieces of one sequential window:
-/// each piece is copied out of the engine before the sink sees it, so a run that waits for a slow reader never
-/// holds the device that random reads need too, and a run holds one window of decoded bytes, as the CPU's
-/// sequential decoder does. `None` when every block was handed over or the sink asked to stop; `Some(block)`
-/// when the engine could not go on, and the CPU's sequential decoder carries on from that block.
+/// The first piece a stream run takes from the engine's whole-range decode: small, so that the reader's first
+/// blocks arrive after one short copy rather than after a whole window's.
+const FIRST_PIECE_BYTES: u64 = 1 << 20;
+/// The largest piece: each piece doubles until here (or the sequential window, if smaller), so that a long run
+/// takes the device lock for few copies.
+const MAX_PIECE_BYTES: u64 = 16 << 20;
+
+/// A stream run's blocks from the engine's whole-range decode (the GPU's), in pieces that start at
+/// [`FIRST_PIECE_BYTES`] and double up to [`MAX_PIECE_BYTES`] (at most one sequential window): each piece is cut
+/// into the cache's blocks as it is copied out of the engine, and only handed to the sink (which may wait for
+/// the reader) after the engine returns, so that a run that waits for a slow reader never holds the device
+/// that random reads need too, and a run holds at most one piece of decoded bytes beyond the cache. `None` when
+/// every block was handed over or the sink asked to stop; `Some(block)` when the engine could not go on, and
+/// the CPU's sequential decoder carries on from that block.
 fn stream_pieces_from_engine(
     archive: &Archive,
     blocks: Range<u64>,
-    sink: &mut dyn FnMut(u64, &[u8]) -> bool,
+    sink: &mut dyn FnMut(u64, Block) -> bool,
 ) -> Option<u64> {
     let data = archive.data();
-    let per_piece = (archive.seq_window_bytes() >> data.header.block_log).max(1);
-    let mut piece = Vec::new();
+    let log = data.header.block_log;
+    let max_piece = (archive.seq_window_bytes().min(MAX_PIECE_BYTES) >> log).max(1);
+    let mut per_piece = (FIRST_PIECE_BYTES >> log).clamp(1, max_piece);
+    let mut piece: Vec<Block> = Vec::new();
     let mut next = blocks.start;
     while next < blocks.end {
         let stop = (next + per_piece).min(blocks.end);
-        let expected: u64 = (next..stop).map(|id| u64::from(data.block_len(id))).sum();
+        per_piece = (per_piece * 2).min(max_piece);
         piece.clear();
-        let outcome = archive.stream_blocks(next, stop, &mut |bytes| {
-            piece.extend_from_slice(bytes);
+        // The engine hands over whole blocks from `next` on, in host buffers of one or more blocks each.
+        let mut cut = next;
+        let outcome = archive.stream_blocks(next, stop, &mut |mut bytes| {
+            while !bytes.is_empty() {
+                let len = data.block_len(cut) as usize;
+                if cut >= stop || bytes.len() < len {
+                    return Err(Error::InvalidArgument(format!(
+                        "the engine streamed a piece that does not end on a block boundary at block {cut}"
+                    )));
+                }
+                piece.push(Block::from(&bytes[..len]));
+                bytes = &bytes[len..];
+                cut += 1;
+            }
             Ok(())
         });
         let Some(outcome) = outcome else {
             return Some(next); // no whole-range engine after all
         };
         match outcome {
-            Ok(()) if piece.len() as u64 == expected => {}
+            Ok(()) if cut == stop => {}
             Ok(()) => {
-                tracing::warn!("the engine streamed {} bytes for blocks {next}..{stop}, not {expected}", piece.len());
+                tracing::warn!("the engine streamed blocks {next}..{cut}, not {next}..{stop}");
                 return Some(next);
             }
             // The archive has logged a GPU failure; a corrupt block fails again on the CPU, which reports it.
@@ -160,13 +183,10 @@ fn stream_pieces_from_engine(
                 return Some(next);
             }
         }
-        let mut at = 0usize;
-        for id in next..stop {
-            let len = data.block_len(id) as usize;
-            if !sink(id, &piece[at..at + len]) {
+        for (id, block) in (next..stop).zip(piece.drain(..)) {
+            if !sink(id, block) {
                 return None;
             }
-            at += len;
         }
         next = stop;
     }

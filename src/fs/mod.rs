@@ -30,7 +30,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use crate::cache::BlockCache;
+use crate::cache::{Block, BlockCache};
 use crate::error::Error;
 use crate::format::tree::{EntryId, EntryKind, Tree};
 use readahead::SequentialState;
@@ -65,10 +65,11 @@ pub trait Backend: Send + Sync + 'static {
     fn mapped_span(&self, _id: EntryId, _offset: u64, _len: u64) -> Option<MappedSpan> {
         None
     }
-    /// Decodes `blocks` in order with the sequential decoder, handing each whole block to `sink`, which returns
-    /// false to stop. Ids past the last block are ignored. An error ends the run (the blocks handed out so far
-    /// are good).
-    fn decode_stream(&self, blocks: Range<u64>, sink: &mut dyn FnMut(u64, &[u8]) -> bool) -> crate::Result<()>;
+    /// Decodes `blocks` in order with the sequential decoder, handing each whole block to `sink` (as the
+    /// shared buffer the block cache keeps, so that a backend that has to copy a block out of its decoder does
+    /// so once), which returns false to stop. Ids past the last block are ignored. An error ends the run (the
+    /// blocks handed out so far are good).
+    fn decode_stream(&self, blocks: Range<u64>, sink: &mut dyn FnMut(u64, Block) -> bool) -> crate::Result<()>;
     /// The archive's own counters (cache, engines) as JSON.
     fn stats_json(&self) -> serde_json::Value;
     /// Where the data comes from, for logs and stats (the archive path).
@@ -204,6 +205,16 @@ pub struct FsOptions {
     pub fill_max_bytes: u64,
     /// Attribute and entry cache lifetime for archive inodes (immutable, so long).
     pub ttl: Duration,
+    /// Log, at info level, where each stream run spends its time (decoding, waiting for its reader, readers
+    /// waiting for it): see [`stream`]. Off by default; `-o trace` or `ACEAPEX_TRACE=stream` turns it on.
+    pub trace: bool,
+}
+
+impl FsOptions {
+    /// Whether `ACEAPEX_TRACE` asks for the stream trace (`stream`, or `all`).
+    pub fn trace_from_env() -> bool {
+        std::env::var("ACEAPEX_TRACE").is_ok_and(|v| v.split(',').any(|w| w == "stream" || w == "all"))
+    }
 }
 
 impl Default for FsOptions {
@@ -218,6 +229,7 @@ impl Default for FsOptions {
             max_streams: 4,
             fill_max_bytes: 64 << 20,
             ttl: Duration::from_secs(24 * 3600),
+            trace: false,
         }
     }
 }
@@ -295,7 +307,7 @@ impl<B: Backend> AcxFs<B> {
         }
         let max_streams = if options.readahead_bytes > 0 { options.max_streams } else { 0 };
         let cache = backend.block_cache().unwrap_or_else(|| Arc::new(BlockCache::new(options.stream_cache_bytes)));
-        let streams = StreamRuns::new(cache, max_streams);
+        let streams = StreamRuns::new(cache, max_streams).with_trace(options.trace);
         AcxFs {
             backend,
             nlink,
@@ -611,22 +623,31 @@ impl<B: Backend> AcxFs<B> {
         let first = at.clamp(data.start, data.end - 1) / block_size;
         let end = data.end.div_ceil(block_size);
         let mut slot = lock(stream);
-        if !slot.detector.on_read(offset, len) {
-            if let Some(run) = slot.run.take() {
-                run.cancel();
+        let sequential = slot.detector.on_read(offset, len);
+        // A read that the handle's run covers is served by it, whatever the detector says: the kernel's
+        // concurrent readahead requests reach the workers out of order, and one that arrives early looks like a
+        // jump. Cancelling the run there (and starting a fill or a second run over the same blocks) decoded the
+        // file twice: 58 MB/s instead of 162 in `examples/stream_bench` with 4 MiB of requests in flight.
+        // Reads a little before the run's start are kernel requests that arrived out of order too: they are
+        // served by the random path while the run goes on.
+        if let Some(run) = &slot.run {
+            if run.covers(first, READ_BEHIND_SLACK / block_size) {
+                return Some(Arc::clone(run));
             }
+        }
+        if let Some(run) = slot.run.take() {
+            run.cancel();
+        }
+        if !sequential {
             drop(slot);
             return self.fill(id, data.start / block_size..end, data.end - data.start, first);
         }
-        if let Some(run) = &slot.run {
-            let blocks = run.blocks();
-            // Reads a little before the run's start are kernel requests that arrived out of order: they are
-            // served by the random path while the run goes on.
-            let slack = READ_BEHIND_SLACK / block_size;
-            if (blocks.start.saturating_sub(slack)..blocks.end).contains(&first) {
-                return Some(Arc::clone(run));
+        // A fill of the file (started by a read that looked random: an early out-of-order request) decodes the
+        // same blocks: follow it rather than decode them twice.
+        if let Some(fill) = lock(&self.fills).get(&id) {
+            if fill.covers(first, 0) && fill.is_running() {
+                return Some(Arc::clone(fill));
             }
-            run.cancel();
         }
         let pacing = Pacing::stream(self.options.readahead_bytes / block_size);
         slot.run = self.streams.start(&self.backend, first..end, pacing);
@@ -663,6 +684,9 @@ impl<B: Backend> AcxFs<B> {
     /// needed.
     fn copy_streamed(&self, pos: u64, len: usize, run: Option<&Run>, out: &mut Vec<u8>) {
         let block_size = u64::from(self.backend.block_size().max(1));
+        if let (Some(run), Some(last)) = (run, (pos + len as u64).checked_sub(1)) {
+            run.reached(last / block_size);
+        }
         while out.len() < len {
             let at = pos + out.len() as u64;
             let id = at / block_size;
@@ -695,6 +719,9 @@ impl<B: Backend> AcxFs<B> {
             return false;
         }
         let block_size = u64::from(self.backend.block_size().max(1));
+        if let Some(run) = run {
+            run.reached((needed.end - 1) / block_size);
+        }
         for id in needed.start / block_size..needed.end.div_ceil(block_size) {
             if self.streams.cached(id).is_some() {
                 continue;

@@ -7,6 +7,7 @@
 use crate::archive::ArchiveOptions;
 use crate::engine::cpu::DEFAULT_WINDOW_BYTES;
 use crate::engine::DecoderChoice;
+use crate::fs::FsOptions;
 use std::path::PathBuf;
 
 /// Options of one mount.
@@ -32,6 +33,9 @@ pub struct MountOptions {
     pub fill_bytes: Option<u64>,
     /// Where the daemon logs once detached (`log=`); default: nowhere.
     pub log_file: Option<PathBuf>,
+    /// Log where stream runs spend their time (`trace`; also `ACEAPEX_TRACE=stream` in the environment), at
+    /// info level: see [`crate::fs::stream`].
+    pub trace: bool,
     /// Options accepted but without effect here, for a debug line.
     pub ignored: Vec<String>,
 }
@@ -270,6 +274,7 @@ impl MountOptions {
             "rw" => return Err("rw: the archive is read-only; mount it with ro (the default)".to_string()),
             "allow_other" => self.allow_other = true,
             "allow_root" => self.allow_root = true,
+            "trace" => self.trace = true,
             "default_permissions" => self.default_permissions = true,
             "uid" => self.uid = Some(parse_id(key, need("N")?)?),
             "gid" => self.gid = Some(parse_id(key, need("N")?)?),
@@ -294,6 +299,42 @@ impl MountOptions {
             _ => return Err(format!("unknown mount option {opt:?}")),
         }
         Ok(())
+    }
+}
+
+/// Default decoded-block cache when `cache_size=` is not given.
+pub const DEFAULT_CACHE_BYTES: u64 = 1 << 30;
+/// Default largest file filled by a run when it is read at random (`fill=`).
+pub const DEFAULT_FILL_MAX: u64 = 256 << 20;
+
+impl MountOptions {
+    /// The decoded-data budget C: `cache_size=`, else [`DEFAULT_CACHE_BYTES`].
+    pub fn cache_bytes_or_default(&self) -> u64 {
+        self.cache_bytes.unwrap_or(DEFAULT_CACHE_BYTES)
+    }
+
+    /// The filesystem layer's settings for a mount with budget `cache_bytes` divided as `budget`. Stream runs
+    /// put their blocks into the archive's cache (one budget); files up to an eighth of `cache_size` (at most
+    /// [`DEFAULT_FILL_MAX`]) are filled when read at random, unless `fill=` says otherwise.
+    pub fn fs_options(&self, cache_bytes: u64, budget: &MemoryBudget) -> FsOptions {
+        let mut fs = FsOptions {
+            stream_cache_bytes: 0,
+            max_streams: budget.max_streams,
+            fill_max_bytes: self.fill_bytes.unwrap_or((cache_bytes / 8).min(DEFAULT_FILL_MAX)),
+            trace: self.trace || FsOptions::trace_from_env(),
+            ..FsOptions::default()
+        };
+        if let Some(uid) = self.uid {
+            fs.uid = uid;
+        }
+        if let Some(gid) = self.gid {
+            fs.gid = gid;
+        }
+        // A run may get this far ahead of its reader; its blocks wait in the shared LRU, so all runs together
+        // should not fill more than half of it (else they evict their own blocks before the readers get there).
+        let share = budget.block_cache_bytes / (2 * budget.max_streams.max(1) as u64);
+        fs.readahead_bytes = self.readahead_bytes.unwrap_or_else(|| share.clamp(256 << 10, fs.readahead_bytes));
+        fs
     }
 }
 

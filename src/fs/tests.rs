@@ -224,6 +224,33 @@ fn sequential_reads_are_served_by_a_stream_run() {
     fs.release(opened.fh);
 }
 
+/// Concurrent kernel readahead requests reach the workers out of order: a request that arrives ahead of its
+/// predecessors looks like a jump to the detector. It must neither cancel the handle's run nor start a second
+/// decode of the same blocks (a fill, or a run beside the fill that an early request started).
+#[test]
+fn out_of_order_requests_are_served_by_one_run() {
+    let data = pattern(1 << 20, 5);
+    for first_arrivals in [&[0u64, 3, 1, 2][..], &[3, 0, 1, 2][..]] {
+        let mut b = MemoryTreeBuilder::new();
+        b.file("big", Content::Repeat { pattern: Arc::new(data.clone()), size: 64 << 20 }, 0o644);
+        let backend = Arc::new(b.build());
+        let options = FsOptions { readahead_bytes: 4 << 20, fill_max_bytes: 128 << 20, ..FsOptions::default() };
+        let fs = AcxFs::new(Arc::clone(&backend), options);
+        let ino = lookup_path_generic(&fs, "big");
+        let opened = fs.open(ino, libc::O_RDONLY).unwrap();
+        let mut buf = Vec::new();
+        let order = first_arrivals.iter().copied().chain([5, 4, 7, 6]).chain(8..16);
+        for mib in order {
+            fs.read(ino, opened.fh, mib << 20, 1 << 20, &mut buf).unwrap();
+            assert!(buf == data, "read at {mib} MiB ({first_arrivals:?} first)");
+        }
+        fs.release(opened.fh);
+        let stats: serde_json::Value = serde_json::from_slice(&fs.stats_snapshot()).unwrap();
+        assert_eq!(stats["streams"]["runs"]["started"], 1, "{first_arrivals:?} first: {stats}");
+        assert_eq!(backend.random_reads(), 0, "{first_arrivals:?} first: {stats}");
+    }
+}
+
 #[test]
 fn streams_are_off_with_zero_readahead() {
     let mut b = MemoryTreeBuilder::new();
