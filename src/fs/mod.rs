@@ -685,7 +685,14 @@ impl<B: Backend> AcxFs<B> {
     fn copy_streamed(&self, pos: u64, len: usize, run: Option<&Run>, out: &mut Vec<u8>) {
         let block_size = u64::from(self.backend.block_size().max(1));
         if let (Some(run), Some(last)) = (run, (pos + len as u64).checked_sub(1)) {
-            run.reached(last / block_size);
+            let last = last / block_size;
+            run.reached(last);
+            // The run produces blocks in order: one wait for the read's last block (one wake-up per read, not
+            // one per block) covers those before it. Beyond the run's wait lead it returns at once, and the loop
+            // below waits block by block as far as it can.
+            if self.streams.cached(last).is_none() {
+                run.wait_for(last, self.streams.stats());
+            }
         }
         while out.len() < len {
             let at = pos + out.len() as u64;
@@ -719,14 +726,20 @@ impl<B: Backend> AcxFs<B> {
             return false;
         }
         let block_size = u64::from(self.backend.block_size().max(1));
+        let last = (needed.end - 1) / block_size;
         if let Some(run) = run {
-            run.reached((needed.end - 1) / block_size);
+            run.reached(last);
         }
-        for id in needed.start / block_size..needed.end.div_ceil(block_size) {
+        let mut waited_for_last = false;
+        for id in needed.start / block_size..=last {
             if self.streams.cached(id).is_some() {
                 continue;
             }
             match run {
+                // The run produces blocks in order: one wait for the read's last block (one wake-up per read,
+                // not one per block) covers the blocks before it; a last block beyond the run's wait lead is
+                // not waited for, but the blocks before it may be.
+                Some(run) if !waited_for_last && run.wait_for(last, self.streams.stats()) => waited_for_last = true,
                 Some(run) if run.wait_for(id, self.streams.stats()) => {}
                 _ => return false,
             }
