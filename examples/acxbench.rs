@@ -16,7 +16,10 @@
 //!   plus every slice their sources lead to, within the depth bound). Prints one line per region:
 //!   `region<TAB>reads<TAB>p50 µs<TAB>p99 µs<TAB>max µs<TAB>p50 slices parsed<TAB>max slices parsed`. With
 //!   `--repeat R`, each position is read R times, each cold, and the fastest counts (on a loaded machine: the
-//!   read's cost rather than the scheduler's interruptions).
+//!   read's cost rather than the scheduler's interruptions). With `--shared`, one archive serves every read, at
+//!   distinct 4 KiB-aligned positions over the whole stream (a mount with readahead=0,fill=0 under random reads:
+//!   caches fill as the reads go); one line, `shared<TAB>reads<TAB>p50<TAB>p99<TAB>max µs<TAB>slices parsed per
+//!   read<TAB>slices parsed in all`.
 //!
 //! - `acxbench closure ARCHIVE [--reads N] [--size S] [--seed X] [--worst K]`: where a cold read's time goes,
 //!   without the archive layer. The archive is opened once (as a mount does); each read gets a fresh CPU engine
@@ -98,6 +101,10 @@ enum Cmd {
         /// machine, what the read costs rather than how often the scheduler interrupted it.
         #[arg(long, default_value_t = 1)]
         repeat: u32,
+        /// One archive for all the reads, at distinct 4 KiB-aligned positions over the whole stream (what a mount
+        /// with readahead=0,fill=0 serves to random reads: caches fill as the reads go); prints one line, `shared`.
+        #[arg(long)]
+        shared: bool,
     },
     Closure {
         #[command(flatten)]
@@ -113,7 +120,10 @@ fn main() -> ExitCode {
     let result = match args.command {
         Cmd::Decode { archive, runs, cpu_time, window, stats } => decode(&archive, runs, cpu_time, window, stats),
         Cmd::Parse { archive, runs } => parse(&archive, runs),
-        Cmd::Randread { at, decoder, cpu_time, repeat } => {
+        Cmd::Randread { at, decoder, cpu_time, repeat: _, shared: true } => {
+            randread_shared(&at.archive, at.reads, at.size, at.seed, decoder, cpu_time)
+        }
+        Cmd::Randread { at, decoder, cpu_time, repeat, shared: false } => {
             randread(&at.archive, at.reads, at.size, at.seed, decoder, cpu_time, repeat)
         }
         Cmd::Closure { at, worst } => closure(&at.archive, at.reads, at.size, at.seed, worst),
@@ -258,6 +268,55 @@ fn randread(
             parsed.at(1.0)
         );
     }
+    Ok(())
+}
+
+/// `randread --shared`: `reads` reads of `size` bytes at distinct `4096`-aligned positions drawn over the whole
+/// stream, all through one archive (its block cache and parsed-slice LRU fill as the reads go, as in a mount).
+/// Prints `shared<TAB>reads<TAB>p50 µs<TAB>p99 µs<TAB>max µs<TAB>slices parsed per read (mean)<TAB>slices
+/// parsed in all`, then the CPU-time percentiles with `--cpu-time`.
+fn randread_shared(
+    path: &PathBuf,
+    reads: usize,
+    size: u64,
+    seed: u64,
+    decoder: DecoderChoice,
+    cpu_time: bool,
+) -> aceapex::Result<()> {
+    let archive = Archive::open_with(path, ArchiveOptions { decoder, ..ArchiveOptions::default() })?;
+    let total = archive.total_len();
+    let slots = total.saturating_sub(size) / 4096 + 1;
+    if total < size || (reads as u64) > slots {
+        return Err(aceapex::Error::InvalidArgument(format!("{reads} reads of {size} bytes in a stream of {total}")));
+    }
+    let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let mut seen = std::collections::HashSet::with_capacity(reads);
+    let mut micros = Vec::with_capacity(reads);
+    let mut cpu_micros = Vec::with_capacity(reads);
+    let mut buf = vec![0u8; size as usize];
+    while micros.len() < reads {
+        let slot = rng.below(slots);
+        if !seen.insert(slot) {
+            continue;
+        }
+        let cpu_started = cpu_seconds();
+        let started = Instant::now();
+        archive.read_stream(slot * 4096, &mut buf)?;
+        std::hint::black_box(&buf);
+        micros.push(started.elapsed().as_secs_f64() * 1e6);
+        cpu_micros.push((cpu_seconds() - cpu_started) * 1e6);
+    }
+    let parsed = archive.slices_parsed();
+    let micros = Percentiles::new(micros);
+    let cpu = Percentiles::new(cpu_micros);
+    let cpu_columns = if cpu_time { format!("\t{:.0}\t{:.0}", cpu.at(0.5), cpu.at(0.99)) } else { String::new() };
+    println!(
+        "shared\t{reads}\t{:.0}\t{:.0}\t{:.0}\t{:.1}\t{parsed}{cpu_columns}",
+        micros.at(0.5),
+        micros.at(0.99),
+        micros.at(1.0),
+        parsed as f64 / reads as f64
+    );
     Ok(())
 }
 

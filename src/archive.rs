@@ -166,6 +166,12 @@ impl Archive {
         &self.cache
     }
 
+    /// Slice entropy-stage runs the CPU engine's random-access path has done so far (the work cold reads caused:
+    /// the slices of the blocks they decoded and of every source their closures reached).
+    pub fn slices_parsed(&self) -> u64 {
+        self.cpu.slices_parsed()
+    }
+
     /// Blocks a non-reference engine failed on or got wrong and the CPU decoded again.
     pub fn gpu_fallbacks(&self) -> u64 {
         self.gpu_fallbacks.load(Ordering::Relaxed)
