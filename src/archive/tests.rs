@@ -207,6 +207,25 @@ fn deep_chains_resolve_within_the_bound() {
 }
 
 #[test]
+fn a_closure_plan_ends_at_a_level_held_before_it_began() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = chain_plan(10, 10);
+    let path = write_plan(dir.path(), "chain.acx", &plan);
+    let engine = CpuEngine::new(Arc::new(ArchiveData::open(&path).unwrap()));
+    let mut first = vec![0u8; 4096];
+    let (cold, _) = engine.decode_block_stats(10, &mut first).unwrap();
+    assert!(cold.levels.len() >= 10 && cold.slices() >= 10, "{cold:?}");
+    // The same block again: its slices and every source slice are held, so the plan ends after level 0 (and
+    // parses nothing); the resolution finds every slice in the LRU.
+    let mut again = vec![0u8; 4096];
+    let (warm, _) = engine.decode_block_stats(10, &mut again).unwrap();
+    assert_eq!((warm.levels.len(), warm.slices()), (1, 0), "{warm:?}");
+    assert_eq!(engine.slices_parsed(), cold.slices() as u64);
+    assert_eq!(&again[..], &plan.stream[10 * 4096..]);
+    assert_eq!(first, again);
+}
+
+#[test]
 fn exceeding_the_depth_bound_is_a_corrupt_block() {
     let dir = tempfile::tempdir().unwrap();
     // The program needs depth 10 but the header promises 9.

@@ -54,9 +54,8 @@ impl SharedParse {
         let chunks = slices.len().div_ceil(CHUNK);
         let helpers = if slices.len() < HELP_MIN_SLICES { 0 } else { helpers.min(chunks - 1) };
         if helpers == 0 {
-            for gs in slices.chunks(CHUNK) {
-                parse_into(data, parsed, gs);
-            }
+            // All at once: parse_slices keeps a block's payload from one chunk of slices to the next.
+            parse_into(data, parsed, &slices);
             return 0;
         }
         let job = Arc::new(SharedParse {
@@ -106,7 +105,7 @@ impl SharedParse {
     }
 }
 
-/// Parses the slices `gs` (at most a few) and inserts the good ones into `parsed`.
+/// Parses the slices `gs` and inserts the good ones into `parsed`.
 fn parse_into(data: &ArchiveData, parsed: &ParsedCache, gs: &[(u64, u32)]) {
     for (g, p) in parse_slices(data, gs) {
         if let Ok(p) = p {
