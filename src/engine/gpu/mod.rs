@@ -596,6 +596,15 @@ mod tests {
                 eprintln!("no GPU: GPU bit-exactness test skipped");
                 return;
             };
+            let what = format!("lanes {lanes}, slice_log {slice_log}, mutated copies {mutate}");
+            assert_gpu_bytes(&engine, &data, &stream, &what);
+        }
+    }
+
+    /// Seeks (from the compressed archive, and through the resident parse with every match byte poisoned), the
+    /// full-decode variants and the full decode with both resolvers equal the reference stream.
+    fn assert_gpu_bytes(engine: &GpuEngine, data: &ArchiveData, stream: &[u8], what: &str) {
+        {
             // Seeks from the compressed archive, then through the resident parse with every match byte of the
             // resident stream poisoned (only the literals are there: the chase must produce every other byte).
             for mode in [ResidentSeeks::Off, ResidentSeeks::Auto] {
@@ -603,7 +612,7 @@ mod tests {
                 if mode == ResidentSeeks::Auto {
                     engine.full_decode(FullVariant::ParseOnly, Some(0xA5)).unwrap();
                 }
-                let what = format!("lanes {lanes}, slice_log {slice_log}, mutated copies {mutate}, {mode:?}");
+                let what = format!("{what}, {mode:?}");
                 let ids: Vec<u64> = (0..data.block_count()).collect();
                 let mut bufs: Vec<Vec<u8>> = ids.iter().map(|&id| vec![0; data.block_len(id) as usize]).collect();
                 let mut outs: Vec<&mut [u8]> = bufs.iter_mut().map(|b| b.as_mut_slice()).collect();
@@ -621,7 +630,6 @@ mod tests {
                     assert_eq!(bufs.concat(), stream[start..start + len], "{what}");
                 }
             }
-            let what = format!("lanes {lanes}, slice_log {slice_log}, mutated copies {mutate}");
             for variant in [FullVariant::EntropyOnly, FullVariant::ParseNoLiterals, FullVariant::ParseOnly] {
                 engine.full_decode(variant, None).unwrap();
             }
@@ -632,6 +640,82 @@ mod tests {
                 engine.full_output(&mut full).unwrap();
                 assert_eq!(full, stream, "full decode, {what}, {resolve:?}");
             }
+        }
+    }
+
+    /// Bases in noisy runs with mutated repeats and a non-base byte now and then: packed, its slices code their
+    /// literals with a context model (FORMAT.md §3.5), and a few fall back to the LIT table.
+    fn context_input(seed: u64, len: usize) -> Vec<u8> {
+        let mut x = seed | 1;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut out: Vec<u8> = Vec::with_capacity(len);
+        let mut h = 0usize;
+        while out.len() < len {
+            let r = next();
+            if r % 2000 == 0 && out.len() > 5000 {
+                // A mutated copy of an earlier stretch.
+                let from = (next() as usize) % (out.len() - 3000);
+                for k in 0..(500 + next() as usize % 2000) {
+                    let b = out[from + k % 2500];
+                    out.push(if next() % 40 == 0 { b"ACGT"[next() as usize % 4] } else { b });
+                }
+            } else {
+                // Noisy runs of one base: a base predicts the ones after it at any distance up to 32, so the
+                // contexts of every lane count pay (a lane's context is its own previous literals).
+                if r % 40 == 1 {
+                    h = (r >> 8) as usize % 4;
+                }
+                let s = if r % 8 < 5 { h } else { (r >> 16) as usize % 4 };
+                out.push(if r % 9973 == 1 { b'N' } else { b"ACGT"[s] });
+            }
+        }
+        out.truncate(len);
+        out
+    }
+
+    /// Archives whose literals are context-coded decode on the CPU and, with a GPU, bit-exactly on it too (seek,
+    /// resident and full paths), for every lane count.
+    #[test]
+    fn context_coded_archives_decode_bit_exactly() {
+        use crate::engine::cpu::CpuEngine;
+        use crate::pack::{pack, PackOptions};
+        let dir = tempfile::tempdir().unwrap();
+        let mut archives = Vec::new();
+        for (seed, lanes) in [(31u64, 1u8), (32, 2), (33, 4), (34, 8), (35, 16), (36, 32)] {
+            let input = context_input(seed, 300_000);
+            let src = dir.path().join(format!("bases-{seed}.txt"));
+            std::fs::write(&src, &input).unwrap();
+            let out = dir.path().join(format!("bases-{seed}.acx"));
+            let opts =
+                PackOptions { block_log: 12, group_log: 3, rans_lanes: lanes, memory: 256 << 20, ..Default::default() };
+            pack(&[src], &out, &opts).unwrap();
+            let data = Arc::new(ArchiveData::open(&out).unwrap());
+            assert!(data.tables.iter().any(|t| t.ctx.is_some()), "lanes {lanes}: no context model");
+            let shared = data.tables.iter().filter(|t| t.ctx.as_ref().is_some_and(|c| c.back > 0)).count();
+            assert!(shared > 0, "lanes {lanes}: every group stores its own model");
+            let total = data.footer.total_len as usize;
+            let mut stream = vec![0u8; total];
+            let cpu = CpuEngine::new(data.clone());
+            for id in 0..data.block_count() {
+                let start = (id << data.header.block_log) as usize;
+                let len = data.block_len(id) as usize;
+                cpu.decode_block(id, &mut stream[start..start + len]).unwrap();
+            }
+            // The stream is the file's bytes (a plain file, not FASTA: no genome mode), plus nothing else.
+            assert_eq!(stream[..input.len()], input[..], "lanes {lanes}: CPU decode");
+            archives.push((data, stream, lanes));
+        }
+        for (data, stream, lanes) in archives {
+            let Ok(engine) = GpuEngine::try_new(data.clone()) else {
+                eprintln!("no GPU: context-coded GPU test skipped");
+                return;
+            };
+            assert_gpu_bytes(&engine, &data, &stream, &format!("context-coded, lanes {lanes}"));
         }
     }
 
