@@ -701,7 +701,8 @@ impl Encoder<'_> {
         let lanes = self.opts.rans_lanes as usize;
         let groups = cut.len().div_ceil(per_group);
         let eligible = |s: &&SliceTokens| codes_with_contexts(&s.literals);
-        if !cut.iter().flatten().any(|s| eligible(&s)) {
+        // ACEAPEX_NO_LIT_CONTEXTS: pack without context models (measurements: the decode speed they cost).
+        if std::env::var_os("ACEAPEX_NO_LIT_CONTEXTS").is_some() || !cut.iter().flatten().any(|s| eligible(&s)) {
             return None;
         }
         let mut stats = CtxStats::new(groups, lanes);
