@@ -48,6 +48,47 @@ pub fn base_code_unchecked(b: u8) -> u32 {
 pub struct CtxModel {
     order: u8,
     cum: Vec<[u16; 3]>,
+    /// The same per context as one word for the decoder: `c1 | c2 << 16 | c3 << 32 | 4096 << 48`.
+    packed: Vec<u64>,
+}
+
+/// A context's packed cumulative frequencies (see [`CtxModel`]).
+fn pack_cum(c: &[u16; 3]) -> u64 {
+    c[0] as u64 | (c[1] as u64) << 16 | (c[2] as u64) << 32 | (SCALE as u64) << 48
+}
+
+/// Decodes `slot` (`< 4096`) with a packed context entry `e`: `(code, freq, cum)`. The code is the number of
+/// `c1, c2, c3` at or below the slot; its range `[cum, cum + freq)` lies between the neighbouring bounds.
+#[inline(always)]
+pub fn decode_packed(e: u64, slot: u32) -> (u32, u32, u32) {
+    let (c1, c2, c3) = ((e & 0xFFFF) as u32, ((e >> 16) & 0xFFFF) as u32, ((e >> 32) & 0xFFFF) as u32);
+    let (s1, s2, s3) = (slot >= c1, slot >= c2, slot >= c3);
+    // Selects, not shifts by 16·s: variable shifts cost several micro-ops on x86 without BMI2.
+    let lo = if s3 {
+        c3
+    } else if s2 {
+        c2
+    } else if s1 {
+        c1
+    } else {
+        0
+    };
+    let hi = if s3 {
+        SCALE
+    } else if s2 {
+        c3
+    } else if s1 {
+        c2
+    } else {
+        c1
+    };
+    (s1 as u32 + s2 as u32 + s3 as u32, hi - lo, lo)
+}
+
+/// The base byte of code `s < 4`: `"ACGT"[s]` without a table.
+#[inline(always)]
+pub fn base_byte(s: u32) -> u8 {
+    (0x5447_4341u32 >> (8 * s)) as u8
 }
 
 /// A group's context model as its table set stores it: its own tables (`back = 0`), or those of the group
@@ -88,8 +129,9 @@ impl CtxModel {
     pub fn from_counts(order: u8, counts: &[[u64; 4]]) -> CtxModel {
         assert!((1..=MAX_LIT_ORDER).contains(&order), "context order {order}");
         assert_eq!(counts.len(), 1 << (2 * order), "context counts for order {order}");
-        let cum = counts.iter().map(|c| cum_of(&freqs_of(c))).collect();
-        CtxModel { order, cum }
+        let cum: Vec<[u16; 3]> = counts.iter().map(|c| cum_of(&freqs_of(c))).collect();
+        let packed = cum.iter().map(pack_cum).collect();
+        CtxModel { order, cum, packed }
     }
 
     /// `(freq, cum)` of code `s < 4` in context `ctx`.
@@ -101,15 +143,17 @@ impl CtxModel {
     }
 
     /// The code whose slot range holds `slot` (`< 4096`) in context `ctx`, with its frequency and cumulative
-    /// frequency: three comparisons. A code of frequency 0 is never chosen (its range is empty).
+    /// frequency: three comparisons ([`decode_packed`]). A code of frequency 0 is never chosen (its range is
+    /// empty).
     #[inline(always)]
     pub fn decode_slot(&self, ctx: u32, slot: u32) -> (u32, u32, u32) {
-        let c = &self.cum[(ctx & self.mask()) as usize];
-        let (c1, c2, c3) = (c[0] as u32, c[1] as u32, c[2] as u32);
-        let s = (slot >= c1) as u32 + (slot >= c2) as u32 + (slot >= c3) as u32;
-        let lo = [0, c1, c2, c3][s as usize];
-        let hi = [c1, c2, c3, SCALE][s as usize];
-        (s, hi - lo, lo)
+        decode_packed(self.packed[(ctx & self.mask()) as usize], slot)
+    }
+
+    /// The packed entries of every context (see [`decode_packed`]), context 0 first.
+    #[inline(always)]
+    pub fn packed(&self) -> &[u64] {
+        &self.packed
     }
 
     /// Estimated cost in bits of code `s` in context `ctx` (16 for a code of frequency 0).
@@ -158,7 +202,8 @@ impl CtxModel {
             }
             cum.push(c);
         }
-        Ok(CtxModel { order, cum })
+        let packed = cum.iter().map(pack_cum).collect();
+        Ok(CtxModel { order, cum, packed })
     }
 }
 

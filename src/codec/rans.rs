@@ -10,7 +10,7 @@
 //! position is clamped to it, so a hostile stream simply decodes garbage until the final check (every lane back
 //! at `2^16`, every word consumed exactly once) rejects it.
 
-use crate::codec::context::{next_context, CtxModel, BASES};
+use crate::codec::context::{base_byte, decode_packed, next_context, CtxModel};
 use crate::codec::tables::{Table, SCALE, SCALE_BITS};
 use crate::error::DecodeError;
 
@@ -465,18 +465,40 @@ fn contexts_round<const N: usize>(group: &mut [CtxStream]) {
     let masks: [u32; N] = std::array::from_fn(|k| group[k].model.mask());
     let nw: [usize; N] = std::array::from_fn(|k| group[k].dec.nwords);
     {
-        let mut lanes: [(&[u16], &CtxModel, &mut [u8]); N] =
-            group.each_mut().map(|s| (&s.dec.words[..], s.model, &mut s.out[..round]));
-        for i in 0..round {
-            for (k, (words, model, out)) in lanes.iter_mut().enumerate() {
-                let slot = x[k] & SLOT_MASK;
-                let (s, f, c) = model.decode_slot(ctx[k], slot);
-                let y = f * (x[k] >> SCALE_BITS) + slot - c;
-                // `words` holds `nwords + 1` words, the sentinel last, so the clamped index is in bounds.
-                x[k] = refill(y, words[p[k].min(nw[k])], &mut p[k]);
-                ctx[k] = next_context(ctx[k], s, masks[k]);
-                out[i] = BASES[s as usize];
+        let mut lanes: [(&[u16], &[u64], &mut [u8]); N] =
+            group.each_mut().map(|s| (&s.dec.words[..], s.model.packed(), &mut s.out[..round]));
+        let mut i = 0;
+        while i < round {
+            // Symbols that no stream can decode past its last word (each symbol takes at most one).
+            let safe = (0..N).map(|k| nw[k].saturating_sub(p[k])).min().unwrap_or(0).min(round - i);
+            if safe >= UNCHECKED_MIN.min(round - i) && safe > 0 {
+                // SAFETY: `i + safe <= round`, every output's length; `p[k] + safe <= nw[k] < words.len()`; and
+                // every table holds `mask + 1` entries (a model's invariant): what `contexts_span` requires.
+                unsafe {
+                    if lanes.iter().all(|l| std::ptr::eq(l.1, lanes[0].1)) {
+                        contexts_span::<N, true>(&mut lanes, &mut x, &mut p, &mut ctx, &masks, i, i + safe)
+                    } else {
+                        contexts_span::<N, false>(&mut lanes, &mut x, &mut p, &mut ctx, &masks, i, i + safe)
+                    }
+                };
+                i += safe;
+                continue;
             }
+            let end = (i + CLAMPED_SPAN).min(round);
+            for i in i..end {
+                for k in 0..N {
+                    let (words, table, out) = &mut lanes[k];
+                    let slot = x[k] & SLOT_MASK;
+                    // The context is masked below the table's length (4^k entries).
+                    let (s, f, c) = decode_packed(table[(ctx[k] & masks[k]) as usize], slot);
+                    let y = f * (x[k] >> SCALE_BITS) + slot - c;
+                    // `words` holds `nwords + 1` words, the sentinel last, so the clamped index is in bounds.
+                    x[k] = refill(y, words[p[k].min(nw[k])], &mut p[k]);
+                    ctx[k] = (ctx[k] << 2) | s;
+                    out[i] = base_byte(s);
+                }
+            }
+            i = end;
         }
     }
     for (k, st) in group.iter_mut().enumerate() {
@@ -486,6 +508,48 @@ fn contexts_round<const N: usize>(group: &mut [CtxStream]) {
         st.ctx = ctx[k];
         st.out = &mut std::mem::take(&mut st.out)[round..];
     }
+}
+
+/// Literals `start..end` of every stream of a context round without bounds checks: the hot loop of decoding
+/// context-coded literals. With `SHARED` every stream uses stream 0's table and mask (the caller checked they
+/// share the model: the slices of one group do), which frees registers for the states and positions.
+///
+/// # Safety
+/// For every `k`: `end <= lanes[k].2.len()`, `p[k] + (end − start) < lanes[k].0.len()`, and `lanes[k].1` holds
+/// `masks[k] + 1` entries.
+#[inline(always)]
+unsafe fn contexts_span<const N: usize, const SHARED: bool>(
+    lanes: &mut [(&[u16], &[u64], &mut [u8]); N],
+    x: &mut [u32; N],
+    p: &mut [usize; N],
+    ctx: &mut [u32; N],
+    masks: &[u32; N],
+    start: usize,
+    end: usize,
+) {
+    let (mut xs, mut ps, mut cs) = (*x, *p, *ctx);
+    let words: [*const u16; N] = std::array::from_fn(|k| lanes[k].0.as_ptr());
+    let tables: [*const u64; N] = std::array::from_fn(|k| lanes[if SHARED { 0 } else { k }].1.as_ptr());
+    let masks: [u32; N] = std::array::from_fn(|k| masks[if SHARED { 0 } else { k }]);
+    let outs: [*mut u8; N] = std::array::from_fn(|k| lanes[k].2.as_mut_ptr());
+    for i in start..end {
+        for k in 0..N {
+            let slot = xs[k] & SLOT_MASK;
+            // SAFETY: `cs[k] & masks[k] <= masks[k] < table length` (the caller's contract; with SHARED, stream
+            // 0's table and mask, which are every stream's).
+            let e = unsafe { *tables[k].add((cs[k] & masks[k]) as usize) };
+            let (s, f, c) = decode_packed(e, slot);
+            let y = f * (xs[k] >> SCALE_BITS) + slot - c;
+            // SAFETY: before the j-th literal of the span this stream has taken at most j words, so
+            // `ps[k] <= p[k] + j < p[k] + (end − start) < words.len()`.
+            let w = unsafe { *words[k].add(ps[k]) };
+            xs[k] = refill(y, w, &mut ps[k]);
+            cs[k] = (cs[k] << 2) | s;
+            // SAFETY: `i < end <= out.len()`.
+            unsafe { *outs[k].add(i) = base_byte(s) };
+        }
+    }
+    (*x, *p, *ctx) = (xs, ps, cs);
 }
 
 /// Whole decoding steps with eight lanes per vector (AVX2 on x86-64), for lane counts that are multiples of 8.
@@ -901,7 +965,7 @@ impl Decoder {
             let y = f * (x >> SCALE_BITS) + slot - c;
             self.states[lane] = refill(y, words[pos.min(nwords)], &mut pos);
             ctx[lane] = next_context(ctx[lane], s, mask);
-            *o = BASES[s as usize];
+            *o = base_byte(s);
             lane = (lane + 1) & (lanes - 1);
         }
         self.pos = pos;
