@@ -23,8 +23,11 @@ pub mod image;
 pub use archive::{archive_open, archive_read, resolver};
 pub use genome::fasta_layout;
 
+use std::sync::Arc;
+
 use aceapex::codec::block::{self, reference_block_bytes, BlockShape, ParsedBlock, Token};
-use aceapex::codec::cut::cut_slices;
+use aceapex::codec::context::{for_each_context, CtxModel, LitContext, MAX_LIT_ORDER};
+use aceapex::codec::cut::{cut_slices, SliceTokens};
 use aceapex::codec::rans;
 use aceapex::codec::tables::{SymbolStats, Table, TableSet};
 
@@ -249,29 +252,44 @@ fn slice_log_of(selector: u8, len: u32) -> u8 {
 }
 
 /// Block stage. Hostile layout: `mode, block_len: u24, start: u32 (×256), slice_log: u8, tables_len: u8, tables,
-/// payload`. Round trip: `mode, start: u32, slice_log: u8, then 5-byte token shapes (lit: u8, len: u16, back:
-/// u16)`.
+/// payload` (the tables may carry a context model, so flagged slices decode with it). Round trip: `mode, start:
+/// u32, slice_log: u8, then 5-byte token shapes (lit: u8, len: u16, back: u16)`; with bit 6 of the mode set the
+/// literals become bases (a literal byte 0xff becomes `N`, so its slice keeps the LIT table) and the tables carry
+/// a context model of order `1 + (selector >> 4) % 8` built from them (FORMAT.md §3.5): every slice whose
+/// literals are all bases is context-coded.
 pub fn block_decode(data: &[u8]) {
     let Some(&mode) = data.first() else { return };
-    let lanes = lanes_of(mode) as u32;
     let mut at = 1;
     if mode & 0x80 != 0 {
+        let contexts = mode & 0x40 != 0;
+        let lanes = lanes_of(mode & !0x40) as u32;
         let start = u32::from_le_bytes(take::<4>(data, &mut at)) as u64;
         let [selector] = take::<1>(data, &mut at);
-        let (tokens, literals) = tokens_from_shapes(start, data.get(at..).unwrap_or(&[]));
+        let (tokens, mut literals) = tokens_from_shapes(start, data.get(at..).unwrap_or(&[]));
+        if contexts {
+            literals.iter_mut().for_each(|b| *b = if *b == 0xff { b'N' } else { b"ACGT"[(*b & 3) as usize] });
+        }
         let bytes = block_bytes(start, &tokens, &literals);
         let len = bytes.len() as u32;
         let slice_log = slice_log_of(selector, len);
         let slice_len = 1usize << slice_log;
+        let slices = cut_slices(&tokens, &literals, &bytes, slice_len);
         let mut stats = SymbolStats::default();
-        block::count_symbols(&tokens, &literals, &bytes, slice_len, &mut stats);
-        let tables = TableSet::from_stats(&stats);
+        block::count_slices(&slices, contexts, &mut stats);
+        let mut tables = TableSet::from_stats(&stats);
+        if contexts {
+            let model = context_model_of(&slices, 1 + (selector >> 4) % MAX_LIT_ORDER, lanes as usize);
+            tables.ctx = Some(LitContext { back: 0, model: Arc::new(model) });
+            // The set with its model must survive serialisation, as an archive's table section stores it.
+            let mut bytes = Vec::new();
+            tables.write(&mut bytes);
+            assert_eq!(TableSet::read(&bytes).as_ref(), Ok(&tables));
+        }
         let mut payload = Vec::new();
-        block::encode_block(&tokens, &literals, &bytes, slice_len, &tables, lanes, &mut payload);
+        block::encode_slices(&slices, &tables, lanes, &mut payload);
         let shape = BlockShape { start, len, slice_log, lanes };
         let parsed = block::decode_block(&payload, &tables, shape).expect("round trip must decode");
         check_parsed_block(&parsed, start, len);
-        let slices = cut_slices(&tokens, &literals, &bytes, slice_len);
         let cut_tokens: Vec<Token> = slices.iter().flat_map(|s| s.tokens.iter().copied()).collect();
         let cut_literals: Vec<u8> = slices.iter().flat_map(|s| s.literals.iter().copied()).collect();
         assert_eq!(parsed.tokens, cut_tokens);
@@ -279,6 +297,7 @@ pub fn block_decode(data: &[u8]) {
         check_block_and_slices(&payload, &tables, shape);
         return;
     }
+    let lanes = lanes_of(mode) as u32;
     let [a, b, c] = take::<3>(data, &mut at);
     let len = u32::from_le_bytes([a, b, c, 0]) % ((1 << 20) + 2);
     let start = (u32::from_le_bytes(take::<4>(data, &mut at)) as u64) << 8;
@@ -290,6 +309,18 @@ pub fn block_decode(data: &[u8]) {
     let payload = data.get(at..).unwrap_or(&[]);
     let shape = BlockShape { start, len, slice_log: slice_log_of(selector, len), lanes };
     check_block_and_slices(payload, &tables, shape);
+}
+
+/// The context model of `order` that the context-coded slices (all literals bases) of a block would get from the
+/// packer's statistics: per-context base counts, contexts taken per rANS lane as the encoder takes them.
+pub fn context_model_of(slices: &[SliceTokens], order: u8, lanes: usize) -> CtxModel {
+    let mask = (1u32 << (2 * order)) - 1;
+    let mut counts = vec![[0u64; 4]; 1 << (2 * order)];
+    for slice in slices.iter().filter(|s| block::codes_with_contexts(&s.literals)) {
+        let first = 3 * slice.tokens.len().saturating_sub(1) + 1;
+        for_each_context(&slice.literals, first, lanes, mask, |_, ctx, s| counts[ctx as usize][s as usize] += 1);
+    }
+    CtxModel::from_counts(order, &counts)
 }
 
 /// Valid tokens from 5-byte shapes, each source inside `[0, dst)`; the block stays under 1 MiB.
@@ -317,11 +348,18 @@ fn tokens_from_shapes(start: u64, shapes: &[u8]) -> (Vec<Token>, Vec<u8>) {
     (tokens, literals)
 }
 
-/// Table stage. Hostile: the bytes are a serialised table set; if it parses, re-serialising and re-reading must
-/// give it back, and its decode lookups must agree with its frequencies. Round trip: the bytes are 16-bit counts
-/// whose normalised table must be valid (sum 4096, present exactly where counted).
+/// Table stage. Hostile (first byte below 0x80): the bytes are a serialised table set; if it parses,
+/// re-serialising and re-reading must give it back, and its decode lookups (and its context model's, if any) must
+/// agree with its frequencies. Groups (first byte 0xc0 and above): `mode`, then table sets of consecutive groups,
+/// each `len: u16, set bytes`; group `g`'s set is read against the groups before it (FORMAT.md §2.4: `ctx_back`
+/// names an earlier group's model of the same order), and a refused set leaves no group behind. Round trip (first
+/// byte 0x80 ..= 0xbf): the bytes are 16-bit counts whose normalised table must be valid (sum 4096, present
+/// exactly where counted).
 pub fn tables_read(data: &[u8]) {
     let Some(&mode) = data.first() else { return };
+    if mode >= 0xc0 {
+        return table_groups(&data[1..]);
+    }
     if mode & 0x80 != 0 {
         let counts: Vec<u64> =
             data[1..].chunks_exact(2).take(256).map(|c| u16::from_le_bytes([c[0], c[1]]) as u64).collect();
@@ -338,13 +376,65 @@ pub fn tables_read(data: &[u8]) {
         return;
     }
     let Ok(set) = TableSet::read(data) else { return };
+    check_table_set(&set, &[]);
+}
+
+/// Consecutive groups' table sets (see [`tables_read`]), at most 64 of them.
+fn table_groups(mut data: &[u8]) {
+    let mut groups: Vec<TableSet> = Vec::new();
+    while data.len() >= 2 && groups.len() < 64 {
+        let len = (u16::from_le_bytes([data[0], data[1]]) as usize).min(data.len() - 2);
+        let bytes = &data[2..2 + len];
+        data = &data[2 + len..];
+        if let Ok(set) = TableSet::read_in(bytes, &groups) {
+            check_table_set(&set, &groups);
+            groups.push(set);
+        }
+    }
+}
+
+/// A parsed set re-serialises to a set that reads back equal (against the same earlier groups); a model taken
+/// from an earlier group is exactly that group's model, of the declared order; every table's lookups agree with its
+/// frequencies.
+fn check_table_set(set: &TableSet, earlier: &[TableSet]) {
     let mut again = Vec::new();
     set.write(&mut again);
-    assert_eq!(TableSet::read(&again).as_ref(), Ok(&set));
+    assert_eq!(TableSet::read_in(&again, earlier).as_ref(), Ok(set));
     for table in [&set.ll, &set.ml, &set.of, &set.lit] {
         if !table.is_empty() {
             check_lookup(table);
         }
+    }
+    if let Some(ctx) = &set.ctx {
+        let model = &*ctx.model;
+        assert!((1..=MAX_LIT_ORDER).contains(&model.order()));
+        if ctx.back > 0 {
+            let source = earlier[earlier.len() - ctx.back as usize].ctx_model();
+            assert_eq!(source, Some(model), "ctx_back {} names another model", ctx.back);
+        }
+        check_context_model(model);
+    }
+}
+
+/// Every context's table is a valid 4-symbol table (cumulative frequencies rising to at most 4096), and decoding
+/// the first and the last slot of each base's range gives that base with its frequency and offset.
+fn check_context_model(model: &CtxModel) {
+    assert_eq!(model.contexts(), 1 << (2 * model.order()));
+    assert_eq!(model.packed().len(), model.contexts());
+    for (ctx, c) in model.cumulative().iter().enumerate() {
+        assert!(c[0] <= c[1] && c[1] <= c[2] && c[2] as u32 <= 4096, "context {ctx}: {c:?}");
+        let ctx = ctx as u32;
+        let mut total = 0;
+        for s in 0..4 {
+            let (f, cum) = model.freq_cum(ctx, s);
+            assert_eq!(cum, total);
+            total += f;
+            if f > 0 {
+                assert_eq!(model.decode_slot(ctx, cum), (s, f, cum), "context {ctx}, base {s}");
+                assert_eq!(model.decode_slot(ctx, cum + f - 1), (s, f, cum), "context {ctx}, base {s}");
+            }
+        }
+        assert_eq!(total, 4096);
     }
 }
 

@@ -4,10 +4,14 @@
 //! generated inputs with the crate's own packer).
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use aceapex::codec::block::{self, reference_block_bytes, BlockShape, Token};
+use aceapex::codec::context::{CtxModel, LitContext};
+use aceapex::codec::cut::cut_slices;
 use aceapex::codec::rans;
 use aceapex::codec::tables::{SymbolStats, Table, TableSet};
+use aceapex::codec::varint;
 
 type Target = fn(&[u8]);
 
@@ -170,15 +174,29 @@ fn block_bytes(start: u64, tokens: &[Token], literals: &[u8]) -> Vec<u8> {
 /// A hostile-mode `block_decode` input holding a valid block: header fields (slice_log selector `slice_sel`:
 /// `slice_log = 9 + slice_sel`), its tables, its payload.
 fn block_seed(lanes_log: u8, start: u64, slice_sel: u8, tokens: &[Token], literals: &[u8]) -> Vec<u8> {
+    block_seed_with(lanes_log, start, slice_sel, tokens, literals, 0)
+}
+
+/// [`block_seed`] whose tables carry a context model of order `order` (none for 0) built from the block's
+/// context-coded slices (every slice whose literals are all bases, FORMAT.md §3.5). The seed asserts that at
+/// least one slice is context-coded, so it reaches the context decoder.
+fn block_seed_with(lanes_log: u8, start: u64, slice_sel: u8, tokens: &[Token], literals: &[u8], order: u8) -> Vec<u8> {
     let bytes = block_bytes(start, tokens, literals);
     let slice_log = 9 + slice_sel;
     let slice_len = 1usize << slice_log;
+    let lanes = 1u32 << lanes_log;
+    let slices = cut_slices(tokens, literals, &bytes, slice_len);
     let mut stats = SymbolStats::default();
-    block::count_symbols(tokens, literals, &bytes, slice_len, &mut stats);
-    let tables = TableSet::from_stats(&stats);
+    block::count_slices(&slices, order > 0, &mut stats);
+    let mut tables = TableSet::from_stats(&stats);
+    if order > 0 {
+        assert!(slices.iter().any(|s| block::codes_with_contexts(&s.literals)), "no context-coded slice");
+        let model = aceapex_fuzz::context_model_of(&slices, order, lanes as usize);
+        tables.ctx = Some(LitContext { back: 0, model: Arc::new(model) });
+    }
     let mut table_bytes = Vec::new();
     tables.write(&mut table_bytes);
-    assert!(table_bytes.len() < 256);
+    assert!(table_bytes.len() < 256, "{} table bytes", table_bytes.len());
     let len = bytes.len() as u32;
     let mut out = vec![lanes_log];
     out.extend_from_slice(&len.to_le_bytes()[..3]);
@@ -187,10 +205,9 @@ fn block_seed(lanes_log: u8, start: u64, slice_sel: u8, tokens: &[Token], litera
     out.push(slice_sel);
     out.push(table_bytes.len() as u8);
     out.extend_from_slice(&table_bytes);
-    let lanes = 1u32 << lanes_log;
     let header_len = out.len();
-    block::encode_block(tokens, literals, &bytes, slice_len, &tables, lanes, &mut out);
-    // The seed must decode in hostile mode.
+    block::encode_slices(&slices, &tables, lanes, &mut out);
+    // The seed must decode in hostile mode, and its context-coded slices must carry the flag.
     let shape = BlockShape { start, len, slice_log, lanes };
     assert!(block::decode_block(&out[header_len..], &tables, shape).is_ok());
     out
@@ -299,6 +316,157 @@ fn write_seeds() {
         counts.extend_from_slice(&((s * s) as u16).to_le_bytes());
     }
     write("tables_read", "round_trip_counts", &counts);
+
+    write_context_seeds();
+}
+
+/// Bases with context structure (each base depends on the bases `lag` and `2·lag` before it), so a context model
+/// is worth its tables.
+pub(crate) fn markov_bases(n: usize, salt: u64, lag: usize) -> Vec<u8> {
+    let mut x = salt.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let mut out: Vec<u8> = Vec::with_capacity(n);
+    for i in 0..n {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let prev = if i >= 2 * lag { (out[i - lag] as usize) * 3 + out[i - 2 * lag] as usize } else { 0 };
+        // Three bases in four follow from the context; the fourth is random.
+        let s = if x % 4 == 0 { (x >> 8) as usize % 4 } else { (prev * 7 + 1) % 4 };
+        out.push(s as u8);
+    }
+    out.iter().map(|&s| b"ACGT"[s as usize]).collect()
+}
+
+/// A table set (tables for `literals` over a single literal-only token) carrying `ctx`.
+fn set_with(literals: &[u8], ctx: Option<LitContext>) -> TableSet {
+    let mut stats = SymbolStats::default();
+    stats.ll[0] = 1;
+    literals.iter().for_each(|&b| stats.lit[b as usize] += 1);
+    TableSet { ctx, ..TableSet::from_stats(&stats) }
+}
+
+/// A model of `order` from the contexts of `bases` (one lane).
+fn model_of(order: u8, bases: &[u8]) -> Arc<CtxModel> {
+    let mask = (1u32 << (2 * order)) - 1;
+    let mut counts = vec![[0u64; 4]; 1 << (2 * order)];
+    aceapex::codec::context::for_each_context(bases, 0, 1, mask, |_, ctx, s| counts[ctx as usize][s as usize] += 1);
+    Arc::new(CtxModel::from_counts(order, &counts))
+}
+
+fn set_bytes(set: &TableSet) -> Vec<u8> {
+    let mut out = Vec::new();
+    set.write(&mut out);
+    out
+}
+
+/// The serialised set of `set` without its context part, then `tail` (raw `lit_order`, `ctx_back`, model bytes).
+fn set_with_raw_ctx(set: &TableSet, tail: &[u64]) -> Vec<u8> {
+    let mut out = set_bytes(&TableSet { ctx: None, ..set.clone() });
+    out.pop(); // lit_order = 0
+    tail.iter().for_each(|&v| varint::write(v, &mut out));
+    out
+}
+
+/// A `tables_read` groups input (first byte 0xc0): each set with its u16 length.
+fn groups_seed(sets: &[Vec<u8>]) -> Vec<u8> {
+    let mut out = vec![0xc0];
+    for set in sets {
+        out.extend_from_slice(&(set.len() as u16).to_le_bytes());
+        out.extend_from_slice(set);
+    }
+    out
+}
+
+/// Seeds that reach the version-4 literal context models (FORMAT.md §2.4, §3.5): table sets with models of
+/// several orders, `ctx_back` references valid and invalid, and blocks with context-coded slices for several lane
+/// counts, in hostile and round-trip mode.
+fn write_context_seeds() {
+    let bases = markov_bases(3000, 1, 1);
+    let own = |order: u8| Some(LitContext { back: 0, model: model_of(order, &bases) });
+    let refer = |order: u8, back: u32| Some(LitContext { back, model: model_of(order, &bases) });
+    // Single sets: valid models of orders 1, 2, 4 and 6, then invalid ones.
+    for order in [1u8, 2, 4, 6] {
+        let set = set_with(&bases[..50], own(order));
+        assert_eq!(TableSet::read(&set_bytes(&set)).as_ref(), Ok(&set));
+        write("tables_read", &format!("ctx_order{order}"), &set_bytes(&set));
+    }
+    let plain = set_with(&bases[..50], None);
+    write("tables_read", "ctx_order9", &set_with_raw_ctx(&plain, &[9, 0]));
+    write("tables_read", "ctx_back_past_group0", &set_with_raw_ctx(&plain, &[2, 1]));
+    // Order 1, context 2's A + C past 4096.
+    let mut over = vec![1, 0];
+    for ctx in 0..4u64 {
+        over.extend_from_slice(if ctx == 2 { &[3000, 1200, 0] } else { &[1024, 1024, 1024] });
+    }
+    write("tables_read", "ctx_sum_past_4096", &set_with_raw_ctx(&plain, &over));
+    // A frequency of exactly 4096 and bases of frequency 0: valid.
+    let mut edge = vec![1, 0];
+    for ctx in 0..4u64 {
+        edge.extend_from_slice(&[[4096, 0, 0], [0, 0, 0], [0, 4096, 0], [1, 1, 4094]][ctx as usize]);
+    }
+    let edge = set_with_raw_ctx(&plain, &edge);
+    assert!(TableSet::read(&edge).is_ok());
+    write("tables_read", "ctx_edge_freqs", &edge);
+    let mut truncated = set_bytes(&set_with(&bases[..50], own(2)));
+    truncated.truncate(truncated.len() - 7);
+    write("tables_read", "ctx_truncated_model", &truncated);
+
+    // Groups: references to earlier groups' models, valid and invalid.
+    let g = |ctx| set_bytes(&set_with(&bases[..40], ctx));
+    let seeds = [
+        ("ctx_groups_back1", vec![g(own(2)), g(refer(2, 1))]),
+        // Group 2 refers to group 0 past group 1, which refers to group 0 too; group 3 to group 2's reference.
+        ("ctx_groups_chain", vec![g(own(3)), g(refer(3, 1)), g(refer(3, 2)), g(refer(3, 1))]),
+        ("ctx_groups_other_order", vec![g(own(2)), g(refer(3, 1))]),
+        ("ctx_groups_no_model", vec![g(None), g(refer(1, 1))]),
+        ("ctx_groups_back_past_first", vec![g(own(1)), g(refer(1, 2))]),
+        // A new model after a reference; a reference of another order to it (refused: it leaves no group); then
+        // a reference past the new model to the first (valid).
+        ("ctx_groups_two_models", vec![g(own(1)), g(refer(1, 1)), g(own(4)), g(refer(1, 1)), g(refer(1, 3))]),
+    ];
+    for (name, sets) in seeds {
+        write("tables_read", name, &groups_seed(&sets));
+    }
+
+    // block_decode, hostile: context-coded slices for K = 1, 2, 4, 8 and 32, orders 1 and 2 (a tables_len byte
+    // holds the set); then beside slices that keep the LIT table.
+    let crossing = [
+        Token { lit_len: 700, match_len: 900, back: 1 },
+        Token { lit_len: 30, match_len: 1100, back: 7 },
+        Token { lit_len: 10, match_len: 800, back: 1500 },
+        Token { lit_len: 200, match_len: 0, back: 0 },
+    ];
+    let lits = markov_bases(940, 3, 1);
+    for (lanes_log, order) in [(0u8, 2u8), (1, 1), (2, 2), (3, 1), (5, 2)] {
+        let name = format!("ctx_order{order}_k{}", 1 << lanes_log);
+        write("block_decode", &name, &block_seed_with(lanes_log, 1 << 20, 0, &crossing, &lits, order));
+    }
+    // The last 200 literals (the last two slices) are small non-base bytes: those slices keep the LIT table, which
+    // stays small enough for the tables_len byte.
+    let mut mixed = lits.clone();
+    mixed[740..].iter_mut().enumerate().for_each(|(i, b)| *b = (i % 5) as u8);
+    write("block_decode", "ctx_and_lit_slices_k4", &block_seed_with(2, 1 << 20, 0, &crossing, &mixed, 2));
+    let mut tokens = Vec::new();
+    let mut n = 0;
+    for i in 0..120u32 {
+        tokens.push(Token { lit_len: 3 + i % 11, match_len: 2 + i % 30, back: 1 + (i as u64 * 7919) % 4000 });
+        n += 3 + i % 11;
+    }
+    tokens.push(Token { lit_len: 9, match_len: 0, back: 0 });
+    let lits = markov_bases(n as usize + 9, 5, 1);
+    write("block_decode", "ctx_many_tokens_k16", &block_seed_with(4, 8192, 0, &tokens, &lits, 1));
+
+    // block_decode, round trip with contexts (mode bit 6): orders 1 ..= 8 by the selector's high bits.
+    for (lanes_log, selector) in [(0u8, 0x00u8), (1, 0x31), (2, 0x70), (3, 0x10), (5, 0x62), (4, 0x40)] {
+        let mut shapes = vec![0x80 | 0x40 | lanes_log, 0, 0, 1, 0, selector];
+        for i in 0..60u8 {
+            // A 0xff byte in a few shapes, which their literals repeat: an N, so some slices keep the LIT table.
+            let len_lo = if i % 23 == 7 { 0xff } else { 20 + i };
+            shapes.extend_from_slice(&[1 + i.wrapping_mul(29) % 40, len_lo, i % 2, i.wrapping_mul(57), i % 3]);
+        }
+        let order = 1 + (selector >> 4) % 8;
+        write("block_decode", &format!("ctx_round_trip_order{order}_k{}", 1 << lanes_log), &shapes);
+    }
 }
 
 #[path = "seeds/archive_seeds.rs"]

@@ -92,7 +92,34 @@ fn inputs() -> Vec<Input> {
         Input { name: "empty_dir", files: Vec::new(), opts: opts(1, 16, 1, 6) },
         // FASTA that genome mode stores as structure plus bases (transform 1), beside a plain file.
         Input { name: "genome_mode", files: genome_files(), opts: opts(4, 16, 1, 6) },
+        // FASTA whose bases have context structure: the packer gives them a literal context model (format
+        // version 4), stored by the first group of the chunk and referred to by later ones (ctx_back), and flags
+        // the slices whose literals are all bases.
+        Input { name: "genome_ctx_k1", files: ctx_genome_files(1), opts: opts(1, 16, 0, 6) },
+        Input { name: "genome_ctx_k8", files: ctx_genome_files(8), opts: opts(8, 4, 1, 6) },
     ]
+}
+
+/// Seeds that must reach the context decoder: their archives hold a context model.
+const CONTEXT_SEEDS: [&str; 2] = ["genome_ctx_k1", "genome_ctx_k8"];
+
+/// A FASTA of context-structured bases (upper and lower case, an N run) with a copied stretch. Each base depends
+/// on the bases `lag` and `2·lag` before it: the contexts of `lag` interleaved rANS lanes (FORMAT.md §3.5).
+fn ctx_genome_files(lag: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let mut fasta = Vec::new();
+    for (name, len, salt) in [("chrA", 14000usize, 7u64), ("chrB", 5000, 8)] {
+        fasta.extend_from_slice(format!(">{name}\n").as_bytes());
+        let mut seq = super::markov_bases(len, salt, lag);
+        let copy = seq[1000..1600].to_vec();
+        seq[len - 1000..len - 400].copy_from_slice(&copy);
+        seq[3000..3050].fill(b'N');
+        seq[4000..4300].make_ascii_lowercase();
+        for line in seq.chunks(60) {
+            fasta.extend_from_slice(line);
+            fasta.push(b'\n');
+        }
+    }
+    vec![(b"ctx.fa".to_vec(), fasta)]
 }
 
 /// A soft-masked FASTA with N runs, long enough for genome mode to pay, and a plain text file.
@@ -184,6 +211,13 @@ fn write_archive_seeds() {
     let dir = tempfile::tempdir().unwrap();
     for (i, input) in inputs().iter().enumerate() {
         let (archive, originals) = pack_input(dir.path(), input);
+        if CONTEXT_SEEDS.contains(&input.name) {
+            let data = ArchiveData::open(dir.path().join(input.name).join("seed.acx")).unwrap();
+            let models = data.tables.iter().filter(|t| t.ctx.as_ref().is_some_and(|c| c.back == 0)).count();
+            let refs = data.tables.iter().filter(|t| t.ctx.as_ref().is_some_and(|c| c.back > 0)).count();
+            eprintln!("{}: {} groups, {models} context models, {refs} references", input.name, data.tables.len());
+            assert!(models > 0, "{}: no context model", input.name);
+        }
         // Alternate resealed and plain modes; the fuzzer flips the bit itself.
         let mode = if i % 2 == 0 { RESEAL } else { 0 };
         let mut open = vec![mode];
