@@ -510,3 +510,69 @@ fn upgrade_seed_versions() {
         eprintln!("{target}: {upgraded} seeds upgraded to version {version}");
     }
 }
+
+/// The version-4 seeds must reach the context-model code, not stop before it: the table sets named `ctx_order<k>`
+/// (k ≤ 8) and the valid group inputs parse with a model; every hostile `ctx_*` block seed has tables with a
+/// model and a context-coded slice (bit 0 of its `lit_field`) and decodes; every `genome_ctx_*` archive holds a
+/// model and references to it.
+#[test]
+fn context_seeds_reach_the_models() {
+    for k in [1, 2, 4, 6] {
+        let set = TableSet::read(&std::fs::read(seed_dir("tables_read").join(format!("ctx_order{k}"))).unwrap());
+        assert_eq!(set.unwrap().ctx_model().map(|m| m.order()), Some(k));
+    }
+    for (name, refs) in [("ctx_groups_back1", 1), ("ctx_groups_chain", 3), ("ctx_groups_two_models", 2)] {
+        let seed = std::fs::read(seed_dir("tables_read").join(name)).unwrap();
+        let (mut rest, mut groups) = (&seed[1..], Vec::<TableSet>::new());
+        let mut found = 0;
+        while rest.len() >= 2 {
+            let len = u16::from_le_bytes([rest[0], rest[1]]) as usize;
+            if let Ok(set) = TableSet::read_in(&rest[2..2 + len], &groups) {
+                found += set.ctx.as_ref().is_some_and(|c| c.back > 0) as usize;
+                groups.push(set);
+            }
+            rest = &rest[2 + len..];
+        }
+        assert_eq!(found, refs, "{name}");
+    }
+    let mut hostile = 0;
+    for entry in std::fs::read_dir(seed_dir("block_decode")).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let seed = std::fs::read(&path).unwrap();
+        if !name.starts_with("ctx_") || seed[0] & 0x80 != 0 {
+            continue;
+        }
+        // The hostile layout of aceapex_fuzz::block_decode, read as block_seed_with wrote it.
+        let len = u32::from_le_bytes([seed[1], seed[2], seed[3], 0]);
+        let start = (u32::from_le_bytes([seed[4], seed[5], seed[6], seed[7]]) as u64) << 8;
+        let (slice_log, tables_len) = (9 + seed[8], seed[9] as usize);
+        let tables = TableSet::read(&seed[10..10 + tables_len]).unwrap();
+        assert!(tables.ctx.is_some(), "{name}: no context model");
+        let payload = &seed[10 + tables_len..];
+        let n = block::slice_count(len, slice_log);
+        let flagged = block::SliceDirectory::parse(payload, n)
+            .unwrap()
+            .slices()
+            .filter(|s| {
+                let mut pos = 0;
+                varint::read_at(s, &mut pos).unwrap();
+                varint::read_at(s, &mut pos).unwrap() & 1 == 1
+            })
+            .count();
+        assert!(flagged > 0, "{name}: no context-coded slice");
+        let shape = BlockShape { start, len, slice_log, lanes: 1 << seed[0] };
+        assert!(block::decode_block(payload, &tables, shape).is_ok(), "{name}");
+        hostile += 1;
+    }
+    assert!(hostile >= 6, "{hostile} hostile context block seeds");
+    for target in ["archive_read", "resolver"] {
+        for name in ["genome_ctx_k1", "genome_ctx_k8"] {
+            let seed = std::fs::read(seed_dir(target).join(name)).unwrap();
+            let framed = aceapex_fuzz::image::unframe(&seed);
+            let data = aceapex::format::ArchiveData::from_image("seed", framed.archive.to_vec()).unwrap();
+            assert!(data.tables.iter().any(|t| t.ctx.as_ref().is_some_and(|c| c.back == 0)), "{target}/{name}");
+            assert!(data.tables.iter().any(|t| t.ctx.as_ref().is_some_and(|c| c.back > 0)), "{target}/{name}");
+        }
+    }
+}
