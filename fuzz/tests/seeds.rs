@@ -331,7 +331,7 @@ pub(crate) fn markov_bases(n: usize, salt: u64, lag: usize) -> Vec<u8> {
         x ^= x << 17;
         let prev = if i >= 2 * lag { (out[i - lag] as usize) * 3 + out[i - 2 * lag] as usize } else { 0 };
         // Three bases in four follow from the context; the fourth is random.
-        let s = if x % 4 == 0 { (x >> 8) as usize % 4 } else { (prev * 7 + 1) % 4 };
+        let s = if x & 3 == 0 { (x >> 8) as usize % 4 } else { (prev * 7 + 1) % 4 };
         out.push(s as u8);
     }
     out.iter().map(|&s| b"ACGT"[s as usize]).collect()
