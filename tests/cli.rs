@@ -93,8 +93,8 @@ fn info_and_verify_on_a_good_archive() {
     let json: serde_json::Value = serde_json::from_slice(&info.stdout).expect("info --json prints JSON");
     assert_eq!(json["block_size"], 16384);
     assert_eq!(json["blocks"], 13); // ceil(200000 / 16384)
-    assert_eq!(json["slice_size"], 2048);
-    assert_eq!(json["slices"], 98); // ceil(200000 / 2048)
+    assert_eq!(json["slice_size"], 4096);
+    assert_eq!(json["slices"], 49); // ceil(200000 / 4096)
     assert_eq!(json["original_bytes"], 200_000);
     assert_eq!(json["archive_bytes"], std::fs::metadata(&archive).unwrap().len());
     assert_eq!(json["entries"]["files"], 1);

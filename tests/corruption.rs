@@ -293,9 +293,9 @@ fn lying_slice_directories_are_caught() {
 fn a_header_with_another_legal_slice_size_is_caught() {
     within(Duration::from_secs(120), || {
         let fx = Fixture::new();
-        // 4 KiB blocks: slice_log 9..=12 are all legal; the archive was written with 11.
-        assert_eq!(fx.bytes[24], 11);
-        for slice_log in [9u8, 10, 12] {
+        // 4 KiB blocks: slice_log 9..=12 are all legal; the archive was written with 12 (one slice a block).
+        assert_eq!(fx.bytes[24], 12);
+        for slice_log in [9u8, 10, 11] {
             let mut bytes = fx.bytes.clone();
             bytes[24] = slice_log;
             let sum = xxhash_rust::xxh3::xxh3_64(&bytes[..56]);
