@@ -350,6 +350,7 @@ fn serve(args: &Args, canonical_mountpoint: &Path, notifier: &mut ParentNotifier
         threads,
         cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
         block_bytes: archive.data().header.block_size(),
+        slice_bytes: 1 << archive.data().header.slice_log,
         blocks: archive.data().block_count(),
     };
     let bound = budget.bound_bytes(cache_bytes, &overhead);

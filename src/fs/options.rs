@@ -78,8 +78,8 @@ pub struct MountOptions {
 /// - per FUSE worker: a reply buffer up to `max_read` (1 MiB, [`crate::fuse::MAX_READ`]), the blocks of the
 ///   read in progress while they are copied (up to `max_read + 2B`, held outside the LRU when it is smaller
 ///   than one request), the slices a cold read's closure planner parses before they go into the cache (up to
-///   K × 3 KiB), fuser's receive buffer (16 MiB reserved, only the pages requests touch are resident: a few
-///   KiB) and the stack: `T × (2 MiB + 2B + 3 KiB × K)`;
+///   K slices of 1.5 S bytes each, S the slice size), fuser's receive buffer (16 MiB reserved, only the pages
+///   requests touch are resident: a few KiB) and the stack: `T × (2 MiB + 2B + 1.5 S × K)`;
 /// - per live stream run: the sequential decoder's two batches of parsed blocks ahead of the copy (`2 × 8P`
 ///   blocks of 1.5 B) plus one block in the making and one spare: `MAX_STREAMS × 24P × B`;
 /// - thread stacks of the rayon pool (P) and the run threads: only touched pages, ~100 KiB each;
@@ -90,9 +90,10 @@ pub struct MountOptions {
 ///   chunk is reused by the next block of the same size, so it does not grow with C.
 ///
 /// So the documented bound is `max(C, parts) + O` ([`MemoryBudget::bound_bytes`]) with
-/// `O = 4 MiB + 64 B × blocks + T × (2 MiB + 2B + 3 KiB × K) + MAX_STREAMS × 24P × B + P × 0.1 MiB + 20 MiB`;
+/// `O = 4 MiB + 64 B × blocks + T × (2 MiB + 2B + 1.5 S × K) + MAX_STREAMS × 24P × B + P × 0.1 MiB + 20 MiB`;
 /// the daemon logs it at mount (`memory bound`) and `bench/load-test.sh` fails a run whose peak exceeds it.
-/// With T = P = 2, B = 16 KiB, K = 2,600 and 2,825 blocks (the load test here): O = 46.7 MiB, and the bound is
+/// With T = P = 2, B = 16 KiB, S = 2 KiB, K = 2,600 and 2,825 blocks (the load test of format v3): O = 46.7 MiB
+/// (61.9 MiB with the 4 KiB slices of format v4), and the bound is
 /// 77.2 MiB at C = 4 MiB (floors' excess 26.5), 126.7 MiB at 64 MiB and 302.7 MiB at 256 MiB.
 ///
 /// The allocator: glibc malloc with one arena (`M_ARENA_MAX=1`, set by `aceapex-mount`). With several arenas a
@@ -177,6 +178,8 @@ pub struct Overhead {
     pub cores: usize,
     /// The archive's block size (B).
     pub block_bytes: u64,
+    /// The archive's slice size (S): a cold read's closure is counted in parsed slices.
+    pub slice_bytes: u64,
     /// The archive's blocks (their index entries are resident).
     pub blocks: u64,
 }
@@ -190,18 +193,21 @@ impl Overhead {
     pub const WORKER_BYTES: u64 = 2 << 20;
     /// The largest cold-read closure planned at once, in slices (K, measured on atha_chr1 in general mode).
     pub const CLOSURE_SLICES: u64 = 2_600;
-    /// Resident bytes of one parsed slice (2 KiB decoded at 1.5 times, with allocation headers).
-    pub const PARSED_SLICE_BYTES: u64 = 3 << 10;
+    /// Resident bytes of a parsed slice per 2 decoded bytes (1.5 times its decoded size, with allocation headers;
+    /// 3 KiB for a 2 KiB slice). The closure counts slices whatever their size: 4 KiB slices parsed about as many
+    /// for a cold read as 2 KiB slices (session 14), so its bytes grow with S.
+    pub const PARSED_BYTES_PER_2_BYTES: u64 = 3;
     /// Stack pages a pool or run thread touches.
     pub const POOL_THREAD_BYTES: u64 = 100 << 10;
     /// Freed memory the allocator keeps resident between live chunks (see [`MemoryBudget`]).
     pub const ALLOCATOR_SLACK_BYTES: u64 = 20 << 20;
 
-    /// O in bytes: `PROCESS + 64 B × blocks + T × (2 MiB + 2B + 3 KiB × K) + MAX_STREAMS × 24P × B + P × 0.1 MiB
+    /// O in bytes: `PROCESS + 64 B × blocks + T × (2 MiB + 2B + 1.5 S × K) + MAX_STREAMS × 24P × B + P × 0.1 MiB
     /// + slack`.
     pub fn bytes(&self) -> u64 {
         let (t, p, b) = (self.threads as u64, self.cores as u64, self.block_bytes);
-        let per_worker = Overhead::WORKER_BYTES + 2 * b + Overhead::CLOSURE_SLICES * Overhead::PARSED_SLICE_BYTES;
+        let parsed_slice = self.slice_bytes / 2 * Overhead::PARSED_BYTES_PER_2_BYTES;
+        let per_worker = Overhead::WORKER_BYTES + 2 * b + Overhead::CLOSURE_SLICES * parsed_slice;
         let per_stream = 24 * p * b;
         Overhead::PROCESS_BYTES
             .saturating_add(self.blocks.saturating_mul(Overhead::INDEX_BYTES_PER_BLOCK))
@@ -405,7 +411,7 @@ mod tests {
     /// parts are C itself once the floors are covered.
     #[test]
     fn the_bound_is_the_budget_plus_a_fixed_overhead() {
-        let o = Overhead { threads: 2, cores: 2, block_bytes: 16 << 10, blocks: 2_825 };
+        let o = Overhead { threads: 2, cores: 2, block_bytes: 16 << 10, slice_bytes: 2 << 10, blocks: 2_825 };
         let fixed = o.bytes();
         // The load test's machine and archive: 46.7 MiB (the figure in MemoryBudget's documentation).
         assert_eq!(fixed >> 10, 47_784, "{fixed}");
@@ -424,6 +430,8 @@ mod tests {
         let more_workers = Overhead { threads: 16, ..o };
         assert_eq!(more_workers.bytes() - fixed, 14 * (Overhead::WORKER_BYTES + (32 << 10) + 2_600 * 3072));
         assert!(Overhead { blocks: 2_826, ..o }.bytes() > fixed);
+        // Slices twice as large: the closure's parsed slices take twice the bytes.
+        assert_eq!(Overhead { slice_bytes: 4 << 10, ..o }.bytes() - fixed, 2 * 2_600 * 3072);
     }
 
     /// Every part of the budget is charged: the LRU, the parsed slices and the windows together never hold
