@@ -109,6 +109,9 @@ fn info_and_verify_on_a_good_archive() {
         .map(|k| streams[k].as_u64().unwrap())
         .sum();
     assert_eq!(parts, json["sections"]["payloads"].as_u64().unwrap(), "stream sizes do not add up to the payloads");
+    // Every stream byte is a literal or a match byte (the slice head's lit_field is 2·nlit + a flag).
+    let literals = streams["literals"].as_u64().unwrap();
+    assert!(literals > 0 && literals + 2 * streams["matches"].as_u64().unwrap() <= 200_000, "{streams}");
     let sections: u64 = ["header", "payloads", "tables", "tree", "index", "footer"]
         .iter()
         .map(|k| json["sections"][k].as_u64().unwrap())

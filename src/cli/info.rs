@@ -159,7 +159,9 @@ fn stream_sizes(data: &ArchiveData) -> StreamSizes {
         for slice in dir.slices() {
             body += slice.len() as u64;
             match read_payload_head(slice) {
-                Some((head_len, [nmatch, nlit, nwords, extra_len])) => {
+                Some((head_len, [nmatch, lit_field, nwords, extra_len])) => {
+                    // lit_field = 2·nlit + the context-coded flag (FORMAT.md §3).
+                    let nlit = lit_field >> 1;
                     block.block_headers += head_len as u64;
                     block.rans_states += 4 * lanes;
                     block.rans_words += nwords.saturating_mul(2);
@@ -185,7 +187,7 @@ fn stream_sizes(data: &ArchiveData) -> StreamSizes {
     sizes
 }
 
-/// Reads the four leading varints of a payload: (bytes they take, [nmatch, nlit, nwords, extra_len]).
+/// Reads the four leading varints of a payload: (bytes they take, [nmatch, lit_field, nwords, extra_len]).
 fn read_payload_head(payload: &[u8]) -> Option<(usize, [u64; 4])> {
     let mut pos = 0;
     let mut values = [0u64; 4];
