@@ -258,7 +258,7 @@ fn randread(
         let micros = Percentiles::new(micros);
         let parsed = Percentiles::new(parsed);
         let cpu = Percentiles::new(cpu_micros);
-        let cpu_columns = if cpu_time { format!("\t{:.0}\t{:.0}", cpu.at(0.5), cpu.at(0.99)) } else { String::new() };
+        let cpu_columns = cpu_columns(&cpu, cpu_time);
         println!(
             "{name}\t{reads}\t{:.0}\t{:.0}\t{:.0}\t{:.0}\t{:.0}{cpu_columns}",
             micros.at(0.5),
@@ -309,7 +309,7 @@ fn randread_shared(
     let parsed = archive.slices_parsed();
     let micros = Percentiles::new(micros);
     let cpu = Percentiles::new(cpu_micros);
-    let cpu_columns = if cpu_time { format!("\t{:.0}\t{:.0}", cpu.at(0.5), cpu.at(0.99)) } else { String::new() };
+    let cpu_columns = cpu_columns(&cpu, cpu_time);
     println!(
         "shared\t{reads}\t{:.0}\t{:.0}\t{:.0}\t{:.1}\t{parsed}{cpu_columns}",
         micros.at(0.5),
@@ -430,5 +430,13 @@ impl Percentiles {
             return f64::NAN;
         }
         self.0[((self.0.len() - 1) as f64 * q).round() as usize]
+    }
+}
+
+/// The two CPU-time columns (p50, p99 µs) that `--cpu-time` adds to a randread row, or nothing.
+fn cpu_columns(cpu: &Percentiles, cpu_time: bool) -> String {
+    match cpu_time {
+        true => format!("\t{:.0}\t{:.0}", cpu.at(0.5), cpu.at(0.99)),
+        false => String::new(),
     }
 }

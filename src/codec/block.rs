@@ -1170,21 +1170,26 @@ mod tests {
         assert_eq!(*parsed.token_pos.last().unwrap(), parsed.len);
     }
 
+    /// Decodes the whole block, then every slice on its own, and checks both against the cut parse.
+    fn check_block_and_slices(payload: &[u8], tables: &TableSet, shape: BlockShape, slices: &[SliceTokens]) {
+        let parsed = decode_block(payload, tables, shape).expect("round trip decodes");
+        let all_tokens: Vec<Token> = slices.iter().flat_map(|s| s.tokens.iter().copied()).collect();
+        let all_literals: Vec<u8> = slices.iter().flat_map(|s| s.literals.iter().copied()).collect();
+        check_parsed(&parsed, &all_tokens, &all_literals, shape.start);
+        let slice_len = 1u32 << shape.slice_log;
+        for (j, s) in slices.iter().enumerate() {
+            let one = decode_slice(payload, tables, shape, j).expect("slice decodes alone");
+            check_parsed(&one, &s.tokens, &s.literals, shape.start + (j as u32 * slice_len) as u64);
+            assert_eq!(one.len, (shape.len - j as u32 * slice_len).min(slice_len));
+        }
+    }
+
     /// Encodes, decodes the whole block and every slice on its own, and checks both against the cut parse.
     fn round_trip(start: u64, tokens: &[Token], literals: &[u8], lanes: u32) -> Vec<u8> {
         let (tables, payload, slices) = encode_with_own_tables(start, tokens, literals, lanes);
         let len = block_len_of(tokens);
         let shape = shape(start, len, lanes);
-        let parsed = decode_block(&payload, &tables, shape).expect("round trip decodes");
-        let all_tokens: Vec<Token> = slices.iter().flat_map(|s| s.tokens.iter().copied()).collect();
-        let all_literals: Vec<u8> = slices.iter().flat_map(|s| s.literals.iter().copied()).collect();
-        check_parsed(&parsed, &all_tokens, &all_literals, start);
-        let slice_len = 1u32 << shape.slice_log;
-        for (j, s) in slices.iter().enumerate() {
-            let one = decode_slice(&payload, &tables, shape, j).expect("slice decodes alone");
-            check_parsed(&one, &s.tokens, &s.literals, start + (j as u32 * slice_len) as u64);
-            assert_eq!(one.len, (len - j as u32 * slice_len).min(slice_len));
-        }
+        check_block_and_slices(&payload, &tables, shape, &slices);
         assert!(decode_slice(&payload, &tables, shape, slices.len()).is_err());
         payload
     }
