@@ -258,14 +258,12 @@ fn randread(
         let micros = Percentiles::new(micros);
         let parsed = Percentiles::new(parsed);
         let cpu = Percentiles::new(cpu_micros);
-        let cpu_columns = cpu_columns(&cpu, cpu_time);
         println!(
-            "{name}\t{reads}\t{:.0}\t{:.0}\t{:.0}\t{:.0}\t{:.0}{cpu_columns}",
-            micros.at(0.5),
-            micros.at(0.99),
-            micros.at(1.0),
+            "{name}\t{reads}\t{}\t{:.0}\t{:.0}{}",
+            latency_columns(&micros),
             parsed.at(0.5),
-            parsed.at(1.0)
+            parsed.at(1.0),
+            cpu_columns(&cpu, cpu_time)
         );
     }
     Ok(())
@@ -309,13 +307,11 @@ fn randread_shared(
     let parsed = archive.slices_parsed();
     let micros = Percentiles::new(micros);
     let cpu = Percentiles::new(cpu_micros);
-    let cpu_columns = cpu_columns(&cpu, cpu_time);
     println!(
-        "shared\t{reads}\t{:.0}\t{:.0}\t{:.0}\t{:.1}\t{parsed}{cpu_columns}",
-        micros.at(0.5),
-        micros.at(0.99),
-        micros.at(1.0),
-        parsed as f64 / reads as f64
+        "shared\t{reads}\t{}\t{:.1}\t{parsed}{}",
+        latency_columns(&micros),
+        parsed as f64 / reads as f64,
+        cpu_columns(&cpu, cpu_time)
     );
     Ok(())
 }
@@ -431,6 +427,11 @@ impl Percentiles {
         }
         self.0[((self.0.len() - 1) as f64 * q).round() as usize]
     }
+}
+
+/// The p50, p99 and max columns of a randread row (µs).
+fn latency_columns(micros: &Percentiles) -> String {
+    format!("{:.0}\t{:.0}\t{:.0}", micros.at(0.5), micros.at(0.99), micros.at(1.0))
 }
 
 /// The two CPU-time columns (p50, p99 µs) that `--cpu-time` adds to a randread row, or nothing.

@@ -685,14 +685,7 @@ impl<B: Backend> AcxFs<B> {
     fn copy_streamed(&self, pos: u64, len: usize, run: Option<&Run>, out: &mut Vec<u8>) {
         let block_size = u64::from(self.backend.block_size().max(1));
         if let (Some(run), Some(last)) = (run, (pos + len as u64).checked_sub(1)) {
-            let last = last / block_size;
-            run.reached(last);
-            // The run produces blocks in order: one wait for the read's last block (one wake-up per read, not
-            // one per block) covers those before it. Beyond the run's wait lead it returns at once, and the loop
-            // below waits block by block as far as it can.
-            if self.streams.cached(last).is_none() {
-                run.wait_for(last, self.streams.stats());
-            }
+            self.await_last(run, last / block_size);
         }
         while out.len() < len {
             let at = pos + out.len() as u64;
@@ -728,23 +721,29 @@ impl<B: Backend> AcxFs<B> {
         let block_size = u64::from(self.backend.block_size().max(1));
         let last = (needed.end - 1) / block_size;
         if let Some(run) = run {
-            run.reached(last);
+            self.await_last(run, last);
         }
-        let mut waited_for_last = false;
         for id in needed.start / block_size..=last {
             if self.streams.cached(id).is_some() {
                 continue;
             }
             match run {
-                // The run produces blocks in order: one wait for the read's last block (one wake-up per read,
-                // not one per block) covers the blocks before it; a last block beyond the run's wait lead is
-                // not waited for, but the blocks before it may be.
-                Some(run) if !waited_for_last && run.wait_for(last, self.streams.stats()) => waited_for_last = true,
                 Some(run) if run.wait_for(id, self.streams.stats()) => {}
                 _ => return false,
             }
         }
         true
+    }
+
+    /// Tells `run` that a read goes up to block `last` and waits once for that block unless it is cached. The
+    /// run produces blocks in order, so one wait for a read's last block (one wake-up per read, not one per
+    /// block) covers those before it; a last block beyond the run's wait lead is not waited for, and the
+    /// callers then wait block by block as far as they can.
+    fn await_last(&self, run: &Run, last: u64) {
+        run.reached(last);
+        if self.streams.cached(last).is_none() {
+            run.wait_for(last, self.streams.stats());
+        }
     }
 
     /// Turns a backend error into an errno, logging corrupt blocks once each and other errors every time.

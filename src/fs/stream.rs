@@ -166,7 +166,8 @@ impl StreamRuns {
         // not decoded again: the run starts at the first one missing, and is done at once if none is.
         let decode_from = (blocks.start..blocks.end).find(|&id| self.cache.peek(id).is_none()).unwrap_or(blocks.end);
         if decode_from == blocks.end {
-            return Some(Arc::new(Run { shared: Arc::new(RunShared::done(blocks, pacing)) }));
+            let done = RunState::new(blocks.end, blocks.start, true);
+            return Some(Arc::new(Run { shared: Arc::new(RunShared::new(done, blocks, pacing)) }));
         }
         let claimed =
             self.live.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < self.max_live).then_some(n + 1));
@@ -174,14 +175,7 @@ impl StreamRuns {
             StreamStats::add(&self.stats.refused);
             return None;
         }
-        let shared = Arc::new(RunShared {
-            state: Mutex::new(RunState::new(decode_from, blocks.start, false)),
-            for_producer: Condvar::new(),
-            blocks: blocks.clone(),
-            pacing,
-            reader_wait_ns: AtomicU64::new(0),
-            reader_waits: AtomicU64::new(0),
-        });
+        let shared = Arc::new(RunShared::new(RunState::new(decode_from, blocks.start, false), blocks.clone(), pacing));
         let serial = self.serial.fetch_add(1, Ordering::Relaxed);
         let producer = Producer {
             trace: self.trace.then_some(serial),
@@ -262,10 +256,9 @@ struct RunShared {
 }
 
 impl RunShared {
-    /// A run over `blocks` with nothing left to decode.
-    fn done(blocks: Range<u64>, pacing: Pacing) -> RunShared {
+    fn new(state: RunState, blocks: Range<u64>, pacing: Pacing) -> RunShared {
         RunShared {
-            state: Mutex::new(RunState::new(blocks.end, blocks.start, true)),
+            state: Mutex::new(state),
             for_producer: Condvar::new(),
             blocks,
             pacing,
@@ -617,6 +610,13 @@ mod tests {
         (Arc::new(b.build()), StreamRuns::new(Arc::new(BlockCache::new(1 << 30)), 2))
     }
 
+    /// Sleeps until `run`'s producer has returned.
+    fn wait_done(run: &Run) {
+        while run.is_running() {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
     #[test]
     fn a_run_produces_every_block_for_a_reader_that_follows() {
         let (backend, runs) = runs_over(10 << 20);
@@ -630,9 +630,7 @@ mod tests {
             assert_eq!(&block[..], &want[..], "block {id}");
         }
         assert!(!run.wait_for(blocks.end, runs.stats()), "past the range");
-        while run.is_running() {
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        wait_done(&run);
         assert_eq!(runs.stats().blocks.load(Ordering::Relaxed), blocks.end);
         assert_eq!(runs.stats().cancelled.load(Ordering::Relaxed), 0);
     }
@@ -678,9 +676,7 @@ mod tests {
     fn a_run_skips_the_blocks_cached_at_its_front() {
         let (backend, runs) = runs_over(4 << 20);
         let all = runs.start(&backend, 0..64, Pacing::fill(8)).unwrap();
-        while all.is_running() {
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        wait_done(&all);
         let decoded = runs.stats().blocks.load(Ordering::Relaxed);
         assert_eq!(decoded, 64);
         // Everything cached: done at once, no thread, every block there.
@@ -696,9 +692,7 @@ mod tests {
         let runs = StreamRuns { cache: Arc::new(holed), ..runs };
         let tail = runs.start(&backend, 0..64, Pacing::fill(64)).unwrap();
         assert!(tail.wait_for(5, runs.stats()), "a cached block before the hole");
-        while tail.is_running() {
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        wait_done(&tail);
         assert_eq!(runs.stats().blocks.load(Ordering::Relaxed), decoded + 44, "blocks 20..64 decoded");
         assert!((0..64).all(|id| runs.cached(id).is_some()));
     }
@@ -707,9 +701,7 @@ mod tests {
     fn a_fill_runs_to_the_end_without_a_reader() {
         let (backend, runs) = runs_over(4 << 20);
         let run = runs.start(&backend, 0..64, Pacing::fill(8)).unwrap();
-        while run.is_running() {
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        wait_done(&run);
         assert!((0..64).all(|id| runs.cached(id).is_some()));
         assert!(run.wait_for(63, runs.stats()));
     }
