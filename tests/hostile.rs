@@ -584,9 +584,12 @@ fn distances_before_the_stream_start_fail_their_block() {
     let dir = tempfile::tempdir().unwrap();
     let lits: Vec<u8> = (0..4096u32).map(|i| (i * 31 % 251) as u8).collect();
     // Block 0: plain literals. Block 1: 10 literals, then a match 5000 + 4106 bytes back (before byte 0).
-    let block0 = (vec![Token { lit_len: 4096, match_len: 0, back: 0 }], lits.clone());
+    let block0 = (vec![Token { lit_len: 4096, match_len: 0, back: 0, rc: false }], lits.clone());
     let block1 = (
-        vec![Token { lit_len: 10, match_len: 100, back: 9106 + 5000 }, Token { lit_len: 5, match_len: 0, back: 0 }],
+        vec![
+            Token { lit_len: 10, match_len: 100, back: 9106 + 5000, rc: false },
+            Token { lit_len: 5, match_len: 0, back: 0, rc: false },
+        ],
         lits[..15].to_vec(),
     );
     let mut stream = lits.clone();
@@ -612,7 +615,7 @@ fn literal_archive(path: &Path, stream: &[u8], entries: Vec<Entry>) -> PathBuf {
     let mut w = ArchiveWriter::create(path, header).unwrap();
     let mut tables = Vec::new();
     for block in stream.chunks(4096) {
-        let tokens = [Token { lit_len: block.len() as u32, match_len: 0, back: 0 }];
+        let tokens = [Token { lit_len: block.len() as u32, match_len: 0, back: 0, rc: false }];
         let mut stats = SymbolStats::default();
         count_symbols(&tokens, block, block, 4096, &mut stats);
         let t = TableSet::from_stats(&stats);

@@ -339,12 +339,12 @@ fn tokens_from_shapes(start: u64, shapes: &[u8]) -> (Vec<Token>, Vec<u8>) {
         // Small selectors give periodic fills (back < len); large ones reach far back.
         let back = if selector < 256 { 1 + selector % reach } else { 1 + (selector * 0x9e37_79b9) % reach };
         literals.extend((0..lit_len).map(|i| shape[(i % 5) as usize]));
-        tokens.push(Token { lit_len, match_len, back });
+        tokens.push(Token { lit_len, match_len, back, rc: false });
         dst += (lit_len + match_len) as u64;
     }
     let tail = (shapes.len() % 5) as u32 * 50;
     literals.extend((0..tail).map(|i| i as u8));
-    tokens.push(Token { lit_len: tail, match_len: 0, back: 0 });
+    tokens.push(Token { lit_len: tail, match_len: 0, back: 0, rc: false });
     (tokens, literals)
 }
 

@@ -248,31 +248,31 @@ fn write_seeds() {
     write(
         "block_decode",
         "literals_k1",
-        &block_seed(0, 0, 0, &[Token { lit_len: 40, match_len: 0, back: 0 }], &dna(40, 0)),
+        &block_seed(0, 0, 0, &[Token { lit_len: 40, match_len: 0, back: 0, rc: false }], &dna(40, 0)),
     );
     // Several slices: a long literal run and matches crossing 512-byte slice boundaries (K = 1 and 2).
     let crossing = [
-        Token { lit_len: 700, match_len: 900, back: 1 },
-        Token { lit_len: 3, match_len: 1100, back: 7 },
-        Token { lit_len: 10, match_len: 800, back: 1500 },
-        Token { lit_len: 1, match_len: 0, back: 0 },
+        Token { lit_len: 700, match_len: 900, back: 1, rc: false },
+        Token { lit_len: 3, match_len: 1100, back: 7, rc: false },
+        Token { lit_len: 10, match_len: 800, back: 1500, rc: false },
+        Token { lit_len: 1, match_len: 0, back: 0, rc: false },
     ];
     write("block_decode", "slices_k1", &block_seed(0, 1 << 20, 0, &crossing, &dna(714, 9)));
     write("block_decode", "slices_k2", &block_seed(1, 1 << 20, 1, &crossing, &dna(714, 9)));
     let tokens = [
-        Token { lit_len: 3, match_len: 50, back: 3 },
-        Token { lit_len: 20, match_len: 19, back: 1 },
-        Token { lit_len: 0, match_len: 300, back: 1 << 30 },
-        Token { lit_len: 5, match_len: 0, back: 0 },
+        Token { lit_len: 3, match_len: 50, back: 3, rc: false },
+        Token { lit_len: 20, match_len: 19, back: 1, rc: false },
+        Token { lit_len: 0, match_len: 300, back: 1 << 30, rc: false },
+        Token { lit_len: 5, match_len: 0, back: 0, rc: false },
     ];
     write("block_decode", "periodic_far_k32", &block_seed(5, 1 << 32, 2, &tokens, &dna(28, 2)));
     let mut tokens = Vec::new();
     let mut lits = 0;
     for i in 0..200u32 {
-        tokens.push(Token { lit_len: i % 9, match_len: 2 + i % 40, back: 1 + (i as u64 * 7919) % 5000 });
+        tokens.push(Token { lit_len: i % 9, match_len: 2 + i % 40, back: 1 + (i as u64 * 7919) % 5000, rc: false });
         lits += i % 9;
     }
-    tokens.push(Token { lit_len: 1, match_len: 0, back: 0 });
+    tokens.push(Token { lit_len: 1, match_len: 0, back: 0, rc: false });
     write("block_decode", "many_tokens_k4", &block_seed(2, 8192, 0, &tokens, &dna(lits as usize + 1, 5)));
     let mut shapes = vec![0x80 | 4, 0, 16, 0, 0, 0];
     for i in 0..40u8 {
@@ -431,10 +431,10 @@ fn write_context_seeds() {
     // block_decode, hostile: context-coded slices for K = 1, 2, 4, 8 and 32, orders 1 and 2 (a tables_len byte
     // holds the set); then beside slices that keep the LIT table.
     let crossing = [
-        Token { lit_len: 700, match_len: 900, back: 1 },
-        Token { lit_len: 30, match_len: 1100, back: 7 },
-        Token { lit_len: 10, match_len: 800, back: 1500 },
-        Token { lit_len: 200, match_len: 0, back: 0 },
+        Token { lit_len: 700, match_len: 900, back: 1, rc: false },
+        Token { lit_len: 30, match_len: 1100, back: 7, rc: false },
+        Token { lit_len: 10, match_len: 800, back: 1500, rc: false },
+        Token { lit_len: 200, match_len: 0, back: 0, rc: false },
     ];
     let lits = markov_bases(940, 3, 1);
     for (lanes_log, order) in [(0u8, 2u8), (1, 1), (2, 2), (3, 1), (5, 2)] {
@@ -449,10 +449,10 @@ fn write_context_seeds() {
     let mut tokens = Vec::new();
     let mut n = 0;
     for i in 0..120u32 {
-        tokens.push(Token { lit_len: 3 + i % 11, match_len: 2 + i % 30, back: 1 + (i as u64 * 7919) % 4000 });
+        tokens.push(Token { lit_len: 3 + i % 11, match_len: 2 + i % 30, back: 1 + (i as u64 * 7919) % 4000, rc: false });
         n += 3 + i % 11;
     }
-    tokens.push(Token { lit_len: 9, match_len: 0, back: 0 });
+    tokens.push(Token { lit_len: 9, match_len: 0, back: 0, rc: false });
     let lits = markov_bases(n as usize + 9, 5, 1);
     write("block_decode", "ctx_many_tokens_k16", &block_seed_with(4, 8192, 0, &tokens, &lits, 1));
 

@@ -10,19 +10,76 @@ use crate::codec::context::{base_code, for_each_context};
 use crate::codec::cut::{cut_slices, SliceTokens};
 use crate::codec::tables::{
     SymbolStats, Table, TableSet, LIT_ALPHABET, LL_ALPHABET, ML_ALPHABET, OF_ALPHABET, OF_CONTINUATION_DELTAS,
-    OF_EXPLICIT_CODES,
+    OF_EXPLICIT_CODES, OF_REVERSE_BASE,
 };
 use crate::codec::{logcode, rans, varint};
 use crate::error::DecodeError;
 
-/// One LZ77 token as the packer produces it: `lit_len` literals, then a match of `match_len` bytes copied from
-/// `back` bytes before the match's destination (a periodic fill when `back < match_len`). The last token of a
-/// slice (and of the packer's block parse) is literal-only: `match_len == 0` and `back == 0`.
+/// One LZ77 token as the packer produces it: `lit_len` literals, then a match of `match_len` bytes.
+///
+/// A forward match (`rc == false`) copies from `back` bytes before its destination `dst`: `out[dst + k] =
+/// out[dst − back + (k mod back)]`, a periodic fill when `back < match_len`. A reverse-complement match (`rc`,
+/// version 5) reads its source backwards from `e = dst − back` and complements it: `out[dst + k] =
+/// complement(out[e − k])`, which needs `back + match_len − 1 ≤ dst` (FORMAT.md §1). The last token of a slice
+/// (and of the packer's block parse) is literal-only: `match_len == 0`, `back == 0`, `rc == false`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Token {
     pub lit_len: u32,
     pub match_len: u32,
     pub back: u64,
+    pub rc: bool,
+}
+
+/// The complement of a byte for reverse-complement matches (FORMAT.md §1): A↔T and C↔G, in either case; every
+/// other byte is its own complement.
+pub const COMPLEMENT: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = i as u8;
+        i += 1;
+    }
+    let pairs = [(b'A', b'T'), (b'C', b'G'), (b'a', b't'), (b'c', b'g')];
+    let mut p = 0;
+    while p < pairs.len() {
+        t[pairs[p].0 as usize] = pairs[p].1;
+        t[pairs[p].1 as usize] = pairs[p].0;
+        p += 1;
+    }
+    t
+};
+
+/// The previous match token of a slice, which a continuation code (FORMAT.md §3.2) continues: its resolved
+/// `back`, its kind, and its destination `dst` (any origin, as long as the continuing token's `dst` uses the same:
+/// only the difference counts).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PrevMatch {
+    pub back: u64,
+    pub dst: u64,
+    pub rc: bool,
+}
+
+impl PrevMatch {
+    /// A forward match of distance `back` at destination 0 (`back == 0`: no previous match), for callers that
+    /// track only forward matches and their distances.
+    pub fn forward(back: u64) -> Option<PrevMatch> {
+        (back != 0).then_some(PrevMatch { back, dst: 0, rc: false })
+    }
+}
+
+/// The `back` of a continuation with delta `delta` of `prev` for a match at `dst` (FORMAT.md §3.2); the match has
+/// `prev`'s kind. Forward: `prev.back + δ` (the same source diagonal `dst − src`, `δ` more bytes in the
+/// destination). Reverse complement: `prev.back + 2·(dst − prev.dst) − δ` (the same anti-diagonal `dst + e`, `δ`
+/// more bytes in the destination). `None` when the result is below 1 or overflows.
+#[inline]
+pub fn continued_back(prev: PrevMatch, dst: u64, delta: i64) -> Option<u64> {
+    let back = if prev.rc {
+        let step = dst.checked_sub(prev.dst)?.checked_mul(2)?;
+        prev.back.checked_add(step)?.checked_add_signed(-delta)?
+    } else {
+        prev.back.checked_add_signed(delta)?
+    };
+    (back >= 1).then_some(back)
 }
 
 /// A decoded slice or block: what the tokens say, before any match is resolved. For a whole block, the tokens
@@ -114,27 +171,27 @@ const DIST_CODE_LIMIT: u32 = OF_EXPLICIT_CODES as u32;
 /// The largest `back` an explicit distance code carries (code 87 with all extra bits set): the longest stream.
 pub const MAX_BACK: u64 = 1 << 40;
 
-/// Index into [`OF_CONTINUATION_DELTAS`] of the continuation that turns `prev` (the `back` of the previous match
-/// token of the same slice, 0 when there is none) into `back`, if any.
+/// Index into [`OF_CONTINUATION_DELTAS`] of the continuation of `prev` (the previous match token of the same
+/// slice, `None` when there is none) that gives a match of kind `rc` at `dst` the distance `back`, if any.
 #[inline]
-pub fn continuation_index(back: u64, prev: u64) -> Option<usize> {
-    if prev == 0 {
-        return None;
-    }
-    // Both are below 2^63, so the wrapped difference read as i64 is the true difference.
-    let delta = back.wrapping_sub(prev) as i64;
-    OF_CONTINUATION_DELTAS.iter().position(|&d| d == delta)
+pub fn continuation_index(back: u64, rc: bool, dst: u64, prev: Option<PrevMatch>) -> Option<usize> {
+    let prev = prev.filter(|p| p.rc == rc)?;
+    OF_CONTINUATION_DELTAS.iter().position(|&d| continued_back(prev, dst, d) == Some(back))
 }
 
-/// The OF field of a match of distance `back ≥ 1` that follows a match of distance `prev` in its slice
-/// (`prev = 0`: it is the slice's first match), as `(code, extra_nbits, extra)`: a continuation code (no extra
-/// bits) whenever one applies, else the explicit log code of `back − 1`. The slice encoder, the symbol counts
-/// and the packer's prices all call this, so they agree on every choice.
+/// The OF field of a match of kind `rc` and distance `back ≥ 1` at `dst` that follows `prev` in its slice
+/// (`None`: it is the slice's first match), as `(code, extra_nbits, extra)`: a continuation code (no extra bits)
+/// whenever one applies, else the explicit log code of `back − 1`, moved up by [`OF_REVERSE_BASE`] for a reverse
+/// complement. The slice encoder, the symbol counts and the packer's prices all call this, so they agree on every
+/// choice.
 #[inline]
-pub fn distance_code(back: u64, prev: u64) -> (u32, u32, u64) {
-    match continuation_index(back, prev) {
+pub fn distance_code(back: u64, rc: bool, dst: u64, prev: Option<PrevMatch>) -> (u32, u32, u64) {
+    match continuation_index(back, rc, dst, prev) {
         Some(k) => (OF_EXPLICIT_CODES as u32 + k as u32, 0, 0),
-        None => logcode::encode(back.saturating_sub(1)),
+        None => {
+            let (code, nbits, bits) = logcode::encode(back.saturating_sub(1));
+            (code + if rc { OF_REVERSE_BASE as u32 } else { 0 }, nbits, bits)
+        }
     }
 }
 /// The largest block FORMAT.md allows (`block_log ≤ 20`).
@@ -175,14 +232,16 @@ pub fn codes_with_contexts(literals: &[u8]) -> bool {
 /// Adds one slice's symbols (tokens ending with the literal-only one) to `stats`.
 fn count_slice_symbols(tokens: &[Token], literals: &[u8], stats: &mut SymbolStats) {
     let nmatch = tokens.len().saturating_sub(1);
-    let mut prev = 0;
+    let (mut prev, mut dst) = (None, 0u64);
     for (t, token) in tokens.iter().enumerate() {
         stats.ll[clamp_code(logcode::code_of(token.lit_len as u64), LL_ALPHABET)] += 1;
+        dst += token.lit_len as u64;
         if t < nmatch {
             stats.ml[clamp_code(logcode::code_of(token.match_len.saturating_sub(2) as u64), ML_ALPHABET)] += 1;
             // A back above 2^40 would count as a continuation here; encode_block refuses it loudly.
-            stats.of[clamp_code(distance_code(token.back, prev).0, OF_ALPHABET)] += 1;
-            prev = token.back;
+            stats.of[clamp_code(distance_code(token.back, token.rc, dst, prev).0, OF_ALPHABET)] += 1;
+            prev = Some(PrevMatch { back: token.back, dst, rc: token.rc });
+            dst += token.match_len as u64;
         }
     }
     for &b in literals {
@@ -279,18 +338,21 @@ pub fn encode_slices(slices: &[SliceTokens], tables: &TableSet, lanes: u32, out:
 
 /// Encodes one slice payload (FORMAT.md §3: counts, states, words, extra bits) and appends it to `out`.
 fn encode_slice(tokens: &[Token], literals: &[u8], tables: &TableSet, lanes: u32, out: &mut Vec<u8>) {
-    encode_slice_with(tokens, literals, tables, lanes, out, |_, back, prev| distance_code(back, prev));
+    encode_slice_with(tokens, literals, tables, lanes, out, |_, token, dst, prev| {
+        distance_code(token.back, token.rc, dst, prev)
+    });
 }
 
-/// [`encode_slice`] with the OF field of each match chosen by `of_field(t, back, prev)` (`prev`: the previous
-/// match's back in the slice, 0 for none); the tests use it to write payloads the encoder never would.
+/// [`encode_slice`] with the OF field of each match chosen by `of_field(t, token, dst, prev)` (`dst`: the
+/// match's offset in the slice; `prev`: the previous match of the slice, `None` for none); the tests use it to
+/// write payloads the encoder never would.
 fn encode_slice_with(
     tokens: &[Token],
     literals: &[u8],
     tables: &TableSet,
     lanes: u32,
     out: &mut Vec<u8>,
-    mut of_field: impl FnMut(usize, u64, u64) -> (u32, u32, u64),
+    mut of_field: impl FnMut(usize, &Token, u64, Option<PrevMatch>) -> (u32, u32, u64),
 ) {
     let last = tokens.last().expect("encode_slice: a slice has at least the final literal-only token");
     assert!(last.match_len == 0 && last.back == 0, "encode_slice: the last token must be literal-only: {last:?}");
@@ -303,22 +365,25 @@ fn encode_slice_with(
     lit_syms.copy_from_slice(literals);
 
     let mut extra = BitWriter::new();
-    // The previous match's back in this slice (0: none yet), for the continuation codes (§3.2).
-    let mut prev = 0;
+    // The previous match of this slice (None: none yet), for the continuation codes (§3.2); `dst` is the
+    // current token's match offset in the slice.
+    let (mut prev, mut dst) = (None, 0u64);
     for (t, token) in tokens.iter().enumerate() {
         let (code, nbits, bits) = code_field(token.lit_len as u64, LEN_CODE_LIMIT, "literal run", t);
         ll_syms[t] = code;
         extra.push(bits, nbits);
+        dst += token.lit_len as u64;
         if t < nmatch {
             assert!(token.match_len >= 2 && token.back >= 1, "encode_block: token {t} is not a match: {token:?}");
             let (code, nbits, bits) = code_field(token.match_len as u64 - 2, LEN_CODE_LIMIT, "match length", t);
             ml_syms[t] = code;
             extra.push(bits, nbits);
             assert!(token.back <= MAX_BACK, "encode_block: token {t}: back {} above 2^40", token.back);
-            let (code, nbits, bits) = of_field(t, token.back, prev);
+            let (code, nbits, bits) = of_field(t, token, dst, prev);
             of_syms[t] = code as u8;
             extra.push(bits, nbits);
-            prev = token.back;
+            prev = Some(PrevMatch { back: token.back, dst, rc: token.rc });
+            dst += token.match_len as u64;
         }
     }
     let extra = extra.finish();
@@ -984,14 +1049,14 @@ fn parse_tokens(
         bad |= back.wrapping_sub(1) >= start.saturating_add(dst);
         prev = back;
         dst += len;
-        *token = Token { lit_len: lit_len as u32, match_len: len as u32, back };
+        *token = Token { lit_len: lit_len as u32, match_len: len as u32, back, rc: false };
     }
     out.token_pos[t0 + nmatch] = (base + dst) as u32;
     out.lit_pos[t0 + nmatch] = (lit_base + lits) as u32;
     let lit_len = field(ll[nmatch], &mut bits);
     lits += lit_len;
     dst += lit_len;
-    *last_token = Token { lit_len: lit_len as u32, match_len: 0, back: 0 };
+    *last_token = Token { lit_len: lit_len as u32, match_len: 0, back: 0, rc: false };
     out.token_pos[t0 + nmatch + 1] = (base + dst) as u32;
 
     if bad || dst != unit.len as u64 || lits != unit.nlit as u64 {
@@ -1036,7 +1101,7 @@ fn parse_tokens_checked(
         if lits > nlit || dst > slice_len {
             return Err(overrun(t, "literal run", lit_len, dst, lits, slice_len, nlit));
         }
-        let mut token = Token { lit_len: lit_len as u32, match_len: 0, back: 0 };
+        let mut token = Token { lit_len: lit_len as u32, match_len: 0, back: 0, rc: false };
         if t < nmatch {
             let len = read_field(ml[t], LEN_CODE_LIMIT, &mut bits, "match-length code", t)? + 2;
             let back = read_distance(of[t], prev, &mut bits, t)?;
@@ -1100,10 +1165,10 @@ mod tests {
                 continue;
             }
             let back = 1 + selector % reach.min(MAX_BACK);
-            tokens.push(Token { lit_len, match_len, back });
+            tokens.push(Token { lit_len, match_len, back, rc: false });
             dst += match_len as u64;
         }
-        tokens.push(Token { lit_len: final_lits, match_len: 0, back: 0 });
+        tokens.push(Token { lit_len: final_lits, match_len: 0, back: 0, rc: false });
         let nlit: u64 = tokens.iter().map(|t| t.lit_len as u64).sum();
         let literals = (0..nlit).map(|i| b"ACGT"[(i as usize * 7 + seed as usize) % 4] ^ (i % 97 == 0) as u8).collect();
         (tokens, literals)
@@ -1197,21 +1262,21 @@ mod tests {
     #[test]
     fn literal_only_blocks() {
         for lanes in [1, 2, 4, 8, 16, 32] {
-            round_trip(0, &[Token { lit_len: 5, match_len: 0, back: 0 }], b"hello", lanes);
+            round_trip(0, &[Token { lit_len: 5, match_len: 0, back: 0, rc: false }], b"hello", lanes);
             // A block of zero bytes has no slices at all: an empty payload.
             assert!(round_trip(0, &[Token::default()], b"", lanes).is_empty());
             let long: Vec<u8> = (0..5000u32).map(|i| (i * 7 % 251) as u8).collect();
-            round_trip(77, &[Token { lit_len: 5000, match_len: 0, back: 0 }], &long, lanes);
+            round_trip(77, &[Token { lit_len: 5000, match_len: 0, back: 0, rc: false }], &long, lanes);
         }
     }
 
     #[test]
     fn periodic_and_far_matches() {
         let tokens = [
-            Token { lit_len: 1, match_len: 1000, back: 1 },
-            Token { lit_len: 3, match_len: 17, back: 3 },
-            Token { lit_len: 0, match_len: 2, back: MAX_BACK - 5 },
-            Token { lit_len: 0, match_len: 0, back: 0 },
+            Token { lit_len: 1, match_len: 1000, back: 1, rc: false },
+            Token { lit_len: 3, match_len: 17, back: 3, rc: false },
+            Token { lit_len: 0, match_len: 2, back: MAX_BACK - 5, rc: false },
+            Token { lit_len: 0, match_len: 0, back: 0, rc: false },
         ];
         round_trip(MAX_BACK, &tokens, b"ACGT", 32);
     }
@@ -1220,8 +1285,8 @@ mod tests {
     fn largest_fields() {
         // lit_len and match_len just under 2^20 in a 1 MiB block, back at the 2^40 limit.
         let tokens = [
-            Token { lit_len: 300_000, match_len: (1 << 20) - 300_000 - 10, back: MAX_BACK },
-            Token { lit_len: 10, match_len: 0, back: 0 },
+            Token { lit_len: 300_000, match_len: (1 << 20) - 300_000 - 10, back: MAX_BACK, rc: false },
+            Token { lit_len: 10, match_len: 0, back: 0, rc: false },
         ];
         let literals = vec![7u8; 300_010];
         round_trip(MAX_BACK, &tokens, &literals, 8);
@@ -1240,7 +1305,7 @@ mod tests {
 
     #[test]
     fn refuses_back_before_stream_start() {
-        let tokens = [Token { lit_len: 2, match_len: 4, back: 3 }, Token::default()];
+        let tokens = [Token { lit_len: 2, match_len: 4, back: 3, rc: false }, Token::default()];
         let (tables, payload, _) = encode_with_own_tables(1, &tokens, b"ab", 4);
         let err = decode_as(&payload, &tables, 0, 6, 4).unwrap_err();
         assert!(matches!(err, DecodeError::Invalid { what: "match distance", .. }), "{err}");
@@ -1250,7 +1315,10 @@ mod tests {
 
     #[test]
     fn refuses_wrong_block_length_lanes_and_slice_log() {
-        let tokens = [Token { lit_len: 2, match_len: 4, back: 1 }, Token { lit_len: 1, match_len: 0, back: 0 }];
+        let tokens = [
+            Token { lit_len: 2, match_len: 4, back: 1, rc: false },
+            Token { lit_len: 1, match_len: 0, back: 0, rc: false },
+        ];
         let (tables, payload, _) = encode_with_own_tables(0, &tokens, b"abc", 4);
         assert!(decode_as(&payload, &tables, 0, 7, 4).is_ok());
         for len in [0, 6, 8, 3000, 1 << 20] {
@@ -1271,7 +1339,7 @@ mod tests {
     #[test]
     fn refuses_extra_stream_mismatches() {
         // lit_len 20 needs 3 extra bits: one byte whose 5 high bits must be zero.
-        let tokens = [Token { lit_len: 20, match_len: 0, back: 0 }];
+        let tokens = [Token { lit_len: 20, match_len: 0, back: 0, rc: false }];
         let literals = [1u8; 20];
         let (tables, payload, _) = encode_with_own_tables(0, &tokens, &literals, 1);
         assert!(decode_as(&payload, &tables, 0, 20, 1).is_ok());
@@ -1292,7 +1360,7 @@ mod tests {
 
     #[test]
     fn refuses_payload_length_mismatch_and_unused_tables() {
-        let tokens = [Token { lit_len: 3, match_len: 0, back: 0 }];
+        let tokens = [Token { lit_len: 3, match_len: 0, back: 0, rc: false }];
         let (tables, payload, _) = encode_with_own_tables(0, &tokens, b"xyz", 2);
         let mut longer = payload.clone();
         longer.push(0);
@@ -1310,7 +1378,7 @@ mod tests {
     fn three_slices(lanes: u32) -> (TableSet, Vec<u8>) {
         let long: Vec<u8> = (0..5000u32).map(|i| b"ACGT"[(i * 7 % 13 % 4) as usize]).collect();
         let (tables, payload, slices) =
-            encode_with_own_tables(0, &[Token { lit_len: 5000, match_len: 0, back: 0 }], &long, lanes);
+            encode_with_own_tables(0, &[Token { lit_len: 5000, match_len: 0, back: 0, rc: false }], &long, lanes);
         assert_eq!(slices.len(), 3);
         (tables, payload)
     }
@@ -1391,8 +1459,12 @@ mod tests {
             let last = bad.len() - 2;
             bad[last] ^= 0x21;
             // A second block with its own tables, to mix table sets in one lock-step group.
-            let (t2, p2, _) =
-                encode_with_own_tables(9000, &[Token { lit_len: 700, match_len: 0, back: 0 }], &[7; 700], lanes);
+            let (t2, p2, _) = encode_with_own_tables(
+                9000,
+                &[Token { lit_len: 700, match_len: 0, back: 0, rc: false }],
+                &[7; 700],
+                lanes,
+            );
             let s2 = shape(9000, 700, lanes);
             let shape = shape(0, 5000, lanes);
             let other = BlockShape { start: 5000, ..shape };
@@ -1488,8 +1560,11 @@ mod tests {
 
     #[test]
     fn decode_into_reuses_buffers() {
-        let a = [Token { lit_len: 4, match_len: 8, back: 2 }, Token { lit_len: 1, match_len: 0, back: 0 }];
-        let b = [Token { lit_len: 2, match_len: 0, back: 0 }];
+        let a = [
+            Token { lit_len: 4, match_len: 8, back: 2, rc: false },
+            Token { lit_len: 1, match_len: 0, back: 0, rc: false },
+        ];
+        let b = [Token { lit_len: 2, match_len: 0, back: 0, rc: false }];
         let (ta, pa, _) = encode_with_own_tables(0, &a, b"ACGTA", 16);
         let (tb, pb, _) = encode_with_own_tables(13, &b, b"GG", 16);
         let mut parsed = ParsedBlock::default();
@@ -1518,10 +1593,10 @@ mod tests {
                 1..=3 => back.saturating_add_signed(OF_CONTINUATION_DELTAS[(rng.next() % 8) as usize]).max(1),
                 _ => back,
             };
-            tokens.push(Token { lit_len, match_len: match_len as u32, back });
+            tokens.push(Token { lit_len, match_len: match_len as u32, back, rc: false });
             dst += lit_len + match_len as u32;
         }
-        tokens.push(Token { lit_len: len - dst, match_len: 0, back: 0 });
+        tokens.push(Token { lit_len: len - dst, match_len: 0, back: 0, rc: false });
         let nlit: u32 = tokens.iter().map(|t| t.lit_len).sum();
         let literals = (0..nlit).map(|_| b"ACGT"[(rng.next() % 4) as usize]).collect();
         (tokens, literals)
@@ -1535,7 +1610,7 @@ mod tests {
             let (tokens, literals) = mutated_copy_tokens(len, &mut rng);
             let (tables, _, slices) = encode_with_own_tables(start, &tokens, &literals, lanes);
             // Every continuation code is in use, and most matches after the first of their slice take one.
-            let used: Vec<u16> = (OF_EXPLICIT_CODES..OF_ALPHABET).map(|c| tables.of.freq[c]).collect();
+            let used: Vec<u16> = (OF_EXPLICIT_CODES..OF_REVERSE_BASE).map(|c| tables.of.freq[c]).collect();
             if len >= 70_000 {
                 assert!(used.iter().all(|&f| f > 0), "continuation frequencies {used:?}");
             }
@@ -1544,7 +1619,7 @@ mod tests {
                 let mut prev = 0;
                 for t in &s.tokens[..s.tokens.len() - 1] {
                     later += (prev != 0) as u32;
-                    cont += continuation_index(t.back, prev).is_some() as u32;
+                    cont += continuation_index(t.back, false, 0, PrevMatch::forward(prev)).is_some() as u32;
                     prev = t.back;
                 }
             }
@@ -1555,15 +1630,19 @@ mod tests {
 
     #[test]
     fn distance_code_prefers_continuations() {
-        assert_eq!(distance_code(1000, 0), logcode::encode(999));
-        assert_eq!(distance_code(1000, 1000), (OF_EXPLICIT_CODES as u32, 0, 0));
+        assert_eq!(distance_code(1000, false, 0, PrevMatch::forward(0)), logcode::encode(999));
+        assert_eq!(distance_code(1000, false, 0, PrevMatch::forward(1000)), (OF_EXPLICIT_CODES as u32, 0, 0));
         for (k, &d) in OF_CONTINUATION_DELTAS.iter().enumerate() {
             let back = (1000 + d) as u64;
-            assert_eq!(distance_code(back, 1000), (OF_EXPLICIT_CODES as u32 + k as u32, 0, 0), "delta {d}");
+            assert_eq!(
+                distance_code(back, false, 0, PrevMatch::forward(1000)),
+                (OF_EXPLICIT_CODES as u32 + k as u32, 0, 0),
+                "delta {d}"
+            );
         }
-        assert_eq!(distance_code(1005, 1000), logcode::encode(1004));
-        assert_eq!(distance_code(1, 1 << 40), logcode::encode(0));
-        assert_eq!(continuation_index(1 << 50, 1), None);
+        assert_eq!(distance_code(1005, false, 0, PrevMatch::forward(1000)), logcode::encode(1004));
+        assert_eq!(distance_code(1, false, 0, PrevMatch::forward(1 << 40)), logcode::encode(0));
+        assert_eq!(continuation_index(1 << 50, false, 0, PrevMatch::forward(1)), None);
     }
 
     /// A block payload of the given slices, each written with `of_field` choosing the OF fields of slice `j`.
@@ -1578,8 +1657,8 @@ mod tests {
             .enumerate()
             .map(|(j, s)| {
                 let mut p = Vec::new();
-                encode_slice_with(&s.tokens, &s.literals, tables, lanes, &mut p, |t, back, prev| {
-                    of_field(j, t, back, prev)
+                encode_slice_with(&s.tokens, &s.literals, tables, lanes, &mut p, |t, token, _, prev| {
+                    of_field(j, t, token.back, prev.map_or(0, |p| p.back))
                 });
                 p
             })
@@ -1605,10 +1684,10 @@ mod tests {
         let code = |k: usize| (OF_EXPLICIT_CODES + k) as u32;
         // One slice: three matches at back 1, 1, 2 after 4 literals (bytes 0..4 literal, matches of 3 bytes).
         let tokens = [
-            Token { lit_len: 4, match_len: 3, back: 1 },
-            Token { lit_len: 0, match_len: 3, back: 1 },
-            Token { lit_len: 0, match_len: 3, back: 2 },
-            Token { lit_len: 2, match_len: 0, back: 0 },
+            Token { lit_len: 4, match_len: 3, back: 1, rc: false },
+            Token { lit_len: 0, match_len: 3, back: 1, rc: false },
+            Token { lit_len: 0, match_len: 3, back: 2, rc: false },
+            Token { lit_len: 2, match_len: 0, back: 0, rc: false },
         ];
         let slice = SliceTokens { tokens: tokens.to_vec(), literals: b"ACGTAC".to_vec() };
         let shape = BlockShape { start: 0, len: 15, slice_log: 11, lanes: 2 };
@@ -1616,7 +1695,7 @@ mod tests {
             let shape = BlockShape { lanes, ..shape };
             // As the encoder writes it: explicit, then continuations +0 and +1.
             let good = payload_with(std::slice::from_ref(&slice), &tables, lanes, |_, _, back, prev| {
-                distance_code(back, prev)
+                distance_code(back, false, 0, PrevMatch::forward(prev))
             });
             assert_eq!(decode_block(&good, &tables, shape).unwrap().tokens, tokens);
             // The first match of a slice may not continue anything.
@@ -1624,7 +1703,7 @@ mod tests {
                 if t == 0 {
                     (code(0), 0, 0)
                 } else {
-                    distance_code(back, prev)
+                    distance_code(back, false, 0, PrevMatch::forward(prev))
                 }
             });
             assert_refused(decode_block(&first, &tables, shape), &["slice 0", "token 0", "no earlier match"]);
@@ -1634,7 +1713,7 @@ mod tests {
                 if t == 1 {
                     (code(2), 0, 0)
                 } else {
-                    distance_code(back, prev)
+                    distance_code(back, false, 0, PrevMatch::forward(prev))
                 }
             });
             assert_refused(decode_block(&zero, &tables, shape), &["slice 0", "token 1", "into 0"]);
@@ -1664,23 +1743,25 @@ mod tests {
         // Two slices of 512 bytes; slice 1's first match has the back of slice 0's last, and a payload that
         // codes it as a continuation is refused (by the whole-block and the one-slice decoders alike).
         let tables = TableSet::every_symbol();
-        let mut tokens = vec![Token { lit_len: 12, match_len: 500, back: 7 }];
-        tokens.push(Token { lit_len: 0, match_len: 400, back: 7 });
-        tokens.push(Token { lit_len: 112, match_len: 0, back: 0 });
+        let mut tokens = vec![Token { lit_len: 12, match_len: 500, back: 7, rc: false }];
+        tokens.push(Token { lit_len: 0, match_len: 400, back: 7, rc: false });
+        tokens.push(Token { lit_len: 112, match_len: 0, back: 0, rc: false });
         let literals: Vec<u8> = (0..124u32).map(|i| b"ACGT"[(i % 4) as usize]).collect();
         let block = block_bytes(1000, &tokens, &literals);
         let slices = cut_slices(&tokens, &literals, &block, 512);
         assert_eq!(slices.len(), 2);
         assert_eq!(slices[1].tokens[0].back, 7);
         let shape = BlockShape { start: 1000, len: 1024, slice_log: 9, lanes: 4 };
-        let good = payload_with(&slices, &tables, 4, |_, _, back, prev| distance_code(back, prev));
+        let good = payload_with(&slices, &tables, 4, |_, _, back, prev| {
+            distance_code(back, false, 0, PrevMatch::forward(prev))
+        });
         let parsed = decode_block(&good, &tables, shape).unwrap();
         assert_eq!(reference_block_bytes(1000, &parsed.tokens, &parsed.literals, outside_byte), block);
         let carried = payload_with(&slices, &tables, 4, |j, t, back, prev| {
             if j == 1 && t == 0 {
                 (OF_EXPLICIT_CODES as u32, 0, 0)
             } else {
-                distance_code(back, prev)
+                distance_code(back, false, 0, PrevMatch::forward(prev))
             }
         });
         assert_refused(decode_block(&carried, &tables, shape), &["slice 1", "no earlier match"]);
@@ -1691,11 +1772,11 @@ mod tests {
     #[test]
     fn matches_crossing_slices_round_trip_for_every_lane_count() {
         // Far, near and periodic matches across the 2 KiB boundaries of a 16 KiB block.
-        let mut tokens = vec![Token { lit_len: 10, match_len: 3000, back: 1 }];
-        tokens.push(Token { lit_len: 5, match_len: 2050, back: 4 });
-        tokens.push(Token { lit_len: 0, match_len: 5000, back: 100_000 });
-        tokens.push(Token { lit_len: 1, match_len: 4096, back: 3000 });
-        tokens.push(Token { lit_len: 2000, match_len: 0, back: 0 });
+        let mut tokens = vec![Token { lit_len: 10, match_len: 3000, back: 1, rc: false }];
+        tokens.push(Token { lit_len: 5, match_len: 2050, back: 4, rc: false });
+        tokens.push(Token { lit_len: 0, match_len: 5000, back: 100_000, rc: false });
+        tokens.push(Token { lit_len: 1, match_len: 4096, back: 3000, rc: false });
+        tokens.push(Token { lit_len: 2000, match_len: 0, back: 0, rc: false });
         let nlit: u32 = tokens.iter().map(|t| t.lit_len).sum();
         let literals: Vec<u8> = (0..nlit).map(|i| b"ACGTN"[(i % 5) as usize]).collect();
         for lanes in [1, 2, 4, 8, 16, 32] {
@@ -1739,11 +1820,11 @@ mod tests {
                     let lit_len = rng.length(mean_lit).min(block_len - dst);
                     let match_len = (rng.length(20) + 8).min(block_len - dst - lit_len);
                     if match_len < 2 || dst + lit_len + match_len == block_len {
-                        tokens.push(Token { lit_len: block_len - dst, match_len: 0, back: 0 });
+                        tokens.push(Token { lit_len: block_len - dst, match_len: 0, back: 0, rc: false });
                         break;
                     }
                     let back = 1 + rng.next() % (start + (dst + lit_len) as u64).min(100_000_000);
-                    tokens.push(Token { lit_len, match_len, back });
+                    tokens.push(Token { lit_len, match_len, back, rc: false });
                     dst += lit_len + match_len;
                 }
                 let nlit: u32 = tokens.iter().map(|t| t.lit_len).sum();

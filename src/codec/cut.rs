@@ -80,7 +80,7 @@ impl Cutter<'_> {
 
     fn close(&mut self) {
         let mut slice = std::mem::take(&mut self.current);
-        slice.tokens.push(Token { lit_len: self.run, match_len: 0, back: 0 });
+        slice.tokens.push(Token { lit_len: self.run, match_len: 0, back: 0, rc: false });
         self.run = 0;
         self.out.push(slice);
     }
@@ -117,7 +117,7 @@ impl Cutter<'_> {
             self.own_literals(len);
             return;
         }
-        self.current.tokens.push(Token { lit_len: self.run, match_len: len as u32, back });
+        self.current.tokens.push(Token { lit_len: self.run, match_len: len as u32, back, rc: false });
         self.run = 0;
         self.pos += len;
     }
@@ -211,7 +211,7 @@ mod tests {
     }
 
     fn tok(lit_len: u32, match_len: u32, back: u64) -> Token {
-        Token { lit_len, match_len, back }
+        Token { lit_len, match_len, back, rc: false }
     }
 
     #[test]

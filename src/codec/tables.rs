@@ -17,10 +17,15 @@ use crate::error::DecodeError;
 /// Table alphabets, in serialisation order.
 pub const LL_ALPHABET: usize = 64;
 pub const ML_ALPHABET: usize = 64;
-pub const OF_ALPHABET: usize = 96;
-/// OF codes below this are explicit distances: the log code of `back − 1` (FORMAT.md §3.2), which reaches
-/// `back = 2^40`, the longest stream (§1). The codes from here to [`OF_ALPHABET`] are continuations.
+pub const OF_ALPHABET: usize = 184;
+/// OF codes below this are explicit forward distances: the log code of `back − 1` (FORMAT.md §3.2), which
+/// reaches `back = 2^40`, the longest stream (§1). The next [`OF_CONTINUATION_DELTAS`]`.len()` codes are
+/// continuations, and the codes from [`OF_REVERSE_BASE`] to [`OF_ALPHABET`] explicit reverse-complement
+/// distances (version 5).
 pub const OF_EXPLICIT_CODES: usize = 88;
+/// OF code `OF_REVERSE_BASE + c` (`c < OF_EXPLICIT_CODES`) is an explicit reverse-complement match whose
+/// `back − 1` has log code `c` (FORMAT.md §1, §3.2).
+pub const OF_REVERSE_BASE: usize = OF_EXPLICIT_CODES + OF_CONTINUATION_DELTAS.len();
 /// Continuation code `OF_EXPLICIT_CODES + k` means `back = b + OF_CONTINUATION_DELTAS[k]`, where `b` is the
 /// (absolute) `back` of the previous match token of the same slice: after a substitution the alignment goes on
 /// at the same distance, after a small indel it goes on a few bytes nearer or further. No extra bits.
@@ -28,8 +33,8 @@ pub const OF_EXPLICIT_CODES: usize = 88;
 /// Each delta pays (packed at the default level, archive ratio with the codes for deltas up to the one named):
 /// `0`: fly-chr4 ×6 6.0065, ×11 9.5090, atha_chr1 4.0956; `±1`: 6.0606, 9.5881, 4.1008; `±2`: 6.0850, 9.6278,
 /// 4.1021; all eight: 6.1153, 9.6825, 4.1033 (without continuations: 5.4675, 8.6163, 4.0520). They live in the
-/// top of the 96-code OF alphabet, which explicit distances never reach (a stream is at most 2^40 bytes).
-pub const OF_CONTINUATION_DELTAS: [i64; OF_ALPHABET - OF_EXPLICIT_CODES] = [0, 1, -1, 2, -2, 3, -3, 4];
+/// codes 88 … 95, which explicit distances never reach (a stream is at most 2^40 bytes).
+pub const OF_CONTINUATION_DELTAS: [i64; 8] = [0, 1, -1, 2, -2, 3, -3, 4];
 pub const LIT_ALPHABET: usize = 256;
 pub const SCALE_BITS: u32 = 12;
 /// The sum of a used table's frequencies: `2^SCALE_BITS`.

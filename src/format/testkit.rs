@@ -81,7 +81,7 @@ impl Plan {
         let block = self.current();
         match block.tokens.last_mut() {
             Some(t) if t.match_len == 0 => t.lit_len += bytes.len() as u32,
-            _ => block.tokens.push(Token { lit_len: bytes.len() as u32, match_len: 0, back: 0 }),
+            _ => block.tokens.push(Token { lit_len: bytes.len() as u32, match_len: 0, back: 0, rc: false }),
         }
         block.literals.extend_from_slice(bytes);
         self.stream.extend_from_slice(bytes);
@@ -98,7 +98,7 @@ impl Plan {
                 t.match_len = len as u32;
                 t.back = back;
             }
-            _ => block.tokens.push(Token { lit_len: 0, match_len: len as u32, back }),
+            _ => block.tokens.push(Token { lit_len: 0, match_len: len as u32, back, rc: false }),
         }
         let src = dst - back as usize;
         for k in 0..len {

@@ -6,7 +6,7 @@
 //! shapes for the codes) and folds in the symbols of every block it has parsed, with decay, so the prices follow
 //! the data the way the group's rANS tables will.
 
-use crate::codec::block::{continuation_index, distance_code, Token};
+use crate::codec::block::{continuation_index, distance_code, PrevMatch, Token};
 use crate::codec::logcode;
 use crate::codec::tables::OF_EXPLICIT_CODES;
 
@@ -54,7 +54,7 @@ impl Counts {
             self.ll[logcode::code_of(t.lit_len as u64) as usize] += 1;
             if t.match_len > 0 {
                 self.ml[logcode::code_of(t.match_len as u64 - 2) as usize] += 1;
-                self.of[(distance_code(t.back, prev).0 as usize).min(OF_CODES - 1)] += 1;
+                self.of[(distance_code(t.back, false, 0, PrevMatch::forward(prev)).0 as usize).min(OF_CODES - 1)] += 1;
                 prev = t.back;
             }
         }
@@ -144,7 +144,7 @@ impl Prices {
     /// one applies (no extra bits), else the explicit code.
     #[inline]
     pub fn distance_after(&self, back: u64, prev: u64) -> u32 {
-        match continuation_index(back, prev) {
+        match continuation_index(back, false, 0, PrevMatch::forward(prev)) {
             Some(k) => self.of[OF_EXPLICIT_CODES + k],
             None => self.distance(back),
         }
@@ -178,10 +178,10 @@ mod tests {
         let mut c = Counts::prior();
         let before = c.of;
         let tokens = [
-            Token { lit_len: 1, match_len: 30, back: 1 << 30 },
-            Token { lit_len: 1, match_len: 30, back: 1 << 30 },
-            Token { lit_len: 1, match_len: 30, back: (1 << 30) - 1 },
-            Token { lit_len: 4, match_len: 0, back: 0 },
+            Token { lit_len: 1, match_len: 30, back: 1 << 30, rc: false },
+            Token { lit_len: 1, match_len: 30, back: 1 << 30, rc: false },
+            Token { lit_len: 1, match_len: 30, back: (1 << 30) - 1, rc: false },
+            Token { lit_len: 4, match_len: 0, back: 0, rc: false },
         ];
         c.add_tokens(&tokens, &[b'A'; 7]);
         assert_eq!(

@@ -74,7 +74,7 @@ impl<'a> DepthPass<'a> {
                 pos += t.match_len as usize;
             }
         }
-        out.tokens.push(Token { lit_len: run, match_len: 0, back: 0 });
+        out.tokens.push(Token { lit_len: run, match_len: 0, back: 0, rc: false });
         out
     }
 
@@ -122,7 +122,7 @@ impl<'a> DepthPass<'a> {
         }
         let piece_max = self.depth[from..to].iter().copied().max().unwrap_or(0);
         self.max_seen = self.max_seen.max(piece_max);
-        out.tokens.push(Token { lit_len: *run, match_len: n, back });
+        out.tokens.push(Token { lit_len: *run, match_len: n, back, rc: false });
         *run = 0;
     }
 }
@@ -161,8 +161,8 @@ mod tests {
         // "abcd" then 40 tokens each copying the previous 4 bytes: depth grows by one per copy.
         let unit = b"abcdefgh";
         let data: Vec<u8> = unit.iter().cycle().take(8 * 41).copied().collect();
-        let mut tokens = vec![Token { lit_len: 8, match_len: 8, back: 8 }];
-        tokens.extend((0..39).map(|_| Token { lit_len: 0, match_len: 8, back: 8 }));
+        let mut tokens = vec![Token { lit_len: 8, match_len: 8, back: 8, rc: false }];
+        tokens.extend((0..39).map(|_| Token { lit_len: 0, match_len: 8, back: 8, rc: false }));
         tokens.push(Token::default());
         let block = BlockTokens { tokens, literals: unit.to_vec() };
         let mut depth = vec![0u8; data.len()];
@@ -179,7 +179,7 @@ mod tests {
         // One literal 'N' then a periodic fill of 1000 bytes with back 1: every byte has depth 1.
         let data = vec![b'N'; 1001];
         let block = BlockTokens {
-            tokens: vec![Token { lit_len: 1, match_len: 1000, back: 1 }, Token::default()],
+            tokens: vec![Token { lit_len: 1, match_len: 1000, back: 1, rc: false }, Token::default()],
             literals: vec![b'N'],
         };
         let mut depth = vec![0u8; data.len()];

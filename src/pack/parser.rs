@@ -31,7 +31,7 @@
 //! are parsed twice take the cheaper lazy parse of `parser/lazy.rs` instead ([`ParseParams::lazy_steps`]): the same
 //! candidates and prices, one decision per position.
 
-use crate::codec::block::{continuation_index, Token};
+use crate::codec::block::{continuation_index, PrevMatch, Token};
 use crate::codec::tables::OF_CONTINUATION_DELTAS;
 use crate::pack::cost::{Counts, Prices, PRICE_ONE};
 use crate::pack::ldm::LongMatch;
@@ -405,7 +405,7 @@ impl<'a> SegmentParser<'a> {
             let c = self.cands[k];
             let len = self.cap_by_depth(pos, c);
             if len >= 2 {
-                let continues = continuation_index(c.back, prev).is_some();
+                let continues = continuation_index(c.back, false, 0, PrevMatch::forward(prev)).is_some();
                 let price = prices.distance_after(c.back, prev) + self.closure_price(pos, c.back, len, continues);
                 self.priced.push(Priced { back: c.back, len, price, continues });
             }
@@ -484,7 +484,10 @@ impl<'a> SegmentParser<'a> {
             let shifts: &[i64] = if k < 2 { &[0, -1, 1] } else { &[0] };
             for &s in shifts {
                 let back = r as i64 + s;
-                if back < 1 || back as u64 > pos || (prev != 0 && continuation_index(back as u64, prev).is_some()) {
+                if back < 1
+                    || back as u64 > pos
+                    || (prev != 0 && continuation_index(back as u64, false, 0, PrevMatch::forward(prev)).is_some())
+                {
                     continue;
                 }
                 let src = p - back as usize;
@@ -543,12 +546,12 @@ impl<'a> SegmentParser<'a> {
                 run += 1;
                 pos += 1;
             } else {
-                out.tokens.push(Token { lit_len: run, match_len: len, back });
+                out.tokens.push(Token { lit_len: run, match_len: len, back, rc: false });
                 run = 0;
                 pos += len as usize;
             }
         }
-        out.tokens.push(Token { lit_len: run, match_len: 0, back: 0 });
+        out.tokens.push(Token { lit_len: run, match_len: 0, back: 0, rc: false });
         out
     }
 }

@@ -446,7 +446,7 @@ fn mutated_copies(n: usize, seed: u64) -> Vec<u8> {
 
 #[test]
 fn mutated_copies_take_continuation_codes() {
-    use crate::codec::block::continuation_index;
+    use crate::codec::block::{continuation_index, PrevMatch};
     let data = mutated_copies(200_000, 11);
     let opts = small_opts();
     let blocks = check_roundtrip(&data, &opts);
@@ -455,7 +455,7 @@ fn mutated_copies_take_continuation_codes() {
         let mut prev = 0;
         for t in b.tokens.iter().filter(|t| t.match_len > 0) {
             matches += 1;
-            continuing += continuation_index(t.back, prev).is_some() as usize;
+            continuing += continuation_index(t.back, false, 0, PrevMatch::forward(prev)).is_some() as usize;
             prev = t.back;
         }
     }

@@ -414,7 +414,7 @@ mod tests {
         lanes: u8,
         slice_log: u8,
     ) -> (Arc<ArchiveData>, Vec<u8>, usize) {
-        use crate::codec::block::continuation_index;
+        use crate::codec::block::{continuation_index, PrevMatch};
         use crate::format::testkit::{small_header, Plan, Rng};
         let header = crate::format::Header { slice_log, ..small_header(6, lanes) };
         let mut plan = Plan::new(header);
@@ -453,7 +453,7 @@ mod tests {
         for b in &plan.blocks {
             let mut prev = 0;
             for t in b.tokens.iter().filter(|t| t.match_len > 0) {
-                continuing += continuation_index(t.back, prev).is_some() as usize;
+                continuing += continuation_index(t.back, false, 0, PrevMatch::forward(prev)).is_some() as usize;
                 prev = t.back;
             }
         }

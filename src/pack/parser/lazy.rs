@@ -11,7 +11,7 @@
 //! parse.
 
 use super::{BlockTokens, Priced, SegmentParser, CONTINUATION_GAP, DECAY_LITERALS, MATCH_BIAS, MIN_CONTINUATION};
-use crate::codec::block::{continuation_index, Token};
+use crate::codec::block::{continuation_index, PrevMatch, Token};
 use crate::pack::cost::Prices;
 use crate::pack::parser::distance_class;
 
@@ -74,7 +74,7 @@ impl SegmentParser<'_> {
                 c.len += 1;
             }
             out.literals.extend_from_slice(&self.data[lit_from as usize..at as usize]);
-            out.tokens.push(Token { lit_len: (at - lit_from) as u32, match_len: c.len, back: c.back });
+            out.tokens.push(Token { lit_len: (at - lit_from) as u32, match_len: c.len, back: c.back, rc: false });
             for k in 0..c.len as u64 {
                 let d = self.depth_at(at - c.back + k % c.back).saturating_add(1);
                 self.set_depth(at + k, d);
@@ -86,7 +86,7 @@ impl SegmentParser<'_> {
             lit_from = pos;
         }
         out.literals.extend_from_slice(&self.data[lit_from as usize..end as usize]);
-        out.tokens.push(Token { lit_len: (end - lit_from) as u32, match_len: 0, back: 0 });
+        out.tokens.push(Token { lit_len: (end - lit_from) as u32, match_len: 0, back: 0, rc: false });
         self.counts.add_tokens(&out.tokens, &out.literals);
         if self.counts.lit.iter().sum::<u32>() > DECAY_LITERALS {
             self.counts.decay();
@@ -110,7 +110,7 @@ impl SegmentParser<'_> {
         for k in 0..self.cands.len() {
             let c = self.cands[k];
             let len = self.cap_by_depth(pos, c);
-            let continues = continuation_index(c.back, prev).is_some();
+            let continues = continuation_index(c.back, false, 0, PrevMatch::forward(prev)).is_some();
             let min_len =
                 if continues { MIN_CONTINUATION } else { self.params.min_match[distance_class(c.back)] as u32 };
             if len < min_len {

@@ -37,10 +37,10 @@ fn block_of(literals: &[u8], seed: u64) -> (Vec<Token>, Vec<u8>) {
         dst += lit_len as u64;
         let match_len = 2 + (rng.next() % 40) as u32;
         let back = 1 + rng.next() % (dst + 1000);
-        tokens.push(Token { lit_len, match_len, back });
+        tokens.push(Token { lit_len, match_len, back, rc: false });
         dst += match_len as u64;
     }
-    tokens.push(Token { lit_len: (literals.len() - used) as u32, match_len: 0, back: 0 });
+    tokens.push(Token { lit_len: (literals.len() - used) as u32, match_len: 0, back: 0, rc: false });
     (tokens, literals.to_vec())
 }
 
@@ -125,7 +125,10 @@ fn every_order_and_lane_count_round_trips() {
 fn long_fills_and_short_literal_runs() {
     // A long periodic fill (the cut leaves a literal or so per slice) and then a literal-only slice.
     let lits = markov_bases(2049, 9, 0);
-    let tokens = vec![Token { lit_len: 1, match_len: 4095, back: 1 }, Token { lit_len: 2048, match_len: 0, back: 0 }];
+    let tokens = vec![
+        Token { lit_len: 1, match_len: 4095, back: 1, rc: false },
+        Token { lit_len: 2048, match_len: 0, back: 0, rc: false },
+    ];
     check_round_trip(0, &tokens, &lits, 1, 4);
     check_round_trip(0, &tokens, &lits, 4, 2);
 }
@@ -133,7 +136,7 @@ fn long_fills_and_short_literal_runs() {
 #[test]
 fn context_coding_pays_on_structured_bases() {
     let lits = markov_bases(16_000, 11, 0);
-    let tokens = [Token { lit_len: lits.len() as u32, match_len: 0, back: 0 }];
+    let tokens = [Token { lit_len: lits.len() as u32, match_len: 0, back: 0, rc: false }];
     let (_, plain, _) = encode_with_own_tables(0, &tokens, &lits, 1);
     let (_, ctx, _) = encode_with_model(0, &tokens, &lits, 1, 3);
     assert!(ctx.len() * 10 < plain.len() * 9, "context-coded {} bytes, plain {}", ctx.len(), plain.len());
@@ -142,7 +145,7 @@ fn context_coding_pays_on_structured_bases() {
 #[test]
 fn a_context_flag_without_a_model_is_refused() {
     let lits = markov_bases(5000, 13, 0);
-    let tokens = [Token { lit_len: 5000, match_len: 0, back: 0 }];
+    let tokens = [Token { lit_len: 5000, match_len: 0, back: 0, rc: false }];
     let (tables, payload, _) = encode_with_model(0, &tokens, &lits, 1, 2);
     let shape = shape(0, 5000, 1);
     let no_model = TableSet { ctx: None, ..tables.clone() };
