@@ -1,4 +1,4 @@
-// aceapex GPU decode kernels (FORMAT.md §3, version 4), compiled at run time by NVRTC for the GPU's own
+// aceapex GPU decode kernels (FORMAT.md §3, version 5), compiled at run time by NVRTC for the GPU's own
 // architecture.
 //
 // The unit of work is a **unit** = one slice of 2^unit_log bytes (FORMAT.md §3: every block is cut into slices,
@@ -46,11 +46,13 @@
 //   sym | (freq - 1) << 8 | cum << 20, or 0xFFFFFFFF for a slot no symbol covers.
 // Compact decode tables (the seek path loads them into shared memory, a warp per slice): per group CT_WORDS u32,
 //   bytes [0, 4 * 4096): the symbol of every slot, table t (LL, ML, OF, LIT) at t * 4096; then words
-//   [CT_FC, CT_FC + 480): freq | cum << 16 per symbol (LL at 0, ML at 64, OF at 128, LIT at 224), freq 0 for a
+//   [CT_FC, CT_FC + 568): freq | cum << 16 per symbol (LL at 0, ML at 64, OF at 128, LIT at 312), freq 0 for a
 //   symbol the table does not have (an unused table maps every slot to a symbol of frequency 0).
 // Tokens of a parsed unit (index tok_off[entry] + t, t < nmatch + 1):
 //   tpos[t] = unit offset where token t's literals start, mpos[t] = where its match starts,
-//   back[t] = match distance (0 for the final literal-only token). A match ends at tpos[t + 1].
+//   back[t] = match distance | RC_FLAG for a reverse-complement match (0 for the final literal-only token). A
+//   match ends at tpos[t + 1]. Match byte k of token t copies stream position source_of(base, back[t], k), with
+//   base = match start - distance, complemented for a reverse-complement match (FORMAT.md §1, version 5).
 
 typedef unsigned char u8;
 typedef unsigned short u16;
@@ -64,9 +66,9 @@ typedef unsigned long long u64;
 #define META_WORDS 8
 #define META_CTX 0x80000000u   // meta word 6: the unit's literals are context-coded
 #define META_HDR_MASK 0xFFFFu  // meta word 6: the header length
-#define CT_WORDS 4608
+#define CT_WORDS 4672
 #define CT_FC 4096
-#define CT_LIT_FC 224
+#define CT_LIT_FC 312
 
 // Error codes (mirrored in src/engine/gpu/device.rs).
 #define E_HEADER 1       // unit header (or its block directory) failed host validation
@@ -124,18 +126,51 @@ __device__ __forceinline__ u32 load_u16_le(const u8* p) { return (u32)p[0] | ((u
 // Extra bits used by a log code (FORMAT.md §3.2): codes < 16 carry none, else h - 1 with h = 4 + (c - 16) / 2.
 __device__ __forceinline__ u32 extra_bits_of(u32 code) { return code < 16 ? 0u : 3u + (code - 16u) / 2u; }
 
-// OF codes (FORMAT.md §3.2): below OF_EXPLICIT an explicit distance (log code of back - 1), from OF_EXPLICIT to
-// OF_ALPHABET a continuation: back = the back of the previous match token of the same slice + delta, no extra
-// bits (mirrors OF_EXPLICIT_CODES / OF_CONTINUATION_DELTAS in src/codec/tables.rs).
-#define OF_EXPLICIT 88u
-#define OF_ALPHABET 96u
-__device__ __forceinline__ bool is_continuation(u32 code) { return code >= OF_EXPLICIT; }
-__device__ __forceinline__ u32 of_extra_bits(u32 code) { return is_continuation(code) ? 0u : extra_bits_of(code); }
+// OF codes (FORMAT.md §3.2): below OF_EXPLICIT an explicit forward distance (log code of back - 1), from
+// OF_EXPLICIT to OF_REVERSE a continuation of the previous match token of the same slice (its kind, its diagonal
+// moved by a delta, no extra bits), from OF_REVERSE to OF_ALPHABET an explicit reverse-complement distance (log
+// code OF_REVERSE + c). Mirrors OF_EXPLICIT_CODES / OF_REVERSE_BASE / OF_CONTINUATION_DELTAS in
+// src/codec/tables.rs.
+#define OF_EXPLICIT 88
+#define OF_REVERSE 96
+#define OF_ALPHABET 184
+__device__ __forceinline__ bool is_continuation(u32 code) { return code >= OF_EXPLICIT && code < OF_REVERSE; }
+__device__ __forceinline__ u32 of_log_code(u32 code) { return code >= OF_REVERSE ? code - OF_REVERSE : code; }
+__device__ __forceinline__ u32 of_extra_bits(u32 code) {
+    return is_continuation(code) ? 0u : extra_bits_of(of_log_code(code));
+}
 // Deltas of codes 88..95: 0, +1, -1, +2, -2, +3, -3, +4 (k odd: +(k + 1) / 2, k even: -(k / 2)).
 __device__ __forceinline__ long long continuation_delta(u32 code) {
     const u32 k = code - OF_EXPLICIT;
     const long long mag = (long long)((k + 1) >> 1);
     return (k & 1u) ? mag : -mag;
+}
+
+// A parsed match's back[t]: its distance, with RC_FLAG set for a reverse-complement match (distances are at most
+// 2^40, so the flag never collides with one).
+#define RC_FLAG (1ull << 63)
+__device__ __forceinline__ u64 match_dist(u64 bk) { return bk & ~RC_FLAG; }
+__device__ __forceinline__ bool match_rc(u64 bk) { return (bk >> 63) != 0; }
+// The stream position that byte k of a match copies, with base = the match's start - its distance: forward,
+// base + k mod distance (a periodic fill); reverse complement, base - k (the source read backwards from its last
+// byte, base). The parse checked base >= 0, and for a reverse complement base >= len - 1.
+__device__ __forceinline__ u64 source_of(u64 base, u64 bk, u32 k) {
+    const u64 dist = match_dist(bk);
+    return match_rc(bk) ? base - k : base + (dist > k ? k : k % (u32)dist);
+}
+// The complement of a byte (FORMAT.md §1): A<->T, C<->G in either case, every other byte itself.
+__device__ __forceinline__ u32 complement(u32 b) {
+    switch (b) {
+        case 'A': return 'T';
+        case 'T': return 'A';
+        case 'C': return 'G';
+        case 'G': return 'C';
+        case 'a': return 't';
+        case 't': return 'a';
+        case 'c': return 'g';
+        case 'g': return 'c';
+        default: return b;
+    }
 }
 
 __device__ __forceinline__ u64 log_value(u32 code, u64 extra) {
@@ -374,7 +409,7 @@ struct CodeTables {
     u8 syms[3 * 4096];
     u32 fc[CT_LIT_FC];
 };
-#define CODE_SMEM_BYTES 13184  // sizeof(CodeTables), a multiple of 16 (mirrored in src/engine/gpu/device.rs)
+#define CODE_SMEM_BYTES 13536  // sizeof(CodeTables), a multiple of 16 (mirrored in src/engine/gpu/device.rs)
 
 // A group's literal table in shared memory.
 struct LitTables {
@@ -524,11 +559,13 @@ __device__ void parse_one(const Ctx& c, const Group<W>& g, u32 id, u64 tok_base,
     g.sync();
 
     // Phase B: codes -> values with extra bits; token offsets, match starts and literal indices by group prefix
-    // sums; continuation distances by a segmented prefix sum (each continuation adds its delta to the last
-    // explicit back at or before it), carried from chunk to chunk in `prev_back` / `have_prev`.
+    // sums; continuation distances by a segmented prefix sum over the matches' diagonals, carried from chunk to
+    // chunk in `prev_diag` / `have_prev`. A forward match's diagonal is its back; a reverse complement's is its
+    // anti-diagonal 2 dst - back (dst + the source's last byte) with RC_FLAG. An explicit match heads a segment
+    // with its diagonal, a continuation adds its delta (two's complement) and takes the segment's kind.
     u64 bit_run = 0;
     u32 lit_run = 0, pos_run = 0;
-    u64 prev_back = 0;
+    u64 prev_diag = 0;
     bool have_prev = false;
     const u64 extra_bits_total = 8ull * extra_len;
     for (u32 chunk = 0; chunk < ntok; chunk += W) {
@@ -552,7 +589,7 @@ __device__ void parse_one(const Ctx& c, const Group<W>& g, u32 id, u64 tok_base,
                 lit = log_value(llc, read_bits(extra, bitpos, nb_ll));
                 if (has_match) {
                     len = log_value(mlc, read_bits(extra, bitpos + nb_ll, nb_ml)) + 2;
-                    dist = log_value(ofc, read_bits(extra, bitpos + nb_ll + nb_ml, nb_of)) + 1;
+                    dist = log_value(of_log_code(ofc), read_bits(extra, bitpos + nb_ll + nb_ml, nb_of)) + 1;
                 }
             }
         }
@@ -560,26 +597,6 @@ __device__ void parse_one(const Ctx& c, const Group<W>& g, u32 id, u64 tok_base,
             bad = true;
             lit = 0;
             len = 0;
-        }
-        // Continuations: explicit matches head a segment with their back, continuations add their delta (two's
-        // complement), the final literal-only token and lanes past it add nothing. Every lane takes part.
-        {
-            const bool cont = has_match && is_continuation(ofc);
-            bool head = has_match && !cont;
-            u64 v = head ? dist : (cont ? (u64)continuation_delta(ofc) : 0ull);
-            v = g.seg_scan(v, &head);
-            if (!head) {
-                v += prev_back;
-                head = have_prev;
-            }
-            if (cont) {
-                // No explicit match before it in the slice: invalid. A back that went below 1 wrapped to a huge
-                // value and fails `dist > dst` below, like one that reaches before the stream start.
-                if (!head || ofc >= OF_ALPHABET) bad = true;
-                dist = v;
-            }
-            prev_back = g.last64(v);
-            have_prev = g.last(head ? 1u : 0u) != 0;
         }
         u32 lit32 = (u32)lit, span = (u32)(lit + len);
         u32 lit_incl = g.scan(lit32);
@@ -589,13 +606,38 @@ __device__ void parse_one(const Ctx& c, const Group<W>& g, u32 id, u64 tok_base,
         lit_run += g.last(lit_incl);
         pos_run += g.last(span_incl);
         if (lit_run > unit_len || pos_run > unit_len) bad = true;
+        // Absolute destination of this token's match (sums checked against unit_len above, so no overflow).
+        const u64 dst = unit_start + my_pos + lit;
+        bool rc = has_match && ofc >= OF_REVERSE;
+        {
+            const bool cont = has_match && is_continuation(ofc);
+            bool head = has_match && !cont;
+            // An explicit reverse complement's anti-diagonal needs dist <= dst to be meaningful; a larger dist
+            // is refused below either way.
+            const u64 diag = rc ? ((2ull * dst - dist) | RC_FLAG) : dist;
+            u64 v = head ? diag : (cont ? (u64)continuation_delta(ofc) : 0ull);
+            v = g.seg_scan(v, &head);
+            if (!head) {
+                v += prev_diag;
+                head = have_prev;
+            }
+            if (cont) {
+                // No explicit match before it in the slice: invalid. A back that went below 1 or past dst wrapped
+                // to a huge value and fails the checks below, like one that reaches before the stream start.
+                if (!head) bad = true;
+                rc = match_rc(v);
+                dist = rc ? 2ull * dst - match_dist(v) : v;
+            }
+            prev_diag = g.last64(v);
+            have_prev = g.last(head ? 1u : 0u) != 0;
+        }
+        if (has_match && ofc >= OF_ALPHABET) bad = true;
         if (has) {
-            u64 dst = unit_start + my_pos + lit;
-            if (dist > dst || (has_match && dist == 0)) bad = true;
+            if (dist > dst || (has_match && dist == 0) || (rc && dist + len - 1 > dst)) bad = true;
             tp[t] = my_pos;
             mp[t] = my_pos + (u32)lit;
             li[t] = my_lit;
-            bk[t] = dist;
+            bk[t] = rc ? (dist | RC_FLAG) : dist;
         }
         if (g.any(bad)) break;
     }
@@ -1079,9 +1121,18 @@ extern "C" __global__ void expand_ranges(Ctx c, u32 level, u32 skip_requested) {
                 u32 ms = c.mpos[tb + t], me = tp[t + 1];
                 u32 a = max(ms, lo), z = min(me, hi);
                 if (a < z) {
-                    u64 dist = c.back[tb + t];
-                    if (dist == 0 || dist > bstart + ms) report(c.status, E_BACK, b);
-                    else nr = match_sources(bstart + ms - dist, dist, me - ms, a - ms, z - ms, ss, ll);
+                    const u64 bkv = c.back[tb + t];
+                    const u64 dist = match_dist(bkv);
+                    if (dist == 0 || dist > bstart + ms) {
+                        report(c.status, E_BACK, b);
+                    } else if (match_rc(bkv)) {
+                        // Bytes [a, z) of a reverse complement copy [base - (z - ms - 1), base - (a - ms)].
+                        ss[0] = bstart + ms - dist - (z - ms - 1);
+                        ll[0] = z - a;
+                        nr = 1;
+                    } else {
+                        nr = match_sources(bstart + ms - dist, dist, me - ms, a - ms, z - ms, ss, ll);
+                    }
                 }
             }
             const u32 n0 = nr > 0 ? needed_pieces(c, ss[0], ll[0], requested) : 0;
@@ -1109,6 +1160,7 @@ extern "C" __global__ void chase_bytes(Ctx c, u32 n, u8* out) {
         u32 off = (u32)(g & mask);
         if (off >= c.meta[(u64)id * META_WORDS + 7]) continue;
         u64 p = ((u64)id << c.unit_log) + off;
+        bool flip = false;  // an odd number of reverse-complement hops so far
         for (u32 hops = 0;; hops++) {
             u64 b = p >> c.unit_log;
             u32 s = b < c.nunits ? c.slot_of_unit[b] : NO_SLOT;
@@ -1122,17 +1174,18 @@ extern "C" __global__ void chase_bytes(Ctx c, u32 n, u8* out) {
             u32 t = last_le(c.tpos + tb, 0, ntok, o);
             u32 ms = c.mpos[tb + t];
             if (o < ms || t + 1 == ntok) {
-                out[g] = c.bytes[((u64)s << c.unit_log) + o];
+                const u32 v = c.bytes[((u64)s << c.unit_log) + o];
+                out[g] = flip ? complement(v) : v;
                 break;
             }
-            u64 dist = c.back[tb + t];
-            if (hops == c.max_depth || dist == 0) {
+            const u64 bkv = c.back[tb + t];
+            if (hops == c.max_depth || match_dist(bkv) == 0) {
                 report(c.status, hops == c.max_depth ? E_DEPTH : E_BACK, b);
                 break;
             }
-            u32 k = o - ms;
-            u64 kk = dist > k ? k : k % (u32)dist;  // dist <= k < 2^20 here
-            p = (b << c.unit_log) + ms + kk - dist;  // >= 0: parse checked dist <= match start
+            flip ^= match_rc(bkv);
+            // >= 0: the parse checked dist <= match start (and dist + len - 1 <= it for a reverse complement).
+            p = source_of((b << c.unit_log) + ms - match_dist(bkv), bkv, o - ms);
         }
     }
 }
@@ -1202,6 +1255,7 @@ extern "C" __global__ void chase_resident(Ctx c, const u32* ids, u32 n, u8* out,
         u32 o = off;
         u64 tbase = tb;
         u32 nt = ntok;
+        bool flip = false;  // an odd number of reverse-complement hops so far
         for (u32 hops = 0;; hops++) {
             if (hops > 0) {
                 b = p >> c.unit_log;
@@ -1212,17 +1266,19 @@ extern "C" __global__ void chase_resident(Ctx c, const u32* ids, u32 n, u8* out,
             }
             const u32 ms = c.mpos[tbase + t];
             if (o < ms || t + 1 == nt) {
-                out[g] = c.bytes[p];
+                const u32 v = c.bytes[p];
+                out[g] = flip ? complement(v) : v;
                 break;
             }
-            const u64 dist = c.back[tbase + t];
-            if (hops == c.max_depth || dist == 0) {
+            const u64 bkv = c.back[tbase + t];
+            if (hops == c.max_depth || match_dist(bkv) == 0) {
                 report(c.status, hops == c.max_depth ? E_DEPTH : E_BACK, b);
                 break;
             }
-            const u32 kk = o - ms;
-            const u64 from = dist > kk ? kk : kk % (u32)dist;  // dist <= kk < 2^20 here
-            p = (b << c.unit_log) + ms + from - dist;  // >= 0 and < p: the parse checked dist <= match start
+            flip ^= match_rc(bkv);
+            // >= 0 and < p: the parse checked dist <= match start (and dist + len - 1 <= it for a reverse
+            // complement).
+            p = source_of((b << c.unit_log) + ms - match_dist(bkv), bkv, o - ms);
         }
     }
 }
@@ -1282,7 +1338,9 @@ __device__ void resolve_warp(const Ctx& c, bool seek, u32 parsed, u32 round, u32
     u8* out = c.bytes;
     u8* stamps = c.stamps;
     u32 len = 0;
-    u64 dst = 0, src = 0, dist = 1;  // dst: address of the match in c.bytes; src: stream position of its source
+    // dst: address of the match in c.bytes; src: its source base (stream position of the match start - its
+    // distance, see source_of); bkv: its back[] word (distance and kind).
+    u64 dst = 0, src = 0, bkv = 1;
     if (has) {
         u32 id = seek ? c.worklist[e] : e;
         u64 tb = c.tok_off[e];
@@ -1291,9 +1349,9 @@ __device__ void resolve_warp(const Ctx& c, bool seek, u32 parsed, u32 round, u32
         khi = min(khi, mlen);
         klo = min(klo, khi);
         len = khi - klo;
-        dist = c.back[tb + t];
+        bkv = c.back[tb + t];
         dst = ((u64)e << c.unit_log) + ms;
-        src = ((u64)id << c.unit_log) + ms - dist;  // parse checked 1 <= dist <= match start
+        src = ((u64)id << c.unit_log) + ms - match_dist(bkv);  // parse checked 1 <= dist <= match start
     }
     span_lo[wib][lane] = 0xFFFFFFFFu;
     span_hi[wib][lane] = 0;
@@ -1308,6 +1366,7 @@ __device__ void resolve_warp(const Ctx& c, bool seek, u32 parsed, u32 round, u32
         u64 dst_at[2], src_at[2];
         bool in[2], held[2];
         u8 dst_stamp[2], src_stamp[2], value[2];
+        bool rcm[2];
 #pragma unroll
         for (u32 h = 0; h < 2; h++) {
             u32 g = g0 + 32 * h + lane;
@@ -1321,13 +1380,14 @@ __device__ void resolve_warp(const Ctx& c, bool seek, u32 parsed, u32 round, u32
             m[h] = mm;
             u64 mdst = __shfl_sync(FULL_MASK, dst, mm);
             u64 msrc = __shfl_sync(FULL_MASK, src, mm);
-            u64 mdist = __shfl_sync(FULL_MASK, dist, mm);
+            u64 mbk = __shfl_sync(FULL_MASK, bkv, mm);
             u32 mstart = __shfl_sync(FULL_MASK, incl, mm) - __shfl_sync(FULL_MASK, len, mm);
             in[h] = g < total;
             u32 k = g - mstart + __shfl_sync(FULL_MASK, klo, mm);
             kk[h] = k;
             dst_at[h] = mdst + k;
-            held[h] = in[h] && byte_addr(c, seek, parsed, msrc + (mdist > k ? k : k % (u32)mdist), &src_at[h]);
+            rcm[h] = match_rc(mbk);
+            held[h] = in[h] && byte_addr(c, seek, parsed, source_of(msrc, mbk, k), &src_at[h]);
         }
 #pragma unroll
         for (u32 h = 0; h < 2; h++) {
@@ -1338,6 +1398,9 @@ __device__ void resolve_warp(const Ctx& c, bool seek, u32 parsed, u32 round, u32
 #pragma unroll
         for (u32 h = 0; h < 2; h++)
             value[h] = src_stamp[h] != 0 && dst_stamp[h] == 0 ? load_relaxed_u8(out + src_at[h]) : 0;
+#pragma unroll
+        for (u32 h = 0; h < 2; h++)
+            if (rcm[h]) value[h] = (u8)complement(value[h]);
         bool wrote = false;
 #pragma unroll
         for (u32 h = 0; h < 2; h++) {
@@ -1456,15 +1519,16 @@ extern "C" __global__ void resolve_chase(Ctx c, const u64* list, const u64* klis
         u64 tb = c.tok_off[e];
         u32 t = (u32)entry;
         u32 ms = c.mpos[tb + t];
-        u64 dist = c.back[tb + t];
+        u64 bkv = c.back[tb + t];
         u64 dst = (e << c.unit_log) + ms + k;
         if (c.stamps[dst] != 0) continue;  // resolved in round 0 after all (the span is from first to last left)
-        u64 p = (e << c.unit_log) + ms + (dist > k ? k : k % (u32)dist) - dist;  // parse checked dist <= ms
+        u64 p = source_of((e << c.unit_log) + ms - match_dist(bkv), bkv, k);  // parse checked dist <= ms
+        bool flip = match_rc(bkv);  // an odd number of reverse-complement hops so far
         for (u32 hops = 1;; hops++) {
             u32 stamp = c.stamps[p];
             if (stamp != 0) {
                 if (stamp - 1 + hops > c.max_depth) report(c.status, E_DEPTH, e);
-                else c.bytes[dst] = c.bytes[p];
+                else c.bytes[dst] = flip ? (u8)complement(c.bytes[p]) : c.bytes[p];
                 break;
             }
             if (hops == c.max_depth) {
@@ -1480,12 +1544,12 @@ extern "C" __global__ void resolve_chase(Ctx c, const u64* list, const u64* klis
                           : last_le(c.tpos + pb, 0, ntok, o);
             u32 pms = c.mpos[pb + pt];
             u64 pd = c.back[pb + pt];
-            if (o < pms || pt + 1 == ntok || pd == 0) {  // a literal without its stamp: cannot happen after parse
+            if (o < pms || pt + 1 == ntok || match_dist(pd) == 0) {  // a literal without its stamp: cannot happen
                 report(c.status, E_SUMS, b);
                 break;
             }
-            u32 pk = o - pms;
-            p = (b << c.unit_log) + pms + (pd > pk ? pk : pk % (u32)pd) - pd;
+            flip ^= match_rc(pd);
+            p = source_of((b << c.unit_log) + pms - match_dist(pd), pd, o - pms);
         }
     }
 }

@@ -49,7 +49,7 @@ const RESIDENT_LEVELS: u32 = u32::MAX;
 const MAX_GRAPHS: usize = 64;
 /// Shared memory per warp of the seek's token levels (kernels/decode.cu `CODE_SMEM_BYTES`: a group's LL, ML
 /// and OF tables) and of `literals_warp` (`LIT_SMEM_BYTES`, plus one slice of literals).
-const CODE_SMEM_BYTES: u32 = 13184;
+const CODE_SMEM_BYTES: u32 = 13536;
 const LIT_SMEM_BYTES: u32 = 5120;
 /// kernels/decode.cu `MODE_SMEM`: the parse loads its tables into the launch's dynamic shared memory.
 const MODE_SMEM: u32 = 16;
@@ -1430,5 +1430,12 @@ mod tests {
         assert_eq!(kernel_define("LIT_SMEM_BYTES"), u64::from(LIT_SMEM_BYTES));
         assert_eq!(kernel_define("MODE_SMEM"), u64::from(MODE_SMEM));
         assert_eq!(kernel_define("TOKEN_BUCKET_LOG"), u64::from(resident::TOKEN_BUCKET_LOG));
+        assert_eq!(kernel_define("CT_WORDS"), super::super::prep::CT_WORDS as u64);
+        assert_eq!(kernel_define("CT_FC"), super::super::prep::CT_FC as u64);
+        assert_eq!(kernel_define("CT_LIT_FC"), super::super::prep::CT_LIT_FC as u64);
+        use crate::codec::tables::{OF_ALPHABET, OF_EXPLICIT_CODES, OF_REVERSE_BASE};
+        assert_eq!(kernel_define("OF_EXPLICIT"), OF_EXPLICIT_CODES as u64);
+        assert_eq!(kernel_define("OF_REVERSE"), OF_REVERSE_BASE as u64);
+        assert_eq!(kernel_define("OF_ALPHABET"), OF_ALPHABET as u64);
     }
 }

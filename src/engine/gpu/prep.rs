@@ -246,8 +246,10 @@ pub fn context_tables(sets: &[TableSet]) -> ContextTables {
 
 /// u32 words of compact decode tables per group (kernels/decode.cu `CT_WORDS`): the symbol of every slot of
 /// the four tables as bytes (4 × 4096), then `freq | cum << 16` per symbol at [`CT_FC`] + LL 0, ML 64, OF 128,
-/// LIT 224, padded to 512 words.
-pub const CT_WORDS: usize = 4096 + 512;
+/// LIT [`CT_LIT_FC`] (the OF alphabet has 184 codes since version 5), padded to 576 words.
+pub const CT_WORDS: usize = 4096 + 576;
+/// Word offset of the literal table's per-symbol frequencies after [`CT_FC`] (kernels/decode.cu `CT_LIT_FC`).
+pub const CT_LIT_FC: usize = 128 + OF_ALPHABET;
 /// Word offset of the per-symbol frequencies in a group's compact tables.
 pub const CT_FC: usize = 4096;
 
@@ -262,7 +264,7 @@ pub fn compact_tables(sets: &[TableSet]) -> Vec<u32> {
             (&set.ll, LL_ALPHABET, 0),
             (&set.ml, ML_ALPHABET, 64),
             (&set.of, OF_ALPHABET, 128),
-            (&set.lit, LIT_ALPHABET, 224),
+            (&set.lit, LIT_ALPHABET, CT_LIT_FC),
         ];
         for (t, (table, alphabet, fc_at)) in tables.into_iter().enumerate() {
             let covered: usize = table.freq.iter().map(|&f| f as usize).sum();
@@ -386,7 +388,7 @@ mod tests {
         let full = decode_tables(std::slice::from_ref(&set));
         let compact = compact_tables(std::slice::from_ref(&set));
         let bytes: Vec<u8> = compact[..CT_FC].iter().flat_map(|w| w.to_le_bytes()).collect();
-        for (t, fc_at) in [0usize, 64, 128, 224].into_iter().enumerate() {
+        for (t, fc_at) in [0usize, 64, 128, CT_LIT_FC].into_iter().enumerate() {
             for slot in 0..SLOTS {
                 let e = full[t * SLOTS + slot];
                 let sym = bytes[t * SLOTS + slot] as usize;
