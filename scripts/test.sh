@@ -8,6 +8,8 @@ need=()
 command -v fusermount3 >/dev/null || need+=(fuse3)
 command -v samtools >/dev/null || need+=(samtools)
 command -v cc >/dev/null || need+=(build-essential)
+command -v curl >/dev/null || need+=(curl)
+command -v unzip >/dev/null || need+=(unzip)
 if [ ${#need[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
   $SUDO apt-get update -qq
@@ -23,6 +25,14 @@ export CARGO_INCREMENTAL=0
 
 cargo fmt --all -- --check
 cargo clippy --all-targets --locked -- -D warnings
+
+# NVRTC from PyPI, so that the kernel compile test compiles kernels/decode.cu here too (no GPU needed). Without a
+# network the test says it skipped.
+if nvrtc_lib="$(bash scripts/fetch-nvrtc.sh)"; then
+  export LD_LIBRARY_PATH="$nvrtc_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" ACEAPEX_REQUIRE_NVRTC=1
+else
+  echo "NVRTC download failed: the kernel compile test will skip" >&2
+fi
 
 # Every test run's output also goes to a log, so the closing line can total them.
 log="$(mktemp)"
