@@ -1,12 +1,15 @@
 //! `aceapex info`: the header's parameters, section sizes, per-stream sizes and the ratio of an opened archive.
 //!
 //! Everything is read from the validated [`ArchiveData`]; the per-stream split comes from each block's slice
-//! directory and the four varints at the head of every slice payload (FORMAT.md §3), so it costs one pass over
-//! the index and a few bytes per slice, not a decode.
+//! directory and the four varints at the head of every slice payload (FORMAT.md §3). How many matches are
+//! reverse complements (version 5) is not in those heads: a match's kind is in its OF code, and a continuation
+//! takes the kind of the match before it, so they are counted from the tokens, by the entropy stage of every
+//! block (on all cores; no match is copied).
 
+use rayon::prelude::*;
 use serde::Serialize;
 
-use crate::codec::block::SliceDirectory;
+use crate::codec::block::{decode_block_into, BlockShape, ParsedBlock, SliceDirectory};
 use crate::format::tree::{EntryKind, FLAG_SIDECAR, TRANSFORM_GENOME};
 use crate::format::{ArchiveData, FOOTER_LEN, HEADER_LEN, VERSION};
 
@@ -76,8 +79,10 @@ pub struct StreamSizes {
     /// The extra-bits stream of lengths and distances.
     pub extra_bits: u64,
     pub matches: u64,
+    /// Matches that are reverse complements (FORMAT.md §1, version 5), counted in `matches` too.
+    pub rc_matches: u64,
     pub literals: u64,
-    /// Blocks whose slice directory or a slice head could not be read (`verify` says more).
+    /// Blocks whose slice directory, a slice head or the tokens could not be read (`verify` says more).
     pub unreadable_blocks: u64,
 }
 
@@ -184,7 +189,35 @@ fn stream_sizes(data: &ArchiveData) -> StreamSizes {
         sizes.matches += block.matches;
         sizes.literals += block.literals;
     }
+    let (rc_matches, bad_tokens) = count_rc_matches(data);
+    sizes.rc_matches = rc_matches;
+    // A block whose heads do not read does not decode either: the larger count is the union.
+    sizes.unreadable_blocks = sizes.unreadable_blocks.max(bad_tokens);
     sizes
+}
+
+/// Reverse-complement matches over all blocks, and the blocks whose tokens do not decode (the entropy stage of
+/// every block, on all cores, with one reused [`ParsedBlock`] per worker).
+fn count_rc_matches(data: &ArchiveData) -> (u64, u64) {
+    (0..data.block_count())
+        .into_par_iter()
+        .map_init(ParsedBlock::default, |parsed, id| {
+            let shape = BlockShape {
+                start: data.block_start(id),
+                len: data.block_len(id),
+                slice_log: data.header.slice_log,
+                lanes: u32::from(data.header.rans_lanes),
+            };
+            let decoded = data.payload(id).ok().and_then(|payload| {
+                decode_block_into(&payload, data.tables_for(id), shape, parsed).ok()?;
+                Some(parsed.tokens.iter().filter(|t| t.rc).count() as u64)
+            });
+            match decoded {
+                Some(rc) => (rc, 0),
+                None => (0, 1),
+            }
+        })
+        .reduce(|| (0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
 }
 
 /// Reads the four leading varints of a payload: (bytes they take, [nmatch, lit_field, nwords, extra_len]).
@@ -257,7 +290,7 @@ pub fn render_text(r: &InfoReport) -> String {
             t.slice_directories, t.block_headers, t.rans_states, t.rans_words, t.extra_bits
         ),
     );
-    kv("tokens:", format!("{} matches, {} literal bytes", t.matches, t.literals));
+    kv("tokens:", format!("{} matches ({} reverse-complement), {} literal bytes", t.matches, t.rc_matches, t.literals));
     if t.unreadable_blocks > 0 {
         kv("unreadable:", format!("{} block payloads (run verify)", t.unreadable_blocks));
     }

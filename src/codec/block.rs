@@ -147,9 +147,10 @@ impl ParsedBlock {
 }
 
 /// A block's (or slice's) decoded bytes by the byte-wise definition of FORMAT.md §1: literals, then each match
-/// as a periodic fill. `start` is the stream position of the first byte; sources before it read `outside(pos)`.
-/// Slow on purpose (a byte at a time): the reference that the decoders, the fuzz targets and their seeds are
-/// checked against.
+/// as a periodic fill (forward) or a reversed, complemented copy of the bytes ending at `dst − back` (reverse
+/// complement). `start` is the stream position of the first byte; sources before it read `outside(pos)`. Slow
+/// on purpose (a byte at a time): the reference that the decoders, the fuzz targets and their seeds are checked
+/// against. The tokens must be valid (§3.3: every source byte at or after position 0).
 pub fn reference_block_bytes(start: u64, tokens: &[Token], literals: &[u8], outside: impl Fn(u64) -> u8) -> Vec<u8> {
     let mut out: Vec<u8> = Vec::new();
     let mut lit = 0;
@@ -158,8 +159,13 @@ pub fn reference_block_bytes(start: u64, tokens: &[Token], literals: &[u8], outs
         lit += t.lit_len as usize;
         let dst = start + out.len() as u64;
         for k in 0..t.match_len as u64 {
-            let from = dst - t.back + k % t.back;
-            out.push(if from < start { outside(from) } else { out[(from - start) as usize] });
+            let byte = |from: u64, out: &[u8]| if from < start { outside(from) } else { out[(from - start) as usize] };
+            let b = if t.rc {
+                COMPLEMENT[byte(dst - t.back - k, &out) as usize]
+            } else {
+                byte(dst - t.back + k % t.back, &out)
+            };
+            out.push(b);
         }
     }
     out
@@ -883,7 +889,7 @@ impl<'a> BitReader<'a> {
 /// Base value and extra-bit count of every code, so a field is one lookup and one read. Indexed by the `u8` code
 /// itself, so no bounds check is needed; codes at or above the explicit distance limit get no extra bits and a
 /// base of `2^40`, which no block length can absorb, so the fast parse rejects them without a branch of its own
-/// (validated tables produce such codes only as OF continuation codes, which the parse takes from elsewhere).
+/// (validated LL and ML tables never produce them; OF codes go through [`OF_CODE_TABLE`]).
 struct CodeTable {
     base: [u64; 256],
     nbits: [u8; 256],
@@ -910,10 +916,36 @@ const CODE_TABLE: CodeTable = {
     CodeTable { base, nbits }
 };
 
+/// [`CODE_TABLE`] for OF codes (FORMAT.md §3.2): an explicit reverse-complement code `OF_REVERSE_BASE + c` has
+/// the base and extra bits of the forward code `c`; continuation codes read no extra bits (their back comes from
+/// the previous match, and their base is never used); codes ≥ [`OF_ALPHABET`] keep the poisoned base.
+const OF_CODE_TABLE: CodeTable = {
+    let mut base = [POISON_BASE; 256];
+    let mut nbits = [0u8; 256];
+    let mut c = 0;
+    while c < OF_ALPHABET {
+        let from = if c >= OF_REVERSE_BASE { c - OF_REVERSE_BASE } else { c };
+        if c < OF_EXPLICIT_CODES || c >= OF_REVERSE_BASE {
+            base[c] = CODE_TABLE.base[from];
+            nbits[c] = CODE_TABLE.nbits[from];
+        } else {
+            base[c] = 0;
+        }
+        c += 1;
+    }
+    CodeTable { base, nbits }
+};
+
 /// Decodes one field without checking its code against the alphabet (see [`CODE_TABLE`]).
 #[inline(always)]
 fn field(code: u8, bits: &mut BitReader) -> u64 {
     CODE_TABLE.base[code as usize] + bits.read(CODE_TABLE.nbits[code as usize] as u32)
+}
+
+/// [`field`] for an OF code ([`OF_CODE_TABLE`]): a reverse-complement code reads as its forward code.
+#[inline(always)]
+fn field_of(code: u8, bits: &mut BitReader) -> u64 {
+    OF_CODE_TABLE.base[code as usize] + bits.read(OF_CODE_TABLE.nbits[code as usize] as u32)
 }
 
 /// Decodes one field: the code (checked against its alphabet's limit) plus its extra bits.
@@ -936,31 +968,66 @@ const CONTINUATION_DELTA: [i64; 256] = {
     d
 };
 
-/// Decodes one OF field to an absolute back (FORMAT.md §3.2): an explicit code plus its extra bits, or a
-/// continuation of `prev`, the previous match's back in the slice (0: none, which makes a continuation invalid).
-fn read_distance(code: u8, prev: u64, bits: &mut BitReader, t: usize) -> Result<u64, DecodeError> {
-    if (code as u32) < DIST_CODE_LIMIT {
-        return Ok(field(code, bits) + 1);
+/// Whether an OF code is a continuation, indexed by the `u8` code.
+const IS_CONTINUATION: [bool; 256] = {
+    let mut c = [false; 256];
+    let mut k = OF_EXPLICIT_CODES;
+    while k < OF_REVERSE_BASE {
+        c[k] = true;
+        k += 1;
     }
-    let Some(&delta) = OF_CONTINUATION_DELTAS.get(code as usize - OF_EXPLICIT_CODES) else {
+    c
+};
+
+/// Decodes one OF field (FORMAT.md §3.2) of a match at `dst` (any origin shared with `prev.dst`) to an absolute
+/// back and the match's kind (`true`: reverse complement): an explicit forward code (0 … 87) or reverse-complement
+/// code (96 … 183) plus its extra bits, or a continuation (88 … 95) of `prev`, the previous match of the slice
+/// (`None`: there is none, which makes a continuation invalid), which takes `prev`'s kind ([`continued_back`]).
+fn read_distance(
+    code: u8,
+    prev: Option<PrevMatch>,
+    dst: u64,
+    bits: &mut BitReader,
+    t: usize,
+) -> Result<(u64, bool), DecodeError> {
+    let code_us = code as usize;
+    if code_us < OF_EXPLICIT_CODES || (OF_REVERSE_BASE..OF_ALPHABET).contains(&code_us) {
+        return Ok((field_of(code, bits) + 1, code_us >= OF_REVERSE_BASE));
+    }
+    if code_us >= OF_ALPHABET {
         return Err(DecodeError::Invalid {
             what: "distance code",
             detail: format!("token {t} has code {code} ≥ {OF_ALPHABET}"),
         });
-    };
-    if prev == 0 {
+    }
+    let delta = CONTINUATION_DELTA[code_us];
+    let Some(prev) = prev else {
         return Err(DecodeError::Invalid {
             what: "match distance",
             detail: format!("token {t}: continuation code {code} with no earlier match in the slice"),
         });
-    }
-    match prev.checked_add_signed(delta) {
-        Some(back) if back >= 1 => Ok(back),
-        _ => Err(DecodeError::Invalid {
+    };
+    match continued_back(prev, dst, delta) {
+        Some(back) => Ok((back, prev.rc)),
+        None if prev.rc => {
+            let step = 2 * (dst as i128 - prev.dst as i128);
+            Err(DecodeError::Invalid {
+                what: "match distance",
+                detail: format!(
+                    "token {t}: continuation code {code} of a reverse-complement match turns back {} at slice \
+                     offset {} into {} at {dst}",
+                    prev.back,
+                    prev.dst,
+                    prev.back as i128 + step - delta as i128
+                ),
+            })
+        }
+        None => Err(DecodeError::Invalid {
             what: "match distance",
             detail: format!(
-                "token {t}: continuation code {code} turns back {prev} into {}",
-                prev as i128 + delta as i128
+                "token {t}: continuation code {code} turns back {} into {}",
+                prev.back,
+                prev.back as i128 + delta as i128
             ),
         }),
     }
@@ -1000,9 +1067,11 @@ struct SliceUnit {
 /// FORMAT.md §3.3.
 ///
 /// The fast pass has one data-dependent branch per slice, not per token: lengths and literal counts only grow, so
-/// checking the totals at the end covers every prefix, and the distance check is folded into a flag. Sums cannot
-/// overflow (at most 2^19 tokens, every field below 2^41). When the flag is raised, the checked pass runs again
-/// to say exactly which token is wrong.
+/// checking the totals at the end covers every prefix, and the distance checks are folded into a flag. The kind
+/// of a match (forward or reverse complement) and its continued back are picked by selects, not branches. Sums
+/// cannot overflow (at most 2^19 tokens, every field below 2^41); a continued back computed from an invalid
+/// previous match may wrap, but that match already raised the flag. When the flag is raised, the checked pass
+/// runs again to say exactly which token is wrong.
 fn parse_tokens(
     codes: &[u8],
     nmatch: usize,
@@ -1023,8 +1092,9 @@ fn parse_tokens(
     let start = unit.start;
     let (base, lit_base) = (unit.base as u64, unit.lit_base as u64);
     let (mut dst, mut lits, mut bad) = (0u64, 0u64, false);
-    // The previous match's back in this slice; 0 before the first, which a continuation code may not follow.
-    let mut prev = 0u64;
+    // The previous match of this slice: its back (0 before the first, which a continuation code may not follow),
+    // its destination (slice offset) and kind.
+    let (mut prev, mut prev_dst, mut prev_rc) = (0u64, 0u64, false);
     let (last_token, match_tokens) =
         out.tokens[t0..].split_last_mut().unwrap_or_else(|| unreachable!("nmatch + 1 tokens"));
     let positions = out.token_pos[t0..].iter_mut().zip(out.lit_pos[t0..].iter_mut());
@@ -1036,20 +1106,26 @@ fn parse_tokens(
         *lit_pos = (lit_base + lits) as u32;
         let lit_len = field(ll_code, &mut bits);
         let len = field(ml_code, &mut bits) + 2;
-        // A continuation code reads no extra bits (CODE_TABLE) and its back comes from the previous match.
-        let explicit = field(of_code, &mut bits) + 1;
-        let continued = prev.wrapping_add(CONTINUATION_DELTA[of_code as usize] as u64);
-        let is_continuation = of_code >= DIST_CODE_LIMIT as u8;
-        // Codes ≥ OF_ALPHABET cannot come out of checked tables; refused anyway rather than read as a delta of 0.
-        bad |= (is_continuation & (prev == 0)) | (of_code >= OF_ALPHABET as u8);
-        let back = if is_continuation { continued } else { explicit };
         lits += lit_len;
         dst += lit_len;
-        // back == 0 (a continuation below 1) wraps to u64::MAX and is refused with back > dst.
-        bad |= back.wrapping_sub(1) >= start.saturating_add(dst);
-        prev = back;
+        // A continuation code reads no extra bits (OF_CODE_TABLE) and its back comes from the previous match:
+        // forward b + δ, reverse complement b + 2·(dst − d) − δ (continued_back).
+        let explicit = field_of(of_code, &mut bits) + 1;
+        let delta = CONTINUATION_DELTA[of_code as usize] as u64;
+        let step = if prev_rc { dst.wrapping_sub(prev_dst).wrapping_mul(2).wrapping_sub(delta) } else { delta };
+        let continued = prev.wrapping_add(step);
+        let is_continuation = IS_CONTINUATION[of_code as usize];
+        // Codes ≥ OF_ALPHABET cannot come out of checked tables; refused anyway rather than read as anything.
+        bad |= (is_continuation & (prev == 0)) | (of_code as usize >= OF_ALPHABET);
+        let back = if is_continuation { continued } else { explicit };
+        let rc = if is_continuation { prev_rc } else { of_code as usize >= OF_REVERSE_BASE };
+        // Every source byte at or after position 0: back ≤ dst (forward), back + len − 1 ≤ dst (reverse
+        // complement). back == 0 (a continuation below 1) wraps to u64::MAX and saturates: refused.
+        let extent = if rc { len } else { 1 };
+        bad |= back.wrapping_sub(1).saturating_add(extent) > start.saturating_add(dst);
+        (prev, prev_dst, prev_rc) = (back, dst, rc);
         dst += len;
-        *token = Token { lit_len: lit_len as u32, match_len: len as u32, back, rc: false };
+        *token = Token { lit_len: lit_len as u32, match_len: len as u32, back, rc };
     }
     out.token_pos[t0 + nmatch] = (base + dst) as u32;
     out.lit_pos[t0 + nmatch] = (lit_base + lits) as u32;
@@ -1091,7 +1167,7 @@ fn parse_tokens_checked(
     // ≤ 2^20 (checked per token) and fields are < 2^44, so no sum below can overflow.
     let mut dst = 0u64;
     let mut lits = 0u64;
-    let mut prev = 0u64;
+    let mut prev = None;
     for t in 0..=nmatch {
         out.token_pos.push(unit.base + dst as u32);
         out.lit_pos.push(unit.lit_base + lits as u32);
@@ -1104,13 +1180,27 @@ fn parse_tokens_checked(
         let mut token = Token { lit_len: lit_len as u32, match_len: 0, back: 0, rc: false };
         if t < nmatch {
             let len = read_field(ml[t], LEN_CODE_LIMIT, &mut bits, "match-length code", t)? + 2;
-            let back = read_distance(of[t], prev, &mut bits, t)?;
-            prev = back;
+            let code = of[t];
+            let (back, rc) = read_distance(code, prev, dst, &mut bits, t)?;
+            prev = Some(PrevMatch { back, dst, rc });
             let abs_dst = unit.start.saturating_add(dst);
-            if back > abs_dst {
+            if !rc && back > abs_dst {
                 return Err(DecodeError::Invalid {
                     what: "match distance",
-                    detail: format!("token {t}: back {back} reaches before the stream start from position {abs_dst}"),
+                    detail: format!(
+                        "token {t}: code {code}: back {back} reaches before the stream start from position {abs_dst}"
+                    ),
+                });
+            }
+            // back ≤ 2^40 + 2^21 (explicit or continued) and len < 2^41: no overflow.
+            if rc && back + len - 1 > abs_dst {
+                return Err(DecodeError::Invalid {
+                    what: "match distance",
+                    detail: format!(
+                        "token {t}: code {code}: reverse-complement back {back} with length {len} reaches before the \
+                         stream start from position {abs_dst} (back + length − 1 = {})",
+                        back + len - 1
+                    ),
                 });
             }
             dst += len;
@@ -1119,6 +1209,7 @@ fn parse_tokens_checked(
             }
             token.match_len = len as u32;
             token.back = back;
+            token.rc = rc;
         }
         out.tokens.push(token);
     }

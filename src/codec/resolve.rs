@@ -3,7 +3,10 @@
 //!
 //! Decoding block `b` runs the entropy stage of its slices ([`decode_block`] / [`decode_slice`]) and then writes
 //! their tokens in order. A match whose source lies in `b` copies from `b`'s own output (already written, since
-//! `src < dst`). A source in another block is copied from a decoded copy of that block when one is at hand
+//! `src < dst`). A reverse-complement match (version 5) reads its source range `[e − len + 1, e]` (`e = dst −
+//! back`) like any other range and then reverses and complements what it got: byte `dst + k` is the complement
+//! of byte `e − k`, whose depth it extends by one, as a forward copy does. A chain of such hops composes
+//! complements, each applied once at its own level, so the parity comes out right with no bookkeeping. A source in another block is copied from a decoded copy of that block when one is at hand
 //! ([`DecodedBlocks`]: the block cache, or the blocks just decoded by a sequential run); otherwise it is resolved
 //! *through the tokens that cover the source range*, recursively, following at most `max_depth` matches per
 //! byte. The unit of that resolution is the **slice** (FORMAT.md §3, default 2 KiB): a source piece costs the
@@ -23,7 +26,9 @@ use std::time::Instant;
 use lru::LruCache;
 use xxhash_rust::xxh3::xxh3_64;
 
-use crate::codec::block::{decode_block, decode_slice, decode_slice_prefixes, BlockShape, ParsedBlock, SliceJob};
+use crate::codec::block::{
+    decode_block, decode_slice, decode_slice_prefixes, BlockShape, ParsedBlock, SliceJob, Token, COMPLEMENT,
+};
 use crate::error::{DecodeError, Error};
 use crate::format::ArchiveData;
 
@@ -322,8 +327,15 @@ fn check_parsed_prefix(p: &ParsedBlock, start: u64, len: u32) -> Result<(), Deco
         }
         pos += u64::from(tok.lit_len);
         lit += u64::from(tok.lit_len);
-        if tok.match_len > 0 && (tok.back == 0 || tok.back > start + pos) {
-            return Err(bad(format!("token {t}: back {} at stream position {}", tok.back, start + pos)));
+        if tok.match_len > 0 && (tok.back == 0 || source_start(tok, start + pos).is_none()) {
+            let kind = if tok.rc { "reverse-complement " } else { "" };
+            let detail = format!(
+                "token {t}: {kind}back {} length {} at stream position {}",
+                tok.back,
+                tok.match_len,
+                start + pos
+            );
+            return Err(bad(detail));
         }
         pos += u64::from(tok.match_len);
     }
@@ -432,6 +444,10 @@ impl Resolver<'_> {
             let dst = lit_at + lit_len;
             let len = tok.match_len as usize;
             let back = tok.back;
+            if tok.rc {
+                self.write_rc_match(block_start, out, dst, len, back, source_budget, memo)?;
+                continue;
+            }
             let period = back.min(len as u64) as usize;
             if back as usize <= dst {
                 // Source inside this block, already written.
@@ -447,6 +463,35 @@ impl Resolver<'_> {
             }
             extend_period(&mut out[dst..dst + len], period);
         }
+        Ok(())
+    }
+
+    /// Writes a reverse-complement match of `len` bytes at offset `dst` of block buffer `out` (the block starts
+    /// at stream position `block_start`; `check_parsed` guaranteed `back + len − 1 ≤ block_start + dst`): its
+    /// source range in stream order into `out[dst..dst + len]` — from earlier blocks by resolution, from this
+    /// block's written bytes by a copy (the whole range lies before `dst`, so it never overlaps) — then reversed
+    /// and complemented in place.
+    #[allow(clippy::too_many_arguments)]
+    fn write_rc_match(
+        &self,
+        block_start: u64,
+        out: &mut [u8],
+        dst: usize,
+        len: usize,
+        back: u64,
+        source_budget: u8,
+        memo: &mut SliceMemo,
+    ) -> Result<(), BlockFault> {
+        let lo = block_start + dst as u64 - back - (len as u64 - 1);
+        let outside = (block_start.saturating_sub(lo) as usize).min(len);
+        if outside > 0 {
+            self.resolve_range_in(lo, &mut out[dst..dst + outside], source_budget, memo)?;
+        }
+        if outside < len {
+            let from = (lo + outside as u64 - block_start) as usize;
+            out.copy_within(from..from + (len - outside), dst + outside);
+        }
+        reverse_complement(&mut out[dst..dst + len]);
         Ok(())
     }
 
@@ -546,7 +591,15 @@ impl Resolver<'_> {
                 }
                 let src = p.start + match_at as u64 - tok.back;
                 let k0 = (cur - match_at) as u64;
-                self.fill_match_piece(src, tok.back, k0, &mut out[cur - offset..stop - offset], budget - 1, memo)?;
+                let piece = &mut out[cur - offset..stop - offset];
+                if tok.rc {
+                    // Bytes k0 .. k0 + n of the match are the complements of e − k0 down to e − k0 − n + 1.
+                    let lo = src - k0 - (piece.len() as u64 - 1);
+                    self.resolve_range_in(lo, piece, budget - 1, memo)?;
+                    reverse_complement(piece);
+                } else {
+                    self.fill_match_piece(src, tok.back, k0, piece, budget - 1, memo)?;
+                }
                 cur = stop;
             }
             t += 1;
@@ -647,11 +700,12 @@ impl Resolver<'_> {
         let mut ranges = Vec::new();
         for (t, tok) in p.tokens.iter().enumerate() {
             let dst = u64::from(p.token_pos[t]) + u64::from(tok.lit_len);
-            if tok.match_len > 0 && tok.back > dst {
-                let src = p.start + dst - tok.back;
+            let Some(src) = source_start(tok, p.start + dst) else { continue };
+            if tok.match_len > 0 && src < p.start {
                 // Most sources are at hand: skip them here, before any sorting.
                 if !self.decoded.contains(src >> log) {
-                    ranges.push((src, (p.start - src).min(tok.back.min(u64::from(tok.match_len)))));
+                    let read = if tok.rc { u64::from(tok.match_len) } else { tok.back.min(u64::from(tok.match_len)) };
+                    ranges.push((src, (p.start - src).min(read)));
                 }
             }
         }
@@ -760,8 +814,15 @@ impl Resolver<'_> {
                 if tok.match_len > 0 && k0 < k1 {
                     let src = slice_start + u64::from(match_at) - tok.back;
                     let (a, b) = (u64::from(k0 - match_at), u64::from(k1 - match_at));
-                    // A periodic fill reads one period at most.
-                    let (s, n) = if b <= tok.back { (src + a, b - a) } else { (src, tok.back) };
+                    // A periodic fill reads one period at most; bytes a .. b of a reverse complement read the
+                    // source bytes e − b + 1 ..= e − a.
+                    let (s, n) = if tok.rc {
+                        (src + 1 - b, b - a)
+                    } else if b <= tok.back {
+                        (src + a, b - a)
+                    } else {
+                        (src, tok.back)
+                    };
                     let n = if top { n.min(block_start.saturating_sub(s)) } else { n };
                     if n > 0 {
                         out.push((s, n));
@@ -842,6 +903,22 @@ fn merge_ranges(mut ranges: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
         }
     }
     merged
+}
+
+/// The first stream position a match at stream position `dst` reads: `dst − back` for a forward match,
+/// `dst − back − (len − 1)` for a reverse complement; `None` when it would be before position 0 (FORMAT.md §3.3).
+fn source_start(tok: &Token, dst: u64) -> Option<u64> {
+    let reach = if tok.rc { tok.back.checked_add(u64::from(tok.match_len).saturating_sub(1))? } else { tok.back };
+    dst.checked_sub(reach)
+}
+
+/// Reverses `buf` and complements every byte ([`COMPLEMENT`]): a reverse-complement match's bytes from its
+/// source range read in stream order.
+pub fn reverse_complement(buf: &mut [u8]) {
+    buf.reverse();
+    for b in buf.iter_mut() {
+        *b = COMPLEMENT[*b as usize];
+    }
 }
 
 /// `out[dst + k] = out[src + (k mod (dst − src))]` for `k < len`, inside one buffer (`src < dst`).

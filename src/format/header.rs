@@ -267,10 +267,10 @@ mod tests {
 
     #[test]
     fn header_rejects_bad_fields_even_with_good_checksum() {
-        // Versions 3 and 5, flags, block_log, depth, lanes, group_log, slice_log too small / too large for
-        // 16 KiB blocks, a reserved byte.
+        // Versions 4 (before reverse-complement matches) and 6, flags, block_log, depth, lanes, group_log,
+        // slice_log too small / too large for 16 KiB blocks, a reserved byte.
         let bad_fields: [(usize, u8); 11] =
-            [(8, 3), (8, 5), (10, 1), (12, 11), (12, 21), (13, 0), (14, 3), (15, 13), (24, 8), (24, 15), (30, 1)];
+            [(8, 4), (8, 6), (10, 1), (12, 11), (12, 21), (13, 0), (14, 3), (15, 13), (24, 8), (24, 15), (30, 1)];
         for (pos, value) in bad_fields {
             let mut b = Header::new_default().to_bytes();
             b[pos] = value;
@@ -282,6 +282,17 @@ mod tests {
         seal(&mut b);
         assert!(Header::parse(&b).is_err());
         assert!(Header::parse(&b[..63]).is_err());
+    }
+
+    #[test]
+    fn version_4_headers_are_refused_by_name() {
+        assert_eq!(VERSION, 5);
+        let mut b = Header::new_default().to_bytes();
+        assert_eq!(u16::from_le_bytes([b[8], b[9]]), 5);
+        b[8] = 4;
+        seal(&mut b);
+        let err = Header::parse(&b).unwrap_err().to_string();
+        assert!(err.contains("4 (this reader knows version 5)"), "{err}");
     }
 
     #[test]
