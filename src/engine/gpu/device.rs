@@ -45,6 +45,9 @@ const RESUME_WORDS: usize = 65;
 const RESOLVE_PIECE: u64 = 128;
 /// The `levels` key of a resident seek's launch sequence (resident.rs) in `run_seek` and its graphs.
 const RESIDENT_LEVELS: u32 = u32::MAX;
+/// The smallest pinned buffer pair `stream_full` keeps (two of these: 32 MiB of pinned host memory once a GPU
+/// stream has run).
+const STREAM_PIN_MIN: usize = 16 << 20;
 /// Captured seek graphs kept (one per batch size and level count).
 const MAX_GRAPHS: usize = 64;
 /// Shared memory per warp of the seek's token levels (kernels/decode.cu `CODE_SMEM_BYTES`: a group's LL, ML
@@ -1243,8 +1246,12 @@ impl Device {
         let src = self.ptr(&full.bytes);
         let cap = piece.min(end - start);
         if self.stream_bufs.as_ref().is_none_or(|b| b[0].len() < cap) {
+            // At least STREAM_PIN_MIN even for a shorter range: the mount's stream runs start small and double
+            // (1 MiB, 2, 4, … 16), and pinning costs milliseconds per call, so sizing each pair to its range
+            // pinned and unpinned five pairs in the first 31 MiB of a file.
+            let want = cap.max(STREAM_PIN_MIN).min(piece);
             self.stream_bufs = None; // the old pair is unpinned before a larger one is pinned
-            self.stream_bufs = Some([self.alloc_host(cap)?, self.alloc_host(cap)?]);
+            self.stream_bufs = Some([self.alloc_host(want)?, self.alloc_host(want)?]);
         }
         let bufs = self.stream_bufs.as_mut().expect("allocated above");
         let ptrs = [
