@@ -38,5 +38,14 @@ if [ -d "$corpus" ]; then
   mkdir -p "$carry/fly11"
   cp "$corpus"/fly-chr4/*.fna.gz "$carry/fly11/"
 fi
+# samtools and bgzip with the libraries the device image lacks, for suite.sh's faidx part (this machine is Debian
+# 12, glibc 2.36; the device's Ubuntu 24.04 runs its binaries).
+if command -v samtools >/dev/null && command -v bgzip >/dev/null; then
+  mkdir -p "$carry/bin" "$carry/lib"
+  install -m 755 "$(command -v samtools)" "$(command -v bgzip)" "$carry/bin/"
+  for l in libhts.so.3 libhtscodecs.so.2 libdeflate.so.0; do
+    cp -L "$(ldconfig -p | awk -v l="$l" '$1 == l {print $NF; exit}')" "$carry/lib/$l"
+  done
+fi
 echo "$commit" >"$carry/COMMIT"
 echo "carry/ at $commit: $(du -sm "$carry" | cut -f1) MiB (the device takes 64 MiB a call)"

@@ -17,6 +17,9 @@
 #            `aceapex cat --decoder gpu|cpu` of the whole FASTA through the genome transform (md5 vs original).
 #   mount    atha in genome mode through aceapex-mount with decoder=gpu and cpu (and an injected GPU fault): md5
 #            of the whole file and 200 random dd ranges compared with the original, timed.
+#   faidx    1000 random `samtools faidx` regions of atha on a fresh aceapex-mount (decoder=gpu and cpu) against
+#            samtools faidx of the bgzip'd original on local disk, three runs each, outputs compared (carry/bin
+#            and carry/lib from make-carry.sh: samtools, bgzip and the libraries the image lacks).
 #   tests    the engine's own tests on the GPU (carry/libtests engine::gpu).
 # Expects carry/ as bench/gpu/make-carry.sh leaves it: aceapex, aceapex-mount, gen_genomes, gpubench, nullfs,
 # libtests, atha.fa(.gz), fly11/ (the 11 corpus files, .gz or not).
@@ -185,6 +188,58 @@ if want mountseq && [ -x carry/aceapex-mount ] && [ -x carry/nullfs ]; then
         python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); print("### mountseq stats:", json.dumps(s["streams"]["runs"]), "fs:", json.dumps({k: s["fs"][k] for k in ("reads", "streamed_bytes", "read_latency")}))' "$mnt/.aceapex/stats" 2>&1 | tee -a "$log"
         kill -INT "$pid"; wait "$pid"
       done
+    done
+  done
+fi
+if want faidx && [ -x carry/bin/samtools ] && [ -x carry/aceapex-mount ]; then
+  export LD_LIBRARY_PATH="$PWD/carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  st=./carry/bin/samtools
+  a="$work/atha-genome.acx"
+  [ -f "$a" ] || ./carry/aceapex pack carry/atha.fa -o "$a" -q
+  fx="$work/faidx"
+  mkdir -p "$fx"
+  cp carry/atha.fa "$fx/atha.fa"
+  ./carry/bin/bgzip -@4 -c "$fx/atha.fa" >"$fx/atha.fa.gz"
+  $st faidx "$fx/atha.fa.gz"
+  $st faidx "$fx/atha.fa"
+  # The same 1000 regions as bench/mount-bench.sh draws (up to 1000 bases each, several per sequence).
+  python3 -c '
+import random, sys
+random.seed(7)
+seqs = [(l.split("\t")[0], int(l.split("\t")[1])) for l in open(sys.argv[1])]
+with open(sys.argv[2], "w") as f:
+    for _ in range(1000):
+        name, n = random.choice(seqs)
+        s = random.randrange(1, max(2, n - 1000))
+        f.write(f"{name}:{s}-{min(n, s + random.randrange(1, 1000))}\n")
+' "$fx/atha.fa.fai" "$fx/regions.txt"
+  $st faidx "$fx/atha.fa" -r "$fx/regions.txt" >"$fx/want.txt"
+  mnt=/tmp/gpu-suite-faidx
+  mkdir -p "$mnt"
+  for r in 1 2 3; do
+    sync; echo 3 >/proc/sys/vm/drop_caches 2>/dev/null || true
+    t0=$(date +%s%N)
+    $st faidx "$fx/atha.fa.gz" -r "$fx/regions.txt" >"$fx/got-bgzf.txt" || rc=1
+    say "### faidx bgzip local run $r: $(ms_since "$t0") ms, $(cmp -s "$fx/got-bgzf.txt" "$fx/want.txt" && echo equal || echo DIFFER)"
+    for dec in gpu cpu; do
+      sync; echo 3 >/proc/sys/vm/drop_caches 2>/dev/null || true
+      ./carry/aceapex-mount "$a" "$mnt" -f -o "decoder=$dec" 2>>"$log" &
+      pid=$!
+      up=0
+      for _ in $(seq 1 200); do mountpoint -q "$mnt" && { up=1; break; }; sleep 0.05; done
+      if [ "$up" = 1 ]; then
+        t0=$(date +%s%N)
+        $st faidx "$mnt/atha.fa" -r "$fx/regions.txt" >"$fx/got-$dec.txt" || rc=1
+        ms=$(ms_since "$t0")
+        same=$(cmp -s "$fx/got-$dec.txt" "$fx/want.txt" && echo equal || echo DIFFER)
+        [ "$same" = equal ] || rc=1
+        say "### faidx mount decoder=$dec run $r: $ms ms, $same"
+        python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); print("### faidx stats:", json.dumps({k: s["fs"][k] for k in ("reads", "read_latency")}))' "$mnt/.aceapex/stats" 2>&1 | tee -a "$log"
+      else
+        say "### faidx mount decoder=$dec run $r: did not mount"
+        rc=1
+      fi
+      kill -INT "$pid"; wait "$pid"
     done
   done
 fi
