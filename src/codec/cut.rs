@@ -14,6 +14,9 @@
 //!   bytes right before it, which are the previous part's (one level deeper). When one piece per period would
 //!   cost more than `back` literals, its first `back` bytes become literals (depth 0) and the rest a fill that
 //!   copies them (depth 1, never more than the original byte's depth, which was at least 1);
+//! - a later part of a reverse-complement match (FORMAT.md §1, version 5) `j` bytes after its start reads on
+//!   from `e − j`: it becomes a reverse complement at distance `back + 2j`, every byte reading the source byte it
+//!   read before (all of them lie before the match, so there is no periodic case);
 //! - any piece shorter than 2 bytes becomes literals (taken from the block's bytes, so no decoding is needed).
 
 use crate::codec::block::Token;
@@ -45,7 +48,9 @@ pub fn cut_slices(tokens: &[Token], literals: &[u8], block: &[u8], slice_len: us
         let n = t.lit_len as usize;
         cutter.literals(&literals[lit_at..lit_at + n]);
         lit_at += n;
-        if t.match_len > 0 {
+        if t.match_len > 0 && t.rc {
+            cutter.copy_rc(t.match_len as usize, t.back);
+        } else if t.match_len > 0 {
             cutter.copy(t.match_len as usize, t.back);
         }
     }
@@ -113,13 +118,29 @@ impl Cutter<'_> {
 
     /// Appends one match piece that fits the current slice (or literals when it is shorter than 2 bytes).
     fn piece(&mut self, len: usize, back: u64) {
+        self.piece_of_kind(len, back, false);
+    }
+
+    /// [`Self::piece`] of either kind (`rc`: a reverse complement).
+    fn piece_of_kind(&mut self, len: usize, back: u64, rc: bool) {
         if len < 2 {
             self.own_literals(len);
             return;
         }
-        self.current.tokens.push(Token { lit_len: self.run, match_len: len as u32, back, rc: false });
+        self.current.tokens.push(Token { lit_len: self.run, match_len: len as u32, back, rc });
         self.run = 0;
         self.pos += len;
+    }
+
+    /// Appends a reverse-complement match of `len` bytes at the current position whose source ends `back` bytes
+    /// before it, cut at slice boundaries: the part `k` bytes on reads on from `e − k`, at distance `back + 2k`.
+    fn copy_rc(&mut self, len: usize, back: u64) {
+        let mut k = 0usize;
+        while k < len {
+            let m = self.room().min(len - k);
+            self.piece_of_kind(m, back + 2 * k as u64, true);
+            k += m;
+        }
     }
 
     /// Appends a match of `len` bytes at the current position copying from `back` bytes before, cut at slice
@@ -176,9 +197,13 @@ mod tests {
             }
             let dst = stream.len();
             let src = dst - t.back as usize;
+            if t.rc {
+                assert!(t.back as usize + t.match_len as usize - 1 <= dst, "reverse complement before the start");
+            }
             for k in 0..t.match_len as usize {
-                let from = src + k % t.back as usize;
-                stream.push(stream[from]);
+                let from = if t.rc { src - k } else { src + k % t.back as usize };
+                let byte = stream[from];
+                stream.push(if t.rc { crate::codec::block::COMPLEMENT[byte as usize] } else { byte });
                 depth.push(depth[from] + 1);
             }
         }
@@ -259,6 +284,31 @@ mod tests {
         }
     }
 
+    fn rc(lit_len: u32, match_len: u32, back: u64) -> Token {
+        Token { lit_len, match_len, back, rc: true }
+    }
+
+    #[test]
+    fn reverse_complements_across_boundaries_read_on_backwards() {
+        let prefix: Vec<u8> = (0..200).map(|i| b"ACGT"[(i * 7 + i / 5) % 4]).collect();
+        // 70 bytes whose source ends 100 bytes back (at stream 200 + 10 − 100 = 110) over slices of 32.
+        let slices = check_cut(&prefix, &[rc(10, 70, 100), tok(4, 0, 0)], &(0..14u8).collect::<Vec<_>>(), 32);
+        assert_eq!(slices[0].tokens[0], rc(10, 22, 100));
+        assert_eq!(slices[1].tokens[0], rc(0, 32, 100 + 44));
+        assert_eq!(slices[2].tokens[0], rc(0, 16, 100 + 108));
+        // A one-byte remnant on either side becomes a literal; a two-byte one stays a match.
+        let s = check_cut(&prefix, &[rc(31, 10, 100), tok(23, 0, 0)], &[9; 54], 32);
+        assert_eq!(s[0].tokens, vec![tok(32, 0, 0)]);
+        assert_eq!(s[1].tokens[0], rc(0, 9, 102));
+        let s = check_cut(&prefix, &[rc(20, 13, 100), tok(0, 0, 0)], &[7; 20], 32);
+        assert_eq!(s[1].tokens, vec![tok(1, 0, 0)]);
+        let s = check_cut(&prefix, &[rc(30, 10, 100), tok(24, 0, 0)], &[7; 54], 32);
+        assert_eq!(s[0].tokens[0], rc(30, 2, 100));
+        assert_eq!(s[1].tokens[0], rc(0, 8, 104));
+        // The source reaching back to the stream's first byte, cut at every 16 bytes.
+        check_cut(&prefix, &[rc(0, 100, 101), tok(0, 0, 0)], &[], 16);
+    }
+
     #[test]
     fn exact_fits_and_short_tails() {
         let prefix = b"ACGTACGTACGT";
@@ -295,7 +345,13 @@ mod tests {
                     continue;
                 }
                 let back = 1 + if next(2) == 0 { next(8) } else { next(reach as u64) };
-                tokens.push(tok(lit as u32, len as u32, back.min(reach as u64)));
+                if next(3) == 0 && len <= reach {
+                    // A reverse complement: back + len − 1 ≤ reach.
+                    let back = back.min((reach - len + 1) as u64);
+                    tokens.push(rc(lit as u32, len as u32, back));
+                } else {
+                    tokens.push(tok(lit as u32, len as u32, back.min(reach as u64)));
+                }
                 pos += len;
             }
             // Merge into the token shape the packer emits: matches, then one literal-only token last.
@@ -304,7 +360,7 @@ mod tests {
             for t in tokens {
                 run += t.lit_len;
                 if t.match_len > 0 {
-                    shaped.push(tok(run, t.match_len, t.back));
+                    shaped.push(Token { lit_len: run, ..t });
                     run = 0;
                 }
             }

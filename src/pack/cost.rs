@@ -8,12 +8,17 @@
 
 use crate::codec::block::{continuation_index, distance_code, PrevMatch, Token};
 use crate::codec::logcode;
-use crate::codec::tables::OF_EXPLICIT_CODES;
+use crate::codec::tables::{OF_ALPHABET, OF_EXPLICIT_CODES, OF_REVERSE_BASE};
 
 pub const PRICE_ONE: u32 = 1 << logcode::COST_FRAC_BITS;
 const LL_CODES: usize = 64;
 const ML_CODES: usize = 64;
-const OF_CODES: usize = 96;
+const OF_CODES: usize = OF_ALPHABET;
+/// Prior count of each explicit reverse-complement distance code (forward codes start at 4). None: the forward
+/// prices stay what they were before version 5 (text and general mode never have a reverse complement, and a
+/// prior of 1 each moved them enough to change parses), and on bases the counts of the first block with reverse
+/// complements price them (until then they cost the 12 bits of the rarest symbol).
+const RC_PRIOR: u32 = 0;
 
 /// Adaptive symbol counts (code level) for the four alphabets.
 #[derive(Debug, Clone)]
@@ -28,6 +33,7 @@ impl Counts {
     /// A prior with no knowledge of the data's matches: short runs and lengths likely, distances flat-ish.
     pub fn prior() -> Counts {
         let mut c = Counts { lit: [1; 256], ll: [1; LL_CODES], ml: [1; ML_CODES], of: [4; OF_CODES] };
+        c.of[OF_REVERSE_BASE..].fill(RC_PRIOR);
         for (i, v) in c.ll.iter_mut().enumerate() {
             *v = (64 >> (i / 2).min(6)).max(1);
         }
@@ -49,13 +55,16 @@ impl Counts {
     /// code where one applies, except that the block is taken as one slice (the encoder codes the first match
     /// of each slice explicitly: one match in a few dozen on genomes).
     pub fn add_tokens(&mut self, tokens: &[Token], literals: &[u8]) {
-        let mut prev = 0;
+        // Destinations relative to the block start: only their differences count.
+        let (mut prev, mut dst) = (None, 0u64);
         for t in tokens {
             self.ll[logcode::code_of(t.lit_len as u64) as usize] += 1;
+            dst += t.lit_len as u64;
             if t.match_len > 0 {
                 self.ml[logcode::code_of(t.match_len as u64 - 2) as usize] += 1;
-                self.of[(distance_code(t.back, false, 0, PrevMatch::forward(prev)).0 as usize).min(OF_CODES - 1)] += 1;
-                prev = t.back;
+                self.of[(distance_code(t.back, t.rc, dst, prev).0 as usize).min(OF_CODES - 1)] += 1;
+                prev = Some(PrevMatch { back: t.back, dst, rc: t.rc });
+                dst += t.match_len as u64;
             }
         }
         for &b in literals {
@@ -69,7 +78,9 @@ impl Counts {
         halve(&mut self.lit);
         halve(&mut self.ll);
         halve(&mut self.ml);
-        halve(&mut self.of);
+        halve(&mut self.of[..OF_REVERSE_BASE]);
+        // Reverse-complement codes never seen stay at 0 (see RC_PRIOR); seen ones stay above it.
+        self.of[OF_REVERSE_BASE..].iter_mut().for_each(|v| *v = v.div_ceil(2));
     }
 }
 
@@ -134,19 +145,21 @@ impl Prices {
         }
     }
 
-    /// Price of an explicit distance code (the first match of a slice, or one no continuation reaches).
+    /// Price of an explicit distance code (the first match of a slice, or one no continuation reaches): codes
+    /// `0 … 87` for a forward match, `96 … 183` for a reverse complement (`rc`), with the same extra bits.
     #[inline]
-    pub fn distance(&self, back: u64) -> u32 {
-        logcode::cost(back - 1, &self.of[..OF_EXPLICIT_CODES])
+    pub fn distance(&self, back: u64, rc: bool) -> u32 {
+        let base = if rc { OF_REVERSE_BASE } else { 0 };
+        logcode::cost(back - 1, &self.of[base..base + OF_EXPLICIT_CODES])
     }
 
-    /// Price of the distance of a match at `back` after a match at `prev` (0: none): its continuation code when
-    /// one applies (no extra bits), else the explicit code.
+    /// Price of the distance of a match of kind `rc` and distance `back` at `dst` after the match `prev` (`None`:
+    /// none): its continuation code when one applies (no extra bits), else the explicit code.
     #[inline]
-    pub fn distance_after(&self, back: u64, prev: u64) -> u32 {
-        match continuation_index(back, false, 0, PrevMatch::forward(prev)) {
+    pub fn distance_after(&self, back: u64, rc: bool, dst: u64, prev: Option<PrevMatch>) -> u32 {
+        match continuation_index(back, rc, dst, prev) {
             Some(k) => self.of[OF_EXPLICIT_CODES + k],
-            None => self.distance(back),
+            None => self.distance(back, rc),
         }
     }
 }
@@ -163,14 +176,24 @@ mod tests {
         assert!(p.lit[b'A' as usize] < PRICE_ONE / 4);
         assert!(p.lit[b'C' as usize] > 9 * PRICE_ONE);
         // Distances: far sources cost their extra bits.
-        assert!(p.distance(1 << 30) > p.distance(100) + 20 * PRICE_ONE);
+        assert!(p.distance(1 << 30, false) > p.distance(100, false) + 20 * PRICE_ONE);
         assert!(p.match_len(3) < p.match_len(5000));
         // Continuations: a code without extra bits, whatever the distance; an unrelated distance stays explicit.
-        assert_eq!(p.distance_after(1 << 30, 1 << 30), p.of[OF_EXPLICIT_CODES]);
-        assert_eq!(p.distance_after((1 << 30) + 1, 1 << 30), p.of[OF_EXPLICIT_CODES + 1]);
-        assert!(p.distance_after((1 << 30) - 1, 1 << 30) < 13 * PRICE_ONE);
-        assert_eq!(p.distance_after(1 << 30, 0), p.distance(1 << 30));
-        assert_eq!(p.distance_after(1 << 30, 5000), p.distance(1 << 30));
+        let fwd = |back| Some(PrevMatch { back, dst: 100, rc: false });
+        assert_eq!(p.distance_after(1 << 30, false, 200, fwd(1 << 30)), p.of[OF_EXPLICIT_CODES]);
+        assert_eq!(p.distance_after((1 << 30) + 1, false, 200, fwd(1 << 30)), p.of[OF_EXPLICIT_CODES + 1]);
+        assert!(p.distance_after((1 << 30) - 1, false, 200, fwd(1 << 30)) < 13 * PRICE_ONE);
+        assert_eq!(p.distance_after(1 << 30, false, 200, None), p.distance(1 << 30, false));
+        assert_eq!(p.distance_after(1 << 30, false, 200, fwd(5000)), p.distance(1 << 30, false));
+        // Reverse complements: their own explicit codes; a continuation keeps the anti-diagonal, so 100 bytes
+        // further on the distance is 200 more; a forward match never continues a reverse complement.
+        let rc = Some(PrevMatch { back: 1 << 30, dst: 100, rc: true });
+        assert_eq!(p.distance_after((1 << 30) + 200, true, 200, rc), p.of[OF_EXPLICIT_CODES]);
+        assert_eq!(p.distance_after((1 << 30) + 199, true, 200, rc), p.of[OF_EXPLICIT_CODES + 1]);
+        assert_eq!(p.distance_after((1 << 30) + 200, false, 200, rc), p.distance((1 << 30) + 200, false));
+        assert_eq!(p.distance_after(1 << 30, true, 200, fwd(1 << 30)), p.distance(1 << 30, true));
+        // Before any is counted, a reverse complement is dearer than a forward match of the same distance.
+        assert!(p.distance(1 << 20, true) > p.distance(1 << 20, false));
     }
 
     #[test]
@@ -181,14 +204,19 @@ mod tests {
             Token { lit_len: 1, match_len: 30, back: 1 << 30, rc: false },
             Token { lit_len: 1, match_len: 30, back: 1 << 30, rc: false },
             Token { lit_len: 1, match_len: 30, back: (1 << 30) - 1, rc: false },
+            Token { lit_len: 1, match_len: 30, back: 5000, rc: true },
+            // 3 bytes on: the anti-diagonal kept, back + 2 * 33.
+            Token { lit_len: 3, match_len: 30, back: 5066, rc: true },
             Token { lit_len: 4, match_len: 0, back: 0, rc: false },
         ];
-        c.add_tokens(&tokens, &[b'A'; 7]);
+        c.add_tokens(&tokens, &[b'A'; 11]);
         assert_eq!(
             c.of[logcode::code_of((1 << 30) - 1) as usize],
             before[logcode::code_of((1 << 30) - 1) as usize] + 1
         );
-        assert_eq!(c.of[OF_EXPLICIT_CODES], before[OF_EXPLICIT_CODES] + 1);
+        assert_eq!(c.of[OF_EXPLICIT_CODES], before[OF_EXPLICIT_CODES] + 2);
+        let rc_code = OF_REVERSE_BASE + logcode::code_of(4999) as usize;
+        assert_eq!(c.of[rc_code], before[rc_code] + 1);
         assert_eq!(c.of[OF_EXPLICIT_CODES + 2], before[OF_EXPLICIT_CODES + 2] + 1);
     }
 }

@@ -1,13 +1,14 @@
 //! The reference-depth bound (FORMAT.md §1): a sequential pass in stream order that gives every byte its depth
 //! (0 for a literal, 1 + the depth of the byte it copies) and turns the bytes of any match that would exceed
 //! `max_depth` into literals — the forced-literal approach. The match around a forced literal is split into
-//! pieces with the same distance; pieces too short to pay for a token become literals too.
+//! pieces that copy the same source bytes (the same distance forward; a reverse complement's later piece
+//! `j` bytes on has distance `back + 2j`); pieces too short to pay for a token become literals too.
 //!
 //! The pass is O(n) over the stream, touches one depth byte per stream byte (a file-backed map for large inputs)
 //! and is deterministic, so the archive does not depend on how parsing was spread over threads.
 
 use crate::codec::block::Token;
-use crate::pack::parser::BlockTokens;
+use crate::pack::parser::{source_byte, BlockTokens};
 
 /// Match pieces shorter than this after a split are coded as literals (a token costs more than it saves).
 const MIN_PIECE: u32 = 4;
@@ -70,7 +71,7 @@ impl<'a> DepthPass<'a> {
             pos += lits;
             run += t.lit_len;
             if t.match_len > 0 {
-                self.place_match(pos, t.match_len, t.back, &mut run, &mut out);
+                self.place_match(pos, *t, &mut run, &mut out);
                 pos += t.match_len as usize;
             }
         }
@@ -78,25 +79,26 @@ impl<'a> DepthPass<'a> {
         out
     }
 
-    /// Writes the depths of a match at `dst` and emits it as one or more pieces plus forced literals. A byte that
-    /// would go too deep becomes a literal; the rest of the match continues as a new piece with the same distance.
-    /// (Re-pointing the rest to the source's own, shallower source was measured: it saved nothing, because the
-    /// parser already avoids most deep sources and a re-pointed piece costs a full token.)
-    fn place_match(&mut self, dst: usize, len: u32, back: u64, run: &mut u32, out: &mut BlockTokens) {
-        let end = dst + len as usize;
-        let b = back as usize;
+    /// Writes the depths of the match of `t` at `dst` and emits it as one or more pieces plus forced literals. A
+    /// byte that would go too deep becomes a literal; the rest of the match continues as a new piece copying the
+    /// same source bytes. (Re-pointing the rest to the source's own, shallower source was measured: it saved
+    /// nothing, because the parser already avoids most deep sources and a re-pointed piece costs a full token.)
+    fn place_match(&mut self, dst: usize, t: Token, run: &mut u32, out: &mut BlockTokens) {
+        let end = dst + t.match_len as usize;
         let mut piece = dst;
         let mut x = dst;
+        // The distance of the piece starting at `at`: forward pieces keep `back` (their period restarts at the
+        // piece start); a reverse complement's piece j bytes on reads on from `e − j`, at distance back + 2j.
+        let piece_back = |at: usize| if t.rc { t.back + 2 * (at - dst) as u64 } else { t.back };
         while x < end {
-            // Source of byte x of the current piece: the period restarts at the piece start.
-            let src = piece - b + ((x - piece) % b);
+            let src = source_byte(piece as u64, piece_back(piece), t.rc, (x - piece) as u64) as usize;
             let d = self.depth[src] as u32 + 1;
             if d <= self.max_depth as u32 {
                 self.depth[x] = d as u8;
                 x += 1;
                 continue;
             }
-            self.close_piece(piece, x, back, piece == dst && x == end, run, out);
+            self.close_piece(piece, x, (piece_back(piece), t.rc), piece == dst && x == end, run, out);
             self.depth[x] = 0;
             out.literals.push(self.data[x]);
             *run += 1;
@@ -104,12 +106,21 @@ impl<'a> DepthPass<'a> {
             x += 1;
             piece = x;
         }
-        self.close_piece(piece, end, back, piece == dst, run, out);
+        self.close_piece(piece, end, (piece_back(piece), t.rc), piece == dst, run, out);
     }
 
-    /// Emits match bytes `[from, to)` (depths already written) as a token, or as literals when the piece is too
-    /// short to pay for a token (`whole`: the parser's own unsplit match, kept whenever legal).
-    fn close_piece(&mut self, from: usize, to: usize, back: u64, whole: bool, run: &mut u32, out: &mut BlockTokens) {
+    /// Emits match bytes `[from, to)` (depths already written) as a token of distance and kind `(back, rc)`, or as
+    /// literals when the piece is too short to pay for a token (`whole`: the parser's own unsplit match, kept
+    /// whenever legal).
+    fn close_piece(
+        &mut self,
+        from: usize,
+        to: usize,
+        (back, rc): (u64, bool),
+        whole: bool,
+        run: &mut u32,
+        out: &mut BlockTokens,
+    ) {
         let n = (to - from) as u32;
         if n == 0 {
             return;
@@ -122,7 +133,7 @@ impl<'a> DepthPass<'a> {
         }
         let piece_max = self.depth[from..to].iter().copied().max().unwrap_or(0);
         self.max_seen = self.max_seen.max(piece_max);
-        out.tokens.push(Token { lit_len: *run, match_len: n, back, rc: false });
+        out.tokens.push(Token { lit_len: *run, match_len: n, back, rc });
         *run = 0;
     }
 }
@@ -145,10 +156,11 @@ mod tests {
                     pos += 1;
                     lit += 1;
                 }
-                let src = pos - t.back as usize;
-                for k in 0..t.match_len as usize {
-                    out[pos + k] = out[src + k % t.back as usize];
-                    depth[pos + k] = depth[src + k % t.back as usize] + 1;
+                for k in 0..t.match_len as u64 {
+                    let src = source_byte(pos as u64, t.back, t.rc, k) as usize;
+                    let byte = out[src];
+                    out[pos + k as usize] = if t.rc { crate::codec::block::COMPLEMENT[byte as usize] } else { byte };
+                    depth[pos + k as usize] = depth[src] + 1;
                 }
                 pos += t.match_len as usize;
             }
@@ -172,6 +184,65 @@ mod tests {
         let (out, depth) = replay(&data, &[(0, fixed)]);
         assert_eq!(out, data);
         assert!(depth.iter().all(|&d| d <= 5));
+    }
+
+    #[test]
+    fn reverse_complement_chains_are_cut_at_the_bound() {
+        // 8 literal bases, then 40 reverse complements each reading the 8 bytes before it backwards: every copy
+        // is one level deeper. With the bound 5 the pass must force literals, and what it keeps must decode.
+        let unit = b"AACGTTGC";
+        let mut data = unit.to_vec();
+        let mut tokens = Vec::new();
+        for _ in 0..40 {
+            let e = data.len() - 1;
+            let piece: Vec<u8> = (0..8).map(|k| crate::codec::block::COMPLEMENT[data[e - k] as usize]).collect();
+            data.extend(piece);
+            tokens.push(Token { lit_len: if tokens.is_empty() { 8 } else { 0 }, match_len: 8, back: 1, rc: true });
+        }
+        tokens.push(Token::default());
+        let block = BlockTokens { tokens, literals: unit.to_vec() };
+        let (unbounded, d) = replay(&data, &[(0, block.clone())]);
+        assert_eq!(unbounded, data);
+        assert_eq!(d.iter().max(), Some(&40));
+        for max in [1u8, 2, 5, 16] {
+            let mut depth = vec![0u8; data.len()];
+            let mut pass = DepthPass::new(&data, &mut depth, max);
+            let fixed = pass.apply(0, block.clone());
+            assert!(pass.forced > 0);
+            assert_eq!(pass.max_seen, max);
+            assert!(fixed.tokens.iter().any(|t| t.rc && t.match_len > 0));
+            let (out, depth) = replay(&data, &[(0, fixed)]);
+            assert_eq!(out, data, "max {max}");
+            assert!(depth.iter().all(|&d| d <= max));
+        }
+    }
+
+    #[test]
+    fn split_reverse_complement_keeps_its_source() {
+        // A block of one reverse complement over the 20 bytes before it, one of which (byte 10) is at the bound:
+        // byte k reads 19 − k, so byte 9 of the match is forced, and the piece after it reads on from byte 9
+        // (distance back + 2·10) with its bytes' depths unchanged.
+        let mut data = b"ACGGTCAATTGCCAGTACGT".to_vec();
+        let n = data.len();
+        let copy: Vec<u8> = (0..n).map(|k| crate::codec::block::COMPLEMENT[data[n - 1 - k] as usize]).collect();
+        data.extend(copy);
+        let block = BlockTokens {
+            tokens: vec![Token { lit_len: 0, match_len: n as u32, back: 1, rc: true }, Token::default()],
+            literals: Vec::new(),
+        };
+        let mut depth = vec![0u8; data.len()];
+        depth[10] = 3;
+        let mut pass = DepthPass::new(&data, &mut depth, 3);
+        let fixed = pass.apply(n as u64, block);
+        assert_eq!(pass.forced, 1);
+        let expect = [
+            Token { lit_len: 0, match_len: 9, back: 1, rc: true },
+            Token { lit_len: 1, match_len: 10, back: 1 + 2 * 10, rc: true },
+            Token { lit_len: 0, match_len: 0, back: 0, rc: false },
+        ];
+        assert_eq!(fixed.tokens, expect);
+        assert_eq!(fixed.literals, [data[n + 9]]);
+        assert!(depth[n..].iter().all(|&d| d <= 1));
     }
 
     #[test]

@@ -9,20 +9,45 @@
 //!
 //! Lookups and inserts run in stream order, so the result depends only on the data and the parameters — never on
 //! how the caller splits work across threads.
+//!
+//! On bare bases the scan also finds reverse-complement repeats (FORMAT.md §1): a second rolling hash gives, at
+//! every position, the hash of the reverse complement of the window there — the hash its source window was
+//! inserted under, since the polynomial hash of a reversed window is the same sum with the powers of the base
+//! reversed, and the base is odd so it can be divided out when the window rolls. Those sample points are only
+//! looked up, never inserted, and the sampling by content still picks the same windows of both copies.
 
-use crate::pack::matcher::common_len;
+use crate::codec::block::COMPLEMENT;
+use crate::pack::matcher::{common_len, rc_common_len};
 
-/// A verified repeat: `len` bytes at `start` equal the bytes `back` earlier.
+/// A verified repeat: `len` bytes at `start` equal the bytes `back` earlier (forward), or, when `rc`, the reverse
+/// complement of the `len` bytes ending at `start − back` (read backwards). A reverse-complement repeat continued
+/// at `start + k` has distance `back + 2k` ([`LongMatch::back_at`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LongMatch {
     pub start: u64,
     pub back: u64,
     pub len: u64,
+    pub rc: bool,
 }
 
 impl LongMatch {
     pub fn end(&self) -> u64 {
         self.start + self.len
+    }
+
+    /// The distance of the repeat's part that starts at `pos` (`start ≤ pos < end`).
+    pub fn back_at(&self, pos: u64) -> u64 {
+        if self.rc {
+            self.back + 2 * (pos - self.start)
+        } else {
+            self.back
+        }
+    }
+
+    /// What stays the same along the repeat: the diagonal `dst − src` of a forward repeat, the anti-diagonal
+    /// `dst + src` of a reverse complement (as `2·start − back`).
+    fn diagonal(&self) -> (bool, u64) {
+        (self.rc, if self.rc { 2 * self.start - self.back } else { self.back })
     }
 }
 
@@ -64,10 +89,26 @@ fn byte_table() -> [u64; 256] {
 
 const HASH_BASE: u64 = 0x100_0000_01b3;
 
+/// The inverse of an odd `x` modulo 2^64 (Newton's iteration doubles the correct low bits each step).
+const fn inverse_mod_2_64(x: u64) -> u64 {
+    let mut y = x;
+    let mut i = 0;
+    while i < 6 {
+        y = y.wrapping_mul(2u64.wrapping_sub(x.wrapping_mul(y)));
+        i += 1;
+    }
+    y
+}
+
+/// `HASH_BASE^-1`: rolls the reverse-complement hash, whose newest byte has the lowest power.
+const HASH_BASE_INV: u64 = inverse_mod_2_64(HASH_BASE);
+
 pub struct Ldm {
     params: LdmParams,
     table: Vec<u64>,
     bytes: [u64; 256],
+    /// `bytes` of each byte's complement.
+    rc_bytes: [u64; 256],
     /// `HASH_BASE^(window-1)`: removes the outgoing byte.
     out_factor: u64,
 }
@@ -75,10 +116,12 @@ pub struct Ldm {
 impl Ldm {
     pub fn new(params: LdmParams) -> Ldm {
         let out_factor = (1..params.window).fold(1u64, |f, _| f.wrapping_mul(HASH_BASE));
+        let bytes = byte_table();
         Ldm {
             params,
             table: crate::pack::mem::zeroed(1usize << (params.table_log + params.bucket_log)),
-            bytes: byte_table(),
+            bytes,
+            rc_bytes: std::array::from_fn(|b| bytes[COMPLEMENT[b] as usize]),
             out_factor,
         }
     }
@@ -89,8 +132,8 @@ impl Ldm {
     }
 
     /// Scans windows starting in `[start, end)` of `data` (in order; successive calls must continue where the
-    /// last stopped) and appends the repeats found, sorted by start.
-    pub fn scan(&mut self, data: &[u8], start: u64, end: u64, out: &mut Vec<LongMatch>) {
+    /// last stopped) and appends the repeats found, sorted by start; with `rc`, reverse-complement repeats too.
+    pub fn scan(&mut self, data: &[u8], start: u64, end: u64, rc: bool, out: &mut Vec<LongMatch>) {
         let w = self.params.window;
         let first_len = out.len();
         if data.len() < w {
@@ -105,23 +148,44 @@ impl Ldm {
         for &b in &data[start as usize..start as usize + w] {
             h = h.wrapping_mul(HASH_BASE).wrapping_add(self.bytes[b as usize]);
         }
-        let mut recent = [LongMatch { start: 0, back: 0, len: 0 }; RECENT];
+        // The forward hash of the window's reverse complement: the complement of byte m of the window weighs
+        // HASH_BASE^m.
+        let mut h_rc = 0u64;
+        if rc {
+            for &b in data[start as usize..start as usize + w].iter().rev() {
+                h_rc = h_rc.wrapping_mul(HASH_BASE).wrapping_add(self.rc_bytes[b as usize]);
+            }
+        }
+        let mut recent = [LongMatch { start: 0, back: 0, len: 0, rc: false }; RECENT];
         let mut recent_next = 0;
         let sample_shift = 64 - self.params.sample_log;
+        let sample_log = self.params.sample_log;
+        let sampled = move |mixed: u64| sample_log == 0 || mixed >> sample_shift == 0;
         // Sample points are visited in batches, in order; collecting a batch first lets the buckets be
-        // prefetched, since every visit is otherwise a cache miss.
-        let mut batch: Vec<(u64, u64)> = Vec::with_capacity(BATCH);
+        // prefetched, since every visit is otherwise a cache miss. A point is (position, mixed hash, reverse).
+        let mut batch: Vec<(u64, u64, bool)> = Vec::with_capacity(BATCH);
         let mut p = start;
         loop {
             let mixed = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
-            if self.params.sample_log == 0 || mixed >> sample_shift == 0 {
+            if sampled(mixed) {
                 self.prefetch_bucket(mixed);
-                batch.push((p, mixed));
+                batch.push((p, mixed, false));
+            }
+            let mixed_rc = h_rc.wrapping_mul(0xff51_afd7_ed55_8ccd);
+            // A window that is its own reverse complement would find itself forward already.
+            if rc && mixed_rc != mixed && sampled(mixed_rc) {
+                self.prefetch_bucket(mixed_rc);
+                batch.push((p, mixed_rc, true));
             }
             p += 1;
-            if batch.len() == BATCH || p >= end {
-                for &(at, mixed) in &batch {
-                    for m in self.visit(data, at, mixed, &recent).into_iter().flatten() {
+            if batch.len() >= BATCH || p >= end {
+                for &(at, mixed, reverse) in &batch {
+                    let found = if reverse {
+                        [self.visit_rc(data, at, mixed, &recent), None]
+                    } else {
+                        self.visit(data, at, mixed, &recent)
+                    };
+                    for m in found.into_iter().flatten() {
                         recent[recent_next % RECENT] = m;
                         recent_next += 1;
                         out.push(m);
@@ -132,11 +196,67 @@ impl Ldm {
             if p >= end {
                 break;
             }
-            let old = self.bytes[data[p as usize - 1] as usize];
-            let new = self.bytes[data[p as usize + w - 1] as usize];
-            h = h.wrapping_sub(old.wrapping_mul(self.out_factor)).wrapping_mul(HASH_BASE).wrapping_add(new);
+            let (old, new) = (data[p as usize - 1] as usize, data[p as usize + w - 1] as usize);
+            h = h
+                .wrapping_sub(self.bytes[old].wrapping_mul(self.out_factor))
+                .wrapping_mul(HASH_BASE)
+                .wrapping_add(self.bytes[new]);
+            if rc {
+                h_rc = h_rc
+                    .wrapping_sub(self.rc_bytes[old])
+                    .wrapping_mul(HASH_BASE_INV)
+                    .wrapping_add(self.rc_bytes[new].wrapping_mul(self.out_factor));
+            }
         }
-        out[first_len..].sort_by_key(|m| (m.start, m.back));
+        out[first_len..].sort_by_key(|m| (m.start, m.back, m.rc));
+    }
+
+    /// Looks reverse-complement sample point `p` up (its `mixed` hash is that of the window's reverse
+    /// complement) without inserting it. Returns the longest verified reverse-complement repeat not already
+    /// covered by a recently recorded one.
+    fn visit_rc(&self, data: &[u8], p: u64, mixed: u64, recent: &[LongMatch; RECENT]) -> Option<LongMatch> {
+        let bucket = self.bucket_of(mixed);
+        let check = (mixed >> POS_BITS) << POS_BITS;
+        let w = self.params.window as u64;
+        let mut best: Option<LongMatch> = None;
+        for slot in bucket..bucket + (1usize << self.params.bucket_log) {
+            let e = self.table[slot];
+            if e == 0 || e & !POS_MASK != check {
+                continue;
+            }
+            // The source window is [src, src + w): the match reads it backwards from its last byte.
+            let last = (e & POS_MASK) - 1 + w - 1;
+            if last >= p {
+                continue;
+            }
+            let diagonal = (true, p + last);
+            if recent.iter().any(|r| r.diagonal() == diagonal && r.start <= p && r.end() >= p + w) {
+                continue;
+            }
+            if let Some(m) = self.verify_rc(data, p, last) {
+                if best.is_none_or(|b| m.len > b.len) {
+                    best = Some(m);
+                }
+            }
+        }
+        best
+    }
+
+    /// The reverse-complement repeat at `p` whose source ends at `last < p`, extended both ways (backwards in
+    /// `p` means forwards in the source, up to where the two would meet), if it is at least one window long.
+    fn verify_rc(&self, data: &[u8], p: u64, last: u64) -> Option<LongMatch> {
+        let fwd = rc_common_len(data, p as usize, last as usize, MAX_FORWARD) as u64;
+        if fwd < self.params.window as u64 {
+            return None;
+        }
+        let mut bwd = 0u64;
+        while bwd < MAX_BACK_EXTEND
+            && p - bwd - 1 > last + bwd + 1
+            && data[(p - bwd - 1) as usize] == COMPLEMENT[data[(last + bwd + 1) as usize] as usize]
+        {
+            bwd += 1;
+        }
+        Some(LongMatch { start: p - bwd, back: p - last - 2 * bwd, len: fwd + bwd, rc: true })
     }
 
     /// First table slot of the bucket for a mixed window hash.
@@ -177,7 +297,10 @@ impl Ldm {
             }
             let src = (e & POS_MASK) - 1;
             let back = p - src;
-            if recent.iter().any(|r| r.back == back && r.start <= p && r.end() >= p + self.params.window as u64) {
+            if recent
+                .iter()
+                .any(|r| r.diagonal() == (false, back) && r.start <= p && r.end() >= p + self.params.window as u64)
+            {
                 continue;
             }
             if let Some(m) = self.verify(data, p, src) {
@@ -202,7 +325,7 @@ impl Ldm {
         while bwd < MAX_BACK_EXTEND && bwd < src && data[(p - bwd - 1) as usize] == data[(src - bwd - 1) as usize] {
             bwd += 1;
         }
-        Some(LongMatch { start: p - bwd, back: p - src, len: fwd + bwd })
+        Some(LongMatch { start: p - bwd, back: p - src, len: fwd + bwd, rc: false })
     }
 }
 
@@ -233,14 +356,54 @@ mod tests {
         let mut ldm = Ldm::new(LdmParams { window: 24, sample_log: 3, table_log: 16, bucket_log: 2 });
         let mut out = Vec::new();
         // Two calls continuing each other behave like one.
-        ldm.scan(&data, 0, 100_000, &mut out);
-        ldm.scan(&data, 100_000, data.len() as u64, &mut out);
+        ldm.scan(&data, 0, 100_000, false, &mut out);
+        ldm.scan(&data, 100_000, data.len() as u64, false, &mut out);
         let second = 5000 + 300 + 200_000;
         let hit = out.iter().find(|m| m.back == 300 + 200_000).expect("repeat found");
         assert!(hit.start <= second as u64 + 10 && hit.end() >= (second + 290) as u64, "{hit:?}");
         for m in &out {
+            assert!(!m.rc);
             let (s, b, l) = (m.start as usize, m.back as usize, m.len as usize);
             assert_eq!(data[s..s + l], data[s - b..s - b + l]);
+        }
+    }
+
+    #[test]
+    fn hash_base_inverse() {
+        assert_eq!(HASH_BASE.wrapping_mul(HASH_BASE_INV), 1);
+    }
+
+    #[test]
+    fn finds_a_far_inverted_repeat() {
+        let arm = noise(400, 5);
+        let mut data = noise(3000, 6);
+        let arm_at = data.len();
+        data.extend_from_slice(&arm);
+        data.extend(noise(150_000, 7));
+        let copy_at = data.len();
+        data.extend(arm.iter().rev().map(|&b| COMPLEMENT[b as usize]));
+        data.extend(noise(1000, 8));
+        for rc in [false, true] {
+            let mut ldm = Ldm::new(LdmParams { window: 16, sample_log: 2, table_log: 16, bucket_log: 2 });
+            let mut out = Vec::new();
+            ldm.scan(&data, 0, 70_000, rc, &mut out);
+            ldm.scan(&data, 70_000, data.len() as u64, rc, &mut out);
+            let hits: Vec<&LongMatch> = out.iter().filter(|m| m.rc).collect();
+            assert_eq!(hits.is_empty(), !rc, "{hits:?}");
+            for m in &hits {
+                let last = m.start - m.back;
+                assert!(last + 1 >= m.len, "{m:?} reads before the stream start");
+                for k in 0..m.len {
+                    assert_eq!(data[(m.start + k) as usize], COMPLEMENT[data[(last - k) as usize] as usize]);
+                }
+                assert_eq!(m.back_at(m.start + 10), m.back + 20);
+            }
+            if rc {
+                // The copy's first byte reads the arm's last byte.
+                let m = hits.iter().find(|m| m.start <= copy_at as u64 + 20 && m.end() >= copy_at as u64 + 380);
+                let m = m.expect("the inverted repeat is found");
+                assert_eq!(2 * m.start - m.back, (copy_at + arm_at + arm.len() - 1) as u64);
+            }
         }
     }
 }

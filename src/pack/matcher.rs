@@ -5,19 +5,33 @@
 //! separates real repeats from chance hits — into rows of the most recent positions with 8-bit tags, so a lookup
 //! costs one cache line and only tag hits touch the data. Far sources beyond the window come from
 //! [`crate::pack::ldm`]. Positions are stored relative to the window start as `u32 + 1` (0 = empty).
+//!
+//! Reverse-complement matches (FORMAT.md §1, version 5) need no table of their own: the reverse complement of
+//! the 12 bytes at a position is hashed like any 12 bytes and looked up in the same long table, whose hits are
+//! sources read backwards ([`ChainMatcher::find_rc`]). The parser asks for them only on bare bases.
 
+use crate::codec::block::COMPLEMENT;
 use crate::pack::mem::zeroed;
 
-/// A match candidate at some position: `len` bytes from `back` bytes before it.
+/// A match candidate at some position `pos`: `len` bytes from `back` bytes before it (forward), or, when `rc`,
+/// the reverse complement of the `len` bytes ending at `e = pos − back`, read backwards (`back + len − 1 ≤ pos`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Candidate {
     pub back: u64,
     pub len: u32,
+    pub rc: bool,
+}
+
+impl Candidate {
+    pub fn forward(back: u64, len: u32) -> Candidate {
+        Candidate { back, len, rc: false }
+    }
 }
 
 /// Bytes hashed by the short chain.
 const SHORT_HASH_LEN: usize = 5;
-// The long chain hashes 12 bytes: `long_hash` reads 8 + 4.
+/// Bytes hashed by the long table: `long_hash` reads 8 + 4.
+const LONG_HASH_LEN: usize = 12;
 /// Positions closer than this to the end of the stream are not indexed (every hash read stays in bounds).
 const TAIL_GUARD: usize = 16;
 
@@ -44,7 +58,13 @@ pub struct ChainMatcher<'a> {
     long_next: Vec<u8>,
     row_log: u32,
     span: usize,
+    /// Reverse-complement hashes computed ahead (to prefetch their rows), by position modulo [`RC_AHEAD`]:
+    /// `(pos + 1, row, tag)`, 0 = none.
+    rc_ahead: [(u64, usize, u8); RC_AHEAD],
 }
+
+/// Slots of [`ChainMatcher::rc_ahead`] (a power of two above [`PREFETCH_AHEAD`]).
+const RC_AHEAD: usize = 16;
 
 /// How many positions ahead [`ChainMatcher::prefetch_row`] fetches.
 const PREFETCH_AHEAD: usize = 8;
@@ -93,6 +113,26 @@ pub fn common_len(data: &[u8], a: usize, b: usize, limit: usize) -> usize {
     n
 }
 
+/// Number of bytes `k < limit` from `a` on with `data[a + k] == COMPLEMENT[data[e − k]]`: the length of a
+/// reverse-complement match at `a` whose source ends at `e < a`. It stops at the stream start (`k ≤ e`).
+#[inline]
+pub fn rc_common_len(data: &[u8], a: usize, e: usize, limit: usize) -> usize {
+    let limit = limit.min(data.len() - a).min(e + 1);
+    let mut n = 0;
+    while n < limit && data[a + n] == COMPLEMENT[data[e - n] as usize] {
+        n += 1;
+    }
+    n
+}
+
+/// The long table's hash of 12 bytes given as their first 8 (little-endian) and last 4.
+#[inline]
+fn hash12(a: u64, b: u64, row_log: u32) -> (usize, u8) {
+    let v = a.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ b.wrapping_mul(0xc2b2_ae3d_27d4_eb4f).rotate_left(31);
+    let v = v.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    ((v >> (64 - row_log)) as usize, (v >> 8) as u8)
+}
+
 impl<'a> ChainMatcher<'a> {
     /// A matcher that can index positions `[base, end)` of `data`.
     pub fn new(data: &'a [u8], base: u64, end: u64, params: ChainParams) -> Self {
@@ -111,6 +151,7 @@ impl<'a> ChainMatcher<'a> {
             long_next: vec![0; 1 << row_log],
             row_log,
             span,
+            rc_ahead: [(0, 0, 0); RC_AHEAD],
         }
     }
 
@@ -123,11 +164,20 @@ impl<'a> ChainMatcher<'a> {
     /// Row and tag of the 12 bytes at `p`.
     #[inline]
     fn long_hash(&self, p: usize) -> (usize, u8) {
-        let a = read_u64(self.data, p);
-        let b = read_u32(self.data, p + 8) as u64;
-        let v = a.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ b.wrapping_mul(0xc2b2_ae3d_27d4_eb4f).rotate_left(31);
-        let v = v.wrapping_mul(0xff51_afd7_ed55_8ccd);
-        ((v >> (64 - self.row_log)) as usize, (v >> 8) as u8)
+        hash12(read_u64(self.data, p), read_u32(self.data, p + 8) as u64, self.row_log)
+    }
+
+    /// Row and tag of the reverse complement of the 12 bytes at `p`: the hash a source of a reverse-complement
+    /// match at `p` was indexed under.
+    #[inline]
+    fn long_hash_rc(&self, p: usize) -> (usize, u8) {
+        let mut rc = [0u8; LONG_HASH_LEN];
+        for (k, r) in rc.iter_mut().enumerate() {
+            *r = COMPLEMENT[self.data[p + LONG_HASH_LEN - 1 - k] as usize];
+        }
+        let a = u64::from_le_bytes(rc[..8].try_into().expect("8 bytes"));
+        let b = u32::from_le_bytes(rc[8..].try_into().expect("4 bytes")) as u64;
+        hash12(a, b, self.row_log)
     }
 
     /// Indexes every position before `pos` not indexed yet.
@@ -169,6 +219,53 @@ impl<'a> ChainMatcher<'a> {
         // Both walks share `best` and push only longer candidates, so `out` is already sorted by length.
     }
 
+    /// Appends to `out` the reverse-complement candidates at `pos` (after [`Self::find`] at the same position):
+    /// indexed 12-byte windows equal to the reverse complement of the 12 bytes at `pos`, each measured from its
+    /// last byte backwards, newest first; only candidates longer than every earlier one, at most `limit` bytes.
+    pub fn find_rc(&mut self, pos: u64, limit: u32, out: &mut Vec<Candidate>) {
+        self.insert_until(pos);
+        let p = pos as usize;
+        if p + TAIL_GUARD > self.data.len() || pos < self.base || limit < LONG_HASH_LEN as u32 {
+            return;
+        }
+        // Lookups run at nearly every position and each row is a cache miss: hash a few positions ahead and
+        // fetch that row now, keeping its hash for when the lookup gets there.
+        let ahead = p + PREFETCH_AHEAD;
+        if ahead + TAIL_GUARD <= self.data.len() {
+            let (row, check) = self.long_hash_rc(ahead);
+            self.prefetch_rows(row);
+            self.rc_ahead[ahead % RC_AHEAD] = (ahead as u64 + 1, row, check);
+        }
+        let (row, check) = match self.rc_ahead[p % RC_AHEAD] {
+            (at, row, check) if at == pos + 1 => (row, check),
+            _ => self.long_hash_rc(p),
+        };
+        let newest = self.long_next[row] as usize + ROW - 1;
+        let mut best = LONG_HASH_LEN as u32 - 1;
+        for i in 0..(self.params.long_depth as usize).min(ROW) {
+            let slot = row * ROW + (newest - i) % ROW;
+            let tag = self.long_rows[slot];
+            if tag == 0 {
+                break;
+            }
+            if self.long_tags[slot] != check {
+                continue;
+            }
+            let e = self.base as usize + tag as usize - 1 + LONG_HASH_LEN - 1;
+            if e >= p {
+                continue;
+            }
+            let len = rc_common_len(self.data, p, e, limit as usize) as u32;
+            if len > best {
+                best = len;
+                out.push(Candidate { back: (p - e) as u64, len, rc: true });
+                if len >= limit {
+                    break;
+                }
+            }
+        }
+    }
+
     /// Asks the CPU to bring in the row that the lookup at `p` will read: lookups run at nearly every position
     /// and each row is a cache miss, so fetching a few positions ahead hides most of the latency.
     #[inline]
@@ -177,6 +274,12 @@ impl<'a> ChainMatcher<'a> {
             return;
         }
         let (row, _) = self.long_hash(p);
+        self.prefetch_rows(row);
+    }
+
+    /// Asks the CPU to bring in row `row` of the long table (positions and tags).
+    #[inline]
+    fn prefetch_rows(&self, row: usize) {
         #[cfg(target_arch = "x86_64")]
         {
             use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
@@ -200,7 +303,7 @@ impl<'a> ChainMatcher<'a> {
         let len = common_len(self.data, p, src, limit as usize) as u32;
         if len > *best {
             *best = len;
-            out.push(Candidate { back: (p - src) as u64, len });
+            out.push(Candidate::forward((p - src) as u64, len));
         }
         len >= limit
     }
@@ -262,6 +365,71 @@ mod tests {
             let s = (pos - c.back) as usize;
             assert_eq!(data[s..s + c.len as usize], data[pos as usize..pos as usize + c.len as usize]);
         }
+    }
+
+    /// The reverse complement of `s`.
+    fn revcomp(s: &[u8]) -> Vec<u8> {
+        s.iter().rev().map(|&b| COMPLEMENT[b as usize]).collect()
+    }
+
+    #[test]
+    fn finds_planted_inverted_repeats() {
+        let mut x = 99u64;
+        let mut bases = |n: usize| -> Vec<u8> {
+            (0..n)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    b"ACGT"[(x & 3) as usize]
+                })
+                .collect()
+        };
+        let arm = bases(300);
+        let mut data = bases(1000);
+        let src_start = data.len();
+        data.extend_from_slice(&arm);
+        data.extend(bases(5000));
+        let pos = data.len();
+        data.extend(revcomp(&arm));
+        data.extend(bases(100));
+        // Rows of 16 positions: a table of 2^8 rows would have dropped the source by the time the copy comes.
+        let mut m = ChainMatcher::new(&data, 0, data.len() as u64, ChainParams { hash_log: 16, ..PARAMS });
+        let mut fwd = Vec::new();
+        m.find(pos as u64, 1000, &mut fwd);
+        assert!(fwd.iter().all(|c| !c.rc && c.len < 12), "no forward repeat was planted: {fwd:?}");
+        let mut out = Vec::new();
+        m.find_rc(pos as u64, 1000, &mut out);
+        let best = out.last().expect("the inverted repeat is found");
+        assert!(best.rc);
+        // The source's last byte is the arm's last byte; the match runs over the whole arm (and maybe a chance
+        // byte or two beyond, which would then also agree).
+        assert_eq!(pos as u64 - best.back, (src_start + arm.len() - 1) as u64);
+        assert!(best.len >= 300, "{best:?}");
+        for c in &out {
+            let e = pos - c.back as usize;
+            assert!(e + 1 >= c.len as usize);
+            for k in 0..c.len as usize {
+                assert_eq!(data[pos + k], COMPLEMENT[data[e - k] as usize]);
+            }
+        }
+        // A palindrome-free stretch of random bases has no reverse-complement candidates of 12 bytes.
+        let mut none = Vec::new();
+        m.find_rc(200, 1000, &mut none);
+        assert!(none.is_empty(), "{none:?}");
+    }
+
+    #[test]
+    fn rc_common_len_stops_at_the_stream_start() {
+        let data = b"ACGTTTCGT";
+        // data[4..] = "TTCGT"... against the reverse complement of data[..=3] = "ACGT" -> "ACGT" reversed and
+        // complemented is "ACGT": data[4] = 'T' vs complement(data[3] = 'T') = 'A' differs.
+        assert_eq!(rc_common_len(data, 4, 3, 100), 0);
+        // "ACGT" is its own reverse complement: at 0..4 against e = 3 all 4 agree, and the stream start stops it.
+        let d2 = b"ACGTACGT";
+        assert_eq!(rc_common_len(d2, 4, 3, 100), 4);
+        assert_eq!(rc_common_len(d2, 4, 1, 100), 0);
+        assert_eq!(rc_common_len(b"AATT", 2, 1, 100), 2);
     }
 
     #[test]

@@ -196,6 +196,8 @@ fn level_params(level: u8, block_log: u8) -> LevelParams {
             // Level 1 looks up ever fewer positions in a long run of literals (atha_chr1 genome mode, level 6:
             // 4.1555 -> 4.1323 with 2^6, 4.0934 with 2^4, for a third less CPU).
             skip_log: (level <= 1).then_some(6),
+            // Set per segment: on bare bases only (see `reverse_complements`).
+            reverse: false,
         },
         bases_lazy_steps: if level <= 5 { 1 } else { 2 },
         ldm_window: 16,
@@ -210,6 +212,13 @@ fn is_bare_bases(bytes: &[u8]) -> bool {
     let total = sample.clone().count();
     let bases = sample.filter(|b| b"ACGT".contains(b)).count();
     total > 0 && bases * 100 >= total * 99
+}
+
+/// Whether the matchers look for reverse-complement matches (FORMAT.md §1) in `data[start..end)`: only on bare
+/// bases (genome mode's base regions), where they pay; general mode and text never pay for the lookups.
+/// `ACEAPEX_NO_RC` turns them off (to measure what they gain and cost).
+fn reverse_complements(data: &[u8], start: u64, end: u64) -> bool {
+    std::env::var_os("ACEAPEX_NO_RC").is_none() && is_bare_bases(&data[start as usize..end as usize])
 }
 
 /// Whether at least 90 % of the bytes (sampled) are nucleotide letters or line breaks.
@@ -377,6 +386,7 @@ impl SegmentJob<'_> {
                     chain_params.long_depth = chain_params.long_depth.min(BASES_LONG_DEPTH);
                     parse_params.lazy_steps = Some(level.bases_lazy_steps);
                 }
+                parse_params.reverse = reverse_complements(data, s, e);
                 if sketch {
                     parse_params.lazy_steps = parse_params.lazy_steps.or(Some(SKETCH_LAZY_STEPS));
                 }
@@ -541,7 +551,7 @@ impl<'a> Packing<'a> {
             || {
                 next.map(|(s, e)| {
                     let mut found = Vec::new();
-                    ldm.scan(data, s, e, &mut found);
+                    ldm.scan(data, s, e, reverse_complements(data, s, e), &mut found);
                     (s, e, found)
                 })
             },
@@ -605,7 +615,7 @@ impl<'a> Packing<'a> {
             Some((s, e, found)) if (s, e) == (start, end) => found,
             _ => {
                 let mut found = Vec::new();
-                self.ldm.scan(self.data, start, end, &mut found);
+                self.ldm.scan(self.data, start, end, reverse_complements(self.data, start, end), &mut found);
                 found
             }
         };

@@ -10,7 +10,12 @@
 //! - recently seen distances and their neighbours `±1`: a FASTA line break or a one-base indel shifts an alignment
 //!   by one;
 //! - the continuations of the path's previous match (its `back` plus each delta of
-//!   [`crate::codec::tables::OF_CONTINUATION_DELTAS`]).
+//!   [`crate::codec::tables::OF_CONTINUATION_DELTAS`], for a reverse complement along its anti-diagonal).
+//!
+//! On bare bases ([`ParseParams::reverse`]) the hash tables and the long repeats also give reverse-complement
+//! candidates (FORMAT.md §1, version 5): a source read backwards and complemented. They are priced with their
+//! own explicit distance codes and continue only a previous reverse complement, and their depth is that of the
+//! byte they read (`e − k` for byte `k`, `e = pos − back`).
 //!
 //! A source's price is its distance code plus its [`ClosurePrice`]: what it adds to a cold read of the block
 //! (one more slice to decode, and the levels of depth behind it). The distance code depends on the path: a match
@@ -31,11 +36,11 @@
 //! are parsed twice take the cheaper lazy parse of `parser/lazy.rs` instead ([`ParseParams::lazy_steps`]): the same
 //! candidates and prices, one decision per position.
 
-use crate::codec::block::{continuation_index, PrevMatch, Token};
+use crate::codec::block::{continuation_index, continued_back, PrevMatch, Token, COMPLEMENT};
 use crate::codec::tables::OF_CONTINUATION_DELTAS;
 use crate::pack::cost::{Counts, Prices, PRICE_ONE};
 use crate::pack::ldm::LongMatch;
-use crate::pack::matcher::{common_len, prefetch_byte, Candidate, ChainMatcher};
+use crate::pack::matcher::{common_len, prefetch_byte, rc_common_len, Candidate, ChainMatcher};
 
 mod lazy;
 
@@ -58,6 +63,8 @@ pub struct ParseParams {
     /// Lazy parse only: after `2^skip_log` literals in a row, look up every second position, then every third, …
     /// (`None`: every position).
     pub skip_log: Option<u32>,
+    /// Look for reverse-complement matches too (bare bases: genome mode's base regions).
+    pub reverse: bool,
 }
 
 /// The price of a match's source in work for a cold read, added to its price in bits (both in 1/256 bit).
@@ -105,6 +112,39 @@ fn first_deep(depths: &[u8], max: u8) -> Option<usize> {
     chunks.remainder().iter().position(|&d| d >= max).map(|k| at + k)
 }
 
+/// The stream position that byte `k` of a match at `pos` with distance `back` copies: `pos − back + (k mod back)`
+/// forward, `pos − back − k` for a reverse complement (FORMAT.md §1).
+#[inline]
+pub fn source_byte(pos: u64, back: u64, rc: bool, k: u64) -> u64 {
+    if rc {
+        pos - back - k
+    } else {
+        pos - back + k % back
+    }
+}
+
+/// Index of the last byte of `depths` that is at least `max` (the mirror of [`first_deep`], for the sources of
+/// reverse-complement matches, which are read backwards).
+#[inline]
+fn last_deep(depths: &[u8], max: u8) -> Option<usize> {
+    if max > 128 {
+        return depths.iter().rposition(|&d| d >= max);
+    }
+    const LOW: u64 = u64::from_le_bytes([0x01; 8]);
+    const HIGH: u64 = u64::from_le_bytes([0x80; 8]);
+    let add = (127 - (max as u64 - 1)) * LOW;
+    let mut chunks = depths.rchunks_exact(8);
+    let mut end = depths.len();
+    for c in &mut chunks {
+        end -= 8;
+        let x = u64::from_le_bytes(c.try_into().expect("8 bytes"));
+        if ((x.wrapping_add(add)) | x) & HIGH != 0 {
+            return c.iter().rposition(|&d| d >= max).map(|k| end + k);
+        }
+    }
+    chunks.remainder().iter().rposition(|&d| d >= max)
+}
+
 /// Distance class of a back distance (FORMAT.md §1): `< 2^12, 2^16, … , 2^36`, then the rest.
 #[inline]
 pub fn distance_class(back: u64) -> usize {
@@ -123,12 +163,13 @@ struct Node {
     lit_len: u32,
     match_len: u32,
     back: u64,
-    /// `back` of the last match on the cheapest path into this node (0: none yet), what a continuation code
-    /// of the next match continues.
-    prev: u64,
+    rc: bool,
+    /// The last match on the cheapest path into this node (`None`: none yet; `dst` absolute), what a
+    /// continuation code of the next match continues.
+    prev: Option<PrevMatch>,
 }
 
-const UNREACHED: Node = Node { price: u64::MAX, lit_len: 0, match_len: 0, back: 0, prev: 0 };
+const UNREACHED: Node = Node { price: u64::MAX, lit_len: 0, match_len: 0, back: 0, rc: false, prev: None };
 /// Most literals between a match and the next one for which continuations of the first are tried. Default
 /// level, ratio of atha_chr1 / fly-chr4 ×6 / ×11 and pack CPU seconds of atha: no limit 4.1033 / 6.1153 / 9.6825,
 /// 11.1-12.4 s; 16: 4.1040 / 6.1155 / 9.6737, 9.7 s; 40: 4.1085 / 6.1192 / 9.6938, 9.7 s; 64: 4.1091 / 6.1353 /
@@ -179,6 +220,7 @@ pub struct SegmentParser<'a> {
 struct Priced {
     back: u64,
     len: u32,
+    rc: bool,
     price: u32,
     /// Coded as a continuation of the path's previous match (so any length from 2 is worth trying).
     continues: bool,
@@ -258,7 +300,7 @@ impl<'a> SegmentParser<'a> {
         if here.match_len > 0 {
             // The best path into node i is final now: estimate the depth of the byte before it.
             let first = pos - here.match_len as u64;
-            let src = first - here.back + (here.match_len as u64 - 1) % here.back;
+            let src = source_byte(first, here.back, here.rc, here.match_len as u64 - 1);
             self.set_depth(pos - 1, self.depth_at(src) + 1);
         } else if i > 0 {
             self.set_depth(pos - 1, 0);
@@ -267,7 +309,8 @@ impl<'a> SegmentParser<'a> {
             + prices.lit_run(here.lit_len + 1) as u64
             + prices.lit[self.data[pos as usize] as usize] as u64;
         if lit < self.nodes[i + 1].price {
-            self.nodes[i + 1] = Node { price: lit, lit_len: here.lit_len + 1, match_len: 0, back: 0, prev: here.prev };
+            self.nodes[i + 1] =
+                Node { price: lit, lit_len: here.lit_len + 1, match_len: 0, back: 0, rc: false, prev: here.prev };
         }
         // Candidates are measured to the block end, not cut at a few sufficient lengths: a long match is taken
         // at once, so which source it comes from decides where the next one must start. Between related genomes
@@ -282,7 +325,7 @@ impl<'a> SegmentParser<'a> {
         // leaves the next match to code its distance explicitly (the encoder does, and so prices the parser).
         let slice_start = pos >> self.params.slice_log << self.params.slice_log;
         let last_end = pos - u64::from(here.lit_len);
-        let prev = if here.lit_len <= CONTINUATION_GAP && last_end > slice_start { here.prev } else { 0 };
+        let prev = if here.lit_len <= CONTINUATION_GAP && last_end > slice_start { here.prev } else { None };
         self.gather(pos, limit, prices, prev);
         if self.priced.is_empty() {
             return i + 1;
@@ -300,10 +343,7 @@ impl<'a> SegmentParser<'a> {
         });
         if let Some(c) = sufficient {
             self.relax(i, c, base, prices);
-            for k in 0..c.len as u64 {
-                let d = self.depth_at(pos - c.back + k % c.back) + 1;
-                self.set_depth(pos + k, d);
-            }
+            self.copy_depths(pos, c.back, c.rc, c.len);
             return i + c.len as usize;
         }
         let mut from_len = 2;
@@ -317,7 +357,8 @@ impl<'a> SegmentParser<'a> {
                 let price = dist + prices.match_len(len) as u64;
                 let node = &mut self.nodes[i + len as usize];
                 if price < node.price {
-                    *node = Node { price, lit_len: 0, match_len: len, back: c.back, prev: c.back };
+                    let prev = Some(PrevMatch { back: c.back, dst: pos, rc: c.rc });
+                    *node = Node { price, lit_len: 0, match_len: len, back: c.back, rc: c.rc, prev };
                 }
             }
             from_len = from_len.max(c.len + 1);
@@ -327,9 +368,18 @@ impl<'a> SegmentParser<'a> {
 
     fn relax(&mut self, i: usize, c: Priced, base: u64, prices: &Prices) {
         let price = base + c.price as u64 + prices.match_len(c.len) as u64;
+        let prev = Some(PrevMatch { back: c.back, dst: self.block_start + i as u64, rc: c.rc });
         let node = &mut self.nodes[i + c.len as usize];
         if price < node.price {
-            *node = Node { price, lit_len: 0, match_len: c.len, back: c.back, prev: c.back };
+            *node = Node { price, lit_len: 0, match_len: c.len, back: c.back, rc: c.rc, prev };
+        }
+    }
+
+    /// Writes the depths of a match of `len` bytes at `pos` (each 1 + that of the byte it copies).
+    fn copy_depths(&mut self, pos: u64, back: u64, rc: bool, len: u32) {
+        for k in 0..len as u64 {
+            let d = self.depth_at(source_byte(pos, back, rc, k)).saturating_add(1);
+            self.set_depth(pos + k, d);
         }
     }
 
@@ -349,6 +399,9 @@ impl<'a> SegmentParser<'a> {
 
     /// Shortens a candidate to the bytes whose sources are shallow enough to stay within the depth bound.
     fn cap_by_depth(&self, pos: u64, c: Candidate) -> u32 {
+        if c.rc {
+            return self.cap_rc_by_depth(pos, c);
+        }
         let src = pos - c.back;
         let span = (c.len as u64).min(c.back);
         let end = src + span;
@@ -372,6 +425,28 @@ impl<'a> SegmentParser<'a> {
         c.len
     }
 
+    /// [`Self::cap_by_depth`] of a reverse complement: byte `k` reads `e − k`, so the first byte too deep is the
+    /// last deep one of the source range `[e − len + 1, e]` — searched from its end, this segment's estimates
+    /// (the higher positions) before the final depths of the bytes before the segment.
+    fn cap_rc_by_depth(&self, pos: u64, c: Candidate) -> u32 {
+        let last = pos - c.back;
+        let first = last + 1 - c.len as u64;
+        let split = self.seg_start.clamp(first, last + 1);
+        if last + 1 > split {
+            let local = &self.local_depth[(split - self.seg_start) as usize..(last + 1 - self.seg_start) as usize];
+            if let Some(i) = last_deep(local, self.max_depth) {
+                return (last - (split + i as u64)) as u32;
+            }
+        }
+        let outer_end = (split as usize).min(self.outer_depth.len());
+        if (first as usize) < outer_end {
+            if let Some(i) = last_deep(&self.outer_depth[first as usize..outer_end], self.max_depth) {
+                return (last - (first + i as u64)) as u32;
+            }
+        }
+        c.len
+    }
+
     /// Replaces the block's estimated depths with those of its final tokens.
     fn record_depths(&mut self, start: u64, block: &BlockTokens) {
         let mut pos = start;
@@ -380,24 +455,30 @@ impl<'a> SegmentParser<'a> {
                 self.set_depth(pos, 0);
                 pos += 1;
             }
-            for k in 0..t.match_len as u64 {
-                let d = self.depth_at(pos - t.back + k % t.back).saturating_add(1);
-                self.set_depth(pos + k, d);
-            }
+            self.copy_depths(pos, t.back, t.rc, t.match_len);
             pos += t.match_len as u64;
         }
     }
 
-    /// Collects the candidates at `pos` into `self.priced`, each priced against `prev` (the `back` of the last
-    /// match on the cheapest path to `pos`): increasing price and increasing length, so that every length is
-    /// served by the cheapest source that reaches it.
-    fn gather(&mut self, pos: u64, limit: u32, prices: &Prices, prev: u64) {
+    /// Gathers the raw candidates at `pos` into `self.cands`: hash tables (and their reverse complements on bare
+    /// bases), long repeats, recent distances and the continuations of `prev`.
+    fn collect(&mut self, pos: u64, limit: u32, prev: Option<PrevMatch>) {
         self.cands.clear();
-        self.priced.clear();
         self.chain.find(pos, limit, &mut self.cands);
+        if self.params.reverse {
+            self.chain.find_rc(pos, limit, &mut self.cands);
+        }
         self.collect_long(pos, limit);
         self.collect_reps(pos, limit, prev);
         self.collect_continuations(pos, limit, prev);
+    }
+
+    /// Collects the candidates at `pos` into `self.priced`, each priced against `prev` (the last match on the
+    /// cheapest path to `pos`): increasing price and increasing length, so that every length is served by the
+    /// cheapest source that reaches it.
+    fn gather(&mut self, pos: u64, limit: u32, prices: &Prices, prev: Option<PrevMatch>) {
+        self.priced.clear();
+        self.collect(pos, limit, prev);
         if self.cands.is_empty() {
             return;
         }
@@ -405,16 +486,17 @@ impl<'a> SegmentParser<'a> {
             let c = self.cands[k];
             let len = self.cap_by_depth(pos, c);
             if len >= 2 {
-                let continues = continuation_index(c.back, false, 0, PrevMatch::forward(prev)).is_some();
-                let price = prices.distance_after(c.back, prev) + self.closure_price(pos, c.back, len, continues);
-                self.priced.push(Priced { back: c.back, len, price, continues });
+                let continues = continuation_index(c.back, c.rc, pos, prev).is_some();
+                let price = prices.distance_after(c.back, c.rc, pos, prev)
+                    + self.closure_price(pos, Candidate { len, ..c }, continues);
+                self.priced.push(Priced { back: c.back, len, rc: c.rc, price, continues });
             }
         }
         if self.priced.is_empty() {
             return;
         }
         // Keep the cheapest source for every length: increasing price with strictly increasing length.
-        self.priced.sort_unstable_by_key(|c| (c.price, std::cmp::Reverse(c.len), c.back));
+        self.priced.sort_unstable_by_key(|c| (c.price, std::cmp::Reverse(c.len), c.back, c.rc));
         let mut best = 0;
         self.priced.retain(|c| {
             let keep = c.len > best;
@@ -425,7 +507,12 @@ impl<'a> SegmentParser<'a> {
             let drop = self.priced.len() - MAX_CANDIDATES;
             self.priced.drain(..drop);
         }
-        let longest = self.priced.last().expect("non-empty").back;
+        // Recent distances are forward ones: a reverse complement's distance changes along the match.
+        let longest = *self.priced.last().expect("non-empty");
+        if longest.rc {
+            return;
+        }
+        let longest = longest.back;
         if let Some(at) = self.reps.iter().position(|&r| r == longest) {
             self.reps.remove(at);
         }
@@ -441,12 +528,16 @@ impl<'a> SegmentParser<'a> {
     /// source is sampled at its first, middle and last byte (a full scan per candidate would double the parse).
     /// A continuation's source lies a few bytes after the previous match's source, nearly always in a slice that
     /// read decodes anyway, so it pays only for its depth.
-    fn closure_price(&self, pos: u64, back: u64, len: u32, continues: bool) -> u32 {
-        let src = pos - back;
+    fn closure_price(&self, pos: u64, c: Candidate, continues: bool) -> u32 {
+        // The source range [src, src + span): a reverse complement reads [e − len + 1, e].
+        let (src, span) = if c.rc {
+            (pos - c.back + 1 - c.len as u64, c.len as u64)
+        } else {
+            (pos - c.back, (c.len as u64).min(c.back))
+        };
         if src >= self.block_start {
             return 0;
         }
-        let span = (len as u64).min(back);
         let d = self.depth_at(src).max(self.depth_at(src + span / 2)).max(self.depth_at(src + span - 1));
         let enter = if continues { 0 } else { self.params.closure.enter };
         enter + self.params.closure.per_level * d as u32
@@ -466,15 +557,16 @@ impl<'a> SegmentParser<'a> {
             if m.start <= pos {
                 let len = (m.end() - pos).min(limit as u64) as u32;
                 if len >= 4 {
-                    self.cands.push(Candidate { back: m.back, len });
+                    self.cands.push(Candidate { back: m.back_at(pos), len, rc: m.rc });
                 }
             }
         }
     }
 
-    /// Tries recently used distances and their `±1` neighbours, except those that are continuations of `prev`:
-    /// [`Self::collect_continuations`] measures those anyway (the same candidate twice changes nothing but time).
-    fn collect_reps(&mut self, pos: u64, limit: u32, prev: u64) {
+    /// Tries recently used (forward) distances and their `±1` neighbours, except those that are continuations of
+    /// `prev`: [`Self::collect_continuations`] measures those anyway (the same candidate twice changes nothing but
+    /// time).
+    fn collect_reps(&mut self, pos: u64, limit: u32, prev: Option<PrevMatch>) {
         let p = pos as usize;
         if p + 4 > self.data.len() {
             return;
@@ -484,10 +576,7 @@ impl<'a> SegmentParser<'a> {
             let shifts: &[i64] = if k < 2 { &[0, -1, 1] } else { &[0] };
             for &s in shifts {
                 let back = r as i64 + s;
-                if back < 1
-                    || back as u64 > pos
-                    || (prev != 0 && continuation_index(back as u64, false, 0, PrevMatch::forward(prev)).is_some())
-                {
+                if back < 1 || back as u64 > pos || continuation_index(back as u64, false, pos, prev).is_some() {
                     continue;
                 }
                 let src = p - back as usize;
@@ -496,30 +585,43 @@ impl<'a> SegmentParser<'a> {
                 }
                 let len = common_len(self.data, p, src, limit as usize) as u32;
                 if len >= 4 {
-                    self.cands.push(Candidate { back: back as u64, len });
+                    self.cands.push(Candidate::forward(back as u64, len));
                 }
             }
         }
     }
 
-    /// Adds the continuations of `prev` (the path's previous match's `back`, 0: none) that match at least 2
-    /// bytes: a continuation is cheap, so even a short one can beat literals.
-    fn collect_continuations(&mut self, pos: u64, limit: u32, prev: u64) {
-        if prev == 0 || limit < 2 {
+    /// Adds the continuations of `prev` (the path's previous match, `None`: none) that match at least 2 bytes: a
+    /// continuation is cheap, so even a short one can beat literals. A reverse complement's continuations are
+    /// reverse complements along its anti-diagonal.
+    fn collect_continuations(&mut self, pos: u64, limit: u32, prev: Option<PrevMatch>) {
+        let Some(prev) = prev else { return };
+        if limit < 2 {
             return;
         }
         let p = pos as usize;
         for delta in OF_CONTINUATION_DELTAS {
-            let Some(back) = prev.checked_add_signed(delta) else { continue };
-            if back == 0 || back > pos {
+            let Some(back) = continued_back(prev, pos, delta) else { continue };
+            if back > pos {
                 continue;
             }
             let src = p - back as usize;
-            if self.data[src] != self.data[p] || self.data[src + 1] != self.data[p + 1] {
-                continue;
-            }
-            let len = common_len(self.data, p, src, limit as usize) as u32;
-            self.cands.push(Candidate { back, len });
+            let len = if prev.rc {
+                // Reads src, src − 1, …: at least two bytes must exist and agree.
+                if src == 0
+                    || self.data[p] != COMPLEMENT[self.data[src] as usize]
+                    || self.data[p + 1] != COMPLEMENT[self.data[src - 1] as usize]
+                {
+                    continue;
+                }
+                rc_common_len(self.data, p, src, limit as usize) as u32
+            } else {
+                if self.data[src] != self.data[p] || self.data[src + 1] != self.data[p + 1] {
+                    continue;
+                }
+                common_len(self.data, p, src, limit as usize) as u32
+            };
+            self.cands.push(Candidate { back, len, rc: prev.rc });
         }
     }
 
@@ -530,23 +632,23 @@ impl<'a> SegmentParser<'a> {
         while j > 0 {
             let node = self.nodes[j];
             if node.match_len == 0 {
-                steps.push((0u32, 0u64));
+                steps.push((0u32, 0u64, false));
                 j -= 1;
             } else {
-                steps.push((node.match_len, node.back));
+                steps.push((node.match_len, node.back, node.rc));
                 j -= node.match_len as usize;
             }
         }
         let mut out = BlockTokens::default();
         let mut pos = start as usize;
         let mut run = 0u32;
-        for &(len, back) in steps.iter().rev() {
+        for &(len, back, rc) in steps.iter().rev() {
             if len == 0 {
                 out.literals.push(self.data[pos]);
                 run += 1;
                 pos += 1;
             } else {
-                out.tokens.push(Token { lit_len: run, match_len: len, back, rc: false });
+                out.tokens.push(Token { lit_len: run, match_len: len, back, rc });
                 run = 0;
                 pos += len as usize;
             }
@@ -558,7 +660,7 @@ impl<'a> SegmentParser<'a> {
 
 #[cfg(test)]
 mod tests {
-    use super::first_deep;
+    use super::{first_deep, last_deep};
 
     #[test]
     fn first_deep_matches_a_byte_scan() {
@@ -575,6 +677,7 @@ mod tests {
                 .collect();
             for max in [1u8, 2, 16, 17, 127, 128, 129, 255] {
                 assert_eq!(first_deep(&depths, max), depths.iter().position(|&d| d >= max), "{depths:?} {max}");
+                assert_eq!(last_deep(&depths, max), depths.iter().rposition(|&d| d >= max), "{depths:?} {max}");
             }
         }
     }

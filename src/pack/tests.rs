@@ -2,7 +2,7 @@
 //! of whole archives.
 
 use super::*;
-use crate::codec::block::Token;
+use crate::codec::block::{Token, COMPLEMENT};
 use proptest::prelude::*;
 
 /// Replays tokens exactly as FORMAT.md §1 defines them; checks every structural rule on the way and returns the
@@ -29,11 +29,14 @@ fn replay(blocks: &[BlockTokens], block_len: usize, total: usize) -> (Vec<u8>, V
             }
             assert!(t.match_len >= 2, "match shorter than 2");
             assert!(t.back >= 1 && t.back as usize <= pos, "source before the stream start");
+            if t.rc {
+                assert!(t.back + t.match_len as u64 - 1 <= pos as u64, "reverse complement before the stream start");
+            }
             assert!(pos + t.match_len as usize <= end, "match crosses the end of block {i}");
-            let src = pos - t.back as usize;
-            for k in 0..t.match_len as usize {
-                out[pos + k] = out[src + k % t.back as usize];
-                depth[pos + k] = depth[src + k % t.back as usize] + 1;
+            for k in 0..t.match_len as u64 {
+                let src = parser::source_byte(pos as u64, t.back, t.rc, k) as usize;
+                out[pos + k as usize] = if t.rc { COMPLEMENT[out[src] as usize] } else { out[src] };
+                depth[pos + k as usize] = depth[src] + 1;
             }
             pos += t.match_len as usize;
         }
@@ -370,7 +373,7 @@ fn sources_of(blocks: &[BlockTokens], block_log: u8, total: usize) -> Vec<u64> {
         for t in &b.tokens {
             pos += t.lit_len as u64;
             for k in 0..t.match_len as u64 {
-                src_of[(pos + k) as usize] = pos - t.back + k % t.back;
+                src_of[(pos + k) as usize] = parser::source_byte(pos, t.back, t.rc, k);
             }
             pos += t.match_len as u64;
         }

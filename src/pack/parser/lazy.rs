@@ -8,11 +8,12 @@
 //! closure price). The best saving is taken, unless the next position (`lazy_steps` times) offers a larger one;
 //! a match of at least `sufficient_len` bytes is taken at once. Depths are written as tokens are chosen, so
 //! later candidates in the same block see them, and the price model learns from every block as in the optimal
-//! parse.
+//! parse. Reverse-complement candidates (bare bases) compete with the forward ones under their own prices.
 
 use super::{BlockTokens, Priced, SegmentParser, CONTINUATION_GAP, DECAY_LITERALS, MATCH_BIAS, MIN_CONTINUATION};
-use crate::codec::block::{continuation_index, PrevMatch, Token};
+use crate::codec::block::{continuation_index, PrevMatch, Token, COMPLEMENT};
 use crate::pack::cost::Prices;
+use crate::pack::matcher::Candidate;
 use crate::pack::parser::distance_class;
 
 /// The best match at a position and what it saves against literals (1/256 bit).
@@ -32,8 +33,8 @@ impl SegmentParser<'_> {
         let prices = Prices::from_counts(&self.counts);
         self.block_start = start;
         let mut out = BlockTokens::default();
-        // `prev`: back of the last match (0: none); `last_end`: where it ended.
-        let (mut prev, mut last_end) = (0u64, start);
+        // `prev`: the last match (None: none); `last_end`: where it ended.
+        let (mut prev, mut last_end) = (None, start);
         let mut lit_from = start;
         let mut pos = start;
         while pos < end {
@@ -64,23 +65,36 @@ impl SegmentParser<'_> {
                 }
             }
             let mut c = best.cand;
-            // A match found after skipped positions may start earlier: extend it back over the literals.
-            while at > lit_from
-                && at > c.back
-                && self.data[(at - 1) as usize] == self.data[(at - 1 - c.back) as usize]
-                && self.depth_at(at - 1 - c.back) < self.max_depth
-            {
-                at -= 1;
-                c.len += 1;
+            // A match found after skipped positions may start earlier: extend it back over the literals. A
+            // reverse complement extended by a byte reads one more byte after its source's last (its distance
+            // shrinks by 2), which must stay before the new first byte.
+            if c.rc {
+                while at > lit_from
+                    && c.back >= 3
+                    && self.data[(at - 1) as usize] == COMPLEMENT[self.data[(at - c.back + 1) as usize] as usize]
+                    && self.depth_at(at - c.back + 1) < self.max_depth
+                {
+                    at -= 1;
+                    c.back -= 2;
+                    c.len += 1;
+                }
+            } else {
+                while at > lit_from
+                    && at > c.back
+                    && self.data[(at - 1) as usize] == self.data[(at - 1 - c.back) as usize]
+                    && self.depth_at(at - 1 - c.back) < self.max_depth
+                {
+                    at -= 1;
+                    c.len += 1;
+                }
             }
             out.literals.extend_from_slice(&self.data[lit_from as usize..at as usize]);
-            out.tokens.push(Token { lit_len: (at - lit_from) as u32, match_len: c.len, back: c.back, rc: false });
-            for k in 0..c.len as u64 {
-                let d = self.depth_at(at - c.back + k % c.back).saturating_add(1);
-                self.set_depth(at + k, d);
+            out.tokens.push(Token { lit_len: (at - lit_from) as u32, match_len: c.len, back: c.back, rc: c.rc });
+            self.copy_depths(at, c.back, c.rc, c.len);
+            if !c.rc {
+                self.remember_rep(c.back);
             }
-            self.remember_rep(c.back);
-            prev = c.back;
+            prev = Some(PrevMatch { back: c.back, dst: at, rc: c.rc });
             pos = at + c.len as u64;
             last_end = pos;
             lit_from = pos;
@@ -97,30 +111,34 @@ impl SegmentParser<'_> {
     /// The candidate at `pos` that saves the most against literals, if any saves anything. `prev` and
     /// `last_end` describe the last match, whose continuations are tried within [`CONTINUATION_GAP`] literals
     /// and in the same slice (as the encoder codes them).
-    fn best_at(&mut self, pos: u64, end: u64, prev: u64, last_end: u64, prices: &Prices) -> Option<Choice> {
+    fn best_at(
+        &mut self,
+        pos: u64,
+        end: u64,
+        prev: Option<PrevMatch>,
+        last_end: u64,
+        prices: &Prices,
+    ) -> Option<Choice> {
         let limit = (end - pos) as u32;
         let slice_start = pos >> self.params.slice_log << self.params.slice_log;
-        let prev = if pos - last_end <= CONTINUATION_GAP as u64 && last_end > slice_start { prev } else { 0 };
-        self.cands.clear();
-        self.chain.find(pos, limit, &mut self.cands);
-        self.collect_long(pos, limit);
-        self.collect_reps(pos, limit, prev);
-        self.collect_continuations(pos, limit, prev);
+        let prev = prev.filter(|_| pos - last_end <= CONTINUATION_GAP as u64 && last_end > slice_start);
+        self.collect(pos, limit, prev);
         let mut best: Option<Choice> = None;
         for k in 0..self.cands.len() {
             let c = self.cands[k];
             let len = self.cap_by_depth(pos, c);
-            let continues = continuation_index(c.back, false, 0, PrevMatch::forward(prev)).is_some();
+            let continues = continuation_index(c.back, c.rc, pos, prev).is_some();
             let min_len =
                 if continues { MIN_CONTINUATION } else { self.params.min_match[distance_class(c.back)] as u32 };
             if len < min_len {
                 continue;
             }
-            let price = prices.distance_after(c.back, prev) + self.closure_price(pos, c.back, len, continues);
+            let price = prices.distance_after(c.back, c.rc, pos, prev)
+                + self.closure_price(pos, Candidate { len, ..c }, continues);
             let cost = price as u64 + prices.match_len(len) as u64 + prices.lit_run(0) as u64 + MATCH_BIAS;
             let saving = self.literal_price(pos, len, prices) as i64 - cost as i64;
             if saving > 0 && best.is_none_or(|b| saving > b.saving) {
-                best = Some(Choice { cand: Priced { back: c.back, len, price, continues }, saving });
+                best = Some(Choice { cand: Priced { back: c.back, len, rc: c.rc, price, continues }, saving });
             }
         }
         best
