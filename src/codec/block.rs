@@ -1242,6 +1242,7 @@ mod tests {
     use proptest::prelude::*;
 
     mod contexts;
+    mod rc;
 
     /// A block made of raw token shapes: `(lit_len, match_len, back selector)`; fits them to `block_start`.
     fn build_block(block_start: u64, shapes: &[(u32, u32, u64)], final_lits: u32, seed: u8) -> (Vec<Token>, Vec<u8>) {

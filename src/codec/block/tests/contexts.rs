@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 /// Bases from an order-3 Markov source (so that contexts matter), with a non-base byte every `other` literals
 /// (0: none) so that some slices must fall back to the LIT table.
-fn markov_bases(n: usize, seed: u64, other: usize) -> Vec<u8> {
+pub(super) fn markov_bases(n: usize, seed: u64, other: usize) -> Vec<u8> {
     let mut rng = XorShift(seed | 1);
     let mut h = 0usize;
     (0..n)
@@ -81,7 +81,7 @@ fn flagged(payload: &[u8], shape: BlockShape, j: usize) -> bool {
 
 /// Encodes with a model, then decodes the whole block, each slice alone, all slices in one lock step, and
 /// prefixes, checking each against the cut parse.
-fn check_round_trip(start: u64, tokens: &[Token], literals: &[u8], lanes: u32, order: u8) -> usize {
+pub(super) fn check_round_trip(start: u64, tokens: &[Token], literals: &[u8], lanes: u32, order: u8) -> usize {
     let (tables, payload, slices) = encode_with_model(start, tokens, literals, lanes, order);
     let len = block_len_of(tokens);
     let shape = shape(start, len, lanes);
