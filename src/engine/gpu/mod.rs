@@ -725,6 +725,90 @@ mod tests {
         }
     }
 
+    /// A FASTA whose sequence holds mutated reverse complements of earlier stretches (inverted repeats, as
+    /// transposons leave them), besides forward copies: packed in genome mode, its matches include reverse
+    /// complements, explicit and continued across substitutions (FORMAT.md §1, §3.2, version 5).
+    fn inverted_repeats_fasta(seed: u64, bases: usize) -> Vec<u8> {
+        use crate::codec::block::COMPLEMENT;
+        let mut x = seed | 1;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut seq: Vec<u8> = Vec::with_capacity(bases);
+        while seq.len() < bases {
+            let r = next();
+            if seq.len() > 20_000 && r % 3 == 0 {
+                // A copy of an earlier stretch, reverse-complemented two times in three, a base substituted now
+                // and then.
+                let len = 300 + next() as usize % 3000;
+                let from = next() as usize % (seq.len() - len);
+                let rc = next() % 3 != 0;
+                for k in 0..len {
+                    let b = if rc { COMPLEMENT[seq[from + len - 1 - k] as usize] } else { seq[from + k] };
+                    seq.push(if next() % 50 == 0 { b"ACGT"[next() as usize % 4] } else { b });
+                }
+            } else {
+                for _ in 0..(200 + next() as usize % 800) {
+                    seq.push(b"ACGT"[next() as usize % 4]);
+                }
+            }
+        }
+        seq.truncate(bases);
+        let mut fasta = format!(">inverted-{seed}\n").into_bytes();
+        for line in seq.chunks(60) {
+            fasta.extend_from_slice(line);
+            fasta.push(b'\n');
+        }
+        fasta
+    }
+
+    /// Archives with reverse-complement matches decode on the CPU to the original and, with a GPU, bit-exactly on
+    /// it too (seeks from the compressed archive, the resident chase, the full decode with both resolvers), for
+    /// several lane counts and slice sizes.
+    #[test]
+    fn reverse_complement_archives_decode_bit_exactly() {
+        use crate::engine::cpu::CpuEngine;
+        use crate::pack::{pack, PackOptions};
+        let dir = tempfile::tempdir().unwrap();
+        let mut archives = Vec::new();
+        // Block sizes 4, 8 and 16 KiB: slices of 2^block_log / 4 (Header::default_slice_log), at least 1 KiB.
+        for (seed, lanes, block_log) in [(41u64, 1u8, 14u8), (42, 4, 12), (43, 32, 13)] {
+            let fasta = inverted_repeats_fasta(seed, 400_000);
+            let src = dir.path().join(format!("inverted-{seed}.fa"));
+            std::fs::write(&src, &fasta).unwrap();
+            let out = dir.path().join(format!("inverted-{seed}.acx"));
+            let opts =
+                PackOptions { block_log, group_log: 3, rans_lanes: lanes, memory: 256 << 20, ..Default::default() };
+            pack(&[src], &out, &opts).unwrap();
+            let data = Arc::new(ArchiveData::open(&out).unwrap());
+            let rc = crate::cli::info::gather(&data).streams.rc_matches;
+            assert!(rc > 100, "seed {seed}: {rc} reverse-complement matches");
+            let mut stream = vec![0u8; data.footer.total_len as usize];
+            let cpu = CpuEngine::new(data.clone());
+            for id in 0..data.block_count() {
+                let start = (id << data.header.block_log) as usize;
+                let len = data.block_len(id) as usize;
+                cpu.decode_block(id, &mut stream[start..start + len]).unwrap();
+            }
+            archives.push((data, stream, lanes, block_log));
+        }
+        for (data, stream, lanes, block_log) in archives {
+            let Ok(engine) = GpuEngine::try_new(data.clone()) else {
+                eprintln!("no GPU: reverse-complement GPU test skipped");
+                return;
+            };
+            assert_gpu_bytes(
+                &engine,
+                &data,
+                &stream,
+                &format!("reverse complements, lanes {lanes}, block_log {block_log}"),
+            );
+        }
+    }
+
     /// On a machine with a GPU: streaming blocks from the resident decode equals the reference, also when the
     /// piece fails (the CPU fallback decodes its blocks) or is corrupted; injected faults fail seek batches.
     #[test]
