@@ -190,6 +190,87 @@ fn bare_bases_parse_lazily_roundtrip_and_find_far_repeats() {
     assert!(greedy != tokens_for(&data, &opts).0);
 }
 
+/// Bare bases whose later stretches are reverse complements of earlier ones (read backwards from anywhere before,
+/// earlier copies included, so the copies chain), with a substituted base every 101.
+fn inverted_repeats(n: usize, seed: u64) -> Vec<u8> {
+    let mut out = xorshift(n / 4, seed, b"ACGT");
+    let mut x = seed | 1;
+    while out.len() < n {
+        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        let last = (x >> 33) as usize % out.len();
+        let len = (100 + (x >> 20) as usize % 2000).min(last + 1);
+        let mut piece: Vec<u8> = (0..len).map(|k| COMPLEMENT[out[last - k] as usize]).collect();
+        for k in (50..piece.len()).step_by(101) {
+            piece[k] = b"ACGT"[(k + x as usize) % 4];
+        }
+        out.extend(piece);
+    }
+    out.truncate(n);
+    out
+}
+
+#[test]
+fn reverse_complements_are_found_and_round_trip() {
+    let data = inverted_repeats(1 << 20, 21);
+    assert!(is_bare_bases(&data));
+    for level in [1, 6] {
+        let opts = PackOptions { level, ..small_opts() };
+        let blocks = check_roundtrip(&data, &opts);
+        let rc_bytes: u64 = blocks.iter().flat_map(|b| &b.tokens).filter(|t| t.rc).map(|t| t.match_len as u64).sum();
+        // Three quarters of the stream are reverse complements of what came before.
+        assert!(rc_bytes * 2 > data.len() as u64, "level {level}: {rc_bytes} bytes in reverse complements");
+        // The blocks and their slices decode by the reference transcription of FORMAT.md §1.
+        let block_len = 1usize << opts.block_log;
+        let slice_len = 1usize << level_params(level, opts.block_log).parse.slice_log;
+        for (i, b) in blocks.iter().enumerate() {
+            let start = i * block_len;
+            let bytes = &data[start..(start + block_len).min(data.len())];
+            let outside = |p: u64| data[p as usize];
+            let decoded = crate::codec::block::reference_block_bytes(start as u64, &b.tokens, &b.literals, outside);
+            assert!(decoded == bytes, "level {level}: block {i} differs");
+            for (j, sl) in cut_slices(&b.tokens, &b.literals, bytes, slice_len).iter().enumerate() {
+                let at = start + j * slice_len;
+                let decoded = crate::codec::block::reference_block_bytes(at as u64, &sl.tokens, &sl.literals, outside);
+                assert!(decoded == data[at..at + decoded.len()], "level {level}: block {i} slice {j} differs");
+            }
+        }
+        let threaded = tokens_for(&data, &PackOptions { threads: 3, ..opts }).0;
+        assert!(threaded == blocks, "level {level}: output depends on the thread count");
+    }
+}
+
+#[test]
+fn depth_bound_holds_on_reverse_complement_chains() {
+    let data = inverted_repeats(300_000, 22);
+    for max_depth in [1, 2, 5, 16] {
+        let opts = PackOptions { max_depth, ..small_opts() };
+        let blocks = check_roundtrip(&data, &opts);
+        assert!(blocks.iter().flat_map(|b| &b.tokens).any(|t| t.rc), "max_depth {max_depth}: no reverse complement");
+    }
+}
+
+#[test]
+fn reverse_complement_archive_reads_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut fasta = b">inverted\n".to_vec();
+    for line in inverted_repeats(400_000, 23).chunks(70) {
+        fasta.extend_from_slice(line);
+        fasta.push(b'\n');
+    }
+    let path = dir.path().join("inv.fa");
+    std::fs::write(&path, &fasta).unwrap();
+    let out = dir.path().join("inv.acx");
+    let opts = PackOptions { block_log: 12, group_log: 2, memory: 256 << 20, ..Default::default() };
+    let report = pack(std::slice::from_ref(&path), &out, &opts).unwrap();
+    // Genome mode with reverse complements: far below 2 bits a base.
+    assert!(report.archive_bytes * 8 < fasta.len() as u64, "{} bytes", report.archive_bytes);
+    let archive = crate::archive::Archive::open(&out).unwrap();
+    let id = archive.tree().resolve_path(b"inv.fa").expect("entry exists");
+    let mut buf = vec![0u8; fasta.len() + 10];
+    let n = archive.read_file(id, 0, &mut buf).unwrap();
+    assert!(buf[..n] == fasta[..], "inv.fa differs");
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(24))]
     #[test]
