@@ -36,7 +36,8 @@ fn random_archives_read_back_exactly_through_every_path() {
     let dir = tempfile::tempdir().unwrap();
     let lanes = [1u8, 2, 4, 8, 16, 32];
     let depths = [1u8, 2, 3, 8, 255];
-    for seed in 0..12u64 {
+    // Seeds 12 and up mix reverse-complement matches into the program (format version 5).
+    for seed in 0..18u64 {
         let mut rng = Rng(seed);
         let header = small_header(depths[seed as usize % depths.len()], lanes[seed as usize % lanes.len()]);
         let total = match seed {
@@ -45,7 +46,12 @@ fn random_archives_read_back_exactly_through_every_path() {
             2 => 3 * 4096 + 1,
             _ => rng.range(1, 60_000) as usize,
         };
-        let plan = Plan::random(header, total, &mut rng);
+        let plan =
+            if seed >= 12 { Plan::random_rc(header, total, &mut rng) } else { Plan::random(header, total, &mut rng) };
+        if seed >= 12 {
+            let rc = plan.blocks.iter().flat_map(|b| &b.tokens).filter(|t| t.rc).count();
+            assert!(rc * 5 > plan.blocks.len(), "seed {seed}: {rc} RC matches in {} blocks", plan.blocks.len());
+        }
         let path = write_plan(dir.path(), &format!("r{seed}.acx"), &plan);
 
         // Cold: no cache, every cross-block source resolved through tokens.
@@ -240,6 +246,99 @@ fn exceeding_the_depth_bound_is_a_corrupt_block() {
         other => panic!("expected DepthExceeded, got {other:?}"),
     }
     // Token-level resolution refuses too.
+    let engine = CpuEngine::new(archive.data().clone());
+    let mut buf = vec![0u8; 100];
+    assert!(engine.resolve_unverified(10 * 4096 + 100, &mut buf).is_err());
+}
+
+/// Block 0 random bases; block k (1..=levels) is the reverse complement of block k − 1 (`rc_at(k)`) or a copy
+/// of it, each reading its source from block k − 1 and the first bytes of block k (five literals, then a match
+/// whose source ends at the block's third byte), so the bytes of block k have depth k.
+fn rc_chain_plan(max_depth: u8, levels: usize, rc_at: impl Fn(usize) -> bool) -> Plan {
+    let mut plan = Plan::new(small_header(max_depth, 8));
+    let mut rng = Rng(6);
+    let first: Vec<u8> = (0..4096).map(|_| b"ACGT"[rng.range(0, 3) as usize]).collect();
+    plan.literals(&first);
+    for k in 1..=levels {
+        plan.literals(b"GATTA");
+        if rc_at(k) {
+            plan.fill_rc(3, 4091);
+        } else {
+            plan.fill(4096, 4091);
+        }
+    }
+    plan
+}
+
+/// Reads every block cold (no cache: cross-block sources through tokens), the whole stream, and ranges through
+/// token resolution, against the program's reference bytes.
+fn check_cold_reads(plan: &Plan, path: &Path) {
+    let archive = Archive::open_with(path, cpu_options(0)).unwrap();
+    for id in (0..archive.data().block_count()).rev() {
+        let start = archive.data().block_start(id) as usize;
+        assert_eq!(&archive.block(id).unwrap()[..], &plan.stream[start..start + 4096], "block {id}");
+    }
+    let mut all = vec![0u8; plan.stream.len()];
+    archive.read_stream(0, &mut all).unwrap();
+    assert!(all == plan.stream);
+    let engine = CpuEngine::new(archive.data().clone());
+    let total = plan.stream.len() as u64;
+    for (pos, len) in [(4096, 10), (4099, 7), (5000, 3000), (total - 4096, 4096), (total - 3, 3), (8190, 4)] {
+        let mut buf = vec![0u8; len];
+        engine.resolve_unverified(pos, &mut buf).unwrap();
+        assert_eq!(&buf[..], &plan.stream[pos as usize..pos as usize + len], "range {pos}+{len}");
+    }
+}
+
+#[test]
+fn rc_chains_compose_complements_within_the_depth_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    // Whole blocks as reverse complements of the block before (source ends at its last byte): two hops give the
+    // original back, three its reverse complement — checked on the bytes the archive returns, not only against
+    // the program.
+    let mut plan = Plan::new(small_header(4, 8));
+    let mut rng = Rng(9);
+    let first: Vec<u8> = (0..4096).map(|_| b"ACGTN"[rng.range(0, 4) as usize]).collect();
+    plan.literals(&first);
+    for _ in 0..3 {
+        plan.fill_rc(1, 4096);
+    }
+    let path = write_plan(dir.path(), "rc3.acx", &plan);
+    let archive = Archive::open_with(&path, cpu_options(0)).unwrap();
+    let rc_first: Vec<u8> = first.iter().rev().map(|&b| crate::codec::block::COMPLEMENT[b as usize]).collect();
+    assert_eq!(&archive.block(1).unwrap()[..], &rc_first[..]);
+    assert_eq!(&archive.block(2).unwrap()[..], &first[..]);
+    assert_eq!(&archive.block(3).unwrap()[..], &rc_first[..]);
+    let mut piece = vec![0u8; 100];
+    archive.read_stream(3 * 4096 + 1000, &mut piece).unwrap();
+    assert_eq!(piece, rc_first[1000..1100]);
+    check_cold_reads(&plan, &path);
+
+    // Chains of straddling sources mixing both kinds, depth 10 under a bound of 10.
+    for (name, rc_at) in [("all", (|_| true) as fn(usize) -> bool), ("odd", |k| k % 2 == 1), ("third", |k| k % 3 == 0)]
+    {
+        let plan = rc_chain_plan(10, 10, rc_at);
+        assert_eq!(plan.depth.iter().max(), Some(&10), "{name}");
+        let path = write_plan(dir.path(), &format!("chain-{name}.acx"), &plan);
+        check_cold_reads(&plan, &path);
+        assert!(Archive::open_with(&path, cpu_options(0)).unwrap().verify().is_empty(), "{name}");
+    }
+}
+
+#[test]
+fn rc_chains_past_the_depth_bound_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    // The program needs depth 10 but the header promises 9.
+    let plan = rc_chain_plan(9, 10, |k| k % 2 == 0);
+    let path = write_plan(dir.path(), "deep-rc.acx", &plan);
+    let archive = Archive::open_with(&path, cpu_options(0)).unwrap();
+    for id in 0..10 {
+        assert!(archive.block(id).is_ok(), "block {id} is within the bound");
+    }
+    match archive.block(10) {
+        Err(Error::CorruptBlock { source: DecodeError::DepthExceeded { bound: 9, .. }, .. }) => {}
+        other => panic!("expected DepthExceeded, got {other:?}"),
+    }
     let engine = CpuEngine::new(archive.data().clone());
     let mut buf = vec![0u8; 100];
     assert!(engine.resolve_unverified(10 * 4096 + 100, &mut buf).is_err());

@@ -548,6 +548,26 @@ mod tests {
     }
 
     #[test]
+    fn reverse_complement_sources_decode_in_batch_in_the_window_and_far_behind() {
+        // Format version 5: a third of the matches are reverse complements, near, far and cross-block.
+        let dir = tempfile::tempdir().unwrap();
+        let plan = Plan::random_rc(small_header(6, 8), 120 * 4096 - 333, &mut Rng(21));
+        let rc = plan.blocks.iter().flat_map(|b| &b.tokens).filter(|t| t.rc);
+        let far = rc.clone().filter(|t| t.back > 8 * 4096).count();
+        assert!(rc.count() > 1000 && far > 100, "the program lacks RC sources ({far} far)");
+        let path = dir.path().join("rc.acx");
+        plan.write(&path);
+        let data = Arc::new(ArchiveData::open(&path).unwrap());
+        for (threads, parallel, window) in [(1, false, 4096), (4, true, 4096), (3, true, 64 << 20)] {
+            let outcomes = sequential_outcomes(&data, threads, parallel, window);
+            for (id, outcome) in outcomes.iter().enumerate() {
+                let expected = &plan.stream[id * 4096..((id + 1) * 4096).min(plan.stream.len())];
+                assert!(outcome.as_deref() == Ok(expected), "block {id}, {threads} threads, window {window}");
+            }
+        }
+    }
+
+    #[test]
     fn small_batches_on_the_calling_thread_equal_the_pool_path() {
         let dir = tempfile::tempdir().unwrap();
         let (data, plan) = random_archive(dir.path(), 11, 120);

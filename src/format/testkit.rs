@@ -1,5 +1,5 @@
 //! Test support: hand-built archives from explicit token programs, with the reference bytes computed by the
-//! byte-wise definition of FORMAT.md §1 (literals, periodic fills, reference depth).
+//! byte-wise definition of FORMAT.md §1 (literals, periodic fills, reverse complements, reference depth).
 //!
 //! This is deliberately independent of the packer: tests of the reader must not share the packer's bugs.
 
@@ -10,7 +10,7 @@ use xxhash_rust::xxh3::xxh3_64;
 use super::tree::{Entry, EntryKind, Tree};
 use super::writer::ArchiveWriter;
 use super::Header;
-use crate::codec::block::{count_symbols, encode_block, Token};
+use crate::codec::block::{count_symbols, encode_block, Token, COMPLEMENT};
 use crate::codec::tables::{SymbolStats, TableSet};
 
 /// A small deterministic PRNG (SplitMix64), so failures reproduce from a seed.
@@ -108,6 +108,37 @@ impl Plan {
         }
     }
 
+    /// Appends a reverse-complement match of `len ≥ 2` bytes whose source ends `back` bytes before it (must fit
+    /// in the block and start at or after position 0): byte `k` is the complement of the byte at `dst − back − k`.
+    pub fn fill_rc(&mut self, back: u64, len: usize) {
+        let dst = self.stream.len();
+        assert!(
+            len >= 2 && len <= self.room() && back >= 1 && back as usize + len - 1 <= dst,
+            "bad reverse complement {back}/{len}"
+        );
+        let block = self.current();
+        match block.tokens.last_mut() {
+            Some(t) if t.match_len == 0 => {
+                t.match_len = len as u32;
+                t.back = back;
+                t.rc = true;
+            }
+            _ => block.tokens.push(Token { lit_len: 0, match_len: len as u32, back, rc: true }),
+        }
+        let end = dst - back as usize;
+        for k in 0..len {
+            let from = end - k;
+            self.stream.push(COMPLEMENT[self.stream[from] as usize]);
+            self.depth.push(self.depth[from].saturating_add(1));
+        }
+    }
+
+    /// Deepest reference depth over the bytes a reverse complement of `len` ending `back` bytes back would read.
+    pub fn source_depth_rc(&self, back: u64, len: usize) -> u8 {
+        let end = self.stream.len() - back as usize;
+        self.depth[end + 1 - len..=end].iter().copied().max().unwrap_or(0)
+    }
+
     /// Deepest reference depth over the bytes a fill of `len` from `back` would read.
     pub fn source_depth(&self, back: u64, len: usize) -> u8 {
         let src = self.stream.len() - back as usize;
@@ -130,8 +161,19 @@ impl Plan {
     }
 
     /// A random program of `total_len` bytes: literal runs from a small alphabet and matches at any distance
-    /// (near, far, cross-block, periodic), keeping every byte within `max_depth`.
+    /// (near, far, cross-block, periodic), keeping every byte within `max_depth`. Forward matches only (the
+    /// programs of the tests written before version 5); [`Plan::random_rc`] mixes in reverse complements.
     pub fn random(header: Header, total_len: usize, rng: &mut Rng) -> Plan {
+        Plan::random_with(header, total_len, rng, false)
+    }
+
+    /// [`Plan::random`] with about a third of the matches reverse complements (FORMAT.md §1, version 5): near,
+    /// far and cross-block, chained through earlier matches of either kind.
+    pub fn random_rc(header: Header, total_len: usize, rng: &mut Rng) -> Plan {
+        Plan::random_with(header, total_len, rng, true)
+    }
+
+    fn random_with(header: Header, total_len: usize, rng: &mut Rng, rc: bool) -> Plan {
         let mut plan = Plan::new(header);
         while plan.stream.len() < total_len {
             let room = plan.room().min(total_len - plan.stream.len());
@@ -149,6 +191,14 @@ impl Plan {
                 1 => rng.range(1, pos.min(300)), // near
                 _ => rng.range(1, pos),          // anywhere earlier, usually another block
             };
+            // The forward programs draw nothing more, so they stay what they were before version 5.
+            if rc && rng.range(0, 2) == 0 {
+                let back = back.min(pos + 1 - len.min(pos as usize) as u64).max(1);
+                if back as usize + len - 1 <= pos as usize && plan.source_depth_rc(back, len) < plan.header.max_depth {
+                    plan.fill_rc(back, len);
+                }
+                continue;
+            }
             if plan.source_depth(back, len) < plan.header.max_depth {
                 plan.fill(back, len);
             }
