@@ -240,6 +240,42 @@ fn reverse_complements_are_found_and_round_trip() {
 }
 
 #[test]
+fn optimal_parse_takes_reverse_complements_and_their_continuations() {
+    // Bare bases always take the lazy parse in the packer; the optimal parse must handle them all the same.
+    let data = inverted_repeats(1 << 18, 24);
+    let opts = small_opts();
+    let mut level = level_params(opts.level, opts.block_log);
+    level.parse.lazy_steps = None;
+    level.parse.reverse = true;
+    let chain = ChainMatcher::new(&data, 0, data.len() as u64, level.chain);
+    let view = DepthView { max_depth: opts.max_depth, outer: &[] };
+    let mut parser = SegmentParser::new(&data, level.parse, chain, &[], (0, data.len() as u64), view);
+    let (block, total) = (1u64 << opts.block_log, data.len() as u64);
+    let blocks: Vec<BlockTokens> =
+        (0..total).step_by(block as usize).map(|b| parser.parse_block(b, (b + block).min(total))).collect();
+    let (out, depth) = replay(&blocks, block as usize, data.len());
+    assert!(out == data, "tokens do not reproduce the input");
+    assert!(depth.iter().all(|&d| d <= opts.max_depth));
+    // Reverse complements after a substituted base continue the previous one (anti-diagonal, δ = 0 mostly).
+    let (mut rc, mut continued) = (0, 0);
+    for b in &blocks {
+        let (mut prev, mut dst) = (None, 0u64);
+        for t in b.tokens.iter().filter(|t| t.match_len > 0 || t.lit_len > 0) {
+            dst += t.lit_len as u64;
+            if t.match_len == 0 {
+                continue;
+            }
+            let continues = crate::codec::block::continuation_index(t.back, t.rc, dst, prev).is_some();
+            rc += t.rc as usize;
+            continued += (t.rc && continues) as usize;
+            prev = Some(crate::codec::block::PrevMatch { back: t.back, dst, rc: t.rc });
+            dst += t.match_len as u64;
+        }
+    }
+    assert!(rc > 100 && continued * 4 > rc, "{rc} reverse complements, {continued} continued");
+}
+
+#[test]
 fn depth_bound_holds_on_reverse_complement_chains() {
     let data = inverted_repeats(300_000, 22);
     for max_depth in [1, 2, 5, 16] {
