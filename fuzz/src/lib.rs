@@ -25,11 +25,11 @@ pub use genome::fasta_layout;
 
 use std::sync::Arc;
 
-use aceapex::codec::block::{self, reference_block_bytes, BlockShape, ParsedBlock, Token};
+use aceapex::codec::block::{self, continued_back, reference_block_bytes, BlockShape, ParsedBlock, PrevMatch, Token};
 use aceapex::codec::context::{for_each_context, CtxModel, LitContext, MAX_LIT_ORDER};
 use aceapex::codec::cut::{cut_slices, SliceTokens};
 use aceapex::codec::rans;
-use aceapex::codec::tables::{SymbolStats, Table, TableSet};
+use aceapex::codec::tables::{SymbolStats, Table, TableSet, OF_CONTINUATION_DELTAS};
 
 /// Lane count from a selector byte: one of 1, 2, 4, 8, 16, 32.
 fn lanes_of(selector: u8) -> usize {
@@ -163,7 +163,8 @@ pub fn rans_decode(data: &[u8]) {
 
 /// The invariants every successfully decoded unit (a slice, or a whole block of slices) must satisfy
 /// (FORMAT.md §3.3): prefix sums consistent with the tokens, every match at least 2 bytes with its source at or
-/// after stream position 0, literal-only tokens only where a slice ends, the last token literal-only.
+/// after stream position 0 (a reverse complement's whole source range: `back + len − 1 ≤ dst`), literal-only
+/// tokens only where a slice ends, the last token literal-only (and forward).
 pub fn check_parsed_block(parsed: &ParsedBlock, start: u64, len: u32) {
     assert_eq!(parsed.start, start);
     assert_eq!(parsed.len, len);
@@ -182,8 +183,11 @@ pub fn check_parsed_block(parsed: &ParsedBlock, start: u64, len: u32) {
         let dst = start + pos + token.lit_len as u64;
         if token.match_len > 0 {
             assert!(token.match_len >= 2 && token.back >= 1 && token.back <= dst, "token {t}: {token:?}");
+            if token.rc {
+                assert!(token.back + token.match_len as u64 - 1 <= dst, "token {t}: {token:?} at {dst}");
+            }
         } else {
-            assert_eq!(token.back, 0, "token {t}: {token:?}");
+            assert!(token.back == 0 && !token.rc, "token {t}: {token:?}");
         }
         pos += token.lit_len as u64 + token.match_len as u64;
         lits += token.lit_len as u64;
@@ -253,7 +257,8 @@ fn slice_log_of(selector: u8, len: u32) -> u8 {
 
 /// Block stage. Hostile layout: `mode, block_len: u24, start: u32 (×256), slice_log: u8, tables_len: u8, tables,
 /// payload` (the tables may carry a context model, so flagged slices decode with it). Round trip: `mode, start:
-/// u32, slice_log: u8, then 5-byte token shapes (lit: u8, len: u16, back: u16)`; with bit 6 of the mode set the
+/// u32, slice_log: u8, then 5-byte token shapes (lit: u8, len: u16, back: u16)` (a back selector with its top bit
+/// set makes a reverse-complement match where one fits, see [`tokens_from_shapes`]); with bit 6 of the mode set the
 /// literals become bases (a literal byte 0xff becomes `N`, so its slice keeps the LIT table) and the tables carry
 /// a context model of order `1 + (selector >> 4) % 8` built from them (FORMAT.md §3.5): every slice whose
 /// literals are all bases is context-coded.
@@ -294,6 +299,8 @@ pub fn block_decode(data: &[u8]) {
         let cut_literals: Vec<u8> = slices.iter().flat_map(|s| s.literals.iter().copied()).collect();
         assert_eq!(parsed.tokens, cut_tokens);
         assert_eq!(parsed.literals, cut_literals);
+        // The decoded tokens give the block's bytes by the byte-wise definition (the cut changed none).
+        assert!(block_bytes(start, &parsed.tokens, &parsed.literals) == bytes, "decoded tokens give other bytes");
         check_block_and_slices(&payload, &tables, shape);
         return;
     }
@@ -323,11 +330,16 @@ pub fn context_model_of(slices: &[SliceTokens], order: u8, lanes: usize) -> CtxM
     CtxModel::from_counts(order, &counts)
 }
 
-/// Valid tokens from 5-byte shapes, each source inside `[0, dst)`; the block stays under 1 MiB.
+/// Valid tokens from 5-byte shapes, each source inside `[0, dst)`; the block stays under 1 MiB. A back selector
+/// with its top bit set makes a reverse-complement match (FORMAT.md §1) when the stream before it holds its
+/// length: the selector picks where its source ends, and a selector below 8 after a reverse complement continues
+/// it (the same anti-diagonal shifted by a continuation delta, FORMAT.md §3.2), so the encoder codes it as a
+/// continuation of that kind.
 fn tokens_from_shapes(start: u64, shapes: &[u8]) -> (Vec<Token>, Vec<u8>) {
     let mut tokens = Vec::new();
     let mut literals = Vec::new();
     let mut dst = 0u64;
+    let mut prev: Option<PrevMatch> = None;
     for shape in shapes.chunks_exact(5) {
         let lit_len = shape[0] as u32;
         let match_len = 2 + u16::from_le_bytes([shape[1], shape[2]]) as u32;
@@ -336,10 +348,33 @@ fn tokens_from_shapes(start: u64, shapes: &[u8]) -> (Vec<Token>, Vec<u8>) {
         if reach == 0 || dst + lit_len as u64 + match_len as u64 > (1 << 20) - 300 {
             break;
         }
-        // Small selectors give periodic fills (back < len); large ones reach far back.
-        let back = if selector < 256 { 1 + selector % reach } else { 1 + (selector * 0x9e37_79b9) % reach };
+        let rc = selector >= 0x8000 && reach >= match_len as u64;
+        let back = if rc {
+            // The source ends at e = reach − back and needs e ≥ len − 1. Below 8: a continuation of the previous
+            // RC match where it fits; small selectors: a source ending just before the match (a hairpin); large
+            // ones: anywhere.
+            let room = reach - match_len as u64 + 1;
+            let sel = selector & 0x7fff;
+            let continued = prev
+                .filter(|p| p.rc && sel < 8)
+                .and_then(|p| continued_back(p, reach, OF_CONTINUATION_DELTAS[sel as usize]))
+                .filter(|&b| b <= room);
+            if let Some(back) = continued {
+                back
+            } else if sel < 256 {
+                1 + sel % room
+            } else {
+                1 + (sel * 0x9e37_79b9) % room
+            }
+        } else if selector < 256 {
+            // Small selectors give periodic fills (back < len); large ones reach far back.
+            1 + selector % reach
+        } else {
+            1 + (selector * 0x9e37_79b9) % reach
+        };
         literals.extend((0..lit_len).map(|i| shape[(i % 5) as usize]));
-        tokens.push(Token { lit_len, match_len, back, rc: false });
+        tokens.push(Token { lit_len, match_len, back, rc });
+        prev = Some(PrevMatch { back, dst: reach, rc });
         dst += (lit_len + match_len) as u64;
     }
     let tail = (shapes.len() % 5) as u32 * 50;

@@ -286,6 +286,47 @@ fn write_seeds() {
     }
     write("block_decode", "round_trip_k1", &shapes);
 
+    // Reverse-complement matches (format version 5): explicit ones near and further, continuations of them (the
+    // anti-diagonal kept across one substituted base: back + 2·(len + 1)), one reaching stream position 0, and
+    // ones crossing 512-byte slice boundaries, mixed with forward matches (K = 2 and 32). Distances stay below
+    // 2^11 so that the tables (an OF table of ~125 symbols) fit the seed's one-byte length.
+    let rc = |lit_len, match_len, back| Token { lit_len, match_len, back, rc: true };
+    let fwd = |lit_len, match_len, back| Token { lit_len, match_len, back, rc: false };
+    let rc_tokens = [
+        rc(60, 30, 1),
+        rc(1, 25, 1 + 2 * 31),
+        rc(2, 10, 63 + 2 * 27 - 1),
+        fwd(4, 9, 40),
+        rc(0, 700, 200),
+        rc(3, 1000, 1500),
+        rc(1, 40, 1900),
+        fwd(1, 0, 0),
+    ];
+    let start = 1u64 << 31;
+    for (lanes_log, name) in [(1u8, "rc_k2"), (5, "rc_k32")] {
+        let lits = dna(rc_tokens.iter().map(|t| t.lit_len as usize).sum(), 4);
+        // Context-coded literals (order 1): no LIT table, so the wide OF table fits the seed's tables.
+        write("block_decode", name, &block_seed_with(lanes_log, start, 0, &rc_tokens, &lits, 1));
+    }
+    let from_zero = [rc(8, 8, 1), rc(0, 16, 1), fwd(2, 0, 0)];
+    write("block_decode", "rc_from_position_0_k1", &block_seed(0, 0, 0, &from_zero, &dna(10, 6)));
+    // Round trips with reverse-complement shapes (back selector ≥ 0x8000; below 0x8008 a continuation), also
+    // with context-coded literals (mode bit 6).
+    for (mode, name) in [(0x80 | 2, "round_trip_rc_k4"), (0x80 | 0x40 | 3, "round_trip_rc_ctx_k8")] {
+        let mut shapes = vec![mode, 0, 1, 0, 0, 0x10];
+        for i in 0..60u8 {
+            let sel: u16 = match i % 4 {
+                0 => 0x8000 | u16::from(i) * 97,
+                1 => 0x8000 | u16::from(i % 8),
+                2 => u16::from(i) * 331,
+                _ => 0x8000 | 0x100 | u16::from(i) * 13,
+            };
+            let [a, b] = sel.to_le_bytes();
+            shapes.extend_from_slice(&[i % 6, 20 + i, 0, a, b]);
+        }
+        write("block_decode", name, &shapes);
+    }
+
     // tables_read: serialised sets (typical, single-symbol, all unused, maximal alphabets) and count vectors.
     let mut stats = SymbolStats::default();
     let literals = dna(lits as usize + 1, 5);
@@ -449,7 +490,12 @@ fn write_context_seeds() {
     let mut tokens = Vec::new();
     let mut n = 0;
     for i in 0..120u32 {
-        tokens.push(Token { lit_len: 3 + i % 11, match_len: 2 + i % 30, back: 1 + (i as u64 * 7919) % 4000, rc: false });
+        tokens.push(Token {
+            lit_len: 3 + i % 11,
+            match_len: 2 + i % 30,
+            back: 1 + (i as u64 * 7919) % 4000,
+            rc: false,
+        });
         n += 3 + i % 11;
     }
     tokens.push(Token { lit_len: 9, match_len: 0, back: 0, rc: false });
@@ -573,6 +619,56 @@ fn context_seeds_reach_the_models() {
             let data = aceapex::format::ArchiveData::from_image("seed", framed.archive.to_vec()).unwrap();
             assert!(data.tables.iter().any(|t| t.ctx.as_ref().is_some_and(|c| c.back == 0)), "{target}/{name}");
             assert!(data.tables.iter().any(|t| t.ctx.as_ref().is_some_and(|c| c.back > 0)), "{target}/{name}");
+        }
+    }
+}
+
+/// The version-5 seeds must reach the reverse-complement code: the hostile `rc_*` block seeds decode to tokens
+/// with RC matches, coded both explicitly (OF codes 96 … 183) and as continuations of RC matches; the
+/// `genome_rc_*` archives hold RC matches.
+#[test]
+fn rc_seeds_reach_reverse_complements() {
+    let mut hostile = 0;
+    for entry in std::fs::read_dir(seed_dir("block_decode")).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let seed = std::fs::read(&path).unwrap();
+        if !name.starts_with("rc_") || seed[0] & 0x80 != 0 {
+            continue;
+        }
+        let len = u32::from_le_bytes([seed[1], seed[2], seed[3], 0]);
+        let start = (u32::from_le_bytes([seed[4], seed[5], seed[6], seed[7]]) as u64) << 8;
+        let (slice_log, tables_len) = (9 + seed[8], seed[9] as usize);
+        let tables = TableSet::read(&seed[10..10 + tables_len]).unwrap();
+        let shape = BlockShape { start, len, slice_log, lanes: 1 << seed[0] };
+        let parsed = block::decode_block(&seed[10 + tables_len..], &tables, shape).unwrap();
+        assert!(parsed.tokens.iter().filter(|t| t.rc).count() >= 2, "{name}");
+        let of = &tables.of.freq;
+        assert!(of.len() > 96 && of[96..].iter().any(|&f| f > 0), "{name}: no explicit RC code");
+        if name != "rc_from_position_0_k1" {
+            assert!(of[88] > 0 && of[89] > 0, "{name}: no RC continuation");
+        }
+        hostile += 1;
+    }
+    assert!(hostile >= 3, "{hostile} hostile RC block seeds");
+    for target in ["archive_read", "resolver"] {
+        for name in archive_seeds::RC_SEEDS {
+            let seed = std::fs::read(seed_dir(target).join(name)).unwrap();
+            let framed = aceapex_fuzz::image::unframe(&seed);
+            let data = aceapex::format::ArchiveData::from_image("seed", framed.archive.to_vec()).unwrap();
+            let rc: usize = (0..data.block_count())
+                .map(|id| {
+                    let shape = BlockShape {
+                        start: data.block_start(id),
+                        len: data.block_len(id),
+                        slice_log: data.header.slice_log,
+                        lanes: u32::from(data.header.rans_lanes),
+                    };
+                    let parsed = block::decode_block(&data.payload(id).unwrap(), data.tables_for(id), shape).unwrap();
+                    parsed.tokens.iter().filter(|t| t.rc).count()
+                })
+                .sum();
+            assert!(rc >= 10, "{target}/{name}: {rc} RC matches");
         }
     }
 }

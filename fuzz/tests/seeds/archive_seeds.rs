@@ -97,7 +97,43 @@ fn inputs() -> Vec<Input> {
         // the slices whose literals are all bases.
         Input { name: "genome_ctx_k1", files: ctx_genome_files(1), opts: opts(1, 16, 0, 6) },
         Input { name: "genome_ctx_k8", files: ctx_genome_files(8), opts: opts(8, 4, 1, 6) },
+        // FASTA with inverted repeats: the packer codes them as reverse-complement matches (format version 5),
+        // explicit and continued, near and across blocks, some through chains of both kinds.
+        Input { name: "genome_rc_k2", files: rc_genome_files(), opts: opts(2, 16, 1, 6) },
+        Input { name: "genome_rc_k32_depth3", files: rc_genome_files(), opts: opts(32, 3, 0, 9) },
     ]
+}
+
+/// Seeds whose archives must hold reverse-complement matches.
+pub(crate) const RC_SEEDS: [&str; 2] = ["genome_rc_k2", "genome_rc_k32_depth3"];
+
+/// A FASTA whose sequence repeats earlier stretches as their reverse complements (one base in 40 substituted,
+/// so the matches continue across substitutions), some of them of stretches that are copies themselves.
+fn rc_genome_files() -> Vec<(Vec<u8>, Vec<u8>)> {
+    let mut rng = Rng(33);
+    let mut seq: Vec<u8> = (0..3000).map(|_| b"ACGT"[rng.below(4) as usize]).collect();
+    while seq.len() < 30_000 {
+        let len = 200 + rng.below(1500) as usize;
+        let from = rng.below((seq.len() - len) as u64) as usize;
+        let mut piece: Vec<u8> = seq[from..from + len].to_vec();
+        if rng.below(3) > 0 {
+            piece.reverse();
+            piece.iter_mut().for_each(|b| *b = aceapex::codec::block::COMPLEMENT[*b as usize]);
+        }
+        for (i, b) in piece.iter_mut().enumerate() {
+            if i % 40 == 39 {
+                *b = b"ACGT"[rng.below(4) as usize];
+            }
+        }
+        seq.extend_from_slice(&piece);
+        seq.extend((0..rng.below(50)).map(|_| b"ACGT"[rng.below(4) as usize]));
+    }
+    let mut fasta = b">inverted repeats\n".to_vec();
+    for line in seq.chunks(70) {
+        fasta.extend_from_slice(line);
+        fasta.push(b'\n');
+    }
+    vec![(b"rc.fa".to_vec(), fasta)]
 }
 
 /// Seeds that must reach the context decoder: their archives hold a context model.
