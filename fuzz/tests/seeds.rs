@@ -316,10 +316,10 @@ fn write_seeds() {
         let mut shapes = vec![mode, 0, 1, 0, 0, 0x10];
         for i in 0..60u8 {
             let sel: u16 = match i % 4 {
-                0 => 0x8000 | u16::from(i) * 97,
+                0 => 0x8000 | (u16::from(i) * 97),
                 1 => 0x8000 | u16::from(i % 8),
                 2 => u16::from(i) * 331,
-                _ => 0x8000 | 0x100 | u16::from(i) * 13,
+                _ => 0x8000 | 0x100 | (u16::from(i) * 13),
             };
             let [a, b] = sel.to_le_bytes();
             shapes.extend_from_slice(&[i % 6, 20 + i, 0, a, b]);
