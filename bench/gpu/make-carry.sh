@@ -43,7 +43,7 @@ fi
 if command -v samtools >/dev/null && command -v bgzip >/dev/null; then
   mkdir -p "$carry/bin" "$carry/lib"
   install -m 755 "$(command -v samtools)" "$(command -v bgzip)" "$carry/bin/"
-  for l in libhts.so.3 libhtscodecs.so.2 libdeflate.so.0; do
+  for l in libhts.so.3 libhtscodecs.so.2 libdeflate.so.0 libncurses.so.6 libtinfo.so.6; do
     cp -L "$(ldconfig -p | awk -v l="$l" '$1 == l {print $NF; exit}')" "$carry/lib/$l"
   done
 fi

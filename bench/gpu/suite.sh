@@ -182,7 +182,10 @@ if want mountseq && [ -x carry/aceapex-mount ] && [ -x carry/nullfs ]; then
       for dec in gpu cpu; do
         # trace: each stream run logs, per 8 MiB segment and at its end, its decoder time, hand-over time, pacing
         # and the readers' waits (src/fs/stream.rs); the stats line says how many runs the read started.
-        ./carry/aceapex-mount "$arc" "$mnt" -f -o "decoder=$dec${MOUNTSEQ_TRACE:+,trace}" 2>>"$log" &
+        # With the trace, the GPU engine's debug lines split each stream call's time (lock, complete decode,
+        # copies, checks, sink).
+        env ${MOUNTSEQ_TRACE:+ACEAPEX_LOG=info,aceapex::engine::gpu=debug} \
+          ./carry/aceapex-mount "$arc" "$mnt" -f -o "decoder=$dec${MOUNTSEQ_TRACE:+,trace}" 2>>"$log" &
         pid=$!
         wait_mounted && seq_read "decoder=$dec $path run $r" "$mnt/$path"
         python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); print("### mountseq stats:", json.dumps(s["streams"]["runs"]), "fs:", json.dumps({k: s["fs"][k] for k in ("reads", "streamed_bytes", "read_latency")}))' "$mnt/.aceapex/stats" 2>&1 | tee -a "$log"
@@ -192,16 +195,16 @@ if want mountseq && [ -x carry/aceapex-mount ] && [ -x carry/nullfs ]; then
   done
 fi
 if want faidx && [ -x carry/bin/samtools ] && [ -x carry/aceapex-mount ]; then
-  export LD_LIBRARY_PATH="$PWD/carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  st=./carry/bin/samtools
+  # Only samtools and bgzip see the carried libraries (the rest of the suite keeps the image's own).
+  st() { LD_LIBRARY_PATH="$PWD/carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" ./carry/bin/samtools "$@"; }
   a="$work/atha-genome.acx"
   [ -f "$a" ] || ./carry/aceapex pack carry/atha.fa -o "$a" -q
   fx="$work/faidx"
   mkdir -p "$fx"
   cp carry/atha.fa "$fx/atha.fa"
-  ./carry/bin/bgzip -@4 -c "$fx/atha.fa" >"$fx/atha.fa.gz"
-  $st faidx "$fx/atha.fa.gz"
-  $st faidx "$fx/atha.fa"
+  LD_LIBRARY_PATH="$PWD/carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" ./carry/bin/bgzip -@4 -c "$fx/atha.fa" >"$fx/atha.fa.gz"
+  st faidx "$fx/atha.fa.gz"
+  st faidx "$fx/atha.fa"
   # The same 1000 regions as bench/mount-bench.sh draws (up to 1000 bases each, several per sequence).
   python3 -c '
 import random, sys
@@ -213,13 +216,14 @@ with open(sys.argv[2], "w") as f:
         s = random.randrange(1, max(2, n - 1000))
         f.write(f"{name}:{s}-{min(n, s + random.randrange(1, 1000))}\n")
 ' "$fx/atha.fa.fai" "$fx/regions.txt"
-  $st faidx "$fx/atha.fa" -r "$fx/regions.txt" >"$fx/want.txt"
+  st faidx "$fx/atha.fa" -r "$fx/regions.txt" >"$fx/want.txt" || rc=1
+  [ -s "$fx/want.txt" ] || { say "### faidx: samtools gave no output on the original"; rc=1; }
   mnt=/tmp/gpu-suite-faidx
   mkdir -p "$mnt"
   for r in 1 2 3; do
     sync; echo 3 >/proc/sys/vm/drop_caches 2>/dev/null || true
     t0=$(date +%s%N)
-    $st faidx "$fx/atha.fa.gz" -r "$fx/regions.txt" >"$fx/got-bgzf.txt" || rc=1
+    st faidx "$fx/atha.fa.gz" -r "$fx/regions.txt" >"$fx/got-bgzf.txt" || rc=1
     say "### faidx bgzip local run $r: $(ms_since "$t0") ms, $(cmp -s "$fx/got-bgzf.txt" "$fx/want.txt" && echo equal || echo DIFFER)"
     for dec in gpu cpu; do
       sync; echo 3 >/proc/sys/vm/drop_caches 2>/dev/null || true
@@ -229,7 +233,7 @@ with open(sys.argv[2], "w") as f:
       for _ in $(seq 1 200); do mountpoint -q "$mnt" && { up=1; break; }; sleep 0.05; done
       if [ "$up" = 1 ]; then
         t0=$(date +%s%N)
-        $st faidx "$mnt/atha.fa" -r "$fx/regions.txt" >"$fx/got-$dec.txt" || rc=1
+        st faidx "$mnt/atha.fa" -r "$fx/regions.txt" >"$fx/got-$dec.txt" || rc=1
         ms=$(ms_since "$t0")
         same=$(cmp -s "$fx/got-$dec.txt" "$fx/want.txt" && echo equal || echo DIFFER)
         [ "$same" = equal ] || rc=1

@@ -29,6 +29,7 @@ pub mod prep;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use rayon::prelude::*;
 use xxhash_rust::xxh3::xxh3_64;
@@ -116,6 +117,13 @@ pub struct StreamReport {
     pub decode_ms: f32,
     /// Blocks whose GPU bytes failed (an injected fault or a checksum mismatch) and were decoded by the fallback.
     pub blocks_redone: u64,
+    /// Wall time of the call: waiting for the engine's lock, the complete decode (allocation included), the
+    /// copies, the checks and the sink (where the mount's stream time goes; logged at debug level).
+    pub lock_ms: f64,
+    pub full_ms: f64,
+    pub copy_ms: f64,
+    pub check_ms: f64,
+    pub sink_ms: f64,
 }
 
 /// Device-side timing of one seek batch.
@@ -276,12 +284,19 @@ impl GpuEngine {
         let start = (first << block_log).min(total) as usize;
         let stop = (end << block_log).min(total) as usize;
         let mut report = StreamReport::default();
+        let ms_since = |t: Instant| t.elapsed().as_secs_f64() * 1e3;
+        let called = Instant::now();
         let mut device = self.lock()?;
+        report.lock_ms = ms_since(called);
         if !device.full_ready() {
+            let t = Instant::now();
             report.decode_ms = device.full_decode(FullVariant::Full, None)?.map_err(KernelFault::into_error)?.device_ms;
+            report.full_ms = ms_since(t);
         }
         let piece = STREAM_PIECE.max(block_size);
         let redone = AtomicU64::new(0);
+        let (mut check_ms, mut sink_ms) = (0.0, 0.0);
+        let streamed = Instant::now();
         device.stream_full(start, stop, piece, &mut |at, host| {
             let injected = self.next_batch_fault();
             if let Some(InjectedFault::Corrupt(_)) = injected {
@@ -290,6 +305,7 @@ impl GpuEngine {
             let first_id = (at >> block_log) as u64;
             let failed = matches!(injected, Some(InjectedFault::Fail(_)));
             // Blocks are checked and, when wrong, decoded again on all cores; a failure names its block.
+            let t = Instant::now();
             host.par_chunks_mut(block_size).enumerate().try_for_each(|(k, block)| {
                 let id = first_id + k as u64;
                 if !failed && xxh3_64(block) == self.data.block_hash[id as usize] {
@@ -298,8 +314,14 @@ impl GpuEngine {
                 redone.fetch_add(1, Ordering::Relaxed);
                 redo(id, block)
             })?;
-            sink(host)
+            check_ms += ms_since(t);
+            let t = Instant::now();
+            let sunk = sink(host);
+            sink_ms += ms_since(t);
+            sunk
         })?;
+        (report.check_ms, report.sink_ms) = (check_ms, sink_ms);
+        report.copy_ms = ms_since(streamed) - check_ms - sink_ms;
         report.blocks_redone = redone.into_inner();
         if report.blocks_redone > 0 && !self.stream_failure_logged.swap(true, Ordering::Relaxed) {
             tracing::warn!(
@@ -367,6 +389,11 @@ impl BlockEngine for GpuEngine {
             tracing::debug!(
                 decode_ms = report.decode_ms,
                 blocks_redone = report.blocks_redone,
+                lock_ms = report.lock_ms,
+                full_ms = report.full_ms,
+                copy_ms = report.copy_ms,
+                check_ms = report.check_ms,
+                sink_ms = report.sink_ms,
                 "streamed blocks {first}..{end}"
             );
         }))
@@ -400,11 +427,19 @@ mod tests {
 
     /// A random archive (every FORMAT feature: periodic fills, far and cross-block sources, depth up to the bound)
     /// with K rANS lanes and slices of `2^slice_log` bytes (4 KiB blocks), and its reference stream.
-    fn random_archive(dir: &std::path::Path, seed: u64, lanes: u8, slice_log: u8) -> (Arc<ArchiveData>, Vec<u8>) {
+    /// With `rc`, about a third of the matches are reverse complements (Plan::random_rc).
+    fn random_archive(
+        dir: &std::path::Path,
+        seed: u64,
+        lanes: u8,
+        slice_log: u8,
+        rc: bool,
+    ) -> (Arc<ArchiveData>, Vec<u8>) {
         use crate::format::testkit::{small_header, Plan, Rng};
         let header = crate::format::Header { slice_log, ..small_header(6, lanes) };
-        let plan = Plan::random(header, 200_000 + seed as usize * 777, &mut Rng(seed));
-        let path = dir.join(format!("random-{seed}-{lanes}-{slice_log}.acx"));
+        let (total, mut rng) = (200_000 + seed as usize * 777, Rng(seed));
+        let plan = if rc { Plan::random_rc(header, total, &mut rng) } else { Plan::random(header, total, &mut rng) };
+        let path = dir.join(format!("random-{seed}-{lanes}-{slice_log}-{rc}.acx"));
         plan.write(&path);
         (Arc::new(ArchiveData::open(&path).unwrap()), plan.stream)
     }
@@ -489,7 +524,7 @@ mod tests {
     #[test]
     fn try_new_fails_cleanly_or_opens() {
         let dir = tempfile::tempdir().unwrap();
-        let (data, _) = random_archive(dir.path(), 1, 32, 11);
+        let (data, _) = random_archive(dir.path(), 1, 32, 11, false);
         match GpuEngine::try_new(data) {
             Ok(engine) => assert!(!engine.description().is_empty()),
             Err(Error::Gpu(reason)) => assert!(!reason.contains('\n'), "one line: {reason}"),
@@ -503,7 +538,7 @@ mod tests {
     fn unit_meta_covers_every_slice() {
         let dir = tempfile::tempdir().unwrap();
         for (seed, lanes, slice_log) in [(5, 1, 9), (6, 4, 11), (7, 32, 12)] {
-            let (data, stream) = random_archive(dir.path(), seed, lanes, slice_log);
+            let (data, stream) = random_archive(dir.path(), seed, lanes, slice_log, false);
             let meta = prep::unit_meta(&data);
             assert_eq!(meta.units() as u64, data.global_slice_count());
             let mut total = 0u64;
@@ -521,7 +556,7 @@ mod tests {
     #[test]
     fn corrupt_directory_marks_its_block_bad() {
         let dir = tempfile::tempdir().unwrap();
-        let (data, _) = random_archive(dir.path(), 8, 2, 10);
+        let (data, _) = random_archive(dir.path(), 8, 2, 10, false);
         let mut bytes = std::fs::read(&data.path).unwrap();
         let at = data.payload_offset(1) as usize;
         bytes[at] = bytes[at].wrapping_add(1) & 0x7f; // first slice length off by one (stays a one-byte varint)
@@ -587,6 +622,7 @@ mod tests {
     #[test]
     fn gpu_bytes_equal_the_reference_when_a_gpu_is_present() {
         let dir = tempfile::tempdir().unwrap();
+        // (seed, lanes, slice_log); the odd seeds' archives also hold reverse-complement matches.
         let cases = [(2, 32, 11), (3, 8, 9), (4, 1, 11), (9, 2, 10), (10, 4, 12), (11, 16, 11), (12, 1, 9), (13, 4, 9)];
         // Random archives, then mutated copies (continuation codes in nearly every slice) for every lane count.
         let mutated = [(21, 1, 9), (22, 2, 10), (23, 4, 11), (24, 8, 9), (25, 16, 12), (26, 32, 10)];
@@ -596,13 +632,13 @@ mod tests {
                 let (data, stream, _) = mutated_archive(dir.path(), seed, lanes, slice_log);
                 (data, stream)
             } else {
-                random_archive(dir.path(), seed, lanes, slice_log)
+                random_archive(dir.path(), seed, lanes, slice_log, seed % 2 == 1)
             };
             let Ok(engine) = GpuEngine::try_new(data.clone()) else {
                 eprintln!("no GPU: GPU bit-exactness test skipped");
                 return;
             };
-            let what = format!("lanes {lanes}, slice_log {slice_log}, mutated copies {mutate}");
+            let what = format!("seed {seed}, lanes {lanes}, slice_log {slice_log}, mutated copies {mutate}");
             assert_gpu_bytes(&engine, &data, &stream, &what);
         }
     }
@@ -815,7 +851,7 @@ mod tests {
     fn streamed_blocks_equal_the_reference_under_injected_faults() {
         use crate::engine::cpu::CpuEngine;
         let dir = tempfile::tempdir().unwrap();
-        let (data, stream) = random_archive(dir.path(), 14, 1, 10);
+        let (data, stream) = random_archive(dir.path(), 14, 1, 10, true);
         let Ok(engine) = GpuEngine::try_new(data.clone()) else {
             eprintln!("no GPU: streamed-range test skipped");
             return;
