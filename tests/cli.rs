@@ -126,6 +126,55 @@ fn info_and_verify_on_a_good_archive() {
     assert_exit(&verify, 0, "verify");
 }
 
+/// A FASTA of inverted repeats (format version 5): `info` counts the reverse-complement matches the packer made
+/// (text and JSON), and the archive verifies and reads back.
+#[test]
+fn info_counts_reverse_complement_matches() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = common::Rng::new(17);
+    let mut seq: Vec<u8> = (0..5000).map(|_| b"ACGT"[rng.below(4) as usize]).collect();
+    while seq.len() < 120_000 {
+        let len = 300 + rng.below(2000) as usize;
+        let from = rng.below((seq.len() - len) as u64) as usize;
+        let piece: Vec<u8> = seq[from..from + len]
+            .iter()
+            .rev()
+            .map(|&b| match b {
+                b'A' => b'T',
+                b'C' => b'G',
+                b'G' => b'C',
+                _ => b'A',
+            })
+            .collect();
+        seq.extend_from_slice(&piece);
+        seq.extend((0..rng.below(30)).map(|_| b"ACGT"[rng.below(4) as usize]));
+    }
+    let mut fasta = b">inverted\n".to_vec();
+    fasta.extend(common::wrap(&seq, 60, b"\n"));
+    let input = dir.path().join("rc.fa");
+    std::fs::write(&input, &fasta).unwrap();
+    let archive = dir.path().join("rc.acx");
+    pack_tree(&input, &archive, &[]);
+
+    let info = run(&[OsStr::new("info"), OsStr::new("--json"), archive.as_os_str()]);
+    assert_exit(&info, 0, "info --json");
+    let json: serde_json::Value = serde_json::from_slice(&info.stdout).expect("info --json prints JSON");
+    assert_eq!(json["format_version"], 5);
+    let streams = &json["streams"];
+    let (rc, matches) = (streams["rc_matches"].as_u64().unwrap(), streams["matches"].as_u64().unwrap());
+    assert!(rc >= 20 && rc <= matches, "{rc} reverse-complement matches of {matches}");
+    assert_eq!(streams["unreadable_blocks"], 0);
+    let text = run(&[OsStr::new("info"), archive.as_os_str()]);
+    assert_exit(&text, 0, "info");
+    let text = String::from_utf8_lossy(&text.stdout).into_owned();
+    assert!(text.contains(&format!("{matches} matches ({rc} reverse-complement)")), "{text}");
+
+    assert_exit(&run(&[OsStr::new("verify"), archive.as_os_str()]), 0, "verify");
+    let cat = run(&[OsStr::new("cat"), archive.as_os_str(), OsStr::new("rc.fa")]);
+    assert_exit(&cat, 0, "cat");
+    assert!(cat.stdout == fasta, "cat gives other bytes");
+}
+
 #[test]
 fn usage_errors_exit_2_and_runtime_errors_exit_1() {
     let dir = tempfile::tempdir().unwrap();
