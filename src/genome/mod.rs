@@ -10,7 +10,7 @@
 //!   residues are left out of the nucleotide stream.
 //! - [`model`]: FASTA bytes → [`Genome`] + bases, or `None` for anything not modelled exactly.
 //! - [`serial`]: the versioned, checksummed structure encoding and its hostile-input decoder.
-//! - [`columns`]: numeric columns as log-code bytes plus a bit column of extra bits (what `serial` writes).
+//! - [`range`]: the adaptive binary range coder and number models `serial` codes the structure's numbers with.
 //! - [`read`]: original bytes at any offset from the structure and a base fetcher, in `O(len + log n)`.
 //! - [`region`]: a genome-mode file's region of the archive's logical stream (a head that points at its structure, then
 //!   its bases).
@@ -20,10 +20,10 @@
 //! exceptions: positions in the nucleotide stream). The layout maps bytes to residues, the exceptions map
 //! residues to bases.
 
-pub mod columns;
 pub mod layout;
 pub mod mask;
 pub mod model;
+mod range;
 pub mod read;
 pub mod region;
 pub mod serial;
