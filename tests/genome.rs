@@ -221,9 +221,10 @@ fn serial_rejects_corruption_with_typed_errors() {
         bad[i] ^= 0x40;
         assert!(serial::decode(&bad).is_err(), "flip at {i} accepted");
     }
-    // A wrong version (the earlier varint encoding, 1, or an unknown one) is named even with a valid checksum.
+    // A wrong version (the earlier varint encoding, 1, the one before this, or an unknown one) is named even with
+    // a valid checksum.
     assert_eq!(good[4], serial::VERSION);
-    for version in [1u8, 3] {
+    for version in [1u8, serial::VERSION - 1, serial::VERSION + 1] {
         let mut other = good[..good.len() - 8].to_vec();
         other[4] = version;
         let err = serial::decode(&reseal(&other)).unwrap_err().to_string();
