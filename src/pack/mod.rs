@@ -68,6 +68,9 @@ pub struct PackOptions {
     pub progress: bool,
     /// Store FASTA files in genome mode (structure plus bases, FORMAT.md §2.6) when the model is exact and pays.
     pub genome: bool,
+    /// Look for reverse-complement matches (FORMAT.md §1) on bare bases (genome mode's base regions). The
+    /// environment variable `ACEAPEX_NO_RC` turns them off as well (measurements).
+    pub reverse_complements: bool,
 }
 
 impl Default for PackOptions {
@@ -82,6 +85,7 @@ impl Default for PackOptions {
             group_log: 6,
             progress: false,
             genome: true,
+            reverse_complements: true,
         }
     }
 }
@@ -216,9 +220,9 @@ fn is_bare_bases(bytes: &[u8]) -> bool {
 
 /// Whether the matchers look for reverse-complement matches (FORMAT.md §1) in `data[start..end)`: only on bare
 /// bases (genome mode's base regions), where they pay; general mode and text never pay for the lookups.
-/// `ACEAPEX_NO_RC` turns them off (to measure what they gain and cost).
-fn reverse_complements(data: &[u8], start: u64, end: u64) -> bool {
-    std::env::var_os("ACEAPEX_NO_RC").is_none() && is_bare_bases(&data[start as usize..end as usize])
+/// [`PackOptions::reverse_complements`] or `ACEAPEX_NO_RC` turn them off (to measure what they gain and cost).
+fn reverse_complements(enabled: bool, data: &[u8], start: u64, end: u64) -> bool {
+    enabled && std::env::var_os("ACEAPEX_NO_RC").is_none() && is_bare_bases(&data[start as usize..end as usize])
 }
 
 /// Whether at least 90 % of the bytes (sampled) are nucleotide letters or line breaks.
@@ -362,6 +366,8 @@ struct SegmentJob<'a> {
     block_log: u8,
     max_depth: u8,
     outer_depth: &'a [u8],
+    /// [`PackOptions::reverse_complements`].
+    reverse: bool,
 }
 
 impl SegmentJob<'_> {
@@ -386,7 +392,7 @@ impl SegmentJob<'_> {
                     chain_params.long_depth = chain_params.long_depth.min(BASES_LONG_DEPTH);
                     parse_params.lazy_steps = Some(level.bases_lazy_steps);
                 }
-                parse_params.reverse = reverse_complements(data, s, e);
+                parse_params.reverse = reverse_complements(self.reverse, data, s, e);
                 if sketch {
                     parse_params.lazy_steps = parse_params.lazy_steps.or(Some(SKETCH_LAZY_STEPS));
                 }
@@ -540,18 +546,20 @@ impl<'a> Packing<'a> {
             block_log: self.opts.block_log,
             max_depth: self.opts.max_depth,
             outer_depth: self.depth.finished(start),
+            reverse: self.opts.reverse_complements,
         };
         // At the levels that re-parse, every segment but the first is parsed again, so its first parse only
         // has to give the depth estimates that the second parses of the segments after it start from.
         let sketch: Vec<bool> = (0..segments.len()).map(|k| k > 0 && self.level.reparse).collect();
         let ldm = &mut self.ldm;
         let data = self.data;
+        let reverse = self.opts.reverse_complements;
         let (mut per_segment, ahead) = rayon::join(
             || job.parse(&segments, &sketch, &long),
             || {
                 next.map(|(s, e)| {
                     let mut found = Vec::new();
-                    ldm.scan(data, s, e, reverse_complements(data, s, e), &mut found);
+                    ldm.scan(data, s, e, reverse_complements(reverse, data, s, e), &mut found);
                     (s, e, found)
                 })
             },
@@ -615,7 +623,8 @@ impl<'a> Packing<'a> {
             Some((s, e, found)) if (s, e) == (start, end) => found,
             _ => {
                 let mut found = Vec::new();
-                self.ldm.scan(self.data, start, end, reverse_complements(self.data, start, end), &mut found);
+                let rc = reverse_complements(self.opts.reverse_complements, self.data, start, end);
+                self.ldm.scan(self.data, start, end, rc, &mut found);
                 found
             }
         };
@@ -635,6 +644,7 @@ impl<'a> Packing<'a> {
             block_log: self.opts.block_log,
             max_depth: self.opts.max_depth,
             outer_depth: self.depth.finished(known),
+            reverse: self.opts.reverse_complements,
         }
     }
 }
