@@ -45,9 +45,10 @@ const RESUME_WORDS: usize = 65;
 const RESOLVE_PIECE: u64 = 128;
 /// The `levels` key of a resident seek's launch sequence (resident.rs) in `run_seek` and its graphs.
 const RESIDENT_LEVELS: u32 = u32::MAX;
-/// The smallest pinned buffer pair `stream_full` keeps (two of these: 32 MiB of pinned host memory once a GPU
-/// stream has run).
-const STREAM_PIN_MIN: usize = 16 << 20;
+/// The pinned buffer pair `stream_full` copies through, pinned when the device opens (8 MiB of pinned host
+/// memory in all; a call with larger pieces pins a larger pair). 4 MiB copies at 50 GB/s take 80 µs, so larger
+/// pieces would only cost pinning time.
+const STREAM_PIN_MIN: usize = 4 << 20;
 /// Captured seek graphs kept (one per batch size and level count).
 const MAX_GRAPHS: usize = 64;
 /// Shared memory per warp of the seek's token levels (kernels/decode.cu `CODE_SMEM_BYTES`: a group's LL, ML
@@ -318,8 +319,8 @@ pub struct Device {
     max_depth: u32,
     seek: SeekBuffers,
     full: Option<FullBuffers>,
-    /// The two pinned buffers `stream_full` copies pieces through, kept between calls (a mount streams a file one
-    /// window at a time, and pinning 2 × 64 MiB costs milliseconds every time), grown when a larger piece comes.
+    /// The two pinned buffers `stream_full` copies pieces through, pinned at open and kept (a mount streams a file
+    /// one window at a time, and pinning costs milliseconds every time), grown when a larger piece comes.
     stream_bufs: Option<[PinnedHostSlice<u8>; 2]>,
     /// The stages of the last full decode, if it succeeded. `Full`: `full.bytes` holds the whole stream (its
     /// blocks still unverified; readers check each against the index), see [`Device::full_ready`]. `ParseOnly` or
@@ -504,6 +505,11 @@ impl Device {
             .and_then(|v| v.parse::<u32>().ok())
             .unwrap_or(LEVEL_GRID)
             .clamp(1, 65535);
+        // The streamed copies' pinned pair, pinned now: pinning took 19 ms for 2 × 16 MiB on the H200 (session
+        // 15, run 2), which a mount's first sequential read used to wait for.
+        // SAFETY: as in `alloc_host`: device copies write these buffers before the host reads them.
+        let pin = || unsafe { ctx.alloc_pinned_with_flags::<u8>(STREAM_PIN_MIN, 0) }.map_err(gpu("pinned alloc"));
+        let stream_bufs = Some([pin()?, pin()?]);
         Ok(Device {
             description: format!("{name} (sm_{major}{minor})"),
             ctx,
@@ -524,7 +530,7 @@ impl Device {
             max_depth: header.max_depth as u32,
             seek,
             full: None,
-            stream_bufs: None,
+            stream_bufs,
             last_full: None,
             resident_seeks: ResidentSeeks::from_env(),
             resident_tried: false,
@@ -1246,9 +1252,8 @@ impl Device {
         let src = self.ptr(&full.bytes);
         let cap = piece.min(end - start);
         if self.stream_bufs.as_ref().is_none_or(|b| b[0].len() < cap) {
-            // At least STREAM_PIN_MIN even for a shorter range: the mount's stream runs start small and double
-            // (1 MiB, 2, 4, … 16), and pinning costs milliseconds per call, so sizing each pair to its range
-            // pinned and unpinned five pairs in the first 31 MiB of a file.
+            // At least STREAM_PIN_MIN even for a shorter range: pinning costs milliseconds per call, and the
+            // mount's stream runs start small and double (1 MiB, 2, 4, … 16).
             let want = cap.max(STREAM_PIN_MIN).min(piece);
             self.stream_bufs = None; // the old pair is unpinned before a larger one is pinned
             self.stream_bufs = Some([self.alloc_host(want)?, self.alloc_host(want)?]);
