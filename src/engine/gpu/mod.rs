@@ -428,6 +428,29 @@ mod tests {
 
     /// A random archive (every FORMAT feature: periodic fills, far and cross-block sources, depth up to the bound)
     /// with K rANS lanes and slices of `2^slice_log` bytes (4 KiB blocks), and its reference stream.
+    /// The whole logical stream of `data`, decoded block by block on the CPU (the reference the GPU must equal).
+    fn cpu_stream(data: &Arc<ArchiveData>) -> Vec<u8> {
+        let cpu = crate::engine::cpu::CpuEngine::new(data.clone());
+        let mut stream = vec![0u8; data.footer.total_len as usize];
+        for id in 0..data.block_count() {
+            let start = (id << data.header.block_log) as usize;
+            let len = data.block_len(id) as usize;
+            cpu.decode_block(id, &mut stream[start..start + len]).unwrap();
+        }
+        stream
+    }
+
+    /// A xorshift64 generator for the synthetic inputs (deterministic per seed).
+    fn xorshift(seed: u64) -> impl FnMut() -> u64 {
+        let mut x = seed | 1;
+        move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        }
+    }
+
     /// With `rc`, about a third of the matches are reverse complements (Plan::random_rc).
     fn random_archive(
         dir: &std::path::Path,
@@ -689,13 +712,7 @@ mod tests {
     /// Bases in noisy runs with mutated repeats and a non-base byte now and then: packed, its slices code their
     /// literals with a context model (FORMAT.md §3.5), and a few fall back to the LIT table.
     fn context_input(seed: u64, len: usize) -> Vec<u8> {
-        let mut x = seed | 1;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = xorshift(seed);
         let mut out: Vec<u8> = Vec::with_capacity(len);
         let mut h = 0usize;
         while out.len() < len {
@@ -725,7 +742,6 @@ mod tests {
     /// resident and full paths), for every lane count.
     #[test]
     fn context_coded_archives_decode_bit_exactly() {
-        use crate::engine::cpu::CpuEngine;
         use crate::pack::{pack, PackOptions};
         let dir = tempfile::tempdir().unwrap();
         let mut archives = Vec::new();
@@ -749,14 +765,7 @@ mod tests {
             assert!(data.tables.iter().any(|t| t.ctx.is_some()), "lanes {lanes}: no context model");
             let shared = data.tables.iter().filter(|t| t.ctx.as_ref().is_some_and(|c| c.back > 0)).count();
             assert!(shared > 0, "lanes {lanes}: every group stores its own model");
-            let total = data.footer.total_len as usize;
-            let mut stream = vec![0u8; total];
-            let cpu = CpuEngine::new(data.clone());
-            for id in 0..data.block_count() {
-                let start = (id << data.header.block_log) as usize;
-                let len = data.block_len(id) as usize;
-                cpu.decode_block(id, &mut stream[start..start + len]).unwrap();
-            }
+            let stream = cpu_stream(&data);
             // The stream is the file's bytes (a plain file, not FASTA: no genome mode), plus nothing else.
             assert_eq!(stream[..input.len()], input[..], "lanes {lanes}: CPU decode");
             archives.push((data, stream, lanes));
@@ -775,13 +784,7 @@ mod tests {
     /// complements, explicit and continued across substitutions (FORMAT.md §1, §3.2, version 5).
     fn inverted_repeats_fasta(seed: u64, bases: usize) -> Vec<u8> {
         use crate::codec::block::COMPLEMENT;
-        let mut x = seed | 1;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = xorshift(seed);
         let mut seq: Vec<u8> = Vec::with_capacity(bases);
         while seq.len() < bases {
             let r = next();
@@ -815,7 +818,6 @@ mod tests {
     /// several lane counts and slice sizes.
     #[test]
     fn reverse_complement_archives_decode_bit_exactly() {
-        use crate::engine::cpu::CpuEngine;
         use crate::pack::{pack, PackOptions};
         let dir = tempfile::tempdir().unwrap();
         let mut archives = Vec::new();
@@ -831,13 +833,7 @@ mod tests {
             let data = Arc::new(ArchiveData::open(&out).unwrap());
             let rc = crate::cli::info::gather(&data).streams.rc_matches;
             assert!(rc > 100, "seed {seed}: {rc} reverse-complement matches");
-            let mut stream = vec![0u8; data.footer.total_len as usize];
-            let cpu = CpuEngine::new(data.clone());
-            for id in 0..data.block_count() {
-                let start = (id << data.header.block_log) as usize;
-                let len = data.block_len(id) as usize;
-                cpu.decode_block(id, &mut stream[start..start + len]).unwrap();
-            }
+            let stream = cpu_stream(&data);
             archives.push((data, stream, lanes, block_log));
         }
         for (data, stream, lanes, block_log) in archives {
