@@ -219,16 +219,7 @@ unmount "$work/mnt-sq"
 # --- 3. samtools faidx ------------------------------------------------------------------------------------------
 log "samtools faidx, 1000 regions"
 samtools faidx "$fasta"
-python3 - "$fasta.fai" "$work/regions.txt" <<'EOF'
-import random, sys
-random.seed(3)
-seqs = [(l.split('\t')[0], int(l.split('\t')[1])) for l in open(sys.argv[1])]
-with open(sys.argv[2], 'w') as f:
-    for _ in range(1000):
-        name, n = random.choice(seqs)
-        s = random.randrange(1, max(2, n - 1000))
-        f.write(f"{name}:{s}-{min(n, s + random.randrange(1, 1000))}\n")
-EOF
+python3 "$repo/bench/faidx-regions.py" "$fasta.fai" "$work/regions.txt"
 rm -f "$fasta.fai"
 time_faidx() { # time_faidx FILE OUT -> seconds
   python3 - "$1" "$work/regions.txt" "$2" <<'EOF'

@@ -205,17 +205,8 @@ if want faidx && [ -x carry/bin/samtools ] && [ -x carry/aceapex-mount ]; then
   LD_LIBRARY_PATH="$PWD/carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" ./carry/bin/bgzip -@4 -c "$fx/atha.fa" >"$fx/atha.fa.gz"
   st faidx "$fx/atha.fa.gz"
   st faidx "$fx/atha.fa"
-  # The same 1000 regions as bench/mount-bench.sh draws (up to 1000 bases each, several per sequence).
-  python3 -c '
-import random, sys
-random.seed(7)
-seqs = [(l.split("\t")[0], int(l.split("\t")[1])) for l in open(sys.argv[1])]
-with open(sys.argv[2], "w") as f:
-    for _ in range(1000):
-        name, n = random.choice(seqs)
-        s = random.randrange(1, max(2, n - 1000))
-        f.write(f"{name}:{s}-{min(n, s + random.randrange(1, 1000))}\n")
-' "$fx/atha.fa.fai" "$fx/regions.txt"
+  # The same 1000 regions as bench/mount-bench.sh draws from atha (bench/faidx-regions.py, seed 3).
+  python3 bench/faidx-regions.py "$fx/atha.fa.fai" "$fx/regions.txt"
   st faidx "$fx/atha.fa" -r "$fx/regions.txt" >"$fx/want.txt" || rc=1
   [ -s "$fx/want.txt" ] || { say "### faidx: samtools gave no output on the original"; rc=1; }
   mnt=/tmp/gpu-suite-faidx
