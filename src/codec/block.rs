@@ -60,8 +60,9 @@ pub struct PrevMatch {
 }
 
 impl PrevMatch {
-    /// A forward match of distance `back` at destination 0 (`back == 0`: no previous match), for callers that
-    /// track only forward matches and their distances.
+    /// A forward match of distance `back` at destination 0 (`back == 0`: no previous match), for tests that track
+    /// only forward matches and their distances.
+    #[cfg(test)]
     pub fn forward(back: u64) -> Option<PrevMatch> {
         (back != 0).then_some(PrevMatch { back, dst: 0, rc: false })
     }
