@@ -240,17 +240,8 @@ impl<'a> ChainMatcher<'a> {
             (at, row, check) if at == pos + 1 => (row, check),
             _ => self.long_hash_rc(p),
         };
-        let newest = self.long_next[row] as usize + ROW - 1;
         let mut best = LONG_HASH_LEN as u32 - 1;
-        for i in 0..(self.params.long_depth as usize).min(ROW) {
-            let slot = row * ROW + (newest - i) % ROW;
-            let tag = self.long_rows[slot];
-            if tag == 0 {
-                break;
-            }
-            if self.long_tags[slot] != check {
-                continue;
-            }
+        for tag in self.row_tags(row, check) {
             let e = self.base as usize + tag as usize - 1 + LONG_HASH_LEN - 1;
             if e >= p {
                 continue;
@@ -312,20 +303,24 @@ impl<'a> ChainMatcher<'a> {
     fn walk_row(&self, pos: u64, limit: u32, best: &mut u32, out: &mut Vec<Candidate>) {
         let p = pos as usize;
         let (row, check) = self.long_hash(p);
-        let newest = self.long_next[row] as usize + ROW - 1;
-        for i in 0..(self.params.long_depth as usize).min(ROW) {
-            let slot = row * ROW + (newest - i) % ROW;
-            let tag = self.long_rows[slot];
-            if tag == 0 {
-                break;
-            }
-            if self.long_tags[slot] != check {
-                continue;
-            }
+        for tag in self.row_tags(row, check) {
             if self.try_source(p, tag, limit, best, out) {
                 break;
             }
         }
+    }
+
+    /// The positions (tags) of long-table row `row` whose check matches, newest first, up to `long_depth` slots
+    /// and stopping at the first empty one: what the forward and the reverse-complement lookups both walk.
+    #[inline]
+    fn row_tags(&self, row: usize, check: u8) -> impl Iterator<Item = u32> + '_ {
+        let newest = self.long_next[row] as usize + ROW - 1;
+        (0..(self.params.long_depth as usize).min(ROW))
+            .map(move |i| row * ROW + (newest - i) % ROW)
+            .map(|slot| (self.long_rows[slot], self.long_tags[slot]))
+            .take_while(|&(tag, _)| tag != 0)
+            .filter(move |&(_, c)| c == check)
+            .map(|(tag, _)| tag)
     }
 
     fn walk(&self, mut tag: u32, pos: u64, limit: u32, best: &mut u32, out: &mut Vec<Candidate>) {

@@ -432,11 +432,9 @@ mod tests {
     fn cpu_stream(data: &Arc<ArchiveData>) -> Vec<u8> {
         let cpu = crate::engine::cpu::CpuEngine::new(data.clone());
         let mut stream = vec![0u8; data.footer.total_len as usize];
-        for id in 0..data.block_count() {
-            let start = (id << data.header.block_log) as usize;
-            let len = data.block_len(id) as usize;
-            cpu.decode_block(id, &mut stream[start..start + len]).unwrap();
-        }
+        let ids: Vec<u64> = (0..data.block_count()).collect();
+        let mut outs: Vec<&mut [u8]> = stream.chunks_mut(1 << data.header.block_log).collect();
+        cpu.decode_blocks(&ids, &mut outs).unwrap();
         stream
     }
 
