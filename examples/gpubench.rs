@@ -144,10 +144,11 @@ fn bench_full(gpu: &GpuEngine, data: &ArchiveData, reference: Option<&[u8]>, run
     gpu.full_output(&mut host)?;
     let bad = count_bad_blocks(data, &host, reference);
     println!(
-        "full decode: {} blocks, {bad} wrong, {} resolve rounds (matches left after each: {:?})",
+        "full decode: {} blocks, {bad} wrong, {} resolve rounds (matches left after each: {:?}){}",
         data.block_count(),
         first.rounds,
-        first.left
+        first.left,
+        first.max_level.map(|l| format!(", match levels up to {l}")).unwrap_or_default()
     );
     if bad != 0 {
         return Err(format!("{bad} blocks decoded wrong on the device").into());

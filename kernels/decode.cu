@@ -1554,6 +1554,260 @@ extern "C" __global__ void resolve_chase(Ctx c, const u64* list, const u64* klis
     }
 }
 
+// ---- Full decode by match levels (ACEAPEX_GPU_RESOLVE=levels) ----
+//
+// A match's level is 1 + the highest level among the matches its source overlaps (literals have level 0; a
+// forward match's overlap with itself, a periodic fill, does not count). Matches of one level read only bytes of
+// lower levels, so copying level 1, then level 2, ... resolves every match with plain copies: no per-byte stamps,
+// no fences, no chase, and every match byte is written once, coalesced. The levels are found on the device from
+// the parsed tokens: `level_pass` sets the level of every match whose source matches all have one and lists the
+// rest for the next pass (a pass also sees levels other warps set earlier in it, so chains of near sources
+// resolve within a pass). `level_order` then buckets the matches by level, `copy_level` copies one level, and
+// `chase_unleveled` resolves what no pass levelled byte by byte. A match's level is not bounded by max_depth,
+// which bounds bytes: a source that overlaps a deeper match by one byte still takes its level, and chains of
+// such overlaps reach levels above 100 (match bytes above level 24: atha_chr1 8 %, a 185 MB generated genome
+// 1.5 %). So levels stop at the pass count P: pass p levels at least every match of level p + 1, and a match
+// above P is chased (with every match that depends on it). This path does not check the depth bound: the bytes
+// it produces are the archive's whatever the depth; the seek paths and the CPU decoder check it.
+//
+// level[g], one byte per token (g = tok_off[e] + t): 0 while unknown. hist[l]: matches of level l (set by the
+// passes), order_start[l]: the first of them in `order`, order_start[LEVELS]: the end; bucket 0 holds the
+// matches no pass levelled.
+#define LEVELS 256
+
+// The level of match (e, t) from the levels of the matches its source overlaps; 0 while one of them has none,
+// or when it would be above `cap`.
+__device__ u32 match_level(const Ctx& c, const u8* level, u64 e, u32 t, u32 cap) {
+    const u64 tb = c.tok_off[e];
+    const u32 ms = c.mpos[tb + t];
+    const u32 len = c.tpos[tb + t + 1] - ms;
+    const u64 bk = c.back[tb + t];
+    const u64 dst = (e << c.unit_log) + ms;
+    const u64 base = dst - match_dist(bk);  // the parse checked dist <= match start
+    // The source bytes, [s0, s1): a reverse complement reads base down to base - (len - 1) (the parse checked
+    // base >= len - 1); a forward match base .. base + len, of which only what lies before dst is another match's.
+    const u64 s0 = match_rc(bk) ? base - (len - 1) : base;
+    const u64 s1 = match_rc(bk) ? base + 1 : min(base + len, dst);
+    const u64 mask = (1ull << c.unit_log) - 1;
+    u64 b = s0 >> c.unit_log;
+    u64 pb = c.tok_off[b];
+    u32 ntok = c.meta[b * META_WORDS + 2] + 1;
+    u32 pt = last_le(c.tpos + pb, 0, ntok, (u32)(s0 & mask));
+    u32 lv = 0;
+    // Every step moves to the next token or unit, and the tokens walked cover at most len + 1 bytes' worth of
+    // starts before s1: the loop ends.
+    for (;;) {
+        const u64 ub = b << c.unit_log;
+        if (ub + c.tpos[pb + pt] >= s1) break;
+        if (pt + 1 < ntok) {
+            const u64 m0 = ub + c.mpos[pb + pt], m1 = ub + c.tpos[pb + pt + 1];
+            if (m0 < m1 && m1 > s0 && m0 < s1) {
+                const u32 l = *(volatile const u8*)&level[pb + pt];
+                if (l == 0) return 0;
+                lv = max(lv, l);
+            }
+            pt++;
+        } else {
+            if (++b >= c.nunits) break;
+            pb = c.tok_off[b];
+            ntok = c.meta[b * META_WORDS + 2] + 1;
+            pt = 0;
+        }
+    }
+    return lv >= cap ? 0u : lv + 1;
+}
+
+// Pass `pass` of the level search (levels up to `cap` < LEVELS): pass 0 over every match (a warp per task of 32 matches of one unit, as
+// resolve_round's round 0), later passes over the list the previous one left (list_counts[pass - 1] entries).
+// Matches still without a level go to list_out, counted in list_counts[pass].
+extern "C" __global__ void level_pass(Ctx c, u32 n, const u32* task_off, u32 ntasks, u32 pass, u32 cap, u8* level,
+                                      u32* hist, const u64* list_in, u64* list_out, u32* list_counts, u32 list_cap) {
+    __shared__ u32 h[LEVELS];
+    for (u32 i = threadIdx.x; i < LEVELS; i += blockDim.x) h[i] = 0;
+    __syncthreads();
+    if (!failed(c)) {
+        const u32 items = pass == 0 ? ntasks : (min(*(volatile u32*)&list_counts[pass - 1], list_cap) + 31) / 32;
+        const u32 warps_per_cta = blockDim.x / 32;
+        const u32 nwarps = gridDim.x * warps_per_cta;
+        const u32 lane = threadIdx.x & 31;
+        for (u32 w = blockIdx.x * warps_per_cta + threadIdx.x / 32; w < items; w += nwarps) {
+            u32 e = 0, t = 0;
+            bool has = false;
+            if (pass == 0) {
+                e = last_le(task_off, 0, n, w);
+                t = (w - task_off[e]) * 32 + lane;
+                has = t < c.meta[(u64)e * META_WORDS + 2];
+            } else {
+                const u32 i = w * 32 + lane;
+                if (i < min(*(volatile u32*)&list_counts[pass - 1], list_cap)) {
+                    const u64 entry = list_in[i];
+                    e = (u32)(entry >> 32);
+                    t = (u32)entry;
+                    has = true;
+                }
+            }
+            bool left = false;
+            if (has) {
+                const u32 l = match_level(c, level, e, t, cap);
+                if (l != 0) {
+                    level[c.tok_off[e] + t] = (u8)l;
+                    atomicAdd(&h[l], 1u);
+                } else {
+                    left = true;
+                }
+            }
+            const u32 ballot = __ballot_sync(FULL_MASK, left);
+            if (ballot != 0) {
+                u32 at = 0;
+                if (lane == 0) at = atomicAdd(&list_counts[pass], __popc(ballot));
+                at = __shfl_sync(FULL_MASK, at, 0) + __popc(ballot & ((1u << lane) - 1u));
+                if (left) {
+                    if (at < list_cap) list_out[at] = ((u64)e << 32) | t;
+                    else report(c.status, E_WORKLIST, e);
+                }
+            }
+        }
+    }
+    __syncthreads();
+    for (u32 i = threadIdx.x; i < LEVELS; i += blockDim.x)
+        if (h[i] != 0) atomicAdd(&hist[i], h[i]);
+}
+
+// One thread: order_start[l] = the matches of levels below l, with bucket 0 (the unlevelled, `left` of them)
+// first; cursor[l] = order_start[l] for level_order.
+extern "C" __global__ void level_starts(const u32* hist, const u32* list_counts, u32 last_pass, u32* order_start,
+                                        u32* cursor) {
+    if (blockIdx.x != 0 || threadIdx.x != 0) return;
+    u32 at = 0;
+    for (u32 l = 0; l < LEVELS; l++) {
+        order_start[l] = at;
+        cursor[l] = at;
+        at += l == 0 ? list_counts[last_pass] : hist[l];
+    }
+    order_start[LEVELS] = at;
+}
+
+// Buckets every match by its level into `order` ((e << 32) | t), walking the matches as level_pass's pass 0.
+// Lanes of a warp with the same level take their slots with one atomic.
+extern "C" __global__ void level_order(Ctx c, u32 n, const u32* task_off, u32 ntasks, const u8* level, u32* cursor,
+                                       u64* order, u32 order_cap) {
+    if (failed(c)) return;
+    const u32 warps_per_cta = blockDim.x / 32;
+    const u32 nwarps = gridDim.x * warps_per_cta;
+    const u32 lane = threadIdx.x & 31;
+    for (u32 w = blockIdx.x * warps_per_cta + threadIdx.x / 32; w < ntasks; w += nwarps) {
+        const u32 e = last_le(task_off, 0, n, w);
+        const u32 t = (w - task_off[e]) * 32 + lane;
+        const bool has = t < c.meta[(u64)e * META_WORDS + 2];
+        const u32 l = has ? level[c.tok_off[e] + t] : LEVELS;  // LEVELS: no match in this lane
+        const u32 peers = __match_any_sync(FULL_MASK, l);
+        const u32 leader = __ffs(peers) - 1;
+        u32 at = 0;
+        if (has && lane == leader) at = atomicAdd(&cursor[l], __popc(peers));
+        at = __shfl_sync(FULL_MASK, at, leader) + __popc(peers & ((1u << lane) - 1u));
+        if (has) {
+            if (at < order_cap) order[at] = ((u64)e << 32) | t;
+            else report(c.status, E_WORKLIST, e);
+        }
+    }
+}
+
+// Copies every match of level `l` (order[order_start[l] .. order_start[l + 1])). A warp takes 32 matches and
+// walks their bytes as one run, 32 consecutive bytes per step, so stores (and the sources of forward matches) are
+// coalesced whatever the match lengths; the sources are final, being of lower levels (or, for a periodic fill,
+// bytes before the match that are).
+#define COPY_WARPS 4  // warps per CTA of copy_level (mirrored by the host's launch)
+extern "C" __global__ void copy_level(Ctx c, const u64* order, const u32* order_start, u32 l) {
+    __shared__ u64 s_dst[COPY_WARPS][32], s_base[COPY_WARPS][32], s_bk[COPY_WARPS][32];
+    __shared__ u32 s_end[COPY_WARPS][32];
+    if (failed(c)) return;
+    const u32 first = order_start[l], items = order_start[l + 1] - first;
+    const u32 wib = threadIdx.x / 32;
+    const u32 lane = threadIdx.x & 31;
+    const u32 nwarps = gridDim.x * COPY_WARPS;
+    for (u32 w = blockIdx.x * COPY_WARPS + wib; w * 32 < items; w += nwarps) {
+        const u32 i = w * 32 + lane;
+        u32 len = 0;
+        u64 dst = 0, base = 0, bk = 1;
+        if (i < items) {
+            const u64 entry = order[first + i];
+            const u64 e = entry >> 32;
+            const u32 t = (u32)entry;
+            const u64 tb = c.tok_off[e];
+            const u32 ms = c.mpos[tb + t];
+            len = c.tpos[tb + t + 1] - ms;
+            bk = c.back[tb + t];
+            dst = (e << c.unit_log) + ms;
+            base = dst - match_dist(bk);
+        }
+        const u32 incl = warp_inclusive_scan(len);
+        const u32 total = __shfl_sync(FULL_MASK, incl, 31);
+        s_dst[wib][lane] = dst;
+        s_base[wib][lane] = base;
+        s_bk[wib][lane] = bk;
+        s_end[wib][lane] = incl;
+        __syncwarp();
+        u32 m = 0;  // the match of this lane's byte: the first with end > g (g only grows)
+        for (u32 g = lane; g < total; g += 32) {
+            while (s_end[wib][m] <= g) m++;
+            const u32 k = g - (m == 0 ? 0u : s_end[wib][m - 1]);
+            const u64 mbk = s_bk[wib][m];
+            const u32 v = c.bytes[source_of(s_base[wib][m], mbk, k)];
+            c.bytes[s_dst[wib][m] + k] = (u8)(match_rc(mbk) ? complement(v) : v);
+        }
+        __syncwarp();
+    }
+}
+
+// Resolves the matches no pass levelled (bucket 0, after every level is copied) byte by byte: each byte follows
+// its sources through the tokens (at most max_depth hops) to a literal or a levelled match's byte, which are
+// final. A warp per match, its lanes over the match's bytes.
+extern "C" __global__ void chase_unleveled(Ctx c, const u64* order, const u32* order_start, const u8* level) {
+    if (failed(c)) return;
+    const u32 items = order_start[1] - order_start[0];
+    const u32 warps_per_cta = blockDim.x / 32;
+    const u32 nwarps = gridDim.x * warps_per_cta;
+    const u32 lane = threadIdx.x & 31;
+    const u64 mask = (1ull << c.unit_log) - 1;
+    for (u32 w = blockIdx.x * warps_per_cta + threadIdx.x / 32; w < items; w += nwarps) {
+        const u64 entry = order[order_start[0] + w];
+        const u64 e = entry >> 32;
+        const u32 t = (u32)entry;
+        const u64 tb = c.tok_off[e];
+        const u32 ms = c.mpos[tb + t];
+        const u32 len = c.tpos[tb + t + 1] - ms;
+        const u64 bk = c.back[tb + t];
+        const u64 dst = (e << c.unit_log) + ms;
+        for (u32 k = lane; k < len; k += 32) {
+            u64 p = source_of(dst - match_dist(bk), bk, k);
+            bool flip = match_rc(bk);
+            for (u32 hops = 1;; hops++) {
+                const u64 b = p >> c.unit_log;
+                const u64 pb = c.tok_off[b];
+                const u32 ntok = c.meta[b * META_WORDS + 2] + 1;
+                const u32 o = (u32)(p & mask);
+                const u32 pt = last_le(c.tpos + pb, 0, ntok, o);
+                const u32 pms = c.mpos[pb + pt];
+                // A literal or a byte of a levelled match: final (every level is copied). A byte of an
+                // unlevelled match (this one's bytes never: source_of maps a periodic fill before dst) is
+                // followed further.
+                if (o < pms || pt + 1 == ntok || level[pb + pt] != 0) {
+                    const u32 v = c.bytes[p];
+                    c.bytes[dst + k] = (u8)(flip ? complement(v) : v);
+                    break;
+                }
+                const u64 pd = c.back[pb + pt];
+                if (hops == c.max_depth || match_dist(pd) == 0) {
+                    report(c.status, hops == c.max_depth ? E_DEPTH : E_SUMS, b);
+                    break;
+                }
+                flip ^= match_rc(pd);
+                p = source_of((b << c.unit_log) + pms - match_dist(pd), pd, o - pms);
+            }
+        }
+    }
+}
+
 // Seek path, round `round`, over the entries parsed by levels < parsed_level: round 0 walks every match of
 // them (units of 32 matches, max_chunks per entry), later rounds the list the previous round left.
 extern "C" __global__ void seek_resolve(Ctx c, u32 parsed_level, u32 max_chunks, u32 round, const u64* list_in,

@@ -15,6 +15,7 @@
 #   genome   GPU vs CPU on genome-mode archives beside general mode: atha packed both ways and the 11 fly files,
 #            every block and 10,000 ranges bit-exact (gpubench), full-decode throughput, seek latency, and
 #            `aceapex cat --decoder gpu|cpu` of the whole FASTA through the genome transform (md5 vs original).
+#            GENOME_VARIANTS="VAR=VALUE ..." repeats the full decode of each archive with each variable set.
 #   mount    atha in genome mode through aceapex-mount with decoder=gpu and cpu (and an injected GPU fault): md5
 #            of the whole file and 200 random dd ranges compared with the original, timed.
 #   faidx    1000 random `samtools faidx` regions of atha on a fresh aceapex-mount (decoder=gpu and cpu) against
@@ -122,6 +123,12 @@ if want genome; then
   for a in atha-genome atha-general; do
     run 60 env ACEAPEX_GPU_SEEK_PROFILE=1 ./carry/gpubench "$work/$a.acx" --runs 1 --ranges 100 --latency 200 \
       --contig 5 >/dev/null || rc=1
+  done
+  # Full-decode variants by environment, as BIG_VARIANTS: full decode only, every block still checked.
+  for v in ${GENOME_VARIANTS:-}; do
+    for a in atha-genome atha-general fly11; do
+      run 60 env "$v" ./carry/gpubench "$work/$a.acx" --runs 3 --ranges 10 --latency 10 --contig 1 || rc=1
+    done
   done
   for a in atha-genome atha-general; do cat_both "$work/$a.acx" atha.fa carry/atha.fa; done
 fi

@@ -43,6 +43,15 @@ const WORKLIST_BYTES: u64 = 512 << 20;
 const RESUME_WORDS: usize = 65;
 /// Bytes of a deferred match per list entry of the full decode's resolve rounds (kernel RESOLVE_PIECE).
 const RESOLVE_PIECE: u64 = 128;
+/// Level buckets of `Resolve::Levels` (kernel LEVELS; levels stop at the pass count, at most LEVEL_PASSES_MAX).
+const LEVELS: usize = 256;
+/// `level_pass` passes of `Resolve::Levels`, and the highest level copied: matches above it are chased byte by
+/// byte: 8 % of atha_chr1's match bytes, 1.5 % of a 185 MB generated genome's (examples/levels).
+pub const LEVEL_PASSES: u32 = 24;
+/// Most passes ACEAPEX_GPU_LEVEL_PASSES may ask for (the lists' counts are sized for them).
+const LEVEL_PASSES_MAX: u32 = 64;
+/// Warps per CTA of `copy_level` (kernel COPY_WARPS).
+const COPY_WARPS: u32 = 4;
 /// The `levels` key of a resident seek's launch sequence (resident.rs) in `run_seek` and its graphs.
 const RESIDENT_LEVELS: u32 = u32::MAX;
 /// The pinned buffer pair `stream_full` copies through, pinned when the device opens (8 MiB of pinned host
@@ -177,6 +186,9 @@ pub struct FullRun {
     pub chase_ms: Option<f32>,
     /// Device ms of match resolution alone (the complete decode only), from the end of the parse to the end.
     pub resolve_ms: Option<f32>,
+    /// `Resolve::Levels`: the highest match level (the copy launches it took); `chase_ms` is then the time from
+    /// the bucketing to the end (copies and the chase of unlevelled matches), the rest of `resolve_ms` the passes.
+    pub max_level: Option<u32>,
 }
 
 /// How the complete decode resolves matches once every literal is in place (kernels/decode.cu).
@@ -186,14 +198,24 @@ pub enum Resolve {
     Chase,
     /// `resolve_round` rounds, one more depth level each, up to max_depth + 1.
     Rounds,
+    /// Match levels (`passes` launches of `level_pass`, then `level_order`), one `copy_level` launch per level
+    /// and `chase_unleveled` for what no pass levelled: every match byte copied once, no stamps.
+    Levels { passes: u32 },
 }
 
 impl Resolve {
-    /// ACEAPEX_GPU_RESOLVE=rounds for comparison (ACEAPEX_GPU_RESOLVE_ROUNDS=1 before session 14); anything
-    /// else keeps the default.
+    /// ACEAPEX_GPU_RESOLVE=rounds or =levels for comparison (ACEAPEX_GPU_RESOLVE_ROUNDS=1 before session 14);
+    /// anything else keeps the default.
     fn from_env() -> Resolve {
         match std::env::var("ACEAPEX_GPU_RESOLVE").as_deref() {
             Ok("rounds") => Resolve::Rounds,
+            Ok("levels") => Resolve::Levels {
+                passes: std::env::var("ACEAPEX_GPU_LEVEL_PASSES")
+                    .ok()
+                    .and_then(|v| v.parse().ok())
+                    .filter(|p| (1..=LEVEL_PASSES_MAX).contains(p))
+                    .unwrap_or(LEVEL_PASSES),
+            },
             _ => Resolve::Chase,
         }
     }
@@ -221,6 +243,12 @@ struct FullBuffers {
     task_off: CudaSlice<u32>,
     ntasks: u32,
     counters_init: Vec<u32>,
+    /// `Resolve::Levels`: the level of every token (0: none yet), matches per level, and where each level's
+    /// matches start in the order (`lists[2]`) and the next free slot of each while they are bucketed.
+    level: CudaSlice<u8>,
+    level_hist: CudaSlice<u32>,
+    order_start: CudaSlice<u32>,
+    order_cursor: CudaSlice<u32>,
 }
 
 /// Scratch of the seek path, sized at open.
@@ -272,6 +300,11 @@ struct Kernels {
     resolve_round: CudaFunction,
     resolve_chase: CudaFunction,
     seek_resolve: CudaFunction,
+    level_pass: CudaFunction,
+    level_starts: CudaFunction,
+    level_order: CudaFunction,
+    copy_level: CudaFunction,
+    chase_unleveled: CudaFunction,
 }
 
 /// A captured seek sequence.
@@ -464,6 +497,11 @@ impl Device {
             resolve_round: load("resolve_round")?,
             resolve_chase: load("resolve_chase")?,
             seek_resolve: load("seek_resolve")?,
+            level_pass: load("level_pass")?,
+            level_starts: load("level_starts")?,
+            level_order: load("level_order")?,
+            copy_level: load("copy_level")?,
+            chase_unleveled: load("chase_unleveled")?,
         };
         // A stream of our own: graphs cannot be captured on the legacy default stream.
         let stream = ctx.new_stream().map_err(gpu("stream"))?;
@@ -1048,11 +1086,17 @@ impl Device {
             status: stream.alloc_zeros::<u64>(1).map_err(gpu("alloc"))?,
             stamps,
             lists,
-            list_counts: stream.alloc_zeros::<u32>(self.max_depth as usize + 2).map_err(gpu("alloc"))?,
+            list_counts: stream
+                .alloc_zeros::<u32>((self.max_depth as usize + 2).max(LEVEL_PASSES_MAX as usize))
+                .map_err(gpu("alloc"))?,
             list_cap,
             task_off: stream.clone_htod(&task_off).map_err(gpu("upload"))?,
             ntasks,
             counters_init,
+            level: stream.alloc_zeros::<u8>(tokens + 1).map_err(gpu("alloc levels"))?,
+            level_hist: stream.alloc_zeros::<u32>(LEVELS).map_err(gpu("alloc"))?,
+            order_start: stream.alloc_zeros::<u32>(LEVELS + 1).map_err(gpu("alloc"))?,
+            order_cursor: stream.alloc_zeros::<u32>(LEVELS).map_err(gpu("alloc"))?,
         });
         Ok(())
     }
@@ -1072,6 +1116,11 @@ impl Device {
             _ => None,
         };
         let chase = resolve == Some(Resolve::Chase);
+        let level_passes = match resolve {
+            Some(Resolve::Levels { passes }) => passes.clamp(1, LEVEL_PASSES_MAX),
+            _ => 0,
+        };
+        let levels = level_passes != 0;
         // The chase's token index is rebuilt from this decode's tokens inside the timed region (index_tokens);
         // only its buffer is kept between decodes.
         let index_ptr = match chase && self.chase_index {
@@ -1096,8 +1145,13 @@ impl Device {
             unsafe { cudarc::driver::result::memset_d8_async(p, byte, full.bytes.num_bytes(), stream.cu_stream()) }
                 .map_err(gpu("poison"))?;
         }
+        if levels {
+            stream.memset_zeros(&mut full.level).map_err(gpu("reset"))?;
+            stream.memset_zeros(&mut full.level_hist).map_err(gpu("reset"))?;
+        }
         let full = self.full.as_ref().expect("ensured above");
-        let c = self.full_ctx(full, variant == FullVariant::Full);
+        // Levels resolve without stamps, so the parse does not write them.
+        let c = self.full_ctx(full, variant == FullVariant::Full && !levels);
         let lists: Vec<u64> = full.lists.iter().map(|l| self.ptr(l)).collect();
         let trim = u32::from(self.resolve_trim);
         let counts_ptr = self.ptr(&full.list_counts);
@@ -1112,10 +1166,10 @@ impl Device {
         let rounds = match resolve {
             Some(Resolve::Chase) => 1,
             Some(Resolve::Rounds) => self.max_depth + 1,
-            None => 0,
+            Some(Resolve::Levels { .. }) | None => 0,
         };
         let new_event = || self.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(gpu("event"));
-        let chase_start = match chase {
+        let chase_start = match chase || levels {
             true => Some(new_event()?),
             false => None,
         };
@@ -1195,6 +1249,10 @@ impl Device {
                     .map_err(gpu("resolve launch"))?;
             }
         }
+        let max_level = match (levels, &chase_start) {
+            (true, Some(copy_start)) => Some(self.resolve_by_levels(&c, full, level_passes, copy_start)?),
+            _ => None,
+        };
         self.events.1.record(&stream).map_err(gpu("event"))?;
         stream.synchronize().map_err(gpu("full decode"))?;
         let device_ms = self.events.0.elapsed_ms(&self.events.1).map_err(gpu("event timing"))?;
@@ -1210,6 +1268,14 @@ impl Device {
         // list_counts[r]: pieces of matches still unresolved after round r. Without the chase, none may be
         // left after the last round; the chase resolves round 0's list or reports a fault.
         let mut left = stream.clone_dtoh(&full.list_counts).map_err(gpu("status copy"))?;
+        if levels {
+            // The passes' lists: what each pass left without a level (chased after the copies).
+            left.truncate(level_passes as usize);
+            let used = left.iter().take_while(|&&c| c != 0).count() as u32 + 1;
+            self.last_full = Some(variant);
+            self.index_ready = false;
+            return Ok(Ok(FullRun { device_ms, rounds: used, left, chase_ms, resolve_ms, max_level }));
+        }
         left.truncate(rounds as usize);
         if !chase && left.last().is_some_and(|&l| l != 0) {
             return Ok(Err(KernelFault { code: 8, unit: 0 }));
@@ -1218,7 +1284,109 @@ impl Device {
         let used = if rounds == 0 { 0 } else { left.iter().take_while(|&&c| c != 0).count() as u32 + 1 };
         self.last_full = Some(variant);
         self.index_ready = index_ptr != 0;
-        Ok(Ok(FullRun { device_ms, rounds: used, left, chase_ms, resolve_ms }))
+        Ok(Ok(FullRun { device_ms, rounds: used, left, chase_ms, resolve_ms, max_level }))
+    }
+
+    /// `Resolve::Levels` after the parse: the level passes, one synchronisation to learn the highest level and
+    /// what the passes left, then the bucketing, a `copy_level` launch per level and (when the passes left
+    /// matches) `chase_unleveled`. `copy_start` is recorded before the bucketing. Returns the highest level.
+    fn resolve_by_levels(&self, c: &KernelCtx, full: &FullBuffers, passes: u32, copy_start: &CudaEvent) -> Result<u32> {
+        let stream = &self.stream;
+        let n = self.nunits as u32;
+        let level = self.ptr(&full.level);
+        let hist = self.ptr(&full.level_hist);
+        let starts = self.ptr(&full.order_start);
+        let cursor = self.ptr(&full.order_cursor);
+        let counts = self.ptr(&full.list_counts);
+        let task_off = self.ptr(&full.task_off);
+        let lists: Vec<u64> = full.lists.iter().map(|l| self.ptr(l)).collect();
+        let (ntasks, list_cap) = (full.ntasks, full.list_cap);
+        let warps_per_cta = (CTA_THREADS / 32) as u64;
+        let first = LaunchConfig {
+            grid_dim: (grid_for(ntasks as u64, warps_per_cta, 1 << 20), 1, 1),
+            block_dim: (CTA_THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let later = LaunchConfig { grid_dim: (132 * 16, 1, 1), ..first };
+        // SAFETY: arguments match level_pass(Ctx, u32, u32*, u32, u32, u32, u8*, u32*, u64*, u64*, u32*, u32),
+        // level_starts(u32*, u32*, u32, u32*, u32*), level_order(Ctx, u32, u32*, u32, u8*, u32*, u64*, u32),
+        // copy_level(Ctx, u64*, u32*, u32) and chase_unleveled(Ctx, u64*, u32*, u8*); `level` holds a byte per
+        // token, the lists list_cap entries each (at least one per match), list_counts LEVEL_PASSES entries, the
+        // histogram and cursors LEVELS and the starts LEVELS + 1.
+        unsafe {
+            for pass in 0..passes {
+                let (list_in, list_out) = (lists[(pass as usize + 1) % 2], lists[pass as usize % 2]);
+                stream
+                    .launch_builder(&self.kernels.level_pass)
+                    .arg(c)
+                    .arg(&n)
+                    .arg(&task_off)
+                    .arg(&ntasks)
+                    .arg(&pass)
+                    .arg(&passes)
+                    .arg(&level)
+                    .arg(&hist)
+                    .arg(&list_in)
+                    .arg(&list_out)
+                    .arg(&counts)
+                    .arg(&list_cap)
+                    .launch(if pass == 0 { first } else { later })
+                    .map_err(gpu("level pass"))?;
+            }
+        }
+        let hist_host = stream.clone_dtoh(&full.level_hist).map_err(gpu("level histogram"))?;
+        let counts_host = stream.clone_dtoh(&full.list_counts).map_err(gpu("level histogram"))?;
+        let max_level = hist_host.iter().rposition(|&h| h != 0).unwrap_or(0) as u32;
+        let last_pass = passes - 1;
+        let left = counts_host.get(last_pass as usize).copied().unwrap_or(0);
+        let one = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (1, 1, 1), shared_mem_bytes: 0 };
+        let copy = LaunchConfig { grid_dim: (132 * 16, 1, 1), block_dim: (COPY_WARPS * 32, 1, 1), shared_mem_bytes: 0 };
+        copy_start.record(stream).map_err(gpu("event"))?;
+        // SAFETY: as above.
+        unsafe {
+            stream
+                .launch_builder(&self.kernels.level_starts)
+                .arg(&hist)
+                .arg(&counts)
+                .arg(&last_pass)
+                .arg(&starts)
+                .arg(&cursor)
+                .launch(one)
+                .map_err(gpu("level starts"))?;
+            stream
+                .launch_builder(&self.kernels.level_order)
+                .arg(c)
+                .arg(&n)
+                .arg(&task_off)
+                .arg(&ntasks)
+                .arg(&level)
+                .arg(&cursor)
+                .arg(&lists[2])
+                .arg(&list_cap)
+                .launch(first)
+                .map_err(gpu("level order"))?;
+            for l in 1..=max_level {
+                stream
+                    .launch_builder(&self.kernels.copy_level)
+                    .arg(c)
+                    .arg(&lists[2])
+                    .arg(&starts)
+                    .arg(&l)
+                    .launch(copy)
+                    .map_err(gpu("level copy"))?;
+            }
+            if left != 0 {
+                stream
+                    .launch_builder(&self.kernels.chase_unleveled)
+                    .arg(c)
+                    .arg(&lists[2])
+                    .arg(&starts)
+                    .arg(&level)
+                    .launch(later)
+                    .map_err(gpu("level chase"))?;
+            }
+        }
+        Ok(max_level)
     }
 
     /// Whether a complete full decode is resident (see [`Device::stream_full`]).
@@ -1438,6 +1606,8 @@ mod tests {
     fn host_constants_mirror_the_kernel_defines() {
         assert_eq!(kernel_define("RESUME_WORDS"), RESUME_WORDS as u64);
         assert_eq!(kernel_define("RESOLVE_PIECE"), RESOLVE_PIECE);
+        assert_eq!(kernel_define("LEVELS"), LEVELS as u64);
+        assert_eq!(kernel_define("COPY_WARPS"), u64::from(COPY_WARPS));
         assert_eq!(kernel_define("CODE_SMEM_BYTES"), u64::from(CODE_SMEM_BYTES));
         assert_eq!(kernel_define("LIT_SMEM_BYTES"), u64::from(LIT_SMEM_BYTES));
         assert_eq!(kernel_define("MODE_SMEM"), u64::from(MODE_SMEM));

@@ -697,7 +697,9 @@ mod tests {
             for variant in [FullVariant::EntropyOnly, FullVariant::ParseNoLiterals, FullVariant::ParseOnly] {
                 engine.full_decode(variant, None).unwrap();
             }
-            for resolve in [Resolve::Chase, Resolve::Rounds] {
+            // Levels with one pass leave most matches to chase_unleveled; with the default, few or none.
+            let levels = [Resolve::Levels { passes: 1 }, Resolve::Levels { passes: device::LEVEL_PASSES }];
+            for resolve in [Resolve::Chase, Resolve::Rounds].into_iter().chain(levels) {
                 engine.set_resolve(resolve).unwrap();
                 engine.full_decode(FullVariant::Full, Some(0xA5)).unwrap();
                 let mut full = vec![0u8; stream.len()];
