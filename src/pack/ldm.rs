@@ -249,13 +249,11 @@ impl Ldm {
         if fwd < self.params.window as u64 {
             return None;
         }
-        let mut bwd = 0u64;
-        while bwd < MAX_BACK_EXTEND
-            && p - bwd - 1 > last + bwd + 1
-            && data[(p - bwd - 1) as usize] == COMPLEMENT[data[(last + bwd + 1) as usize] as usize]
-        {
-            bwd += 1;
-        }
+        // Byte `bwd` before `p` against byte `bwd` after `last` while the two stay apart (`p − bwd − 1 >
+        // last + bwd + 1`): complements agree both ways round, so this is a reverse-complement match at
+        // `last + 1` whose source ends at `p − 1`.
+        let apart = (p - last - 1) / 2;
+        let bwd = rc_common_len(data, last as usize + 1, p as usize - 1, MAX_BACK_EXTEND.min(apart) as usize) as u64;
         Some(LongMatch { start: p - bwd, back: p - last - 2 * bwd, len: fwd + bwd, rc: true })
     }
 

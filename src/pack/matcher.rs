@@ -3,8 +3,10 @@
 //! Two tables are kept. The short chain hashes 5 bytes and is walked only a few steps (short matches pay only
 //! when near). The long table hashes 12 bytes — on low-entropy data such as DNA (2 bits a base) that still
 //! separates real repeats from chance hits — into rows of the most recent positions with 8-bit tags, so a lookup
-//! costs one cache line and only tag hits touch the data. Far sources beyond the window come from
-//! [`crate::pack::ldm`]. Positions are stored relative to the window start as `u32 + 1` (0 = empty).
+//! costs one cache line and only tag hits touch the data. A row holds only as many positions as a lookup reads
+//! (`long_depth`, at most [`ROW`]): on bare bases that is 2, and the whole table then stays in the core's cache.
+//! Far sources beyond the window come from [`crate::pack::ldm`]. Short-chain positions are stored relative to the
+//! window start as `u32 + 1` (0 = empty); a long-table entry packs that (24 bits) with its tag.
 //!
 //! Reverse-complement matches (FORMAT.md §1, version 5) need no table of their own: the reverse complement of
 //! the 12 bytes at a position is hashed like any 12 bytes and looked up in the same long table, whose hits are
@@ -50,12 +52,12 @@ pub struct ChainMatcher<'a> {
     params: ChainParams,
     short_head: Vec<u32>,
     short_chain: Vec<u32>,
-    /// The long table: rows of [`ROW`] recent positions (`rel + 1`, 0 = empty) with an 8-bit tag each, so a
-    /// lookup costs one row and only tag hits touch the data — the walk is bound by memory latency otherwise.
+    /// The long table: rows of `row_len` recent positions, newest first, each entry `tag << 24 | (rel + 1)`
+    /// (0 = empty), so a lookup costs one row and only tag hits touch the data — the walk is bound by memory
+    /// latency otherwise. A row keeps only what a lookup reads (`long_depth` entries): the newest `long_depth`
+    /// positions of a row are the same whatever its capacity, and a small table stays in cache.
     long_rows: Vec<u32>,
-    long_tags: Vec<u8>,
-    /// Slot the next insert of each row goes to (rows are rings).
-    long_next: Vec<u8>,
+    row_len: usize,
     row_log: u32,
     span: usize,
     /// Reverse-complement hashes computed ahead (to prefetch their rows), by position modulo [`RC_AHEAD`]:
@@ -68,8 +70,11 @@ const RC_AHEAD: usize = 16;
 
 /// How many positions ahead [`ChainMatcher::prefetch_row`] fetches.
 const PREFETCH_AHEAD: usize = 8;
-/// Positions per row of the long table.
+/// Most positions per row of the long table (a lookup reads at most this many).
 const ROW: usize = 16;
+/// Bits of a long-table entry that hold the position (`rel + 1`); the tag takes the 8 above.
+const ENTRY_POS_BITS: u32 = 24;
+const ENTRY_POS_MASK: u32 = (1 << ENTRY_POS_BITS) - 1;
 
 #[inline]
 fn read_u64(data: &[u8], p: usize) -> u64 {
@@ -113,12 +118,52 @@ pub fn common_len(data: &[u8], a: usize, b: usize, limit: usize) -> usize {
     n
 }
 
+const BYTES_01: u64 = u64::from_le_bytes([0x01; 8]);
+const BYTES_7F: u64 = u64::from_le_bytes([0x7f; 8]);
+const BYTES_80: u64 = u64::from_le_bytes([0x80; 8]);
+
+/// The high bit of every byte of `v` that is zero (exact per byte: no borrow crosses bytes).
+#[inline]
+fn zero_bytes(v: u64) -> u64 {
+    !(((v & BYTES_7F).wrapping_add(BYTES_7F)) | v) & BYTES_80
+}
+
+/// Whether all eight bytes of `w` are upper-case `A`, `C`, `G` or `T`.
+#[inline]
+fn all_acgt(w: u64) -> bool {
+    let is = |c: u8| zero_bytes(w ^ (c as u64 * BYTES_01));
+    is(b'A') | is(b'C') | is(b'G') | is(b'T') == BYTES_80
+}
+
+/// [`COMPLEMENT`] of eight upper-case bases at once (other bytes come out wrong): `A ↔ T` is `^ 0x15` and
+/// `C ↔ G` is `^ 0x04`, and bit 1 tells the pairs apart.
+#[inline]
+fn complement_acgt(w: u64) -> u64 {
+    w ^ ((0x15 * BYTES_01) ^ (((w >> 1) & BYTES_01) * 0x11))
+}
+
 /// Number of bytes `k < limit` from `a` on with `data[a + k] == COMPLEMENT[data[e − k]]`: the length of a
 /// reverse-complement match at `a` whose source ends at `e < a`. It stops at the stream start (`k ≤ e`).
+///
+/// Eight bytes at a time while the source's bytes are upper-case bases (the bare bases that reverse complements
+/// are looked for on; long inverted repeats are verified over kilobytes), byte by byte from the first word that
+/// holds anything else.
 #[inline]
 pub fn rc_common_len(data: &[u8], a: usize, e: usize, limit: usize) -> usize {
     let limit = limit.min(data.len() - a).min(e + 1);
     let mut n = 0;
+    while n + 8 <= limit {
+        // Source bytes e − n, e − n − 1, …, e − n − 7 (n + 8 ≤ e + 1 keeps the read in the stream).
+        let src = read_u64(data, e - n - 7).swap_bytes();
+        if !all_acgt(src) {
+            break;
+        }
+        let x = read_u64(data, a + n) ^ complement_acgt(src);
+        if x != 0 {
+            return n + (x.trailing_zeros() / 8) as usize;
+        }
+        n += 8;
+    }
     while n < limit && data[a + n] == COMPLEMENT[data[e - n] as usize] {
         n += 1;
     }
@@ -137,7 +182,10 @@ impl<'a> ChainMatcher<'a> {
     /// A matcher that can index positions `[base, end)` of `data`.
     pub fn new(data: &'a [u8], base: u64, end: u64, params: ChainParams) -> Self {
         let span = (end - base) as usize;
+        // Segments and windows are a few MiB (mod.rs); a span that does not fit an entry is a packer bug.
+        assert!(span < ENTRY_POS_MASK as usize, "chain matcher span {span} exceeds 2^{ENTRY_POS_BITS} - 1");
         let row_log = params.hash_log.saturating_sub(4).max(4);
+        let row_len = (params.long_depth as usize).clamp(1, ROW);
         let short = params.short_depth > 0;
         ChainMatcher {
             data,
@@ -146,9 +194,8 @@ impl<'a> ChainMatcher<'a> {
             params,
             short_head: if short { zeroed(1 << params.hash_log) } else { Vec::new() },
             short_chain: if short { zeroed(span) } else { Vec::new() },
-            long_rows: zeroed(ROW << row_log),
-            long_tags: zeroed(ROW << row_log),
-            long_next: vec![0; 1 << row_log],
+            long_rows: zeroed(row_len << row_log),
+            row_len,
             row_log,
             span,
             rc_ahead: [(0, 0, 0); RC_AHEAD],
@@ -193,10 +240,10 @@ impl<'a> ChainMatcher<'a> {
                 self.short_head[hs] = tag;
             }
             let (row, check) = self.long_hash(p);
-            let slot = self.long_next[row] as usize;
-            self.long_rows[row * ROW + slot] = tag;
-            self.long_tags[row * ROW + slot] = check;
-            self.long_next[row] = ((slot + 1) % ROW) as u8;
+            let len = self.row_len;
+            let entries = &mut self.long_rows[row * len..row * len + len];
+            entries.copy_within(..len - 1, 1);
+            entries[0] = ((check as u32) << ENTRY_POS_BITS) | tag;
             self.next_insert += 1;
         }
     }
@@ -241,8 +288,15 @@ impl<'a> ChainMatcher<'a> {
             _ => self.long_hash_rc(p),
         };
         let mut best = LONG_HASH_LEN as u32 - 1;
-        for tag in self.row_tags(row, check) {
-            let e = self.base as usize + tag as usize - 1 + LONG_HASH_LEN - 1;
+        let (tags, n) = self.row_tags(row, check);
+        let last = |tag: u32| self.base as usize + tag as usize - 1 + LONG_HASH_LEN - 1;
+        if n > 1 {
+            for &tag in &tags[..n] {
+                prefetch_byte(self.data, last(tag));
+            }
+        }
+        for &tag in &tags[..n] {
+            let e = last(tag);
             if e >= p {
                 continue;
             }
@@ -268,19 +322,15 @@ impl<'a> ChainMatcher<'a> {
         self.prefetch_rows(row);
     }
 
-    /// Asks the CPU to bring in row `row` of the long table (positions and tags).
+    /// Asks the CPU to bring in row `row` of the long table.
     #[inline]
     fn prefetch_rows(&self, row: usize) {
         #[cfg(target_arch = "x86_64")]
         {
             use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            let rows = self.long_rows[row * ROW..].as_ptr() as *const i8;
-            let tags = self.long_tags[row * ROW..].as_ptr() as *const i8;
-            // SAFETY: both pointers point into live slices (row < 2^row_log); prefetching has no side effects.
-            unsafe {
-                _mm_prefetch(rows, _MM_HINT_T0);
-                _mm_prefetch(tags, _MM_HINT_T0);
-            }
+            let entries = self.long_rows[row * self.row_len..].as_ptr() as *const i8;
+            // SAFETY: the pointer points into the live table (row < 2^row_log); prefetching has no side effects.
+            unsafe { _mm_prefetch(entries, _MM_HINT_T0) };
         }
         #[cfg(not(target_arch = "x86_64"))]
         let _ = row;
@@ -303,24 +353,36 @@ impl<'a> ChainMatcher<'a> {
     fn walk_row(&self, pos: u64, limit: u32, best: &mut u32, out: &mut Vec<Candidate>) {
         let p = pos as usize;
         let (row, check) = self.long_hash(p);
-        for tag in self.row_tags(row, check) {
+        let (tags, n) = self.row_tags(row, check);
+        // Every source is a likely cache miss far back in the window: ask for all of them before comparing
+        // the first, so that the misses overlap instead of following one another.
+        if n > 1 {
+            for &tag in &tags[..n] {
+                prefetch_byte(self.data, self.base as usize + tag as usize - 1);
+            }
+        }
+        for &tag in &tags[..n] {
             if self.try_source(p, tag, limit, best, out) {
                 break;
             }
         }
     }
 
-    /// The positions (tags) of long-table row `row` whose check matches, newest first, up to `long_depth` slots
-    /// and stopping at the first empty one: what the forward and the reverse-complement lookups both walk.
+    /// The positions (tags, `rel + 1`) of long-table row `row` whose check matches, newest first, stopping at
+    /// the first empty entry, and how many there are: what the forward and the reverse-complement lookups walk.
     #[inline]
-    fn row_tags(&self, row: usize, check: u8) -> impl Iterator<Item = u32> + '_ {
-        let newest = self.long_next[row] as usize + ROW - 1;
-        (0..(self.params.long_depth as usize).min(ROW))
-            .map(move |i| row * ROW + (newest - i) % ROW)
-            .map(|slot| (self.long_rows[slot], self.long_tags[slot]))
-            .take_while(|&(tag, _)| tag != 0)
-            .filter(move |&(_, c)| c == check)
-            .map(|(tag, _)| tag)
+    fn row_tags(&self, row: usize, check: u8) -> ([u32; ROW], usize) {
+        let mut tags = [0u32; ROW];
+        let mut n = 0;
+        let depth = (self.params.long_depth as usize).min(self.row_len);
+        for &e in &self.long_rows[row * self.row_len..row * self.row_len + depth] {
+            if e == 0 {
+                break;
+            }
+            tags[n] = e & ENTRY_POS_MASK;
+            n += (e >> ENTRY_POS_BITS == check as u32) as usize;
+        }
+        (tags, n)
     }
 
     fn walk(&self, mut tag: u32, pos: u64, limit: u32, best: &mut u32, out: &mut Vec<Candidate>) {
@@ -425,6 +487,42 @@ mod tests {
         assert_eq!(rc_common_len(d2, 4, 3, 100), 4);
         assert_eq!(rc_common_len(d2, 4, 1, 100), 0);
         assert_eq!(rc_common_len(b"AATT", 2, 1, 100), 2);
+    }
+
+    #[test]
+    fn rc_common_len_words_agree_with_bytes() {
+        // Mostly bases (long agreeing runs), some lower case and other bytes, which the word path hands back
+        // to the byte loop.
+        let mut x = 5u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut data: Vec<u8> = (0..4000).map(|_| b"ACGTACGTACGTacgN"[(next() % 16) as usize]).collect();
+        // Plant inverted repeats so that long agreements occur.
+        for _ in 0..40 {
+            let (from, to, len) = ((next() % 1800) as usize, 2000 + (next() % 1800) as usize, (next() % 150) as usize);
+            for k in 0..len {
+                data[to + k] = COMPLEMENT[data[from + len - 1 - k] as usize];
+            }
+        }
+        for _ in 0..20_000 {
+            let a = 1 + (next() % 3999) as usize;
+            let e = (next() % a as u64) as usize;
+            let limit = (next() % 300) as usize;
+            let slow = (0..limit.min(data.len() - a).min(e + 1))
+                .take_while(|&k| data[a + k] == COMPLEMENT[data[e - k] as usize])
+                .count();
+            assert_eq!(rc_common_len(&data, a, e, limit), slow, "a {a} e {e} limit {limit}");
+        }
+        // All four bases and their complements, word by word.
+        let bases = b"ACGTTGCAAACCGGTTACGT";
+        let rc: Vec<u8> = bases.iter().rev().map(|&b| COMPLEMENT[b as usize]).collect();
+        let mut both = bases.to_vec();
+        both.extend_from_slice(&rc);
+        assert_eq!(rc_common_len(&both, bases.len(), bases.len() - 1, 100), bases.len());
     }
 
     #[test]
