@@ -165,13 +165,14 @@ fn bench_full(gpu: &GpuEngine, data: &ArchiveData, reference: Option<&[u8]>, run
             gpu.full_decode(variant, None)?;
         }
         let mut times = Vec::with_capacity(runs);
-        let (mut chase, mut resolve) = (Vec::new(), Vec::new());
+        let (mut chase, mut resolve, mut copy) = (Vec::new(), Vec::new(), Vec::new());
         for run in 0..runs {
             // Poison, decode, and (for the full variant) re-check every timed run bit-exact.
             let r = gpu.full_decode(variant, Some((run as u8).wrapping_mul(37) ^ 0x5A))?;
             times.push(r.device_ms as f64);
             chase.extend(r.chase_ms.map(f64::from));
             resolve.extend(r.resolve_ms.map(f64::from));
+            copy.extend(r.copy_ms.map(f64::from));
             if variant == FullVariant::Full {
                 gpu.full_output(&mut host)?;
                 let bad = count_bad_blocks(data, &host, reference);
@@ -187,9 +188,15 @@ fn bench_full(gpu: &GpuEngine, data: &ArchiveData, reference: Option<&[u8]>, run
             println!("  {:<24} median {c:9.3} ms  (match resolution alone, inside {name})", "resolve");
             result["resolve_median_ms"] = json!(c);
         }
+        if !copy.is_empty() {
+            let c = percentile(&sorted(copy), 0.5);
+            println!("  {:<24} median {c:9.3} ms  (bucketing and per-level copies, inside {name})", "copy");
+            result["copy_median_ms"] = json!(c);
+        }
         if !chase.is_empty() {
             let c = percentile(&sorted(chase), 0.5);
-            println!("  {:<24} median {c:9.3} ms  (the chase of what round 0 left, inside {name})", "chase");
+            let what = if copy.is_empty() { "what round 0 left" } else { "the unlevelled matches" };
+            println!("  {:<24} median {c:9.3} ms  (the chase of {what}, inside {name})", "chase");
             result["chase_median_ms"] = json!(c);
         }
         let gbps = total as f64 / (median * 1e-3) / 1e9;

@@ -1674,7 +1674,7 @@ extern "C" __global__ void level_pass(Ctx c, u32 n, const u32* task_off, u32 nta
 }
 
 // One thread: order_start[l] = the matches of levels below l, with bucket 0 (the unlevelled, `left` of them)
-// first; cursor[l] = order_start[l] for level_order.
+// first; cursor[l] = order_start[l] for level_order, and cursor[LEVELS] = 0 (the pieces of the unlevelled).
 extern "C" __global__ void level_starts(const u32* hist, const u32* list_counts, u32 last_pass, u32* order_start,
                                         u32* cursor) {
     if (blockIdx.x != 0 || threadIdx.x != 0) return;
@@ -1685,12 +1685,15 @@ extern "C" __global__ void level_starts(const u32* hist, const u32* list_counts,
         at += l == 0 ? list_counts[last_pass] : hist[l];
     }
     order_start[LEVELS] = at;
+    cursor[LEVELS] = 0;
 }
 
 // Buckets every match by its level into `order` ((e << 32) | t), walking the matches as level_pass's pass 0.
-// Lanes of a warp with the same level take their slots with one atomic.
+// Lanes of a warp with the same level take their slots with one atomic. An unlevelled match (bucket 0, which
+// starts at 0) is also cut into pieces of RESOLVE_PIECE bytes for chase_unleveled: pieces[p] = its index in
+// `order` << 32 | piece number, counted in cursor[LEVELS].
 extern "C" __global__ void level_order(Ctx c, u32 n, const u32* task_off, u32 ntasks, const u8* level, u32* cursor,
-                                       u64* order, u32 order_cap) {
+                                       u64* order, u64* pieces, u32 cap) {
     if (failed(c)) return;
     const u32 warps_per_cta = blockDim.x / 32;
     const u32 nwarps = gridDim.x * warps_per_cta;
@@ -1699,14 +1702,24 @@ extern "C" __global__ void level_order(Ctx c, u32 n, const u32* task_off, u32 nt
         const u32 e = last_le(task_off, 0, n, w);
         const u32 t = (w - task_off[e]) * 32 + lane;
         const bool has = t < c.meta[(u64)e * META_WORDS + 2];
-        const u32 l = has ? level[c.tok_off[e] + t] : LEVELS;  // LEVELS: no match in this lane
+        const u64 tb = c.tok_off[e];
+        const u32 l = has ? level[tb + t] : LEVELS;  // LEVELS: no match in this lane
         const u32 peers = __match_any_sync(FULL_MASK, l);
         const u32 leader = __ffs(peers) - 1;
         u32 at = 0;
         if (has && lane == leader) at = atomicAdd(&cursor[l], __popc(peers));
         at = __shfl_sync(FULL_MASK, at, leader) + __popc(peers & ((1u << lane) - 1u));
         if (has) {
-            if (at < order_cap) order[at] = ((u64)e << 32) | t;
+            if (at < cap) order[at] = ((u64)e << 32) | t;
+            else report(c.status, E_WORKLIST, e);
+        }
+        const u32 np = has && l == 0 ? (c.tpos[tb + t + 1] - c.mpos[tb + t] + RESOLVE_PIECE - 1) / RESOLVE_PIECE : 0;
+        const u32 incl = warp_inclusive_scan(np);
+        u32 p0 = 0;
+        if (lane == 31 && incl != 0) p0 = atomicAdd(&cursor[LEVELS], incl);
+        p0 = __shfl_sync(FULL_MASK, p0, 31) + incl - np;
+        for (u32 i = 0; i < np; i++) {
+            if (p0 + i < cap) pieces[p0 + i] = ((u64)at << 32) | i;
             else report(c.status, E_WORKLIST, e);
         }
     }
@@ -1759,51 +1772,49 @@ extern "C" __global__ void copy_level(Ctx c, const u64* order, const u32* order_
     }
 }
 
-// Resolves the matches no pass levelled (bucket 0, after every level is copied) byte by byte: each byte follows
-// its sources through the tokens (at most max_depth hops) to a literal or a levelled match's byte, which are
-// final. A warp per match, its lanes over the match's bytes.
-extern "C" __global__ void chase_unleveled(Ctx c, const u64* order, const u32* order_start, const u8* level) {
+// Resolves the matches no pass levelled (bucket 0, after every level is copied) byte by byte, a thread per
+// byte of their pieces (level_order): each byte follows its sources through the tokens (at most max_depth hops)
+// to a literal or a levelled match's byte, which are final. It writes only unlevelled bytes and reads only
+// final ones, so its threads need no ordering.
+extern "C" __global__ void chase_unleveled(Ctx c, const u64* order, const u64* pieces, const u32* cursor,
+                                           const u8* level, u32 cap) {
     if (failed(c)) return;
-    const u32 items = order_start[1] - order_start[0];
-    const u32 warps_per_cta = blockDim.x / 32;
-    const u32 nwarps = gridDim.x * warps_per_cta;
-    const u32 lane = threadIdx.x & 31;
+    const u64 total = (u64)min(cursor[LEVELS], cap) * RESOLVE_PIECE;
     const u64 mask = (1ull << c.unit_log) - 1;
-    for (u32 w = blockIdx.x * warps_per_cta + threadIdx.x / 32; w < items; w += nwarps) {
-        const u64 entry = order[order_start[0] + w];
+    for (u64 g = (u64)blockIdx.x * blockDim.x + threadIdx.x; g < total; g += (u64)gridDim.x * blockDim.x) {
+        const u64 piece = pieces[g / RESOLVE_PIECE];
+        const u64 entry = order[piece >> 32];
         const u64 e = entry >> 32;
         const u32 t = (u32)entry;
+        const u32 k = (u32)piece * RESOLVE_PIECE + (u32)(g % RESOLVE_PIECE);
         const u64 tb = c.tok_off[e];
         const u32 ms = c.mpos[tb + t];
-        const u32 len = c.tpos[tb + t + 1] - ms;
+        if (k >= c.tpos[tb + t + 1] - ms) continue;
         const u64 bk = c.back[tb + t];
         const u64 dst = (e << c.unit_log) + ms;
-        for (u32 k = lane; k < len; k += 32) {
-            u64 p = source_of(dst - match_dist(bk), bk, k);
-            bool flip = match_rc(bk);
-            for (u32 hops = 1;; hops++) {
-                const u64 b = p >> c.unit_log;
-                const u64 pb = c.tok_off[b];
-                const u32 ntok = c.meta[b * META_WORDS + 2] + 1;
-                const u32 o = (u32)(p & mask);
-                const u32 pt = last_le(c.tpos + pb, 0, ntok, o);
-                const u32 pms = c.mpos[pb + pt];
-                // A literal or a byte of a levelled match: final (every level is copied). A byte of an
-                // unlevelled match (this one's bytes never: source_of maps a periodic fill before dst) is
-                // followed further.
-                if (o < pms || pt + 1 == ntok || level[pb + pt] != 0) {
-                    const u32 v = c.bytes[p];
-                    c.bytes[dst + k] = (u8)(flip ? complement(v) : v);
-                    break;
-                }
-                const u64 pd = c.back[pb + pt];
-                if (hops == c.max_depth || match_dist(pd) == 0) {
-                    report(c.status, hops == c.max_depth ? E_DEPTH : E_SUMS, b);
-                    break;
-                }
-                flip ^= match_rc(pd);
-                p = source_of((b << c.unit_log) + pms - match_dist(pd), pd, o - pms);
+        u64 p = source_of(dst - match_dist(bk), bk, k);
+        bool flip = match_rc(bk);
+        for (u32 hops = 1;; hops++) {
+            const u64 b = p >> c.unit_log;
+            const u64 pb = c.tok_off[b];
+            const u32 ntok = c.meta[b * META_WORDS + 2] + 1;
+            const u32 o = (u32)(p & mask);
+            const u32 pt = last_le(c.tpos + pb, 0, ntok, o);
+            const u32 pms = c.mpos[pb + pt];
+            // A literal or a byte of a levelled match: final (every level is copied). A byte of an unlevelled
+            // match (never this one's: source_of maps a periodic fill before dst) is followed further.
+            if (o < pms || pt + 1 == ntok || level[pb + pt] != 0) {
+                const u32 v = c.bytes[p];
+                c.bytes[dst + k] = (u8)(flip ? complement(v) : v);
+                break;
             }
+            const u64 pd = c.back[pb + pt];
+            if (hops == c.max_depth || match_dist(pd) == 0) {
+                report(c.status, hops == c.max_depth ? E_DEPTH : E_SUMS, b);
+                break;
+            }
+            flip ^= match_rc(pd);
+            p = source_of((b << c.unit_log) + pms - match_dist(pd), pd, o - pms);
         }
     }
 }

@@ -48,7 +48,7 @@ const LEVELS: usize = 256;
 /// `level_pass` passes of `Resolve::Levels`, and the highest level copied: matches above it are chased byte by
 /// byte: 8 % of atha_chr1's match bytes, 1.5 % of a 185 MB generated genome's (examples/levels).
 pub const LEVEL_PASSES: u32 = 24;
-/// Most passes ACEAPEX_GPU_LEVEL_PASSES may ask for (the lists' counts are sized for them).
+/// Most passes ACEAPEX_GPU_RESOLVE=levels:PASSES may ask for (the lists' counts are sized for them).
 const LEVEL_PASSES_MAX: u32 = 64;
 /// Warps per CTA of `copy_level` (kernel COPY_WARPS).
 const COPY_WARPS: u32 = 4;
@@ -186,9 +186,11 @@ pub struct FullRun {
     pub chase_ms: Option<f32>,
     /// Device ms of match resolution alone (the complete decode only), from the end of the parse to the end.
     pub resolve_ms: Option<f32>,
-    /// `Resolve::Levels`: the highest match level (the copy launches it took); `chase_ms` is then the time from
-    /// the bucketing to the end (copies and the chase of unlevelled matches), the rest of `resolve_ms` the passes.
+    /// `Resolve::Levels`: the highest match level (the copy launches it took), and the device ms of the bucketing
+    /// and the copies; `chase_ms` is then the chase of the unlevelled matches, and the rest of `resolve_ms` the
+    /// level passes (with one synchronisation).
     pub max_level: Option<u32>,
+    pub copy_ms: Option<f32>,
 }
 
 /// How the complete decode resolves matches once every literal is in place (kernels/decode.cu).
@@ -204,15 +206,15 @@ pub enum Resolve {
 }
 
 impl Resolve {
-    /// ACEAPEX_GPU_RESOLVE=rounds or =levels for comparison (ACEAPEX_GPU_RESOLVE_ROUNDS=1 before session 14);
-    /// anything else keeps the default.
+    /// ACEAPEX_GPU_RESOLVE=rounds, =levels or =levels:PASSES for comparison (ACEAPEX_GPU_RESOLVE_ROUNDS=1 before
+    /// session 14); anything else keeps the default.
     fn from_env() -> Resolve {
         match std::env::var("ACEAPEX_GPU_RESOLVE").as_deref() {
             Ok("rounds") => Resolve::Rounds,
-            Ok("levels") => Resolve::Levels {
-                passes: std::env::var("ACEAPEX_GPU_LEVEL_PASSES")
-                    .ok()
-                    .and_then(|v| v.parse().ok())
+            Ok(v) if v == "levels" || v.starts_with("levels:") => Resolve::Levels {
+                passes: v
+                    .strip_prefix("levels:")
+                    .and_then(|p| p.parse().ok())
                     .filter(|p| (1..=LEVEL_PASSES_MAX).contains(p))
                     .unwrap_or(LEVEL_PASSES),
             },
@@ -243,8 +245,9 @@ struct FullBuffers {
     task_off: CudaSlice<u32>,
     ntasks: u32,
     counters_init: Vec<u32>,
-    /// `Resolve::Levels`: the level of every token (0: none yet), matches per level, and where each level's
-    /// matches start in the order (`lists[2]`) and the next free slot of each while they are bucketed.
+    /// `Resolve::Levels`: the level of every token (0: none yet), matches per level, where each level's
+    /// matches start in the order (`lists[2]`), and the next free slot of each while they are bucketed (plus the
+    /// count of the unlevelled matches' pieces, listed in `lists[3]`).
     level: CudaSlice<u8>,
     level_hist: CudaSlice<u32>,
     order_start: CudaSlice<u32>,
@@ -1096,7 +1099,7 @@ impl Device {
             level: stream.alloc_zeros::<u8>(tokens + 1).map_err(gpu("alloc levels"))?,
             level_hist: stream.alloc_zeros::<u32>(LEVELS).map_err(gpu("alloc"))?,
             order_start: stream.alloc_zeros::<u32>(LEVELS + 1).map_err(gpu("alloc"))?,
-            order_cursor: stream.alloc_zeros::<u32>(LEVELS).map_err(gpu("alloc"))?,
+            order_cursor: stream.alloc_zeros::<u32>(LEVELS + 1).map_err(gpu("alloc"))?,
         });
         Ok(())
     }
@@ -1249,8 +1252,12 @@ impl Device {
                     .map_err(gpu("resolve launch"))?;
             }
         }
-        let max_level = match (levels, &chase_start) {
-            (true, Some(copy_start)) => Some(self.resolve_by_levels(&c, full, level_passes, copy_start)?),
+        let copy_start = match levels {
+            true => Some(new_event()?),
+            false => None,
+        };
+        let max_level = match (&copy_start, &chase_start) {
+            (Some(copy), Some(chase)) => Some(self.resolve_by_levels(&c, full, level_passes, (copy, chase))?),
             _ => None,
         };
         self.events.1.record(&stream).map_err(gpu("event"))?;
@@ -1261,6 +1268,10 @@ impl Device {
             None => Ok(None),
         };
         let (chase_ms, resolve_ms) = (since(&chase_start)?, since(&resolve_start)?);
+        let copy_ms = match (&copy_start, &chase_start) {
+            (Some(copy), Some(chase)) => Some(copy.elapsed_ms(chase).map_err(gpu("event timing"))?),
+            _ => None,
+        };
         let status = stream.clone_dtoh(&full.status).map_err(gpu("status copy"))?[0];
         if let Some(fault) = KernelFault::from_status(status) {
             return Ok(Err(fault));
@@ -1274,7 +1285,7 @@ impl Device {
             let used = left.iter().take_while(|&&c| c != 0).count() as u32 + 1;
             self.last_full = Some(variant);
             self.index_ready = false;
-            return Ok(Ok(FullRun { device_ms, rounds: used, left, chase_ms, resolve_ms, max_level }));
+            return Ok(Ok(FullRun { device_ms, rounds: used, left, chase_ms, resolve_ms, max_level, copy_ms }));
         }
         left.truncate(rounds as usize);
         if !chase && left.last().is_some_and(|&l| l != 0) {
@@ -1284,13 +1295,20 @@ impl Device {
         let used = if rounds == 0 { 0 } else { left.iter().take_while(|&&c| c != 0).count() as u32 + 1 };
         self.last_full = Some(variant);
         self.index_ready = index_ptr != 0;
-        Ok(Ok(FullRun { device_ms, rounds: used, left, chase_ms, resolve_ms, max_level }))
+        Ok(Ok(FullRun { device_ms, rounds: used, left, chase_ms, resolve_ms, max_level, copy_ms }))
     }
 
     /// `Resolve::Levels` after the parse: the level passes, one synchronisation to learn the highest level and
     /// what the passes left, then the bucketing, a `copy_level` launch per level and (when the passes left
-    /// matches) `chase_unleveled`. `copy_start` is recorded before the bucketing. Returns the highest level.
-    fn resolve_by_levels(&self, c: &KernelCtx, full: &FullBuffers, passes: u32, copy_start: &CudaEvent) -> Result<u32> {
+    /// matches) `chase_unleveled`. `copy_start` is recorded before the bucketing, `chase_start` before the chase.
+    /// Returns the highest level.
+    fn resolve_by_levels(
+        &self,
+        c: &KernelCtx,
+        full: &FullBuffers,
+        passes: u32,
+        (copy_start, chase_start): (&CudaEvent, &CudaEvent),
+    ) -> Result<u32> {
         let stream = &self.stream;
         let n = self.nunits as u32;
         let level = self.ptr(&full.level);
@@ -1310,9 +1328,10 @@ impl Device {
         let later = LaunchConfig { grid_dim: (132 * 16, 1, 1), ..first };
         // SAFETY: arguments match level_pass(Ctx, u32, u32*, u32, u32, u32, u8*, u32*, u64*, u64*, u32*, u32),
         // level_starts(u32*, u32*, u32, u32*, u32*), level_order(Ctx, u32, u32*, u32, u8*, u32*, u64*, u32),
-        // copy_level(Ctx, u64*, u32*, u32) and chase_unleveled(Ctx, u64*, u32*, u8*); `level` holds a byte per
-        // token, the lists list_cap entries each (at least one per match), list_counts LEVEL_PASSES entries, the
-        // histogram and cursors LEVELS and the starts LEVELS + 1.
+        // copy_level(Ctx, u64*, u32*, u32) and chase_unleveled(Ctx, u64*, u64*, u32*, u8*, u32); `level` holds a
+        // byte per token, the lists list_cap entries each (at least one per match plus one per RESOLVE_PIECE
+        // stream bytes: every piece), list_counts LEVEL_PASSES_MAX entries, the histogram LEVELS, the cursors
+        // and the starts LEVELS + 1.
         unsafe {
             for pass in 0..passes {
                 let (list_in, list_out) = (lists[(pass as usize + 1) % 2], lists[pass as usize % 2]);
@@ -1362,6 +1381,7 @@ impl Device {
                 .arg(&level)
                 .arg(&cursor)
                 .arg(&lists[2])
+                .arg(&lists[3])
                 .arg(&list_cap)
                 .launch(first)
                 .map_err(gpu("level order"))?;
@@ -1375,13 +1395,19 @@ impl Device {
                     .launch(copy)
                     .map_err(gpu("level copy"))?;
             }
-            if left != 0 {
+        }
+        chase_start.record(stream).map_err(gpu("event"))?;
+        if left != 0 {
+            // SAFETY: as above.
+            unsafe {
                 stream
                     .launch_builder(&self.kernels.chase_unleveled)
                     .arg(c)
                     .arg(&lists[2])
-                    .arg(&starts)
+                    .arg(&lists[3])
+                    .arg(&cursor)
                     .arg(&level)
+                    .arg(&list_cap)
                     .launch(later)
                     .map_err(gpu("level chase"))?;
             }
