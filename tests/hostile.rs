@@ -49,7 +49,7 @@ use aceapex::format::sections::parse_archive;
 use aceapex::format::tree::{Entry, EntryKind, Tree, TRANSFORM_GENOME};
 use aceapex::format::writer::ArchiveWriter;
 use aceapex::format::{Footer, Header, FOOTER_LEN, HEADER_LEN, MAX_TOTAL_LEN};
-use aceapex::genome::{region, serial, split};
+use aceapex::genome::{pieces, region, split};
 use aceapex::pack::{pack, PackOptions};
 use common::Rng;
 use xxhash_rust::xxh3::xxh3_64;
@@ -649,10 +649,11 @@ fn genome_fasta(rng: &mut Rng) -> Vec<u8> {
 }
 
 /// A genome-mode file's stream as the packer lays it out: the region (head and bases), `gap` filler bytes, then
-/// the structure. Returns the stream, where the structure starts, and its length.
+/// the structure (in pieces of ~1000 original bytes). Returns the stream, where the structure starts, and its
+/// length.
 fn genome_stream(fasta: &[u8], gap: usize) -> (Vec<u8>, u64, u64) {
     let s = split(fasta).unwrap();
-    let structure = serial::encode(&s.genome);
+    let structure = pieces::encode_file(fasta, 1000, |_| {}).unwrap().structure;
     let at = region::region_len(s.bases.len() as u64) + gap as u64;
     let mut stream = region::head(at, structure.len()).to_vec();
     stream.extend_from_slice(&s.bases);
@@ -686,6 +687,12 @@ fn genome_heads_that_lie_about_their_structure_name_the_field() {
         lying[8..12].copy_from_slice(&(length as u32).to_le_bytes());
         lying
     };
+    // A byte of piece 0's code flipped: the table opens, the piece fails its checksum when a read meets it.
+    let table_len = pieces::table_len(&stream[at as usize..], len).unwrap();
+    let table = pieces::PieceTable::decode(&stream[at as usize..(at + pieces::PREFIX_LEN + table_len) as usize], len);
+    let code = table.unwrap().code(0);
+    let mut piece_flipped = stream.clone();
+    piece_flipped[(at + (code.start + code.end) / 2) as usize] ^= 0x10;
     // A valid structure copied over the file's own bases, with the head pointing at it.
     let mut over_bases = with_head(20, len);
     over_bases[20..20 + len as usize].copy_from_slice(&stream[at as usize..]);
@@ -696,7 +703,8 @@ fn genome_heads_that_lie_about_their_structure_name_the_field() {
         ("offset-max", with_head(u64::MAX, len), size, "structure_offset"),
         ("len-past-stream", with_head(at, len + 1), size, "structure_len"),
         ("len-max", with_head(at, u32::MAX.into()), size, "structure_len"),
-        ("len-short", with_head(at, len - 1), size, "checksum"),
+        ("len-short", with_head(at, len - 1), size, "genome piece len"),
+        ("piece-0-flipped", piece_flipped, size, "piece 0 of"),
         ("over-bases", over_bases, size, "genome bases"),
         ("size-lie", stream.clone(), size + 1, "genome file size"),
     ];

@@ -1,83 +1,110 @@
 //! Reading genome-mode files (transform 1, FORMAT.md §2.6) through an [`Archive`].
 //!
 //! A genome file's region of the logical stream holds a head and its bases; the head points at its structure,
-//! which lies with the other genome files' structures after every file's bytes. The first read of such a file
-//! reads and validates the structure (two stream reads: the head through the block cache, the structure with the
-//! sequential decoder; concurrent first readers wait for one open) and keeps it; every read
-//! after that maps the original byte range to the base range it needs ([`GenomeFile::read_at`]), reads exactly
-//! those bases, and rebuilds headers, line breaks, case and N/IUPAC runs around them. The work per read stays
-//! proportional to the bytes read: the random-access contract holds for genome files too.
+//! which lies with the other genome files' structures after every file's bytes. The structure is a piece table
+//! and independently decodable pieces of ~2 MiB of original bytes each ([`crate::genome::pieces`]). The first read
+//! of a file reads and validates its table (a few small stream reads through the block cache; concurrent first
+//! readers wait for one open); a read then decodes only the pieces its byte range meets that are not held yet
+//! (each piece's code read through the block cache; concurrent first readers of one piece wait for one decode),
+//! maps each piece's part of the range to the bases it needs, reads exactly those bases, and rebuilds headers,
+//! line breaks, case and N/IUPAC runs around them. The work per read stays proportional to the bytes read,
+//! wherever it lands and however large the file: the random-access contract holds for genome files too.
 //!
-//! Memory: the structures of the genome files read recently stay in memory (a few hundred KB to a few MB per
-//! chromosome-sized file: line runs, case runs and exception runs), up to [`OPEN_STRUCTURE_BYTES`] beyond the one
-//! being opened; the least recently used are dropped above that and opened again on their next read.
+//! Memory: the decoded pieces read recently stay in memory (up to a few MB per 2 MiB piece of a soft-masked
+//! genome: line runs, case runs and exception runs), up to [`OPEN_STRUCTURE_BYTES`] beyond the one being decoded;
+//! the least recently used are dropped above that and decoded again on their next read. A file whose pieces are all
+//! dropped drops its table too.
 
 use std::collections::HashMap;
 use std::mem::MaybeUninit;
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
+use rayon::prelude::*;
+
 use super::{Archive, READ_BATCH_BLOCKS};
 use crate::error::{Error, Result};
 use crate::format::tree::{EntryId, EntryKind, TRANSFORM_GENOME};
 use crate::genome::read::{as_uninit, BaseChunks};
 use crate::genome::region::GenomeFile;
+use crate::genome::Genome;
 
 /// Stream bytes the bases of one chunk of a streamed genome file come in (see [`Archive::stream_genome_file`]).
 const STREAM_CHUNK: u64 = 4 << 20;
 
-/// Bytes of opened structures kept for later reads. Why a bound: an archive of thousands of FASTA files would
-/// otherwise keep every structure a long-running mount ever opened. Dropping one costs its next reader an open
-/// (17 ms for atha_chr1's 0.5 MB structure under load).
+/// Bytes of decoded structure pieces kept for later reads. Why a bound: an archive of thousands of FASTA files
+/// (or one very large one) would otherwise keep every piece a long-running mount ever decoded. Dropping one costs
+/// its next reader a decode (a few ms for a 2 MiB piece of atha_chr1).
 pub const OPEN_STRUCTURE_BYTES: u64 = 32 << 20;
 
-/// The opened genome files of one archive, by entry id. Each entry has its own slot, locked while the file is
-/// opened, so that concurrent first readers of a file (the kernel sends several requests at once) wait for one
-/// open instead of each decoding the structure on the same cores; readers of other files do not wait.
+/// The opened genome files of one archive, by entry id. Each entry has its own slot, locked while the file's
+/// table is read, so that concurrent first readers of a file (the kernel sends several requests at once) wait for
+/// one open; readers of other files do not wait. Pieces have slots of their own in the [`GenomeFile`].
 #[derive(Default)]
 pub(super) struct GenomeFiles {
     open: Mutex<OpenFiles>,
+    /// Pieces decoded into the shared slots so far (what a read cost in structure decodes; tests count it).
+    pieces_decoded: std::sync::atomic::AtomicU64,
 }
 
 struct OpenFiles {
     slots: HashMap<EntryId, Arc<OpenSlot>>,
-    /// The opened slots' heap bytes, least recently used first: what eviction drops.
-    used: lru::LruCache<EntryId, u64>,
+    /// The decoded pieces' heap bytes by (file, piece), least recently used first: what eviction drops.
+    used: lru::LruCache<(EntryId, usize), u64>,
+    /// Pieces held per file (in `used`): a file whose count drops to 0 is dropped with its table.
+    held: HashMap<EntryId, usize>,
     bytes: u64,
 }
 
 impl Default for OpenFiles {
     fn default() -> Self {
-        OpenFiles { slots: HashMap::new(), used: lru::LruCache::unbounded(), bytes: 0 }
+        OpenFiles { slots: HashMap::new(), used: lru::LruCache::unbounded(), held: HashMap::new(), bytes: 0 }
     }
 }
 
 impl OpenFiles {
-    /// Records that `slot` (the one mapped for `id`, unless it was dropped meanwhile) now holds `bytes`, then
-    /// drops least recently used structures other than `id` while the total is above the bound.
-    fn opened(&mut self, id: EntryId, slot: &Arc<OpenSlot>, bytes: u64) {
+    /// Records that piece `piece` of `slot` (the one mapped for `id`, unless it was dropped meanwhile) now holds
+    /// `bytes`, then drops least recently used pieces other than this one while the total is above the bound.
+    /// Lock order: `open`, then a file slot, then a piece slot (a reader decoding a piece holds only that piece's
+    /// slot, and releases it before it records here).
+    fn decoded(&mut self, id: EntryId, slot: &Arc<OpenSlot>, piece: usize, bytes: u64) {
         if !self.slots.get(&id).is_some_and(|s| Arc::ptr_eq(s, slot)) {
             return;
         }
-        if let Some(old) = self.used.put(id, bytes) {
-            self.bytes -= old;
+        match self.used.put((id, piece), bytes) {
+            Some(old) => self.bytes -= old,
+            None => *self.held.entry(id).or_default() += 1,
         }
         self.bytes += bytes;
         while self.bytes > OPEN_STRUCTURE_BYTES {
             match self.used.peek_lru() {
-                Some((&victim, _)) if victim != id => {
-                    if let Some((victim, freed)) = self.used.pop_lru() {
-                        self.slots.remove(&victim);
+                Some((&victim, _)) if victim != (id, piece) => {
+                    if let Some(((vid, vpiece), freed)) = self.used.pop_lru() {
                         self.bytes -= freed;
+                        self.drop_piece(vid, vpiece);
                     }
                 }
                 _ => break,
             }
         }
     }
+
+    fn drop_piece(&mut self, id: EntryId, piece: usize) {
+        if let Some(slot) = self.slots.get(&id) {
+            if let Some(file) = &*slot.lock().unwrap_or_else(|p| p.into_inner()) {
+                file.drop_piece(piece);
+            }
+        }
+        let held = self.held.entry(id).or_default();
+        *held = held.saturating_sub(1);
+        if *held == 0 {
+            self.held.remove(&id);
+            self.slots.remove(&id);
+        }
+    }
 }
 
-/// One genome file's slot: empty until its structure has been opened.
+/// One genome file's slot: empty until its table has been read.
 type OpenSlot = Mutex<Option<Arc<GenomeFile>>>;
 
 /// Structure reads longer than this go through the sequential decoder (see [`Archive::read_structure`]).
@@ -85,33 +112,54 @@ const SEQUENTIAL_STRUCTURE_BYTES: usize = 64 << 10;
 /// Window of the sequential decode of a large structure (its near sources; far ones go through tokens).
 const STRUCTURE_WINDOW_BYTES: u64 = 4 << 20;
 
+/// An opened file and the slot it is held in (for recording its pieces).
+struct Opened {
+    id: EntryId,
+    slot: Arc<OpenSlot>,
+    file: Arc<GenomeFile>,
+}
+
 impl Archive {
-    /// The opened genome file `id` (a transform-1 file at stream `offset` of `size` original bytes).
-    fn genome_file(&self, id: EntryId, offset: u64, size: u64) -> Result<Arc<GenomeFile>> {
+    /// The opened genome file `id` (a transform-1 file at stream `offset` of `size` original bytes): its table.
+    fn genome_file(&self, id: EntryId, offset: u64, size: u64) -> Result<Opened> {
         let slot = {
             let mut open = self.genomes.open.lock().unwrap_or_else(|p| p.into_inner());
-            open.used.promote(&id);
             Arc::clone(open.slots.entry(id).or_default())
         };
         let mut guard = slot.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(file) = &*guard {
-            return Ok(Arc::clone(file));
+            let file = Arc::clone(file);
+            drop(guard);
+            return Ok(Opened { id, slot, file });
         }
         // A failed open leaves the slot empty: the next read tries again (and reports the error again).
-        let file = GenomeFile::open(offset, size, self.total_len(), |pos, buf| self.read_structure(pos, buf))
+        let file = GenomeFile::open(offset, size, self.total_len(), |pos, buf| self.read_stream(pos, buf))
             .map_err(|e| self.genome_error(id, e))?;
         let file = Arc::new(file);
         *guard = Some(Arc::clone(&file));
         drop(guard);
-        let bytes = file.genome.heap_bytes();
-        self.genomes.open.lock().unwrap_or_else(|p| p.into_inner()).opened(id, &slot, bytes);
-        Ok(file)
+        Ok(Opened { id, slot, file })
     }
 
-    /// Stream bytes for opening a genome file: the head through the block cache, the structure (hundreds of KB,
-    /// after every file's bytes) with the sequential decoder. Why: read as random blocks, each structure block resolves
-    /// its sources in the blocks before it through their tokens, and opening atha_chr1's ~0.5 MB structure cost
-    /// the first read of a fresh mount 78 ms; in order, those sources are plain copies from the window.
+    /// Piece `i` of an opened file, decoded on first use (its code read through the block cache) and counted
+    /// against [`OPEN_STRUCTURE_BYTES`].
+    fn genome_piece(&self, f: &Opened, i: usize) -> Result<Arc<Genome>> {
+        let (g, fresh) =
+            f.file.piece(i, |pos, buf| self.read_stream(pos, buf)).map_err(|e| self.genome_error(f.id, e))?;
+        let mut open = self.genomes.open.lock().unwrap_or_else(|p| p.into_inner());
+        if fresh {
+            self.genomes.pieces_decoded.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            open.decoded(f.id, &f.slot, i, g.heap_bytes());
+        } else {
+            open.used.promote(&(f.id, i));
+        }
+        Ok(g)
+    }
+
+    /// Stream bytes of structure pieces read together (a stream or a verify reads many pieces in order): through
+    /// the sequential decoder when long. Why: read as random blocks, each structure block resolves its sources in
+    /// the blocks before it through their tokens, and opening atha_chr1's ~0.5 MB structure that way cost the first
+    /// read of a fresh mount 78 ms; in order, those sources are plain copies from the window.
     fn read_structure(&self, pos: u64, buf: &mut [u8]) -> Result<()> {
         if buf.len() <= SEQUENTIAL_STRUCTURE_BYTES {
             return self.read_stream(pos, buf);
@@ -146,6 +194,26 @@ impl Archive {
             )));
         }
         Ok(())
+    }
+
+    /// Pieces `range` of `file` decoded privately (not kept: a stream or a verify passes over them once), in
+    /// parallel, their code read in one pass ([`Archive::read_structure`]).
+    fn decode_pieces(&self, id: EntryId, file: &GenomeFile, range: Range<usize>) -> Result<Vec<Genome>> {
+        if range.is_empty() {
+            return Ok(Vec::new());
+        }
+        let from = file.piece_stream_range(range.start).start;
+        let to = file.piece_stream_range(range.end - 1).end;
+        let mut code = vec![0u8; (to - from) as usize];
+        self.read_structure(from, &mut code)?;
+        range
+            .into_par_iter()
+            .map(|i| {
+                let r = file.piece_stream_range(i);
+                let bytes = &code[(r.start - from) as usize..(r.end - from) as usize];
+                file.table.decode_piece(i, bytes).map_err(|e| self.genome_error(id, e.into()))
+            })
+            .collect()
     }
 
     /// A structure that does not validate is corrupt data of that file: say which file (a bad block under it
@@ -192,15 +260,38 @@ impl Archive {
         Ok(Some(n))
     }
 
-    /// Writes original bytes of `file` from `off` into `out` in one pass, its bases taken straight out of the
-    /// decoded blocks that hold them (shared out of the block cache, not copied into a buffer first); returns
-    /// how many bytes were written (`out[..n]` is initialised).
-    fn write_genome_bytes(&self, file: &GenomeFile, off: u64, out: &mut [MaybeUninit<u8>]) -> Result<usize> {
-        let (b0, b1) = file.genome.base_range(off, out.len() as u64);
+    /// Writes original bytes of `file` from `off` into `out`, piece by piece (each decoded on first use), each
+    /// piece's part in one pass with its bases taken straight out of the decoded blocks that hold them (shared
+    /// out of the block cache, not copied into a buffer first); returns how many bytes were written (`out[..n]` is
+    /// initialised; short only at the end of the file).
+    fn write_genome_bytes(&self, f: &Opened, off: u64, out: &mut [MaybeUninit<u8>]) -> Result<usize> {
+        let file = &f.file;
+        let mut at = 0usize;
+        for i in file.pieces_of(off, out.len() as u64) {
+            let g = self.genome_piece(f, i)?;
+            let (bytes, bases) = (file.table.bytes(i), file.table.bases_of(i));
+            let pos = off + at as u64;
+            let n = ((bytes.end - pos) as usize).min(out.len() - at);
+            let local = pos - bytes.start;
+            let (b0, b1) = g.base_range(local, n as u64);
+            let written = self.with_bases(file.bases_start + bases.start, b0..b1, |chunks| {
+                Ok(g.write_at(local, &mut out[at..at + n], BaseChunks::new(b0, chunks))?)
+            })?;
+            at += written;
+            if written < n {
+                break;
+            }
+        }
+        Ok(at)
+    }
+
+    /// Calls `f` with bases `range` (of a piece whose base 0 lies at stream position `base0`) as slices of the
+    /// decoded blocks that hold them.
+    fn with_bases<T>(&self, base0: u64, range: Range<u64>, f: impl FnOnce(&[&[u8]]) -> Result<T>) -> Result<T> {
         let mut blocks = Vec::new();
         let mut slices: Vec<&[u8]> = Vec::new();
-        if b1 > b0 {
-            let (pos, end) = (file.bases_start + b0, file.bases_start + b1);
+        if range.end > range.start {
+            let (pos, end) = (base0 + range.start, base0 + range.end);
             self.checked_end(pos, end - pos)?;
             let log = self.data.header.block_log;
             let ids: Vec<u64> = ((pos >> log)..=((end - 1) >> log)).collect();
@@ -217,28 +308,44 @@ impl Archive {
                 slices.push(bytes);
             }
         }
-        Ok(file.genome.write_at(off, out, BaseChunks::new(b0, &slices))?)
+        f(&slices)
     }
 
     /// For genome file `id`, the stream bytes that original bytes `[off, off + len)` need (its bases) and the
-    /// stream bytes of all its bases; `None` if `id` is not a genome-mode file. Opens the structure on first
-    /// use, like a read. (The mount decodes the bases ahead of a sequential reader with these.)
+    /// stream bytes of all its bases; `None` if `id` is not a genome-mode file. Opens the table on first use and
+    /// decodes the pieces of the range's two ends, like a read. (The mount decodes the bases ahead of a
+    /// sequential reader with these.)
     pub fn genome_stream_span(&self, id: EntryId, off: u64, len: u64) -> Result<Option<(Range<u64>, Range<u64>)>> {
         let Some(EntryKind::File { offset, size, transform: TRANSFORM_GENOME }) =
             self.tree().entry(id).map(|e| &e.kind)
         else {
             return Ok(None);
         };
-        let file = self.genome_file(id, *offset, *size)?;
-        let (b0, b1) = file.genome.base_range(off, len);
+        let f = self.genome_file(id, *offset, *size)?;
+        let file = &f.file;
         let start = file.bases_start;
-        Ok(Some((start + b0..start + b1, start..start + file.genome.bases())))
+        let all = start..start + file.bases();
+        let pieces = file.pieces_of(off, len);
+        if pieces.is_empty() {
+            return Ok(Some((start..start, all)));
+        }
+        let end = off.saturating_add(len).min(file.total_len());
+        // The first base at or after byte `at` of piece `i`, as a stream position.
+        let base_at = |i: usize, at: u64| -> Result<u64> {
+            let g = self.genome_piece(&f, i)?;
+            let b = file.table.bytes(i);
+            Ok(start + file.table.bases_of(i).start + g.base_range(at - b.start, b.end - at).0)
+        };
+        let b0 = base_at(pieces.start, off)?;
+        let last = pieces.end - 1;
+        let b1 =
+            if end == file.table.bytes(last).end { start + file.table.bases_of(last).end } else { base_at(last, end)? };
+        Ok(Some((b0..b1.max(b0), all)))
     }
 
-    /// Opens the structures of the first `max_files` genome-mode files (in tree order) that are not open yet, so
-    /// that their first reads do not pay for it (a mount does this in the background when it starts: 17 ms
-    /// under load for atha_chr1, on the critical path of a fresh mount's first `samtools faidx`). Errors are
-    /// left for the reads to report. Returns how many of those files are open afterwards.
+    /// Opens the tables of the first `max_files` genome-mode files (in tree order) that are not open yet, so that
+    /// their first reads do not pay for it (a mount does this in the background when it starts). Errors are left
+    /// for the reads to report. Returns how many of those files are open afterwards.
     pub fn open_genome_structures(&self, max_files: usize) -> usize {
         let genome_files = self.tree().entries.iter().enumerate().filter_map(|(id, entry)| match entry.kind {
             EntryKind::File { offset, size, transform: TRANSFORM_GENOME } => Some((id as EntryId, offset, size)),
@@ -254,13 +361,28 @@ impl Archive {
         opened
     }
 
-    /// Opens every genome-mode file's structure (for `verify`): one error per file whose structure does not
-    /// validate. Blocks are checked separately; a file over a bad block reports that block here too.
+    /// Pieces of genome structures decoded into the shared slots since the archive was opened (reads and spans;
+    /// streams and verify decode privately and do not count).
+    pub fn genome_pieces_decoded(&self) -> u64 {
+        self.genomes.pieces_decoded.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Opens every genome-mode file and decodes every piece of its structure (for `verify`): one error per file
+    /// whose structure does not validate. Blocks are checked separately; a file over a bad block reports that
+    /// block here too.
     pub(super) fn verify_genome_files(&self) -> Vec<Error> {
         let mut errors = Vec::new();
         for (id, entry) in self.tree().entries.iter().enumerate() {
             if let EntryKind::File { offset, size, transform: TRANSFORM_GENOME } = entry.kind {
-                if let Err(e) = self.genome_file(id as EntryId, offset, size) {
+                let id = id as EntryId;
+                let checked = self.genome_file(id, offset, size).and_then(|f| {
+                    // In bounded batches: a large file's decoded pieces need not all be in memory at once.
+                    let n = f.file.table.len();
+                    (0..n).step_by(VERIFY_BATCH).try_for_each(|from| {
+                        self.decode_pieces(id, &f.file, from..(from + VERIFY_BATCH).min(n)).map(drop)
+                    })
+                });
+                if let Err(e) = checked {
                     errors.push(e);
                 }
             }
@@ -275,8 +397,9 @@ impl Archive {
 
     /// Streams original bytes `[from, from + len)` of genome file `id` to `sink` in order, decoding its bases with
     /// [`Archive::decode_range_streaming`] (for `cat` and `unpack`: the GPU's whole-range decode or the CPU's
-    /// sequential decoder): the bases arrive in stream order and each chunk of original bytes is rebuilt as soon
-    /// as its bases are in.
+    /// sequential decoder): the bases arrive in stream order and each chunk of original bytes (within one piece)
+    /// is rebuilt as soon as its bases are in. The structure's pieces are decoded ahead in parallel batches of
+    /// [`STREAM_PIECES`], not kept.
     pub fn stream_genome_file(
         &self,
         id: EntryId,
@@ -289,12 +412,31 @@ impl Archive {
         else {
             return Err(Error::InvalidArgument(format!("entry {id} is not a genome-mode file")));
         };
-        let file = self.genome_file(id, *offset, *size)?;
+        let f = self.genome_file(id, *offset, *size)?;
+        let file = &*f.file;
         let end = from.saturating_add(len).min(*size);
-        if from >= end {
+        let pieces = file.pieces_of(from, end.saturating_sub(from));
+        if pieces.is_empty() {
             return Ok(());
         }
-        let (b0, b1) = file.genome.base_range(from, end - from);
+        let mut batch = Batch { from: pieces.start, end: pieces.end, pieces: Vec::new() };
+        let b0 = {
+            let g = batch.get(self, id, file, pieces.start)?;
+            file.table.bases_of(pieces.start).start + g.base_range(from - file.table.bytes(pieces.start).start, 1).0
+        };
+        let b1 = {
+            let last = pieces.end - 1;
+            let bl = file.table.bytes(last);
+            let l = if end == bl.end {
+                file.table.bases_of(last).end
+            } else {
+                // The last piece's bases up to `end` (decoded here once more, privately: the stream decodes it
+                // again with its batch when it gets there).
+                let g = self.decode_pieces(id, file, last..last + 1)?;
+                file.table.bases_of(last).start + g[0].base_range(0, end - bl.start).1
+            };
+            l.max(b0)
+        };
         // Bases decoded but not yet used, starting at base `have_from`; the next original chunk starts at `pos`.
         let mut pending: Vec<u8> = Vec::new();
         let mut have_from = b0;
@@ -302,25 +444,39 @@ impl Archive {
         let mut out = Vec::new();
         let mut emit = |pending: &mut Vec<u8>, have_from: &mut u64, flush: bool| -> Result<()> {
             let mut result = Ok(());
+            // Bases the emitted chunks used up.
+            let mut used_to = *have_from;
             while pos < end {
-                let take = (end - pos).min(STREAM_CHUNK);
-                let (_, c1) = file.genome.base_range(pos, take);
+                // The chunk `[pos, pos + take)` lies in one piece, `i`.
+                let Some(i) = file.table.piece_of(pos) else { break };
+                let g = match batch.get(self, id, file, i) {
+                    Ok(g) => g,
+                    Err(e) => {
+                        result = Err(e);
+                        break;
+                    }
+                };
+                let (bytes, base0) = (file.table.bytes(i), file.table.bases_of(i).start);
+                let take = (end.min(bytes.end) - pos).min(STREAM_CHUNK);
+                let local = pos - bytes.start;
+                let (c0, c1) = g.base_range(local, take);
                 let have_to = *have_from + pending.len() as u64;
-                if c1 > have_to && !flush {
+                if base0 + c1 > have_to && !flush {
                     break;
                 }
-                let (c0, _) = file.genome.base_range(pos, take);
-                let at = c0.checked_sub(*have_from).filter(|_| c1 <= have_to);
-                let Some(at) = at else {
-                    result = Err(Error::InvalidArgument(format!("genome bases {c0}..{c1} not decoded yet")));
+                let Some(at) = (base0 + c0).checked_sub(*have_from).filter(|_| base0 + c1 <= have_to) else {
+                    result = Err(Error::InvalidArgument(format!(
+                        "genome bases {}..{} not decoded yet",
+                        base0 + c0,
+                        base0 + c1
+                    )));
                     break;
                 };
-                let bases = [&pending[at as usize..(c1 - *have_from) as usize]];
+                let bases = [&pending[at as usize..(base0 + c1 - *have_from) as usize]];
                 out.clear();
                 out.reserve(take as usize);
-                let read = file
-                    .genome
-                    .write_at(pos, &mut out.spare_capacity_mut()[..take as usize], BaseChunks::new(c0, &bases))
+                let read = g
+                    .write_at(local, &mut out.spare_capacity_mut()[..take as usize], BaseChunks::new(c0, &bases))
                     .map_err(Error::from);
                 if let Ok(n) = read {
                     // SAFETY: `write_at` initialised the first `n` bytes of the spare capacity, `n ≤ take`.
@@ -334,6 +490,7 @@ impl Archive {
                     }
                 };
                 pos += n as u64;
+                used_to = used_to.max(base0 + c1);
                 if n == 0 {
                     break;
                 }
@@ -341,8 +498,7 @@ impl Archive {
             // Drop the bases the emitted chunks used up, once per call rather than once per chunk: the GPU hands
             // over 64 MiB of bases at a time, and draining each 4 MiB chunk from the front of those moved the
             // rest every time (quadratic).
-            let next = if pos < end { file.genome.base_range(pos, end - pos).0 } else { u64::MAX };
-            let used = next.saturating_sub(*have_from).min(pending.len() as u64) as usize;
+            let used = (used_to - *have_from).min(pending.len() as u64) as usize;
             pending.drain(..used);
             *have_from += used as u64;
             result
@@ -357,48 +513,81 @@ impl Archive {
     }
 }
 
+/// Pieces a stream decodes ahead at a time, in parallel (a batch holds tens of MB of decoded structure).
+const STREAM_PIECES: usize = 16;
+
+/// The pieces a stream has decoded: `[from, from + pieces.len())`, the next batch decoded when a chunk needs a
+/// piece outside it (pieces up to `end`).
+struct Batch {
+    from: usize,
+    end: usize,
+    pieces: Vec<Genome>,
+}
+
+impl Batch {
+    fn get(&mut self, archive: &Archive, id: EntryId, file: &GenomeFile, i: usize) -> Result<&Genome> {
+        if i < self.from || i >= self.from + self.pieces.len() {
+            self.pieces = archive.decode_pieces(id, file, i..(i + STREAM_PIECES).min(self.end.max(i + 1)))?;
+            self.from = i;
+        }
+        Ok(&self.pieces[i - self.from])
+    }
+}
+/// Pieces `verify` decodes at a time, in parallel.
+const VERIFY_BATCH: usize = 64;
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn open_slot(files: &mut OpenFiles, id: EntryId, bytes: u64) {
+    fn decoded(files: &mut OpenFiles, id: EntryId, piece: usize, bytes: u64) {
         let slot = Arc::clone(files.slots.entry(id).or_default());
-        files.opened(id, &slot, bytes);
+        files.decoded(id, &slot, piece, bytes);
+    }
+
+    fn kept(files: &OpenFiles) -> Vec<(EntryId, usize)> {
+        let mut kept: Vec<_> = files.used.iter().map(|(&k, _)| k).collect();
+        kept.sort();
+        kept
     }
 
     #[test]
-    fn opened_structures_stay_under_the_bound_least_recently_used_first() {
+    fn decoded_pieces_stay_under_the_bound_least_recently_used_first() {
         let mut files = OpenFiles::default();
         let third = OPEN_STRUCTURE_BYTES / 3;
-        for id in 0..3 {
-            open_slot(&mut files, id, third);
-        }
-        assert_eq!(files.slots.len(), 3);
-        files.used.promote(&0);
-        // A fourth goes over: the least recently used (1, since 0 was read again) is dropped.
-        open_slot(&mut files, 3, third);
+        decoded(&mut files, 0, 0, third);
+        decoded(&mut files, 0, 1, third);
+        decoded(&mut files, 1, 0, third);
+        assert_eq!(files.slots.len(), 2);
+        files.used.promote(&(0, 0));
+        // A fourth goes over: the least recently used ((0, 1), since (0, 0) was read again) is dropped.
+        decoded(&mut files, 2, 5, third);
         assert!(files.bytes <= OPEN_STRUCTURE_BYTES);
-        let mut kept: Vec<_> = files.slots.keys().copied().collect();
-        kept.sort();
-        assert_eq!(kept, vec![0, 2, 3]);
+        assert_eq!(kept(&files), vec![(0, 0), (1, 0), (2, 5)]);
         assert_eq!(files.bytes, files.used.iter().map(|(_, b)| b).sum::<u64>());
+        // Dropping a file's last piece drops the file (its table) too.
+        decoded(&mut files, 3, 0, third);
+        assert_eq!(kept(&files), vec![(0, 0), (2, 5), (3, 0)]);
+        assert!(!files.slots.contains_key(&1) && files.slots.contains_key(&0));
+        assert_eq!(files.held.get(&0), Some(&1));
     }
 
     #[test]
-    fn a_structure_larger_than_the_bound_is_kept_while_alone_and_dropped_for_the_next() {
+    fn a_piece_larger_than_the_bound_is_kept_while_alone_and_dropped_for_the_next() {
         let mut files = OpenFiles::default();
-        open_slot(&mut files, 7, OPEN_STRUCTURE_BYTES * 2);
-        assert_eq!(files.slots.len(), 1, "the file being opened is never dropped");
-        open_slot(&mut files, 8, 1);
-        assert_eq!(files.slots.keys().copied().collect::<Vec<_>>(), vec![8]);
+        decoded(&mut files, 7, 3, OPEN_STRUCTURE_BYTES * 2);
+        assert_eq!(files.used.len(), 1, "the piece being decoded is never dropped");
+        decoded(&mut files, 8, 0, 1);
+        assert_eq!(kept(&files), vec![(8, 0)]);
         assert_eq!(files.bytes, 1);
+        assert_eq!(files.slots.keys().copied().collect::<Vec<_>>(), vec![8]);
     }
 
     #[test]
-    fn a_slot_dropped_while_opening_is_not_counted() {
+    fn a_piece_of_a_slot_dropped_while_decoding_is_not_counted() {
         let mut files = OpenFiles::default();
         let stale: Arc<OpenSlot> = Arc::default();
-        files.opened(5, &stale, 100);
+        files.decoded(5, &stale, 0, 100);
         assert_eq!((files.bytes, files.used.len()), (0, 0));
     }
 }

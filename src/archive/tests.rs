@@ -922,3 +922,149 @@ fn auto_sends_single_blocks_to_the_engine_measured_faster() {
     let single = classes[0];
     assert!(single.gpu_us_per_block.unwrap() > single.cpu_us_per_block.unwrap(), "{single:?}");
 }
+
+// Genome-mode files whose structure is in many pieces (FORMAT.md §2.6, structure version 4).
+
+/// A FASTA of `lines` lines of 60 bases: records every 40 lines, soft-masked stretches, N runs, a CRLF line now
+/// and then, and an unterminated last line.
+fn pieces_fasta(lines: usize, rng: &mut Rng) -> Vec<u8> {
+    let mut out = Vec::new();
+    for i in 0..lines {
+        if i % 40 == 0 {
+            out.extend_from_slice(format!(">chr{i} record {}\n", rng.range(0, 1000)).as_bytes());
+        }
+        let lower = rng.range(0, 2) == 0;
+        for j in 0..60 {
+            let b = b"ACGT"[rng.range(0, 3) as usize];
+            let b = if i % 23 == 4 && j < 25 { b'N' } else { b };
+            out.push(if lower && j % 17 > 3 { b.to_ascii_lowercase() } else { b });
+        }
+        out.extend_from_slice(if i % 71 == 9 { b"\r\n" } else { b"\n" });
+    }
+    out.extend_from_slice(b"ACGTAC");
+    out
+}
+
+/// An archive of one genome-mode file `g.fa` whose structure is cut into pieces of `piece_bytes`, laid out as
+/// the packer does (region, then the structure), each block stored as literals. Returns the archive's path.
+fn genome_pieces_archive(dir: &Path, fasta: &[u8], piece_bytes: u64) -> PathBuf {
+    use crate::codec::block::{count_symbols, encode_block, Token};
+    use crate::codec::tables::{SymbolStats, TableSet};
+    use crate::format::tree::{Entry, EntryKind, Tree, TRANSFORM_GENOME};
+    use crate::format::writer::ArchiveWriter;
+    use crate::format::Header;
+    use crate::genome::{pieces, region};
+
+    let mut bases = Vec::new();
+    let e = pieces::encode_file(fasta, piece_bytes, |b| bases.extend_from_slice(b)).unwrap();
+    let at = region::region_len(bases.len() as u64);
+    let mut stream = region::head(at, e.structure.len()).to_vec();
+    stream.extend_from_slice(&bases);
+    stream.extend_from_slice(&e.structure);
+    let path = dir.join("pieces.acx");
+    let header = Header { block_log: 12, max_depth: 8, rans_lanes: 1, group_log: 0, min_match: [2; 8], slice_log: 12 };
+    let mut w = ArchiveWriter::create(&path, header).unwrap();
+    let mut tables = Vec::new();
+    for block in stream.chunks(4096) {
+        let tokens = [Token { lit_len: block.len() as u32, match_len: 0, back: 0, rc: false }];
+        let mut stats = SymbolStats::default();
+        count_symbols(&tokens, block, block, 4096, &mut stats);
+        let t = TableSet::from_stats(&stats);
+        let mut payload = Vec::new();
+        encode_block(&tokens, block, block, 4096, &t, 1, &mut payload);
+        w.push_block(&payload, xxhash_rust::xxh3::xxh3_64(block)).unwrap();
+        tables.push(t);
+    }
+    let root =
+        Entry { parent: 0, name: Vec::new(), kind: EntryKind::Dir, mode: 0o755, mtime_sec: 0, mtime_nsec: 0, flags: 0 };
+    let file = Entry {
+        name: b"g.fa".to_vec(),
+        kind: EntryKind::File { offset: 0, size: fasta.len() as u64, transform: TRANSFORM_GENOME },
+        mode: 0o644,
+        ..root.clone()
+    };
+    w.finish(stream.len() as u64, &tables, &Tree::from_entries(vec![root, file]).unwrap()).unwrap();
+    path
+}
+
+#[test]
+fn genome_files_in_many_pieces_read_back_exactly_and_decode_only_what_reads_meet() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = Rng(41);
+    let fasta = pieces_fasta(3000, &mut rng);
+    let path = genome_pieces_archive(dir.path(), &fasta, 4096);
+    let size = fasta.len() as u64;
+
+    // A fresh archive: ten bytes across the boundary of pieces 4 and 5 decode those two pieces, nothing else.
+    let archive = Archive::open_with(&path, cpu_options(1 << 20)).unwrap();
+    let cut = crate::genome::pieces::cut(&fasta, 4096)[4].end as u64;
+    let mut buf = vec![0u8; 10];
+    assert_eq!(archive.read_file(1, cut - 5, &mut buf).unwrap(), 10);
+    assert_eq!(buf, &fasta[cut as usize - 5..cut as usize + 5]);
+    assert_eq!(archive.genome_pieces_decoded(), 2);
+    // Again: held, nothing decoded.
+    archive.read_file(1, cut - 5, &mut buf).unwrap();
+    assert_eq!(archive.genome_pieces_decoded(), 2);
+
+    // Random reads anywhere, many crossing piece boundaries, through both read paths.
+    for _ in 0..400 {
+        let off = rng.range(0, size + 10);
+        let len = rng.range(0, 30_000) as usize;
+        let end = (off as usize + len).min(fasta.len());
+        let want = &fasta[(off as usize).min(end)..end];
+        let mut buf = vec![0u8; len];
+        let n = archive.read_file(1, off, &mut buf).unwrap();
+        assert!(&buf[..n] == want, "read_file {off}+{len}");
+        let mut into = b"prefix".to_vec();
+        let n = archive.read_genome_file_into(1, off, len, &mut into).unwrap().unwrap();
+        assert!(n == want.len() && &into[6..] == want, "read_genome_file_into {off}+{len}");
+    }
+    let pieces = crate::genome::pieces::cut(&fasta, 4096).len() as u64;
+    assert!(archive.genome_pieces_decoded() <= pieces, "each piece decoded once (the bound is not reached)");
+
+    // Streams of the whole file and of ranges, and the spans the mount reads ahead with.
+    let split = crate::genome::split(&fasta).unwrap();
+    for (from, len) in [(0, size), (1, size), (cut - 3, 9000), (size - 4, 100), (7, 0), (size, 5)] {
+        let mut got = Vec::new();
+        archive
+            .stream_genome_file(1, from, len, &mut |b| {
+                got.extend_from_slice(b);
+                Ok(())
+            })
+            .unwrap();
+        let end = from.saturating_add(len).min(size) as usize;
+        assert!(got == fasta[(from as usize).min(end)..end], "stream {from}+{len}");
+        let (needed, all) = archive.genome_stream_span(1, from, len).unwrap().unwrap();
+        assert_eq!(all, crate::genome::region::HEAD_LEN..crate::genome::region::HEAD_LEN + split.bases.len() as u64);
+        let (b0, b1) = split.genome.base_range(from, len);
+        if b1 > b0 {
+            assert_eq!(needed, all.start + b0..all.start + b1, "span {from}+{len}");
+        } else {
+            assert!(needed.is_empty(), "span {from}+{len}: {needed:?}");
+        }
+    }
+    assert!(archive.verify().is_empty());
+}
+
+#[test]
+fn concurrent_first_readers_of_a_piece_decode_it_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let fasta = pieces_fasta(2000, &mut Rng(5));
+    let path = genome_pieces_archive(dir.path(), &fasta, 8192);
+    let archive = Arc::new(Archive::open_with(&path, cpu_options(1 << 20)).unwrap());
+    let cut = crate::genome::pieces::cut(&fasta, 8192)[2].end as u64;
+    let threads: Vec<_> = (0..8)
+        .map(|_| {
+            let archive = Arc::clone(&archive);
+            std::thread::spawn(move || {
+                let mut buf = vec![0u8; 200];
+                archive.read_file(1, cut - 100, &mut buf).unwrap();
+                buf
+            })
+        })
+        .collect();
+    for t in threads {
+        assert_eq!(t.join().unwrap(), &fasta[cut as usize - 100..cut as usize + 100]);
+    }
+    assert_eq!(archive.genome_pieces_decoded(), 2);
+}

@@ -285,14 +285,14 @@ mod tests {
     }
 
     #[test]
-    fn version_4_headers_are_refused_by_name() {
-        assert_eq!(VERSION, 5);
+    fn version_5_headers_are_refused_by_name() {
+        assert_eq!(VERSION, 6);
         let mut b = Header::new_default().to_bytes();
-        assert_eq!(u16::from_le_bytes([b[8], b[9]]), 5);
-        b[8] = 4;
+        assert_eq!(u16::from_le_bytes([b[8], b[9]]), 6);
+        b[8] = 5;
         seal(&mut b);
         let err = Header::parse(&b).unwrap_err().to_string();
-        assert!(err.contains("4 (this reader knows version 5)"), "{err}");
+        assert!(err.contains("5 (this reader knows version 6)"), "{err}");
     }
 
     #[test]

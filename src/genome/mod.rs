@@ -10,6 +10,8 @@
 //!   residues are left out of the nucleotide stream.
 //! - [`model`]: FASTA bytes → [`Genome`] + bases, or `None` for anything not modelled exactly.
 //! - [`serial`]: the versioned, checksummed structure encoding and its hostile-input decoder.
+//! - [`pieces`]: a file's structure as a piece table and independently decodable pieces of ~2 MiB of original
+//!   bytes (each a [`serial`] structure), so that a read decodes only the pieces it meets.
 //! - [`range`]: the adaptive binary range coder and number models `serial` codes the structure's numbers with.
 //! - [`read`]: original bytes at any offset from the structure and a base fetcher, in `O(len + log n)`.
 //! - [`region`]: a genome-mode file's region of the archive's logical stream (a head that points at its structure, then
@@ -23,6 +25,7 @@
 pub mod layout;
 pub mod mask;
 pub mod model;
+pub mod pieces;
 mod range;
 pub mod read;
 pub mod region;
@@ -72,13 +75,18 @@ impl Genome {
     }
 }
 
-/// Whether genome mode pays for a file of `input_len` bytes whose split has `structure_bytes` of structure.
+/// Whether genome mode pays for a file whose split has `structure_bytes` of structure ([`pays`] for its bases).
 ///
 /// The gain of the split is roughly 6 bits per base (a byte coded as bases needs at most 2 bits); the structure
 /// is stored on top. Genome mode is chosen when the structure costs at most a quarter of that gain, which keeps
 /// exception-heavy files (IUPAC codes everywhere, a few bases per line, huge headers) in general mode.
 pub fn worthwhile(genome: &Genome, structure_bytes: u64) -> bool {
-    let gain = genome.bases() * 6 / 8;
+    pays(genome.bases(), structure_bytes)
+}
+
+/// [`worthwhile`] for a file of `bases` bases (the packer sees a file's pieces, not one [`Genome`]).
+pub fn pays(bases: u64, structure_bytes: u64) -> bool {
+    let gain = bases * 6 / 8;
     structure_bytes.saturating_mul(4) <= gain
 }
 

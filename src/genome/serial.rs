@@ -44,6 +44,9 @@ pub const VERSION: u8 = 3;
 
 /// Magic, version and checksum: the smallest valid encoding is this plus the varints.
 const FIXED_BYTES: usize = 4 + 1 + 8;
+/// The shortest structure that can decode: the fixed bytes and eight one-byte varints (a piece table refuses a
+/// piece shorter than this before reading it).
+pub const MIN_LEN: u64 = FIXED_BYTES as u64 + 8;
 
 /// Run tags take 3 bits (values 0..=5 are valid); the tag model's context is the previous tag, or
 /// [`FIRST_TAG`] for the first run.

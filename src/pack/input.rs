@@ -312,15 +312,12 @@ fn examine_fasta(path: &Path, size: u64, examine: Examine<'_>) -> Result<Fasta> 
     Ok(Fasta { index, genome })
 }
 
-/// The genome-mode structure and base count of FASTA bytes, when the model is exact and pays.
+/// The genome-mode structure (a piece table and its pieces, [`crate::genome::pieces`]) and base count of FASTA
+/// bytes, when the model is exact and pays. The pieces are modelled in parallel.
 fn genome_split(bytes: &[u8]) -> Option<(Vec<u8>, u64)> {
-    let genome = crate::genome::split_into(bytes, |_| {})?;
-    let structure = crate::genome::serial::encode(&genome);
-    let fits = structure.len() as u64 <= region::MAX_STRUCTURE_LEN;
-    (fits && crate::genome::worthwhile(&genome, structure.len() as u64)).then(|| {
-        let bases = genome.bases();
-        (structure, bases)
-    })
+    let e = crate::genome::pieces::encode_file_parallel(bytes, crate::genome::pieces::piece_bytes())?;
+    let fits = e.structure.len() as u64 <= region::MAX_STRUCTURE_LEN;
+    (fits && crate::genome::pays(e.bases, e.structure.len() as u64)).then_some((e.structure, e.bases))
 }
 
 /// A directory's children as (name, path), sorted by name bytes.
@@ -445,9 +442,9 @@ mod tests {
         let Piece::Genome { bases, structure_offset, structure_len, .. } = g.pieces[0] else {
             panic!("{:?}", g.pieces[0])
         };
-        let split = crate::genome::split(&fasta).unwrap();
-        let structure = crate::genome::serial::encode(&split.genome);
-        assert_eq!(bases, split.bases.len() as u64);
+        let pieces = crate::genome::pieces::piece_bytes();
+        let structure = crate::genome::pieces::encode_file(&fasta, pieces, |_| {}).unwrap().structure;
+        assert_eq!(bases, crate::genome::split(&fasta).unwrap().bases.len() as u64);
         let region_len = region::region_len(bases);
         // Not FASTA: stored as it is, right after the region; the structure after every file.
         assert_eq!(g.entries[3].kind, EntryKind::File { offset: region_len, size: 47, transform: 0 });

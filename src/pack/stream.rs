@@ -120,7 +120,8 @@ fn write_genome_region(path: &Path, size: u64, bases: u64, structure: Structure,
     out.write_all(&head).map_err(|e| Error::io(path, e))?;
     let mut written = 0u64;
     let mut io_error = None;
-    let genome = crate::genome::split_into(&map, |bases| {
+    let pieces = crate::genome::pieces::piece_bytes();
+    let encoded = crate::genome::pieces::encode_file(&map, pieces, |bases| {
         if io_error.is_none() {
             written += bases.len() as u64;
             io_error = out.write_all(bases).err();
@@ -129,10 +130,8 @@ fn write_genome_region(path: &Path, size: u64, bases: u64, structure: Structure,
     if let Some(e) = io_error {
         return Err(Error::io(path, e));
     }
-    let same = genome.is_some_and(|g| {
-        let again = crate::genome::serial::encode(&g);
-        again.len() as u64 == structure.len && xxh3_64(&again) == structure.hash
-    });
+    let same =
+        encoded.is_some_and(|e| e.structure.len() as u64 == structure.len && xxh3_64(&e.structure) == structure.hash);
     if !same || written != bases {
         return Err(changed());
     }
