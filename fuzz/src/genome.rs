@@ -1,6 +1,8 @@
 //! The genome-mode target: FASTA text split into its layout (line runs, headers, masks) and bases, and the
-//! serialised structure read back from hostile bytes.
+//! serialised structure read back from hostile bytes: a piece's (version 3) or a file's piece table with its
+//! pieces (version 4).
 
+use aceapex::genome::pieces::{self, PieceTable};
 use aceapex::genome::{serial, split, Genome};
 use xxhash_rust::xxh3::xxh3_64;
 
@@ -8,6 +10,9 @@ use xxhash_rust::xxh3::xxh3_64;
 const STRUCTURE: u8 = 1;
 /// Mode bit 1 (structure only): recompute the trailing xxh3 so the mutation reaches the field checks.
 const RESEAL: u8 = 2;
+/// Mode bit 2 (structure only): the rest is a piece table and its pieces (structure version 4); with
+/// [`RESEAL`], the table's checksum is recomputed.
+const PIECES: u8 = 4;
 
 /// Reads `[off, off + len)` of `g` with bases from `fetch_base(i)`, checking that the fetch asks for exactly the
 /// bases `base_range` names and that no more bytes come back than were asked for.
@@ -65,6 +70,36 @@ pub fn fasta_layout(data: &[u8]) {
         }
         let bytes = serial::encode(&s.genome);
         assert_eq!(serial::decode(&bytes).as_ref(), Ok(&s.genome), "the structure does not survive its encoding");
+        // In pieces of a size the input picks: the pieces give the file back, and their bases are the file's.
+        let piece_bytes = 1 + salt % 512;
+        let mut bases = Vec::new();
+        let e =
+            pieces::encode_file(rest, piece_bytes, |b| bases.extend_from_slice(b)).expect("pieces of a modelled file");
+        assert_eq!(bases, s.bases, "the pieces' bases differ from the file's");
+        let (table, genomes) = decode_pieces(&e.structure).expect("an encoded piece table decodes");
+        let mut whole = Vec::new();
+        for (i, g) in genomes.iter().enumerate() {
+            let b = table.bases_of(i);
+            whole.extend(g.reconstruct(&bases[b.start as usize..b.end as usize]).expect("piece bases"));
+        }
+        assert!(whole == rest, "the pieces do not give the file back");
+        return;
+    }
+    if mode & PIECES != 0 {
+        let mut bytes = rest.to_vec();
+        if mode & RESEAL != 0 {
+            reseal_table(&mut bytes);
+        }
+        let Some((table, genomes)) = decode_pieces(&bytes) else { return };
+        assert_eq!(table.len(), genomes.len());
+        let (mut total, mut bases) = (0u64, 0u64);
+        for (i, g) in genomes.iter().enumerate() {
+            assert_eq!(table.bytes(i), total..total + g.total_len());
+            assert_eq!(table.bases_of(i), bases..bases + g.bases());
+            total += g.total_len();
+            bases += g.bases();
+        }
+        assert_eq!((total, bases), (table.total_len(), table.bases()));
         return;
     }
     let mut bytes = rest.to_vec();
@@ -91,4 +126,31 @@ pub fn fasta_layout(data: &[u8]) {
         let (a, b) = g.base_range(0, g.total_len());
         assert_eq!((a, b), (0, g.bases()));
     }
+}
+
+/// The piece table of `structure` and its pieces, decoded; `None` where any check refuses them.
+fn decode_pieces(structure: &[u8]) -> Option<(PieceTable, Vec<Genome>)> {
+    let n = structure.len() as u64;
+    let len = pieces::table_len(structure, n).ok()?;
+    let table = PieceTable::decode(&structure[..(pieces::PREFIX_LEN + len) as usize], n).ok()?;
+    let mut genomes = Vec::new();
+    for i in 0..table.len() {
+        let c = table.code(i);
+        genomes.push(table.decode_piece(i, &structure[c.start as usize..c.end as usize]).ok()?);
+    }
+    Some((table, genomes))
+}
+
+/// Recomputes the checksum at the end of the piece table `bytes` begins with, when its prefix says where that is.
+fn reseal_table(bytes: &mut [u8]) {
+    if bytes.len() < pieces::PREFIX_LEN as usize {
+        return;
+    }
+    let len = u32::from_le_bytes(bytes[5..9].try_into().expect("4 bytes")) as usize;
+    let end = pieces::PREFIX_LEN as usize + len;
+    if len < 8 || end > bytes.len() {
+        return;
+    }
+    let sum = xxh3_64(&bytes[..end - 8]);
+    bytes[end - 8..end].copy_from_slice(&sum.to_le_bytes());
 }

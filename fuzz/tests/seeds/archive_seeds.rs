@@ -143,7 +143,7 @@ const CONTEXT_SEEDS: [&str; 2] = ["genome_ctx_k1", "genome_ctx_k8"];
 /// on the bases `lag` and `2·lag` before it: the contexts of `lag` interleaved rANS lanes (FORMAT.md §3.5).
 fn ctx_genome_files(lag: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
     let mut fasta = Vec::new();
-    for (name, len, salt) in [("chrA", 14000usize, 7u64), ("chrB", 5000, 8)] {
+    for (name, len, salt) in [("chrA", 20000usize, 7u64), ("chrB", 5000, 8)] {
         fasta.extend_from_slice(format!(">{name}\n").as_bytes());
         let mut seq = super::markov_bases(len, salt, lag);
         let copy = seq[1000..1600].to_vec();
@@ -270,6 +270,10 @@ fn write_archive_seeds() {
         let mut structure = vec![1u8 | 2];
         structure.extend(serial::encode(&genome));
         write("fasta_layout", &format!("{name}.structure"), &structure);
+        // The same file as a piece table over pieces of ~40 original bytes (structure version 4).
+        let mut table = vec![1u8 | 2 | 4];
+        table.extend(aceapex::genome::pieces::encode_file(&text, 40, |_| {}).unwrap().structure);
+        write("fasta_layout", &format!("{name}.pieces"), &table);
     }
 }
 
