@@ -188,14 +188,15 @@ fn bench_full(gpu: &GpuEngine, data: &ArchiveData, reference: Option<&[u8]>, run
             println!("  {:<24} median {c:9.3} ms  (match resolution alone, inside {name})", "resolve");
             result["resolve_median_ms"] = json!(c);
         }
-        if !copy.is_empty() {
+        let levels = !copy.is_empty();
+        if levels {
             let c = percentile(&sorted(copy), 0.5);
             println!("  {:<24} median {c:9.3} ms  (bucketing and per-level copies, inside {name})", "copy");
             result["copy_median_ms"] = json!(c);
         }
         if !chase.is_empty() {
             let c = percentile(&sorted(chase), 0.5);
-            let what = if copy.is_empty() { "what round 0 left" } else { "the unlevelled matches" };
+            let what = if levels { "the unlevelled matches" } else { "what round 0 left" };
             println!("  {:<24} median {c:9.3} ms  (the chase of {what}, inside {name})", "chase");
             result["chase_median_ms"] = json!(c);
         }
