@@ -1574,9 +1574,10 @@ extern "C" __global__ void resolve_chase(Ctx c, const u64* list, const u64* klis
 // passes), order_start[l]: the first of them in `order`, order_start[LEVELS]: the end; bucket 0 holds the
 // matches no pass levelled.
 #define LEVELS 256
+#define LEVEL_OVER 255  // level[g] of a match above the cap (or depending on one): chased, bucket 0
 
-// The level of match (e, t) from the levels of the matches its source overlaps; 0 while one of them has none,
-// or when it would be above `cap`.
+// The level of match (e, t) from the levels of the matches its source overlaps: 0 while one of them has none,
+// LEVEL_OVER when one of them is over the cap or this one would be.
 __device__ u32 match_level(const Ctx& c, const u8* level, u64 e, u32 t, u32 cap) {
     const u64 tb = c.tok_off[e];
     const u32 ms = c.mpos[tb + t];
@@ -1604,6 +1605,7 @@ __device__ u32 match_level(const Ctx& c, const u8* level, u64 e, u32 t, u32 cap)
             if (m0 < m1 && m1 > s0 && m0 < s1) {
                 const u32 l = *(volatile const u8*)&level[pb + pt];
                 if (l == 0) return 0;
+                if (l == LEVEL_OVER) return LEVEL_OVER;
                 lv = max(lv, l);
             }
             pt++;
@@ -1614,7 +1616,7 @@ __device__ u32 match_level(const Ctx& c, const u8* level, u64 e, u32 t, u32 cap)
             pt = 0;
         }
     }
-    return lv >= cap ? 0u : lv + 1;
+    return lv >= cap ? LEVEL_OVER : lv + 1;
 }
 
 // Pass `pass` of the level search (levels up to `cap` < LEVELS): pass 0 over every match (a warp per task of 32 matches of one unit, as
@@ -1651,7 +1653,7 @@ extern "C" __global__ void level_pass(Ctx c, u32 n, const u32* task_off, u32 nta
                 const u32 l = match_level(c, level, e, t, cap);
                 if (l != 0) {
                     level[c.tok_off[e] + t] = (u8)l;
-                    atomicAdd(&h[l], 1u);
+                    atomicAdd(&h[l == LEVEL_OVER ? 0 : l], 1u);
                 } else {
                     left = true;
                 }
@@ -1673,8 +1675,49 @@ extern "C" __global__ void level_pass(Ctx c, u32 n, const u32* task_off, u32 nta
         if (h[i] != 0) atomicAdd(&hist[i], h[i]);
 }
 
-// One thread: order_start[l] = the matches of levels below l, with bucket 0 (the unlevelled, `left` of them)
-// first; cursor[l] = order_start[l] for level_order, and cursor[LEVELS] = 0 (the pieces of the unlevelled).
+// The level search in one launch (ACEAPEX_GPU_RESOLVE=levels:0): warps take tasks of 32 matches in stream order
+// by ticket and retry the lanes whose sources are not levelled yet until every lane has its level (or
+// LEVEL_OVER). Every source lies before its match, and a task's ticket is taken only after every earlier one's,
+// by a warp that is running, so the earliest unfinished match can always finish: the launch ends. Chains of
+// near sources are walked one link per retry, a few hundred nanoseconds each, instead of one pass each.
+extern "C" __global__ void level_ordered(Ctx c, u32 n, const u32* task_off, u32 ntasks, u32 cap, u8* level,
+                                         u32* hist, u32* ticket) {
+    __shared__ u32 h[LEVELS];
+    for (u32 i = threadIdx.x; i < LEVELS; i += blockDim.x) h[i] = 0;
+    __syncthreads();
+    const u32 lane = threadIdx.x & 31;
+    for (;;) {
+        u32 w = 0;
+        if (lane == 0) w = atomicAdd(ticket, 1u);
+        w = __shfl_sync(FULL_MASK, w, 0);
+        if (w >= ntasks || failed(c)) break;
+        const u32 e = last_le(task_off, 0, n, w);
+        const u32 t = (w - task_off[e]) * 32 + lane;
+        bool todo = t < c.meta[(u64)e * META_WORDS + 2];
+        for (u32 tries = 0; __any_sync(FULL_MASK, todo); tries++) {
+            if (todo) {
+                const u32 l = match_level(c, level, e, t, cap);
+                if (l != 0) {
+                    *(volatile u8*)&level[c.tok_off[e] + t] = (u8)l;
+                    atomicAdd(&h[l == LEVEL_OVER ? 0 : l], 1u);
+                    todo = false;
+                }
+            }
+            if (tries > 4) __nanosleep(200);
+            // Cannot happen on a parse that passed its checks; a failed one stops everything.
+            if ((tries & 63) == 63 && (failed(c) || tries > (1u << 22))) {
+                if (todo) report(c.status, E_DEPTH, e);
+                break;
+            }
+        }
+    }
+    __syncthreads();
+    for (u32 i = threadIdx.x; i < LEVELS; i += blockDim.x)
+        if (h[i] != 0) atomicAdd(&hist[i], h[i]);
+}
+
+// One thread: order_start[l] = the matches of levels below l, with bucket 0 (the unlevelled: hist[0] over the
+// cap, and what the last pass left) first; cursor[l] = order_start[l] for level_order, and cursor[LEVELS] = 0 (the pieces of the unlevelled).
 extern "C" __global__ void level_starts(const u32* hist, const u32* list_counts, u32 last_pass, u32* order_start,
                                         u32* cursor) {
     if (blockIdx.x != 0 || threadIdx.x != 0) return;
@@ -1682,7 +1725,7 @@ extern "C" __global__ void level_starts(const u32* hist, const u32* list_counts,
     for (u32 l = 0; l < LEVELS; l++) {
         order_start[l] = at;
         cursor[l] = at;
-        at += l == 0 ? list_counts[last_pass] : hist[l];
+        at += l == 0 ? hist[0] + (list_counts ? list_counts[last_pass] : 0u) : hist[l];
     }
     order_start[LEVELS] = at;
     cursor[LEVELS] = 0;
@@ -1703,7 +1746,8 @@ extern "C" __global__ void level_order(Ctx c, u32 n, const u32* task_off, u32 nt
         const u32 t = (w - task_off[e]) * 32 + lane;
         const bool has = t < c.meta[(u64)e * META_WORDS + 2];
         const u64 tb = c.tok_off[e];
-        const u32 l = has ? level[tb + t] : LEVELS;  // LEVELS: no match in this lane
+        u32 l = has ? level[tb + t] : LEVELS;  // LEVELS: no match in this lane
+        if (l == LEVEL_OVER) l = 0;
         const u32 peers = __match_any_sync(FULL_MASK, l);
         const u32 leader = __ffs(peers) - 1;
         u32 at = 0;
@@ -1803,7 +1847,8 @@ extern "C" __global__ void chase_unleveled(Ctx c, const u64* order, const u64* p
             const u32 pms = c.mpos[pb + pt];
             // A literal or a byte of a levelled match: final (every level is copied). A byte of an unlevelled
             // match (never this one's: source_of maps a periodic fill before dst) is followed further.
-            if (o < pms || pt + 1 == ntok || level[pb + pt] != 0) {
+            const u32 pl = o < pms || pt + 1 == ntok ? 1u : level[pb + pt];
+            if (pl != 0 && pl != LEVEL_OVER) {
                 const u32 v = c.bytes[p];
                 c.bytes[dst + k] = (u8)(flip ? complement(v) : v);
                 break;

@@ -200,8 +200,10 @@ pub enum Resolve {
     Chase,
     /// `resolve_round` rounds, one more depth level each, up to max_depth + 1.
     Rounds,
-    /// Match levels (`passes` launches of `level_pass`, then `level_order`), one `copy_level` launch per level
-    /// and `chase_unleveled` for what no pass levelled: every match byte copied once, no stamps.
+    /// Match levels (`passes` launches of `level_pass`, or with `passes` = 0 one launch of `level_ordered`, then
+    /// `level_order`), one `copy_level` launch per level and `chase_unleveled` for the matches over the cap
+    /// (LEVEL_PASSES with `level_ordered`, the pass count otherwise) and what no pass levelled: every match byte
+    /// copied once, no stamps.
     Levels { passes: u32 },
 }
 
@@ -304,6 +306,7 @@ struct Kernels {
     resolve_chase: CudaFunction,
     seek_resolve: CudaFunction,
     level_pass: CudaFunction,
+    level_ordered: CudaFunction,
     level_starts: CudaFunction,
     level_order: CudaFunction,
     copy_level: CudaFunction,
@@ -501,6 +504,7 @@ impl Device {
             resolve_chase: load("resolve_chase")?,
             seek_resolve: load("seek_resolve")?,
             level_pass: load("level_pass")?,
+            level_ordered: load("level_ordered")?,
             level_starts: load("level_starts")?,
             level_order: load("level_order")?,
             copy_level: load("copy_level")?,
@@ -1120,10 +1124,10 @@ impl Device {
         };
         let chase = resolve == Some(Resolve::Chase);
         let level_passes = match resolve {
-            Some(Resolve::Levels { passes }) => passes.clamp(1, LEVEL_PASSES_MAX),
-            _ => 0,
+            Some(Resolve::Levels { passes }) => Some(passes.min(LEVEL_PASSES_MAX)),
+            _ => None,
         };
-        let levels = level_passes != 0;
+        let levels = level_passes.is_some();
         // The chase's token index is rebuilt from this decode's tokens inside the timed region (index_tokens);
         // only its buffer is kept between decodes.
         let index_ptr = match chase && self.chase_index {
@@ -1257,7 +1261,9 @@ impl Device {
             false => None,
         };
         let max_level = match (&copy_start, &chase_start) {
-            (Some(copy), Some(chase)) => Some(self.resolve_by_levels(&c, full, level_passes, (copy, chase))?),
+            (Some(copy), Some(chase)) => {
+                Some(self.resolve_by_levels(&c, full, level_passes.unwrap_or(0), (copy, chase))?)
+            }
             _ => None,
         };
         self.events.1.record(&stream).map_err(gpu("event"))?;
@@ -1281,7 +1287,7 @@ impl Device {
         let mut left = stream.clone_dtoh(&full.list_counts).map_err(gpu("status copy"))?;
         if levels {
             // The passes' lists: what each pass left without a level (chased after the copies).
-            left.truncate(level_passes as usize);
+            left.truncate(level_passes.unwrap_or(0) as usize);
             let used = left.iter().take_while(|&&c| c != 0).count() as u32 + 1;
             self.last_full = Some(variant);
             self.index_ready = false;
@@ -1326,13 +1332,30 @@ impl Device {
             shared_mem_bytes: 0,
         };
         let later = LaunchConfig { grid_dim: (132 * 16, 1, 1), ..first };
-        // SAFETY: arguments match level_pass(Ctx, u32, u32*, u32, u32, u32, u8*, u32*, u64*, u64*, u32*, u32),
-        // level_starts(u32*, u32*, u32, u32*, u32*), level_order(Ctx, u32, u32*, u32, u8*, u32*, u64*, u32),
-        // copy_level(Ctx, u64*, u32*, u32) and chase_unleveled(Ctx, u64*, u64*, u32*, u8*, u32); `level` holds a
-        // byte per token, the lists list_cap entries each (at least one per match plus one per RESOLVE_PIECE
-        // stream bytes: every piece), list_counts LEVEL_PASSES_MAX entries, the histogram LEVELS, the cursors
-        // and the starts LEVELS + 1.
+        // SAFETY (every launch below): arguments match level_pass(Ctx, u32, u32*, u32, u32, u32, u8*, u32*, u64*,
+        // u64*, u32*, u32), level_ordered(Ctx, u32, u32*, u32, u32, u8*, u32*, u32*), level_starts(u32*, u32*,
+        // u32, u32*, u32*), level_order(Ctx, u32, u32*, u32, u8*, u32*, u64*, u64*, u32), copy_level(Ctx, u64*,
+        // u32*, u32) and chase_unleveled(Ctx, u64*, u64*, u32*, u8*, u32); `level` holds a byte per token, the
+        // lists list_cap entries each (at least one per match plus one per RESOLVE_PIECE stream bytes: every
+        // piece), list_counts LEVEL_PASSES_MAX entries (level_ordered's ticket is list_counts[0], zeroed before
+        // the decode; level_starts reads no counts then), the histogram LEVELS, the cursors and starts LEVELS + 1.
+        let cap = if passes == 0 { LEVEL_PASSES } else { passes };
+        // SAFETY: see above.
         unsafe {
+            if passes == 0 {
+                stream
+                    .launch_builder(&self.kernels.level_ordered)
+                    .arg(c)
+                    .arg(&n)
+                    .arg(&task_off)
+                    .arg(&ntasks)
+                    .arg(&cap)
+                    .arg(&level)
+                    .arg(&hist)
+                    .arg(&counts)
+                    .launch(later)
+                    .map_err(gpu("level search"))?;
+            }
             for pass in 0..passes {
                 let (list_in, list_out) = (lists[(pass as usize + 1) % 2], lists[pass as usize % 2]);
                 stream
@@ -1342,7 +1365,7 @@ impl Device {
                     .arg(&task_off)
                     .arg(&ntasks)
                     .arg(&pass)
-                    .arg(&passes)
+                    .arg(&cap)
                     .arg(&level)
                     .arg(&hist)
                     .arg(&list_in)
@@ -1355,9 +1378,12 @@ impl Device {
         }
         let hist_host = stream.clone_dtoh(&full.level_hist).map_err(gpu("level histogram"))?;
         let counts_host = stream.clone_dtoh(&full.list_counts).map_err(gpu("level histogram"))?;
-        let max_level = hist_host.iter().rposition(|&h| h != 0).unwrap_or(0) as u32;
-        let last_pass = passes - 1;
-        let left = counts_host.get(last_pass as usize).copied().unwrap_or(0);
+        let max_level = hist_host.iter().skip(1).rposition(|&h| h != 0).map_or(0, |i| i as u32 + 1);
+        // Bucket 0: the matches over the cap, and (passes) what the last pass left without a level.
+        let last_pass = passes.saturating_sub(1);
+        let listed = if passes == 0 { 0 } else { counts_host.get(last_pass as usize).copied().unwrap_or(0) };
+        let left = hist_host[0] + listed;
+        let counts_arg = if passes == 0 { 0u64 } else { counts };
         let one = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (1, 1, 1), shared_mem_bytes: 0 };
         let copy = LaunchConfig { grid_dim: (132 * 16, 1, 1), block_dim: (COPY_WARPS * 32, 1, 1), shared_mem_bytes: 0 };
         copy_start.record(stream).map_err(gpu("event"))?;
@@ -1366,7 +1392,7 @@ impl Device {
             stream
                 .launch_builder(&self.kernels.level_starts)
                 .arg(&hist)
-                .arg(&counts)
+                .arg(&counts_arg)
                 .arg(&last_pass)
                 .arg(&starts)
                 .arg(&cursor)

@@ -697,8 +697,8 @@ mod tests {
             for variant in [FullVariant::EntropyOnly, FullVariant::ParseNoLiterals, FullVariant::ParseOnly] {
                 engine.full_decode(variant, None).unwrap();
             }
-            // Levels with one pass leave most matches to chase_unleveled; with the default, few or none.
-            let levels = [Resolve::Levels { passes: 1 }, Resolve::Levels { passes: device::LEVEL_PASSES }];
+            // Levels with one pass leave most matches to chase_unleveled; 24 passes few; 0: level_ordered.
+            let levels = [1, device::LEVEL_PASSES, 0].map(|passes| Resolve::Levels { passes });
             for resolve in [Resolve::Chase, Resolve::Rounds].into_iter().chain(levels) {
                 engine.set_resolve(resolve).unwrap();
                 engine.full_decode(FullVariant::Full, Some(0xA5)).unwrap();
