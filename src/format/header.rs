@@ -267,10 +267,10 @@ mod tests {
 
     #[test]
     fn header_rejects_bad_fields_even_with_good_checksum() {
-        // Versions 4 (before reverse-complement matches) and 6, flags, block_log, depth, lanes, group_log,
+        // Versions 5 (genome structures not in pieces) and 7, flags, block_log, depth, lanes, group_log,
         // slice_log too small / too large for 16 KiB blocks, a reserved byte.
         let bad_fields: [(usize, u8); 11] =
-            [(8, 4), (8, 6), (10, 1), (12, 11), (12, 21), (13, 0), (14, 3), (15, 13), (24, 8), (24, 15), (30, 1)];
+            [(8, 5), (8, 7), (10, 1), (12, 11), (12, 21), (13, 0), (14, 3), (15, 13), (24, 8), (24, 15), (30, 1)];
         for (pos, value) in bad_fields {
             let mut b = Header::new_default().to_bytes();
             b[pos] = value;
