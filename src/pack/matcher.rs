@@ -215,9 +215,15 @@ impl<'a> ChainMatcher<'a> {
     }
 
     /// Row and tag of the reverse complement of the 12 bytes at `p`: the hash a source of a reverse-complement
-    /// match at `p` was indexed under.
+    /// match at `p` was indexed under. Its first 8 bytes are the last 8 at `p` reversed and complemented, its
+    /// last 4 the first 4: a word operation each when they are all upper-case bases.
     #[inline]
     fn long_hash_rc(&self, p: usize) -> (usize, u8) {
+        let (head, tail) = (read_u64(self.data, p + 4).swap_bytes(), read_u32(self.data, p).swap_bytes() as u64);
+        if all_acgt(head) && all_acgt(tail | (u64::from_le_bytes(*b"\0\0\0\0AAAA"))) {
+            let mask = u64::from(u32::MAX);
+            return hash12(complement_acgt(head), complement_acgt(tail) & mask, self.row_log);
+        }
         let mut rc = [0u8; LONG_HASH_LEN];
         for (k, r) in rc.iter_mut().enumerate() {
             *r = COMPLEMENT[self.data[p + LONG_HASH_LEN - 1 - k] as usize];
@@ -242,7 +248,16 @@ impl<'a> ChainMatcher<'a> {
             let (row, check) = self.long_hash(p);
             let len = self.row_len;
             let entries = &mut self.long_rows[row * len..row * len + len];
-            entries.copy_within(..len - 1, 1);
+            // The two row lengths the levels use get a fixed-size shift (a runtime-length one is a memmove
+            // call per position).
+            if let Ok(row) = <&mut [u32; 2]>::try_from(&mut *entries) {
+                row[1] = row[0];
+            } else if let Ok(row) = <&mut [u32; ROW]>::try_from(&mut *entries) {
+                let old = *row;
+                *row = std::array::from_fn(|k| if k == 0 { 0 } else { old[k - 1] });
+            } else {
+                entries.copy_within(..len - 1, 1);
+            }
             entries[0] = ((check as u32) << ENTRY_POS_BITS) | tag;
             self.next_insert += 1;
         }
