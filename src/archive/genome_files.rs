@@ -54,11 +54,19 @@ struct OpenFiles {
     /// Pieces held per file (in `used`): a file whose count drops to 0 is dropped with its table.
     held: HashMap<EntryId, usize>,
     bytes: u64,
+    /// [`OPEN_STRUCTURE_BYTES`] (tests lower it to exercise eviction under concurrent reads).
+    bound: u64,
 }
 
 impl Default for OpenFiles {
     fn default() -> Self {
-        OpenFiles { slots: HashMap::new(), used: lru::LruCache::unbounded(), held: HashMap::new(), bytes: 0 }
+        OpenFiles {
+            slots: HashMap::new(),
+            used: lru::LruCache::unbounded(),
+            held: HashMap::new(),
+            bytes: 0,
+            bound: OPEN_STRUCTURE_BYTES,
+        }
     }
 }
 
@@ -76,7 +84,7 @@ impl OpenFiles {
             None => *self.held.entry(id).or_default() += 1,
         }
         self.bytes += bytes;
-        while self.bytes > OPEN_STRUCTURE_BYTES {
+        while self.bytes > self.bound {
             match self.used.peek_lru() {
                 Some((&victim, _)) if victim != (id, piece) => {
                     if let Some(((vid, vpiece), freed)) = self.used.pop_lru() {
@@ -359,6 +367,17 @@ impl Archive {
             }
         }
         opened
+    }
+
+    /// Lowers the bound on decoded pieces' bytes (tests: eviction under concurrent reads).
+    #[cfg(test)]
+    pub(super) fn set_genome_piece_bound(&self, bytes: u64) {
+        self.genomes.open.lock().unwrap_or_else(|p| p.into_inner()).bound = bytes;
+    }
+
+    /// Decoded pieces held now, over all files (what the bound counts).
+    pub fn genome_pieces_held(&self) -> usize {
+        self.genomes.open.lock().unwrap_or_else(|p| p.into_inner()).used.len()
     }
 
     /// Pieces of genome structures decoded into the shared slots since the archive was opened (reads and spans;

@@ -1068,3 +1068,40 @@ fn concurrent_first_readers_of_a_piece_decode_it_once() {
     }
     assert_eq!(archive.genome_pieces_decoded(), 2);
 }
+
+#[test]
+fn pieces_dropped_under_a_small_bound_are_decoded_again_with_the_same_bytes_under_concurrent_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let fasta = Arc::new(pieces_fasta(3000, &mut Rng(77)));
+    let path = genome_pieces_archive(dir.path(), &fasta, 2048);
+    let archive = Arc::new(Archive::open_with(&path, cpu_options(1 << 20)).unwrap());
+    // A bound below one piece: every decode drops the pieces decoded before it (never the one being decoded).
+    archive.set_genome_piece_bound(1);
+    let size = fasta.len() as u64;
+    let threads: Vec<_> = (0..6u64)
+        .map(|t| {
+            let (archive, fasta) = (Arc::clone(&archive), Arc::clone(&fasta));
+            std::thread::spawn(move || {
+                let mut rng = Rng(1000 + t);
+                for _ in 0..150 {
+                    let off = rng.range(0, size - 1);
+                    let len = rng.range(0, 9000) as usize;
+                    let mut buf = vec![0u8; len];
+                    let n = archive.read_file(1, off, &mut buf).unwrap();
+                    let end = (off as usize + len).min(fasta.len());
+                    assert!(buf[..n] == fasta[off as usize..end], "read {off}+{len}");
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let pieces = crate::genome::pieces::cut(&fasta, 2048).len() as u64;
+    assert!(archive.genome_pieces_decoded() > pieces, "pieces were dropped and decoded again");
+    assert!(archive.genome_pieces_held() <= 1, "{} pieces held", archive.genome_pieces_held());
+    // Piece 0 was dropped long ago: decoded again, it reads the same.
+    let mut buf = vec![0u8; 100];
+    assert_eq!(archive.read_file(1, 5, &mut buf).unwrap(), 100);
+    assert_eq!(&buf[..], &fasta[5..105]);
+}
