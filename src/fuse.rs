@@ -228,8 +228,10 @@ impl<B: Backend> fuser::Filesystem for FuseAdapter<B> {
     ) {
         READ_BUFFER.with(|buffer| {
             let mut buffer = buffer.borrow_mut();
-            match self.fs.read(ino.0, fh.0, offset, size.min(MAX_REQUEST), &mut buffer) {
-                Ok(()) => reply.data(&buffer),
+            // A read inside one decoded window is sent from the cache's bytes (no copy into the buffer).
+            match self.fs.read_shared(ino.0, fh.0, offset, size.min(MAX_REQUEST), &mut buffer) {
+                Ok(Some(view)) => reply.data(&view),
+                Ok(None) => reply.data(&buffer),
                 Err(e) => reply.error(errno(e)),
             }
             // Do not let one huge read pin memory in every worker forever.

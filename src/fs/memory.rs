@@ -254,7 +254,7 @@ impl Backend for MemoryBackend {
         self.contents.contains_key(&id).then(|| self.file_start(id))
     }
 
-    fn decode_stream(&self, blocks: Range<u64>, sink: &mut dyn FnMut(u64, Block) -> bool) -> crate::Result<()> {
+    fn decode_stream(&self, blocks: Range<u64>, sink: &mut dyn FnMut(u64, &[Block]) -> bool) -> crate::Result<()> {
         let bs = u64::from(BLOCK_SIZE);
         let mut buf = Vec::new();
         for id in blocks.start..blocks.end.min(self.total_len.div_ceil(bs)) {
@@ -262,7 +262,7 @@ impl Backend for MemoryBackend {
             buf.resize((self.total_len - start).min(bs) as usize, 0);
             self.read_stream(start, &mut buf)?;
             self.streamed_blocks.fetch_add(1, Ordering::Relaxed);
-            if !sink(id, Block::from(&buf[..])) {
+            if !sink(id, &[Block::from(&buf[..])]) {
                 break;
             }
         }

@@ -65,11 +65,12 @@ pub trait Backend: Send + Sync + 'static {
     fn mapped_span(&self, _id: EntryId, _offset: u64, _len: u64) -> Option<MappedSpan> {
         None
     }
-    /// Decodes `blocks` in order with the sequential decoder, handing each whole block to `sink` (as the
-    /// shared buffer the block cache keeps, so that a backend that has to copy a block out of its decoder does
-    /// so once), which returns false to stop. Ids past the last block are ignored. An error ends the run (the
-    /// blocks handed out so far are good).
-    fn decode_stream(&self, blocks: Range<u64>, sink: &mut dyn FnMut(u64, Block) -> bool) -> crate::Result<()>;
+    /// Decodes `blocks` in order with the sequential decoder, handing whole blocks to `sink` as runs of
+    /// consecutive blocks (`sink(first, blocks)`: block `first` and those after it, as the buffers the block
+    /// cache keeps, so that a backend that has to copy a block out of its decoder does so once; a run of many
+    /// blocks, views of shared windows, goes into the cache under one lock), which returns false to stop. Ids
+    /// past the last block are ignored. An error ends the run (the blocks handed out so far are good).
+    fn decode_stream(&self, blocks: Range<u64>, sink: &mut dyn FnMut(u64, &[Block]) -> bool) -> crate::Result<()>;
     /// The archive's own counters (cache, engines) as JSON.
     fn stats_json(&self) -> serde_json::Value;
     /// Where the data comes from, for logs and stats (the archive path).
@@ -545,18 +546,29 @@ impl<B: Backend> AcxFs<B> {
     /// Reads up to `size` bytes of `ino` at `offset` through handle `fh` into `out` (replacing its contents);
     /// `out` ends shorter only at end of file.
     pub fn read(&self, ino: u64, fh: u64, offset: u64, size: u32, out: &mut Vec<u8>) -> FsResult<()> {
+        if let Some(view) = self.read_shared(ino, fh, offset, size, out)? {
+            out.extend_from_slice(&view);
+        }
+        Ok(())
+    }
+
+    /// [`AcxFs::read`], except that a read whose bytes lie in one decoded window (a stored file's read served
+    /// from blocks a stream run or an earlier read decoded) is answered with a view of that window, `out` left
+    /// empty: the reply is sent straight from the cache's bytes, with no copy (the FUSE adapter does so). Else
+    /// `None`, with the bytes in `out`.
+    pub fn read_shared(&self, ino: u64, fh: u64, offset: u64, size: u32, out: &mut Vec<u8>) -> FsResult<Option<Block>> {
         let started = Instant::now();
         let result = self.read_inner(ino, fh, offset, size, out);
         self.stats.read_latency.record(started.elapsed());
         FsStats::add(&self.stats.reads, 1);
-        match result {
-            Ok(()) => FsStats::add(&self.stats.bytes_served, out.len() as u64),
+        match &result {
+            Ok(view) => FsStats::add(&self.stats.bytes_served, view.as_ref().map_or(out.len(), |v| v.len()) as u64),
             Err(_) => FsStats::add(&self.stats.read_errors, 1),
         }
         result
     }
 
-    fn read_inner(&self, ino: u64, fh: u64, offset: u64, size: u32, out: &mut Vec<u8>) -> FsResult<()> {
+    fn read_inner(&self, ino: u64, fh: u64, offset: u64, size: u32, out: &mut Vec<u8>) -> FsResult<Option<Block>> {
         out.clear();
         let handle = lock(&self.handles).get(&fh).cloned().ok_or(Errno::EBADF)?;
         match &*handle {
@@ -567,20 +579,22 @@ impl<B: Backend> AcxFs<B> {
                 let start = (offset.min(snapshot.len() as u64)) as usize;
                 let end = start.saturating_add(size as usize).min(snapshot.len());
                 out.extend_from_slice(&snapshot[start..end]);
-                Ok(())
+                Ok(None)
             }
             Handle::File { id, size: file_size, stream_offset, stream } => {
                 if Self::ino_of(*id) != ino {
                     return Err(Errno::EBADF);
                 }
                 if offset >= *file_size {
-                    return Ok(());
+                    return Ok(None);
                 }
                 let len = (u64::from(size)).min(file_size - offset) as usize;
                 if let Some(base) = *stream_offset {
                     let run =
                         self.follow_stream(*id, stream, base..base + file_size, offset, len as u64, base + offset);
-                    self.copy_streamed(base + offset, len, run.as_deref(), out);
+                    if let Some(view) = self.copy_streamed(base + offset, len, run.as_deref(), out) {
+                        return Ok(Some(view));
+                    }
                 } else if let Some(span) = self.backend.mapped_span(*id, offset, len as u64) {
                     let run = self.follow_stream(*id, stream, span.file, offset, len as u64, span.needed.start);
                     if self.await_streamed(span.needed, run.as_deref()) {
@@ -598,7 +612,7 @@ impl<B: Backend> AcxFs<B> {
                         }
                     }
                 }
-                Ok(())
+                Ok(None)
             }
         }
     }
@@ -681,8 +695,10 @@ impl<B: Backend> AcxFs<B> {
 
     /// Appends to `out` (empty) the longest prefix of stream bytes `[pos, pos + len)` that the block cache holds
     /// (decoded by stream runs or earlier reads), waiting for `run` when it is about to produce the next block
-    /// needed.
-    fn copy_streamed(&self, pos: u64, len: usize, run: Option<&Run>, out: &mut Vec<u8>) {
+    /// needed. When all of it lies in one decoded window, returns a view of it instead (`out` stays empty).
+    /// Bytes are taken a window at a time (one cache lookup per window, not per block): a block's window holds
+    /// the blocks decoded after it too ([`Block::following`]).
+    fn copy_streamed(&self, pos: u64, len: usize, run: Option<&Run>, out: &mut Vec<u8>) -> Option<Block> {
         let block_size = u64::from(self.backend.block_size().max(1));
         if let (Some(run), Some(last)) = (run, (pos + len as u64).checked_sub(1)) {
             self.await_last(run, last / block_size);
@@ -693,22 +709,21 @@ impl<B: Backend> AcxFs<B> {
             let block = match self.streams.serve(id) {
                 Some(block) => block,
                 None => match run {
-                    Some(run) if run.wait_for(id, self.streams.stats()) => match self.streams.serve(id) {
-                        Some(block) => block,
-                        None => return, // evicted already: the random path decodes it
-                    },
-                    _ => return,
+                    // Evicted already when `serve` finds nothing: the random path decodes it.
+                    Some(run) if run.wait_for(id, self.streams.stats()) => self.streams.serve(id)?,
+                    _ => return None,
                 },
             };
             let from = (at - id * block_size) as usize;
-            let Some(bytes) = block.get(from..) else { return };
-            if bytes.is_empty() {
-                return;
-            }
+            let bytes = block.following().get(from..).filter(|b| !b.is_empty())?;
             let take = bytes.len().min(len - out.len());
-            out.extend_from_slice(&bytes[..take]);
             FsStats::add(&self.stats.streamed_bytes, take as u64);
+            if take == len {
+                return block.view(from..from + len);
+            }
+            out.extend_from_slice(&bytes[..take]);
         }
+        None
     }
 
     /// Makes sure the blocks of stream bytes `needed` are cached before a mapped file's read goes to the
@@ -723,12 +738,11 @@ impl<B: Backend> AcxFs<B> {
         if let Some(run) = run {
             self.await_last(run, last);
         }
-        for id in needed.start / block_size..=last {
-            if self.streams.cached(id).is_some() {
-                continue;
-            }
+        // One cache lock per missing block (usually none), not one per block of the read.
+        let mut from = needed.start / block_size;
+        while let Some(id) = self.streams.first_missing(from..last + 1) {
             match run {
-                Some(run) if run.wait_for(id, self.streams.stats()) => {}
+                Some(run) if run.wait_for(id, self.streams.stats()) => from = id + 1,
                 _ => return false,
             }
         }

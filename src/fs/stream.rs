@@ -140,6 +140,11 @@ impl StreamRuns {
         self.cache.peek(id)
     }
 
+    /// The first of blocks `ids` that is not cached (one lock acquisition for the whole range).
+    pub fn first_missing(&self, ids: Range<u64>) -> Option<u64> {
+        self.cache.first_missing(ids)
+    }
+
     /// Block `id` if cached, for a read it serves: counts a hit and refreshes its LRU position, so that blocks
     /// readers come back to outlive those a run decoded once.
     pub fn serve(&self, id: u64) -> Option<Block> {
@@ -491,7 +496,7 @@ impl<B: Backend> Producer<B> {
             );
         }
         let result =
-            self.backend.decode_stream(self.decode.clone(), &mut |id, bytes| self.produced(id, bytes, &mut meter));
+            self.backend.decode_stream(self.decode.clone(), &mut |first, run| self.produced(first, run, &mut meter));
         let (cancelled, next) = {
             let mut state = self.shared.lock();
             state.finished = true;
@@ -525,15 +530,19 @@ impl<B: Backend> Producer<B> {
         self.live.fetch_sub(1, Ordering::AcqRel);
     }
 
-    /// Keeps block `id`, wakes its readers, then waits while the run is far enough ahead. False stops the run.
-    fn produced(&self, id: u64, block: Block, meter: &mut RunMeter) -> bool {
+    /// Keeps blocks `first, first + 1, …` (`run`, inserted under one cache lock), wakes their readers, then
+    /// waits while the run is far enough ahead. False stops the run.
+    fn produced(&self, first: u64, run: &[Block], meter: &mut RunMeter) -> bool {
         let decoded = Instant::now();
         let decode = decoded - meter.resumed;
-        let len = block.len() as u64;
-        self.cache.insert(id, block);
-        self.stats.blocks.fetch_add(1, Ordering::Relaxed);
+        if run.is_empty() {
+            return true;
+        }
+        let len = run.iter().map(|b| b.len() as u64).sum();
+        self.cache.insert_run(first, run);
+        self.stats.blocks.fetch_add(run.len() as u64, Ordering::Relaxed);
         let mut state = self.shared.lock();
-        state.next = state.next.max(id + 1);
+        state.next = state.next.max(first + run.len() as u64);
         for (waited, wake) in &state.waiting {
             if *waited < state.next {
                 wake.notify_one();
@@ -553,7 +562,7 @@ impl<B: Backend> Producer<B> {
         drop(state);
         meter.resumed = Instant::now();
         let m = Meter {
-            blocks: 1,
+            blocks: run.len() as u64,
             bytes: len,
             decode,
             // The cache insert and the hand-over to readers (taking the run's lock, waking them).
