@@ -1559,22 +1559,26 @@ extern "C" __global__ void resolve_chase(Ctx c, const u64* list, const u64* klis
 // A match's level is 1 + the highest level among the matches its source overlaps (literals have level 0; a
 // forward match's overlap with itself, a periodic fill, does not count). Matches of one level read only bytes of
 // lower levels, so copying level 1, then level 2, ... resolves every match with plain copies: no per-byte stamps,
-// no fences, no chase, and every match byte is written once, coalesced. The levels are found on the device from
-// the parsed tokens: `level_pass` sets the level of every match whose source matches all have one and lists the
-// rest for the next pass (a pass also sees levels other warps set earlier in it, so chains of near sources
-// resolve within a pass). `level_order` then buckets the matches by level, `copy_level` copies one level, and
-// `chase_unleveled` resolves what no pass levelled byte by byte. A match's level is not bounded by max_depth,
-// which bounds bytes: a source that overlaps a deeper match by one byte still takes its level, and chains of
-// such overlaps reach levels above 100 (match bytes above level 24: atha_chr1 8 %, a 185 MB generated genome
-// 1.5 %). So levels stop at the pass count P: pass p levels at least every match of level p + 1, and a match
-// above P is chased (with every match that depends on it). This path does not check the depth bound: the bytes
-// it produces are the archive's whatever the depth; the seek paths and the CPU decoder check it.
+// no fences, and every match byte is written once, coalesced. The levels are found on the device from the parsed
+// tokens, by `level_ordered` (one launch: tasks in stream order, lanes retry until their sources have levels) or
+// by `level_pass` passes (each sets the level of every match whose source matches all have one and lists the
+// rest for the next). `level_order` then lists every match's pieces of RESOLVE_PIECE bytes by level,
+// `copy_level` copies one level's pieces (a warp per piece), and `chase_unleveled` resolves the rest byte by
+// byte. A match's level is not bounded by max_depth, which bounds bytes: a source that overlaps a deeper match by
+// one byte still takes its level, and chains of such overlaps reach levels above 100 (match bytes above level 24:
+// atha_chr1 8 %, a 185 MB generated genome 1.5 %). So levels stop at a cap: a match above it gets LEVEL_OVER,
+// and so does every match whose source overlaps one; those are chased. This path does not check the depth bound:
+// the bytes it produces are the archive's whatever the depth; the seek paths and the CPU decoder check it.
 //
-// level[g], one byte per token (g = tok_off[e] + t): 0 while unknown. hist[l]: matches of level l (set by the
-// passes), order_start[l]: the first of them in `order`, order_start[LEVELS]: the end; bucket 0 holds the
-// matches no pass levelled.
+// level[g], one byte per token (g = tok_off[e] + t): 0 while unknown, else the level or LEVEL_OVER. hist[l]:
+// pieces of level l (bucket 0: LEVEL_OVER), order_start[l]: the first of them in `order`, order_start[LEVELS]:
+// the end. A piece is e << 32 | t << 13 | its number (t < 2^19 and numbers < 2^13: units are at most 2^20
+// bytes, matches at least 2).
 #define LEVELS 256
-#define LEVEL_OVER 255  // level[g] of a match above the cap (or depending on one): chased, bucket 0
+#define LEVEL_OVER 255
+#define PIECE_T_SHIFT 13
+
+__device__ __forceinline__ u32 pieces_of(u32 len) { return (len + RESOLVE_PIECE - 1) / RESOLVE_PIECE; }
 
 // The level of match (e, t) from the levels of the matches its source overlaps: 0 while one of them has none,
 // LEVEL_OVER when one of them is over the cap or this one would be.
@@ -1619,16 +1623,19 @@ __device__ u32 match_level(const Ctx& c, const u8* level, u64 e, u32 t, u32 cap)
     return lv >= cap ? LEVEL_OVER : lv + 1;
 }
 
-// Pass `pass` of the level search (levels up to `cap` < LEVELS): pass 0 over every match (a warp per task of 32 matches of one unit, as
-// resolve_round's round 0), later passes over the list the previous one left (list_counts[pass - 1] entries).
-// Matches still without a level go to list_out, counted in list_counts[pass].
-extern "C" __global__ void level_pass(Ctx c, u32 n, const u32* task_off, u32 ntasks, u32 pass, u32 cap, u8* level,
-                                      u32* hist, const u64* list_in, u64* list_out, u32* list_counts, u32 list_cap) {
+// Pass `pass` of the level search (levels up to `cap` < LEVEL_OVER): pass 0 over every match (a warp per task of
+// 32 matches of one unit, as resolve_round's round 0), later passes over the list the previous one left
+// (list_counts[pass - 1] entries). Matches still without a level go to list_out, counted in list_counts[pass];
+// the last pass (`last`) gives them LEVEL_OVER instead.
+extern "C" __global__ void level_pass(Ctx c, u32 n, const u32* task_off, u32 ntasks, u32 pass, u32 last, u32 cap,
+                                      u8* level, u32* hist, const u64* list_in, u64* list_out, u32* list_counts,
+                                      u32 list_cap) {
     __shared__ u32 h[LEVELS];
     for (u32 i = threadIdx.x; i < LEVELS; i += blockDim.x) h[i] = 0;
     __syncthreads();
     if (!failed(c)) {
-        const u32 items = pass == 0 ? ntasks : (min(*(volatile u32*)&list_counts[pass - 1], list_cap) + 31) / 32;
+        const u32 listed = pass == 0 ? 0 : min(*(volatile u32*)&list_counts[pass - 1], list_cap);
+        const u32 items = pass == 0 ? ntasks : (listed + 31) / 32;
         const u32 warps_per_cta = blockDim.x / 32;
         const u32 nwarps = gridDim.x * warps_per_cta;
         const u32 lane = threadIdx.x & 31;
@@ -1639,21 +1646,20 @@ extern "C" __global__ void level_pass(Ctx c, u32 n, const u32* task_off, u32 nta
                 e = last_le(task_off, 0, n, w);
                 t = (w - task_off[e]) * 32 + lane;
                 has = t < c.meta[(u64)e * META_WORDS + 2];
-            } else {
-                const u32 i = w * 32 + lane;
-                if (i < min(*(volatile u32*)&list_counts[pass - 1], list_cap)) {
-                    const u64 entry = list_in[i];
-                    e = (u32)(entry >> 32);
-                    t = (u32)entry;
-                    has = true;
-                }
+            } else if (w * 32 + lane < listed) {
+                const u64 entry = list_in[w * 32 + lane];
+                e = (u32)(entry >> 32);
+                t = (u32)entry;
+                has = true;
             }
             bool left = false;
             if (has) {
-                const u32 l = match_level(c, level, e, t, cap);
+                const u64 g = c.tok_off[e] + t;
+                u32 l = match_level(c, level, e, t, cap);
+                if (l == 0 && last) l = LEVEL_OVER;
                 if (l != 0) {
-                    level[c.tok_off[e] + t] = (u8)l;
-                    atomicAdd(&h[l == LEVEL_OVER ? 0 : l], 1u);
+                    level[g] = (u8)l;
+                    atomicAdd(&h[l == LEVEL_OVER ? 0 : l], pieces_of(c.tpos[g + 1] - c.mpos[g]));
                 } else {
                     left = true;
                 }
@@ -1676,10 +1682,10 @@ extern "C" __global__ void level_pass(Ctx c, u32 n, const u32* task_off, u32 nta
 }
 
 // The level search in one launch (ACEAPEX_GPU_RESOLVE=levels:0): warps take tasks of 32 matches in stream order
-// by ticket and retry the lanes whose sources are not levelled yet until every lane has its level (or
-// LEVEL_OVER). Every source lies before its match, and a task's ticket is taken only after every earlier one's,
-// by a warp that is running, so the earliest unfinished match can always finish: the launch ends. Chains of
-// near sources are walked one link per retry, a few hundred nanoseconds each, instead of one pass each.
+// by ticket and retry the lanes whose sources have no level yet until every lane has its level (or LEVEL_OVER).
+// Every source lies before its match, and a task's ticket is taken only after every earlier one's, by a warp
+// that is running, so the earliest unfinished match can always finish: the launch ends. Chains of near sources
+// are walked one link per retry, a few hundred nanoseconds each, instead of one pass each.
 extern "C" __global__ void level_ordered(Ctx c, u32 n, const u32* task_off, u32 ntasks, u32 cap, u8* level,
                                          u32* hist, u32* ticket) {
     __shared__ u32 h[LEVELS];
@@ -1693,13 +1699,14 @@ extern "C" __global__ void level_ordered(Ctx c, u32 n, const u32* task_off, u32 
         if (w >= ntasks || failed(c)) break;
         const u32 e = last_le(task_off, 0, n, w);
         const u32 t = (w - task_off[e]) * 32 + lane;
+        const u64 g = c.tok_off[e] + t;
         bool todo = t < c.meta[(u64)e * META_WORDS + 2];
         for (u32 tries = 0; __any_sync(FULL_MASK, todo); tries++) {
             if (todo) {
                 const u32 l = match_level(c, level, e, t, cap);
                 if (l != 0) {
-                    *(volatile u8*)&level[c.tok_off[e] + t] = (u8)l;
-                    atomicAdd(&h[l == LEVEL_OVER ? 0 : l], 1u);
+                    *(volatile u8*)&level[g] = (u8)l;
+                    atomicAdd(&h[l == LEVEL_OVER ? 0 : l], pieces_of(c.tpos[g + 1] - c.mpos[g]));
                     todo = false;
                 }
             }
@@ -1716,27 +1723,23 @@ extern "C" __global__ void level_ordered(Ctx c, u32 n, const u32* task_off, u32 
         if (h[i] != 0) atomicAdd(&hist[i], h[i]);
 }
 
-// One thread: order_start[l] = the matches of levels below l, with bucket 0 (the unlevelled: hist[0] over the
-// cap, and what the last pass left) first; cursor[l] = order_start[l] for level_order, and cursor[LEVELS] = 0 (the pieces of the unlevelled).
-extern "C" __global__ void level_starts(const u32* hist, const u32* list_counts, u32 last_pass, u32* order_start,
-                                        u32* cursor) {
+// One thread: order_start[l] = the pieces of the buckets below l (bucket 0, LEVEL_OVER, first), and
+// cursor[l] = order_start[l] for level_order.
+extern "C" __global__ void level_starts(const u32* hist, u32* order_start, u32* cursor) {
     if (blockIdx.x != 0 || threadIdx.x != 0) return;
     u32 at = 0;
     for (u32 l = 0; l < LEVELS; l++) {
         order_start[l] = at;
         cursor[l] = at;
-        at += l == 0 ? hist[0] + (list_counts ? list_counts[last_pass] : 0u) : hist[l];
+        at += hist[l];
     }
     order_start[LEVELS] = at;
-    cursor[LEVELS] = 0;
 }
 
-// Buckets every match by its level into `order` ((e << 32) | t), walking the matches as level_pass's pass 0.
-// Lanes of a warp with the same level take their slots with one atomic. An unlevelled match (bucket 0, which
-// starts at 0) is also cut into pieces of RESOLVE_PIECE bytes for chase_unleveled: pieces[p] = its index in
-// `order` << 32 | piece number, counted in cursor[LEVELS].
+// Lists the pieces of every match in its level's bucket of `order`, walking the matches as level_pass's pass 0.
+// The lanes of a warp with the same bucket take their slots with one atomic.
 extern "C" __global__ void level_order(Ctx c, u32 n, const u32* task_off, u32 ntasks, const u8* level, u32* cursor,
-                                       u64* order, u64* pieces, u32 cap) {
+                                       u64* order, u32 cap) {
     if (failed(c)) return;
     const u32 warps_per_cta = blockDim.x / 32;
     const u32 nwarps = gridDim.x * warps_per_cta;
@@ -1745,99 +1748,86 @@ extern "C" __global__ void level_order(Ctx c, u32 n, const u32* task_off, u32 nt
         const u32 e = last_le(task_off, 0, n, w);
         const u32 t = (w - task_off[e]) * 32 + lane;
         const bool has = t < c.meta[(u64)e * META_WORDS + 2];
-        const u64 tb = c.tok_off[e];
-        u32 l = has ? level[tb + t] : LEVELS;  // LEVELS: no match in this lane
+        const u64 g = c.tok_off[e] + t;
+        u32 l = has ? level[g] : LEVELS;  // LEVELS: no match in this lane
         if (l == LEVEL_OVER) l = 0;
+        const u32 np = has ? pieces_of(c.tpos[g + 1] - c.mpos[g]) : 0;
+        // This lane's offset among the pieces of its bucket's lanes, and their total (at the bucket's first lane).
         const u32 peers = __match_any_sync(FULL_MASK, l);
+        u32 before = 0, total = 0;
+        for (u32 i = 0; i < 32; i++) {
+            const u32 v = __shfl_sync(FULL_MASK, np, i);
+            if ((peers >> i) & 1u) {
+                total += v;
+                if (i < lane) before += v;
+            }
+        }
         const u32 leader = __ffs(peers) - 1;
         u32 at = 0;
-        if (has && lane == leader) at = atomicAdd(&cursor[l], __popc(peers));
-        at = __shfl_sync(FULL_MASK, at, leader) + __popc(peers & ((1u << lane) - 1u));
-        if (has) {
-            if (at < cap) order[at] = ((u64)e << 32) | t;
-            else report(c.status, E_WORKLIST, e);
-        }
-        const u32 np = has && l == 0 ? (c.tpos[tb + t + 1] - c.mpos[tb + t] + RESOLVE_PIECE - 1) / RESOLVE_PIECE : 0;
-        const u32 incl = warp_inclusive_scan(np);
-        u32 p0 = 0;
-        if (lane == 31 && incl != 0) p0 = atomicAdd(&cursor[LEVELS], incl);
-        p0 = __shfl_sync(FULL_MASK, p0, 31) + incl - np;
+        if (has && lane == leader) at = atomicAdd(&cursor[l], total);
+        at = __shfl_sync(FULL_MASK, at, leader) + before;
         for (u32 i = 0; i < np; i++) {
-            if (p0 + i < cap) pieces[p0 + i] = ((u64)at << 32) | i;
+            if (at + i < cap) order[at + i] = ((u64)e << 32) | ((u64)t << PIECE_T_SHIFT) | i;
             else report(c.status, E_WORKLIST, e);
         }
     }
 }
 
-// Copies every match of level `l` (order[order_start[l] .. order_start[l + 1])). A warp takes 32 matches and
-// walks their bytes as one run, 32 consecutive bytes per step, so stores (and the sources of forward matches) are
-// coalesced whatever the match lengths; the sources are final, being of lower levels (or, for a periodic fill,
-// bytes before the match that are).
-#define COPY_WARPS 4  // warps per CTA of copy_level (mirrored by the host's launch)
+// A piece's match: its destination, source base (see source_of), back word, and length.
+struct PieceMatch {
+    u64 dst, base, bk;
+    u32 len, k0;
+};
+__device__ __forceinline__ PieceMatch piece_match(const Ctx& c, u64 piece) {
+    const u64 e = piece >> 32;
+    const u32 t = (u32)piece >> PIECE_T_SHIFT;
+    const u64 g = c.tok_off[e] + t;
+    PieceMatch m;
+    const u32 ms = c.mpos[g];
+    m.len = c.tpos[g + 1] - ms;
+    m.bk = c.back[g];
+    m.dst = (e << c.unit_log) + ms;
+    m.base = m.dst - match_dist(m.bk);  // the parse checked dist <= match start
+    m.k0 = ((u32)piece & ((1u << PIECE_T_SHIFT) - 1u)) * RESOLVE_PIECE;
+    return m;
+}
+
+// Copies the pieces of level `l` (order[order_start[l] .. order_start[l + 1])): a warp per piece of 128 bytes, 4
+// consecutive bytes a lane, so a warp's stores (and a forward match's loads) are one coalesced 128-byte run and
+// every piece of the level is in flight at once. The sources are final: lower levels, or for a periodic fill
+// bytes before the match that are.
 extern "C" __global__ void copy_level(Ctx c, const u64* order, const u32* order_start, u32 l) {
-    __shared__ u64 s_dst[COPY_WARPS][32], s_base[COPY_WARPS][32], s_bk[COPY_WARPS][32];
-    __shared__ u32 s_end[COPY_WARPS][32];
     if (failed(c)) return;
     const u32 first = order_start[l], items = order_start[l + 1] - first;
-    const u32 wib = threadIdx.x / 32;
+    const u32 warps_per_cta = blockDim.x / 32;
+    const u32 nwarps = gridDim.x * warps_per_cta;
     const u32 lane = threadIdx.x & 31;
-    const u32 nwarps = gridDim.x * COPY_WARPS;
-    for (u32 w = blockIdx.x * COPY_WARPS + wib; w * 32 < items; w += nwarps) {
-        const u32 i = w * 32 + lane;
-        u32 len = 0;
-        u64 dst = 0, base = 0, bk = 1;
-        if (i < items) {
-            const u64 entry = order[first + i];
-            const u64 e = entry >> 32;
-            const u32 t = (u32)entry;
-            const u64 tb = c.tok_off[e];
-            const u32 ms = c.mpos[tb + t];
-            len = c.tpos[tb + t + 1] - ms;
-            bk = c.back[tb + t];
-            dst = (e << c.unit_log) + ms;
-            base = dst - match_dist(bk);
-        }
-        const u32 incl = warp_inclusive_scan(len);
-        const u32 total = __shfl_sync(FULL_MASK, incl, 31);
-        s_dst[wib][lane] = dst;
-        s_base[wib][lane] = base;
-        s_bk[wib][lane] = bk;
-        s_end[wib][lane] = incl;
-        __syncwarp();
-        u32 m = 0;  // the match of this lane's byte: the first with end > g (g only grows)
-        for (u32 g = lane; g < total; g += 32) {
-            while (s_end[wib][m] <= g) m++;
-            const u32 k = g - (m == 0 ? 0u : s_end[wib][m - 1]);
-            const u64 mbk = s_bk[wib][m];
-            const u32 v = c.bytes[source_of(s_base[wib][m], mbk, k)];
-            c.bytes[s_dst[wib][m] + k] = (u8)(match_rc(mbk) ? complement(v) : v);
-        }
-        __syncwarp();
+    for (u32 w = blockIdx.x * warps_per_cta + threadIdx.x / 32; w < items; w += nwarps) {
+        const PieceMatch m = piece_match(c, order[first + w]);
+        const u32 k = m.k0 + 4 * lane;
+        u32 v[4];
+#pragma unroll
+        for (u32 j = 0; j < 4; j++) v[j] = k + j < m.len ? c.bytes[source_of(m.base, m.bk, k + j)] : 0u;
+#pragma unroll
+        for (u32 j = 0; j < 4; j++)
+            if (k + j < m.len) c.bytes[m.dst + k + j] = (u8)(match_rc(m.bk) ? complement(v[j]) : v[j]);
     }
 }
 
-// Resolves the matches no pass levelled (bucket 0, after every level is copied) byte by byte, a thread per
-// byte of their pieces (level_order): each byte follows its sources through the tokens (at most max_depth hops)
-// to a literal or a levelled match's byte, which are final. It writes only unlevelled bytes and reads only
-// final ones, so its threads need no ordering.
-extern "C" __global__ void chase_unleveled(Ctx c, const u64* order, const u64* pieces, const u32* cursor,
-                                           const u8* level, u32 cap) {
+// Resolves the matches over the cap (bucket 0, after every level is copied) byte by byte, a thread per byte of
+// their pieces: each byte follows its sources through the tokens (at most max_depth hops) to a literal or a
+// levelled match's byte, which are final. It writes only bucket-0 bytes and reads only final ones, so its
+// threads need no ordering.
+extern "C" __global__ void chase_unleveled(Ctx c, const u64* order, const u32* order_start, const u8* level) {
     if (failed(c)) return;
-    const u64 total = (u64)min(cursor[LEVELS], cap) * RESOLVE_PIECE;
+    const u64 total = (u64)(order_start[1] - order_start[0]) * RESOLVE_PIECE;
     const u64 mask = (1ull << c.unit_log) - 1;
-    for (u64 g = (u64)blockIdx.x * blockDim.x + threadIdx.x; g < total; g += (u64)gridDim.x * blockDim.x) {
-        const u64 piece = pieces[g / RESOLVE_PIECE];
-        const u64 entry = order[piece >> 32];
-        const u64 e = entry >> 32;
-        const u32 t = (u32)entry;
-        const u32 k = (u32)piece * RESOLVE_PIECE + (u32)(g % RESOLVE_PIECE);
-        const u64 tb = c.tok_off[e];
-        const u32 ms = c.mpos[tb + t];
-        if (k >= c.tpos[tb + t + 1] - ms) continue;
-        const u64 bk = c.back[tb + t];
-        const u64 dst = (e << c.unit_log) + ms;
-        u64 p = source_of(dst - match_dist(bk), bk, k);
-        bool flip = match_rc(bk);
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (u64)gridDim.x * blockDim.x) {
+        const PieceMatch m = piece_match(c, order[order_start[0] + i / RESOLVE_PIECE]);
+        const u32 k = m.k0 + (u32)(i % RESOLVE_PIECE);
+        if (k >= m.len) continue;
+        u64 p = source_of(m.base, m.bk, k);
+        bool flip = match_rc(m.bk);
         for (u32 hops = 1;; hops++) {
             const u64 b = p >> c.unit_log;
             const u64 pb = c.tok_off[b];
@@ -1845,12 +1835,12 @@ extern "C" __global__ void chase_unleveled(Ctx c, const u64* order, const u64* p
             const u32 o = (u32)(p & mask);
             const u32 pt = last_le(c.tpos + pb, 0, ntok, o);
             const u32 pms = c.mpos[pb + pt];
-            // A literal or a byte of a levelled match: final (every level is copied). A byte of an unlevelled
-            // match (never this one's: source_of maps a periodic fill before dst) is followed further.
+            // A literal or a byte of a levelled match: final. A byte of a match over the cap (never this one's:
+            // source_of maps a periodic fill before dst) is followed further.
             const u32 pl = o < pms || pt + 1 == ntok ? 1u : level[pb + pt];
-            if (pl != 0 && pl != LEVEL_OVER) {
+            if (pl != LEVEL_OVER) {
                 const u32 v = c.bytes[p];
-                c.bytes[dst + k] = (u8)(flip ? complement(v) : v);
+                c.bytes[m.dst + k] = (u8)(flip ? complement(v) : v);
                 break;
             }
             const u64 pd = c.back[pb + pt];

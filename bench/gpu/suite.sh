@@ -29,6 +29,7 @@ ms_since() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
 # cat_both ARCHIVE PATH ORIGINAL: `aceapex cat --decoder gpu`, then cpu, of PATH; md5 against ORIGINAL, timed.
 cat_both() {
   local want got dec t0
+  [ "${SKIP_CAT:-0}" = 1 ] && return 0  # SKIP_CAT=1: decode benchmarks only
   want=$(md5sum <"$3" | cut -d' ' -f1)
   for dec in gpu cpu; do
     t0=$(date +%s%N)

@@ -50,8 +50,6 @@ const LEVELS: usize = 256;
 pub const LEVEL_PASSES: u32 = 24;
 /// Most passes ACEAPEX_GPU_RESOLVE=levels:PASSES may ask for (the lists' counts are sized for them).
 const LEVEL_PASSES_MAX: u32 = 64;
-/// Warps per CTA of `copy_level` (kernel COPY_WARPS).
-const COPY_WARPS: u32 = 4;
 /// The `levels` key of a resident seek's launch sequence (resident.rs) in `run_seek` and its graphs.
 const RESIDENT_LEVELS: u32 = u32::MAX;
 /// The pinned buffer pair `stream_full` copies through, pinned when the device opens (8 MiB of pinned host
@@ -217,7 +215,7 @@ impl Resolve {
                 passes: v
                     .strip_prefix("levels:")
                     .and_then(|p| p.parse().ok())
-                    .filter(|p| (1..=LEVEL_PASSES_MAX).contains(p))
+                    .filter(|&p| p <= LEVEL_PASSES_MAX)
                     .unwrap_or(LEVEL_PASSES),
             },
             _ => Resolve::Chase,
@@ -247,9 +245,8 @@ struct FullBuffers {
     task_off: CudaSlice<u32>,
     ntasks: u32,
     counters_init: Vec<u32>,
-    /// `Resolve::Levels`: the level of every token (0: none yet), matches per level, where each level's
-    /// matches start in the order (`lists[2]`), and the next free slot of each while they are bucketed (plus the
-    /// count of the unlevelled matches' pieces, listed in `lists[3]`).
+    /// `Resolve::Levels`: the level of every token (0: none yet), pieces per level, where each level's pieces
+    /// start in the order (`lists[2]`), and the next free slot of each while they are listed.
     level: CudaSlice<u8>,
     level_hist: CudaSlice<u32>,
     order_start: CudaSlice<u32>,
@@ -1315,6 +1312,9 @@ impl Device {
         passes: u32,
         (copy_start, chase_start): (&CudaEvent, &CudaEvent),
     ) -> Result<u32> {
+        if self.unit_log > 20 {
+            return Err(Error::Gpu("match levels need slices of at most 2^20 bytes".into()));
+        }
         let stream = &self.stream;
         let n = self.nunits as u32;
         let level = self.ptr(&full.level);
@@ -1332,15 +1332,14 @@ impl Device {
             shared_mem_bytes: 0,
         };
         let later = LaunchConfig { grid_dim: (132 * 16, 1, 1), ..first };
-        // SAFETY (every launch below): arguments match level_pass(Ctx, u32, u32*, u32, u32, u32, u8*, u32*, u64*,
-        // u64*, u32*, u32), level_ordered(Ctx, u32, u32*, u32, u32, u8*, u32*, u32*), level_starts(u32*, u32*,
-        // u32, u32*, u32*), level_order(Ctx, u32, u32*, u32, u8*, u32*, u64*, u64*, u32), copy_level(Ctx, u64*,
-        // u32*, u32) and chase_unleveled(Ctx, u64*, u64*, u32*, u8*, u32); `level` holds a byte per token, the
-        // lists list_cap entries each (at least one per match plus one per RESOLVE_PIECE stream bytes: every
-        // piece), list_counts LEVEL_PASSES_MAX entries (level_ordered's ticket is list_counts[0], zeroed before
-        // the decode; level_starts reads no counts then), the histogram LEVELS, the cursors and starts LEVELS + 1.
         let cap = if passes == 0 { LEVEL_PASSES } else { passes };
-        // SAFETY: see above.
+        // SAFETY (every launch below): arguments match level_pass(Ctx, u32, u32*, u32, u32, u32, u32, u8*, u32*,
+        // u64*, u64*, u32*, u32), level_ordered(Ctx, u32, u32*, u32, u32, u8*, u32*, u32*), level_starts(u32*,
+        // u32*, u32*), level_order(Ctx, u32, u32*, u32, u8*, u32*, u64*, u32), copy_level(Ctx, u64*, u32*, u32)
+        // and chase_unleveled(Ctx, u64*, u32*, u8*); `level` holds a byte per token, the lists list_cap entries
+        // each (at least one per match plus one per RESOLVE_PIECE stream bytes: every match's pieces),
+        // list_counts LEVEL_PASSES_MAX entries (level_ordered's ticket is list_counts[0], zeroed before the
+        // decode), the histogram LEVELS, the cursors LEVELS + 1 and the starts LEVELS + 1.
         unsafe {
             if passes == 0 {
                 stream
@@ -1358,6 +1357,7 @@ impl Device {
             }
             for pass in 0..passes {
                 let (list_in, list_out) = (lists[(pass as usize + 1) % 2], lists[pass as usize % 2]);
+                let last = u32::from(pass + 1 == passes);
                 stream
                     .launch_builder(&self.kernels.level_pass)
                     .arg(c)
@@ -1365,6 +1365,7 @@ impl Device {
                     .arg(&task_off)
                     .arg(&ntasks)
                     .arg(&pass)
+                    .arg(&last)
                     .arg(&cap)
                     .arg(&level)
                     .arg(&hist)
@@ -1376,24 +1377,17 @@ impl Device {
                     .map_err(gpu("level pass"))?;
             }
         }
+        // The highest level decides the copy launches; bucket 0 (pieces over the cap) whether to chase.
         let hist_host = stream.clone_dtoh(&full.level_hist).map_err(gpu("level histogram"))?;
-        let counts_host = stream.clone_dtoh(&full.list_counts).map_err(gpu("level histogram"))?;
         let max_level = hist_host.iter().skip(1).rposition(|&h| h != 0).map_or(0, |i| i as u32 + 1);
-        // Bucket 0: the matches over the cap, and (passes) what the last pass left without a level.
-        let last_pass = passes.saturating_sub(1);
-        let listed = if passes == 0 { 0 } else { counts_host.get(last_pass as usize).copied().unwrap_or(0) };
-        let left = hist_host[0] + listed;
-        let counts_arg = if passes == 0 { 0u64 } else { counts };
+        let over = hist_host.first().copied().unwrap_or(0);
         let one = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (1, 1, 1), shared_mem_bytes: 0 };
-        let copy = LaunchConfig { grid_dim: (132 * 16, 1, 1), block_dim: (COPY_WARPS * 32, 1, 1), shared_mem_bytes: 0 };
         copy_start.record(stream).map_err(gpu("event"))?;
         // SAFETY: as above.
         unsafe {
             stream
                 .launch_builder(&self.kernels.level_starts)
                 .arg(&hist)
-                .arg(&counts_arg)
-                .arg(&last_pass)
                 .arg(&starts)
                 .arg(&cursor)
                 .launch(one)
@@ -1407,7 +1401,6 @@ impl Device {
                 .arg(&level)
                 .arg(&cursor)
                 .arg(&lists[2])
-                .arg(&lists[3])
                 .arg(&list_cap)
                 .launch(first)
                 .map_err(gpu("level order"))?;
@@ -1418,22 +1411,20 @@ impl Device {
                     .arg(&lists[2])
                     .arg(&starts)
                     .arg(&l)
-                    .launch(copy)
+                    .launch(later)
                     .map_err(gpu("level copy"))?;
             }
         }
         chase_start.record(stream).map_err(gpu("event"))?;
-        if left != 0 {
+        if over != 0 {
             // SAFETY: as above.
             unsafe {
                 stream
                     .launch_builder(&self.kernels.chase_unleveled)
                     .arg(c)
                     .arg(&lists[2])
-                    .arg(&lists[3])
-                    .arg(&cursor)
+                    .arg(&starts)
                     .arg(&level)
-                    .arg(&list_cap)
                     .launch(later)
                     .map_err(gpu("level chase"))?;
             }
@@ -1659,7 +1650,6 @@ mod tests {
         assert_eq!(kernel_define("RESUME_WORDS"), RESUME_WORDS as u64);
         assert_eq!(kernel_define("RESOLVE_PIECE"), RESOLVE_PIECE);
         assert_eq!(kernel_define("LEVELS"), LEVELS as u64);
-        assert_eq!(kernel_define("COPY_WARPS"), u64::from(COPY_WARPS));
         assert_eq!(kernel_define("CODE_SMEM_BYTES"), u64::from(CODE_SMEM_BYTES));
         assert_eq!(kernel_define("LIT_SMEM_BYTES"), u64::from(LIT_SMEM_BYTES));
         assert_eq!(kernel_define("MODE_SMEM"), u64::from(MODE_SMEM));
