@@ -225,6 +225,34 @@ fn reverse_complements(enabled: bool, data: &[u8], start: u64, end: u64) -> bool
     enabled && std::env::var_os("ACEAPEX_NO_RC").is_none() && is_bare_bases(&data[start as usize..end as usize])
 }
 
+/// Shortest run of bare bases at the start of a segment that is parsed as a segment of its own
+/// ([`segments_of`]).
+const MIN_BASES_PREFIX: u64 = 256 << 10;
+
+/// The segments of the chunk `[start, end)`: [`SEGMENT_BYTES`] each, except that a segment which is not bare
+/// bases as a whole but starts with at least [`MIN_BASES_PREFIX`] of them (whole `block`s) is cut where they
+/// end. In genome mode that is the segment where a genome's bases give way to its structure (and the next
+/// file): parsed as one, its bases took the slow optimal parse, deep chains, no reverse complements, and a
+/// second parse, and as the last segment of a stream it ran alone after the others (atha_chr1: 1.0 MB of
+/// bases before the 0.3 MB structure).
+fn segments_of(data: &[u8], start: u64, end: u64, block: u64) -> Vec<(u64, u64)> {
+    let bytes = |a: u64, b: u64| &data[a as usize..b as usize];
+    let mut out = Vec::new();
+    for s in (start..end).step_by(SEGMENT_BYTES as usize) {
+        let e = (s + SEGMENT_BYTES).min(end);
+        let split = if is_bare_bases(bytes(s, e)) {
+            None
+        } else {
+            (s..e).step_by(block as usize).find(|&b| !is_bare_bases(bytes(b, (b + block).min(e))))
+        };
+        match split {
+            Some(at) if at - s >= MIN_BASES_PREFIX => out.extend([(s, at), (at, e)]),
+            _ => out.push((s, e)),
+        }
+    }
+    out
+}
+
 /// Whether at least 90 % of the bytes (sampled) are nucleotide letters or line breaks.
 fn looks_like_nucleotides(bytes: &[u8]) -> bool {
     let sample = bytes.iter().step_by(7);
@@ -534,8 +562,7 @@ impl<'a> Packing<'a> {
         };
         let long = self.long_matches(start, end);
         lap(&mut times.long_matches);
-        let segments: Vec<(u64, u64)> =
-            (start..end).step_by(SEGMENT_BYTES as usize).map(|s| (s, (s + SEGMENT_BYTES).min(end))).collect();
+        let segments = segments_of(self.data, start, end, 1 << self.opts.block_log);
         // The long-match scan is sequential: the next chunk's runs beside this chunk's parse.
         let next =
             (end < self.data.len() as u64).then(|| (end, (end + chunk_bytes(self.opts)).min(self.data.len() as u64)));
