@@ -18,14 +18,25 @@
 #     daemon's CPU seconds for it, which a loaded machine disturbs less than the wall clock) and with the page
 #     cache warm (samtools alone).
 #
-# Usage: bash bench/mount-bench.sh [FASTA]
+# Usage: bash bench/mount-bench.sh [--seq] [FASTA]
 #   FASTA  input (default: atha_chr1 from ../shared/corpus, else a generated 64 MiB genome)
+#   --seq  the sequential part only (its two rows, nullfs and squashfuse included), each `dd` measured
+#          SEQ_REPS times (default 3; MB/s of each, the median first), for a quick before/after on a busy machine
 # Needs root (or fusermount3) and /dev/fuse; installs fuse3, samtools, tabix, squashfs-tools, squashfuse if
-# missing. Runtime: a few minutes on 2 cores.
+# missing. Runtime: a few minutes on 2 cores (--seq: under a minute after the build).
 set -euo pipefail
 
 repo="$(cd "$(dirname "$0")/.." && pwd)"
-input="${1:-}"
+seq_only=0
+input=""
+for arg in "$@"; do
+  case "$arg" in
+    --seq) seq_only=1 ;;
+    *) input="$arg" ;;
+  esac
+done
+seq_reps=1
+[ "$seq_only" -eq 0 ] || seq_reps="${SEQ_REPS:-3}"
 
 log() { echo "[mount-bench] $*" >&2; }
 die() { echo "[mount-bench] FAILED: $*" >&2; exit 1; }
@@ -33,8 +44,8 @@ die() { echo "[mount-bench] FAILED: $*" >&2; exit 1; }
 # --- tools -----------------------------------------------------------------------------------------------------
 need=()
 command -v fusermount3 >/dev/null || need+=(fuse3)
-command -v samtools >/dev/null || need+=(samtools)
-command -v bgzip >/dev/null || need+=(tabix)
+[ "$seq_only" -eq 1 ] || command -v samtools >/dev/null || need+=(samtools)
+[ "$seq_only" -eq 1 ] || command -v bgzip >/dev/null || need+=(tabix)
 command -v mksquashfs >/dev/null || need+=(squashfs-tools)
 command -v squashfuse >/dev/null || need+=(squashfuse)
 if [ ${#need[@]} -gt 0 ]; then
@@ -112,9 +123,11 @@ if grep -Eq '^entries:.* [1-9][0-9]* in genome mode' <<<"$info"; then pack_mode=
 pack_ratio=$(awk '/^ratio:/ {print $2}' <<<"$info")
 log "squashfs (zstd)"
 mksquashfs "$work/data" "$work/genome.sqfs" -comp zstd -noappend -quiet >/dev/null
-log "bgzip + index"
-bgzip -c -@ "$(nproc)" "$fasta" > "$work/genome.fa.gz"
-samtools faidx "$work/genome.fa.gz"
+if [ "$seq_only" -eq 0 ]; then
+  log "bgzip + index"
+  bgzip -c -@ "$(nproc)" "$fasta" > "$work/genome.fa.gz"
+  samtools faidx "$work/genome.fa.gz"
+fi
 
 # --- helpers ---------------------------------------------------------------------------------------------------
 wait_mounted() {
@@ -133,14 +146,20 @@ mount_acx() { # mount_acx DIR [options]: fresh daemon, cold cache
 
 unmount() { fusermount3 -u "$1"; sleep 0.2; }
 
-seq_mbps() { # seq_mbps FILE -> MB/s of dd bs=1M to /dev/null
-  python3 - "$1" <<'EOF'
-import subprocess, sys, time
-t = time.perf_counter()
-subprocess.run(['dd', 'if=' + sys.argv[1], 'of=/dev/null', 'bs=1M', 'status=none'], check=True)
-dt = time.perf_counter() - t
-import os
-print(f"{os.path.getsize(sys.argv[1]) / dt / 1e6:.0f}")
+seq_mbps() { # seq_mbps FILE [REPS] -> MB/s of dd bs=1M to /dev/null; with REPS > 1 the file's page cache is
+  # dropped before each and every rate is printed, the median first ("median (r1 r2 ...)")
+  python3 - "$1" "${2:-1}" <<'EOF'
+import os, subprocess, sys, time
+path, reps = sys.argv[1], int(sys.argv[2])
+rates = []
+for _ in range(reps):
+    if reps > 1:
+        fd = os.open(path, os.O_RDONLY); os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED); os.close(fd)
+    t = time.perf_counter()
+    subprocess.run(['dd', 'if=' + path, 'of=/dev/null', 'bs=1M', 'status=none'], check=True)
+    rates.append(os.path.getsize(path) / (time.perf_counter() - t) / 1e6)
+median = sorted(rates)[len(rates) // 2]
+print(f"{median:.0f}" if reps == 1 else f"{median:.0f} ({' '.join(f'{r:.0f}' for r in rates)})")
 EOF
 }
 
@@ -156,21 +175,46 @@ acx_mbps=$(seq_mbps "$work/mnt-acx/genome.fa")
 cmp "$work/mnt-acx/genome.fa" "$fasta" || die "mounted bytes differ"
 # Again from the daemon's cache (page cache dropped): what serving costs once decoding is out of the way.
 drop_page_cache "$work/mnt-acx/genome.fa"
-acx_served_mbps=$(seq_mbps "$work/mnt-acx/genome.fa")
+acx_served_mbps=$(seq_mbps "$work/mnt-acx/genome.fa" "$seq_reps")
 unmount "$work/mnt-acx"
 
 mkdir -p "$work/mnt-null"
 "$nullfs" "$work/mnt-null" "$size" 2>>"$work/daemon.log" &
 pids+=($!)
 wait_mounted "$work/mnt-null"
-null_mbps=$(seq_mbps "$work/mnt-null/null.bin")
+null_mbps=$(seq_mbps "$work/mnt-null/null.bin" "$seq_reps")
 unmount "$work/mnt-null"
 
 mkdir -p "$work/mnt-sq"
 squashfuse "$work/genome.sqfs" "$work/mnt-sq"
 wait_mounted "$work/mnt-sq"
-sq_mbps=$(seq_mbps "$work/mnt-sq/genome.fa")
+sq_mbps=$(seq_mbps "$work/mnt-sq/genome.fa" "$seq_reps")
 unmount "$work/mnt-sq"
+
+ratio() { python3 -c "print(f'{${1%% *} / ${2%% *}:.2f}')"; }
+# BENCH_COMMIT names the commit when the tree is an export without .git (git archive).
+# "-dirty" marks a tree with uncommitted changes.
+commit=${BENCH_COMMIT:-$(cd "$repo" && git describe --always --dirty --abbrev=7 2>/dev/null || echo unknown)}
+title() {
+  echo
+  echo "### aceapex-mount vs baselines: ${input_name##*/}, $size bytes, $pack_mode mode (ratio $pack_ratio)," \
+    "commit $commit, $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg) (at start: $load_at_start)," \
+    "$(date -u +%Y-%m-%d)"
+  echo
+  echo "| measure | aceapex-mount (decoder=cpu) | baselines |"
+  echo "| --- | --- | --- |"
+}
+seq_rows() {
+  echo "| sequential \`dd bs=1M\`, fresh mount | $acx_mbps MB/s ($(ratio "$acx_mbps" "$null_mbps")× nullfs) |" \
+    "empty FUSE fs (nullfs) $null_mbps MB/s; squashfuse (zstd) $sq_mbps MB/s |"
+  echo "| sequential \`dd bs=1M\` again, daemon cache warm, page cache dropped (serving alone) |" \
+    "$acx_served_mbps MB/s ($(ratio "$acx_served_mbps" "$null_mbps")× nullfs) | — |"
+}
+if [ "$seq_only" -eq 1 ]; then
+  title
+  seq_rows
+  exit 0
+fi
 
 # --- 2. random 4 KiB -------------------------------------------------------------------------------------------
 # rand_lat PATH -> "cold_p50 cold_p99 warm_p50 warm_p99 cold_max" in µs: 1000 distinct 4 KiB-aligned offsets read with
@@ -262,22 +306,9 @@ cmp "$work/out-acx-pages.txt" "$work/out-bgz.txt" || die "samtools outputs diffe
 [ ! -e "$work/data/genome.fa.fai" ] || die "an index was written next to the original"
 
 # --- the table --------------------------------------------------------------------------------------------------
-ratio() { python3 -c "print(f'{$1 / $2:.2f}')"; }
 ms() { python3 -c "print(f'{$1 / 1000:.2f}')"; }
-# BENCH_COMMIT names the commit when the tree is an export without .git (git archive).
-# "-dirty" marks a tree with uncommitted changes.
-commit=${BENCH_COMMIT:-$(cd "$repo" && git describe --always --dirty --abbrev=7 2>/dev/null || echo unknown)}
-echo
-echo "### aceapex-mount vs baselines: ${input_name##*/}, $size bytes, $pack_mode mode (ratio $pack_ratio)," \
-  "commit $commit, $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg) (at start: $load_at_start)," \
-  "$(date -u +%Y-%m-%d)"
-echo
-echo "| measure | aceapex-mount (decoder=cpu) | baselines |"
-echo "| --- | --- | --- |"
-echo "| sequential \`dd bs=1M\`, fresh mount | $acx_mbps MB/s ($(ratio "$acx_mbps" "$null_mbps")× nullfs) |" \
-  "empty FUSE fs (nullfs) $null_mbps MB/s; squashfuse (zstd) $sq_mbps MB/s |"
-echo "| sequential \`dd bs=1M\` again, daemon cache warm, page cache dropped (serving alone) |" \
-  "$acx_served_mbps MB/s ($(ratio "$acx_served_mbps" "$null_mbps")× nullfs) | — |"
+title
+seq_rows
 echo "| random 4 KiB O_DIRECT, cold (readahead=0,fill=0), p50 / p99 / max |" \
   "$(ms "$cold50") / $(ms "$cold99") / $(ms "$coldmax") ms | squashfuse $(ms "$sqc50") / $(ms "$sqc99") / $(ms "$sqcmax") ms |"
 echo "| random 4 KiB O_DIRECT, warm (same offsets again), p50 / p99 | $(ms "$warm50") / $(ms "$warm99") ms |" \
