@@ -252,16 +252,17 @@ impl PieceTable {
         let total_len = r.bounded("genome total_len", MAX_TOTAL_LEN)?;
         let residues = r.bounded("genome residues", total_len)?;
         let bases = r.bounded("genome bases", residues)?;
-        // Every entry takes at least MIN_ENTRY_LEN bytes of the table: the allocations below are bounded by it.
+        // Every entry takes at least MIN_ENTRY_LEN bytes of the table and every piece at least serial::MIN_LEN
+        // bytes of code: the allocations below (and a reader's per-piece slots) are bounded by both.
+        let codes_at = PREFIX_LEN + len;
+        let codes_len = structure_len - codes_at;
         let left = (body.len() - r.pos) as u64;
-        let count = r.bounded("genome piece_count", left / MIN_ENTRY_LEN)? as usize;
+        let count = r.bounded("genome piece_count", (left / MIN_ENTRY_LEN).min(codes_len / serial::MIN_LEN))? as usize;
         if (count == 0) != (total_len == 0) {
             let detail =
                 format!("{count} pieces for {total_len} bytes (a file has pieces if and only if it has bytes)");
             return Err(DecodeError::Invalid { what: "genome piece_count", detail });
         }
-        let codes_at = PREFIX_LEN + len;
-        let codes_len = structure_len - codes_at;
         let mut t = PieceTable {
             byte_start: Vec::with_capacity(count + 1),
             residue_start: Vec::with_capacity(count + 1),
