@@ -361,7 +361,9 @@ fn serve(args: &Args, canonical_mountpoint: &Path, notifier: &mut ParentNotifier
         overhead.bytes() >> 10,
         bound >> 10
     );
-    let fs = Arc::new(AcxFs::new(Arc::new(archive), args.options.fs_options(cache_bytes, &budget)));
+    // A GPU's stream runs produce pieces of up to 16 MiB: they get a readahead of two (see `fs_options_for`).
+    let fs_options = args.options.fs_options_for(cache_bytes, &budget, archive.prefers_batches());
+    let fs = Arc::new(AcxFs::new(Arc::new(archive), fs_options));
     let settings = MountSettings {
         threads,
         allow_other: args.options.allow_other,

@@ -128,7 +128,7 @@ impl Backend for Archive {
 const FIRST_PIECE_BYTES: u64 = 1 << 20;
 /// The largest piece: each piece doubles until here (or the sequential window, if smaller), so that a long run
 /// takes the device lock for few copies.
-const MAX_PIECE_BYTES: u64 = 16 << 20;
+pub const MAX_PIECE_BYTES: u64 = 16 << 20;
 
 /// A stream run's blocks from the engine's whole-range decode (the GPU's), in pieces that start at
 /// [`FIRST_PIECE_BYTES`] and double up to [`MAX_PIECE_BYTES`] (at most one sequential window): each piece is

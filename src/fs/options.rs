@@ -83,6 +83,11 @@ pub struct MountOptions {
 /// - per live stream run: the sequential decoder's two batches of parsed blocks ahead of the copy (`2 × 8P`
 ///   blocks of 1.5 B) plus one block in the making and one spare: `MAX_STREAMS × 24P × B`;
 /// - thread stacks of the rayon pool (P) and the run threads: only touched pages, ~100 KiB each;
+/// - with a whole-range engine (a GPU) only, and not in [`Overhead::bytes`] yet: a stream run's pieces are kept as
+///   shared windows of up to 4 MiB ([`crate::cache::WINDOW_BYTES`]), charged whole to the LRU while any of
+///   their blocks is in it; up to four spare window buffers are kept for reuse (16 MiB), and a read in progress
+///   may hold the windows of its blocks (two at most) after the LRU let them go: `16 MiB + T × 8 MiB` at worst,
+///   transient beyond the 16 MiB. With decoder=cpu no windows are made (each block is its own buffer);
 /// - allocator slack: memory freed into glibc's one arena (below) that stays resident until reused, because glibc
 ///   returns only the top of its heap to the kernel: [`Overhead::ALLOCATOR_SLACK_BYTES`] (20 MiB; the most
 ///   measured free in the arena was 19.3 MiB, in `load-test.sh 600 4M` at ef6b9f4). It comes from the
@@ -255,6 +260,11 @@ fn is_ignored_keyed(key: &str) -> bool {
     matches!(key, "fsname" | "subtype" | "comment" | "max_read" | "blksize" | "helper") || key.starts_with("x-")
 }
 
+/// The default readahead of a mount whose stream runs take pieces from a whole-range engine (see
+/// [`MountOptions::fs_options_for`]): two of the largest pieces
+/// ([`crate::fs::archive_backend::MAX_PIECE_BYTES`]).
+pub const PIECE_READAHEAD_BYTES: u64 = 2 * crate::fs::archive_backend::MAX_PIECE_BYTES;
+
 impl MountOptions {
     /// Parses one `-o` argument (comma-separated) into `self`; later options override earlier ones.
     pub fn parse_into(&mut self, list: &str) -> Result<(), String> {
@@ -323,6 +333,16 @@ impl MountOptions {
     /// put their blocks into the archive's cache (one budget); files up to an eighth of `cache_size` (at most
     /// [`DEFAULT_FILL_MAX`]) are filled when read at random, unless `fill=` says otherwise.
     pub fn fs_options(&self, cache_bytes: u64, budget: &MemoryBudget) -> FsOptions {
+        self.fs_options_for(cache_bytes, budget, false)
+    }
+
+    /// [`MountOptions::fs_options`] for an archive whose stream runs take whole pieces from a whole-range
+    /// engine (a GPU: [`crate::archive::Archive::prefers_batches`]) when `pieces`: the default readahead is
+    /// then [`PIECE_READAHEAD_BYTES`] (within the same share of the LRU). Why: such a run produces a piece of up
+    /// to 16 MiB at a time and is held back once it is `readahead` ahead, so with a 16 MiB readahead it starts
+    /// the next piece only when its reader enters the last one, and the reader waits whenever the piece's
+    /// decode and copy take longer than the reader takes to consume the one before.
+    pub fn fs_options_for(&self, cache_bytes: u64, budget: &MemoryBudget, pieces: bool) -> FsOptions {
         let mut fs = FsOptions {
             stream_cache_bytes: 0,
             max_streams: budget.max_streams,
@@ -339,7 +359,8 @@ impl MountOptions {
         // A run may get this far ahead of its reader; its blocks wait in the shared LRU, so all runs together
         // should not fill more than half of it (else they evict their own blocks before the readers get there).
         let share = budget.block_cache_bytes / (2 * budget.max_streams.max(1) as u64);
-        fs.readahead_bytes = self.readahead_bytes.unwrap_or_else(|| share.clamp(256 << 10, fs.readahead_bytes));
+        let most = if pieces { PIECE_READAHEAD_BYTES } else { fs.readahead_bytes };
+        fs.readahead_bytes = self.readahead_bytes.unwrap_or_else(|| share.clamp(256 << 10, most));
         fs
     }
 }
@@ -353,6 +374,22 @@ pub use crate::units::parse_size;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn whole_range_engines_get_a_readahead_of_two_pieces_within_the_share() {
+        let o = MountOptions::default();
+        let (big, small) = (2u64 << 30, 64u64 << 20);
+        let (b_big, b_small) = (MemoryBudget::split(big), MemoryBudget::split(small));
+        assert_eq!(o.fs_options(big, &b_big).readahead_bytes, 16 << 20);
+        assert_eq!(o.fs_options_for(big, &b_big, true).readahead_bytes, PIECE_READAHEAD_BYTES);
+        // A small cache caps both at the same share of its LRU.
+        let share = b_small.block_cache_bytes / (2 * b_small.max_streams as u64);
+        assert_eq!(o.fs_options_for(small, &b_small, true).readahead_bytes, share);
+        assert_eq!(o.fs_options_for(small, &b_small, false).readahead_bytes, share);
+        // `readahead=` wins.
+        let set = MountOptions { readahead_bytes: Some(1 << 20), ..MountOptions::default() };
+        assert_eq!(set.fs_options_for(big, &b_big, true).readahead_bytes, 1 << 20);
+    }
 
     #[test]
     fn fstab_line_options() {
