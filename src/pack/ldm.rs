@@ -66,8 +66,9 @@ pub struct LdmParams {
 /// Table entries hold `pos + 1` in the low 40 bits (0 = empty) and 24 check bits above ([`check_of`]).
 const POS_BITS: u32 = 40;
 const POS_MASK: u64 = (1 << POS_BITS) - 1;
-/// Backward extension stops after this many bytes (the parser only needs the part inside the current block).
-const MAX_BACK_EXTEND: u64 = 1 << 16;
+/// Backward extension stops after this many bytes (the parser only needs the part inside the current block): a
+/// repeat found at a window starting at `p` starts at `p − MAX_BACK_EXTEND` or later.
+pub const MAX_BACK_EXTEND: u64 = 1 << 16;
 /// Forward verification stops here; a longer repeat is found again by the next sample point.
 const MAX_FORWARD: usize = 1 << 20;
 /// Sample points collected (and their buckets prefetched) before they are visited.
@@ -122,6 +123,10 @@ pub struct Ldm {
     rc_bytes: [u64; 256],
     /// `HASH_BASE^(window-1)`: removes the outgoing byte.
     out_factor: u64,
+    /// The last [`RECENT`] matches recorded and where the next goes: kept from one [`Ldm::scan`] call to the
+    /// next, so that calls continuing each other find exactly what one call would.
+    recent: [LongMatch; RECENT],
+    recent_next: usize,
 }
 
 impl Ldm {
@@ -134,6 +139,8 @@ impl Ldm {
             bytes,
             rc_bytes: std::array::from_fn(|b| bytes[COMPLEMENT[b] as usize]),
             out_factor,
+            recent: [LongMatch { start: 0, back: 0, len: 0, rc: false }; RECENT],
+            recent_next: 0,
         }
     }
 
@@ -143,7 +150,9 @@ impl Ldm {
     }
 
     /// Scans windows starting in `[start, end)` of `data` (in order; successive calls must continue where the
-    /// last stopped) and appends the repeats found, sorted by start; with `rc`, reverse-complement repeats too.
+    /// last stopped) and appends the repeats found, sorted by `(start, back, rc)`; with `rc`, reverse-complement
+    /// repeats too. Calls that continue each other find what one call over their union finds (a stable sort
+    /// of their outputs by the same key gives its output).
     pub fn scan(&mut self, data: &[u8], start: u64, end: u64, rc: bool, out: &mut Vec<LongMatch>) {
         let w = self.params.window;
         let first_len = out.len();
@@ -167,8 +176,8 @@ impl Ldm {
                 h_rc = h_rc.wrapping_mul(HASH_BASE).wrapping_add(self.rc_bytes[b as usize]);
             }
         }
-        let mut recent = [LongMatch { start: 0, back: 0, len: 0, rc: false }; RECENT];
-        let mut recent_next = 0;
+        let mut recent = self.recent;
+        let mut recent_next = self.recent_next;
         let sample_shift = 64 - self.params.sample_log;
         let sample_log = self.params.sample_log;
         let sampled = move |mixed: u64| sample_log == 0 || mixed >> sample_shift == 0;
@@ -219,6 +228,8 @@ impl Ldm {
                     .wrapping_add(self.rc_bytes[new].wrapping_mul(self.out_factor));
             }
         }
+        self.recent = recent;
+        self.recent_next = recent_next;
         out[first_len..].sort_by_key(|m| (m.start, m.back, m.rc));
     }
 

@@ -560,8 +560,6 @@ impl<'a> Packing<'a> {
             *slot += t.elapsed().as_secs_f64();
             t = Instant::now();
         };
-        let long = self.long_matches(start, end);
-        lap(&mut times.long_matches);
         let segments = segments_of(self.data, start, end, 1 << self.opts.block_log);
         // The long-match scan is sequential: the next chunk's runs beside this chunk's parse.
         let next =
@@ -578,19 +576,58 @@ impl<'a> Packing<'a> {
         // At the levels that re-parse, every segment but the first is parsed again, so its first parse only
         // has to give the depth estimates that the second parses of the segments after it start from.
         let sketch: Vec<bool> = (0..segments.len()).map(|k| k > 0 && self.level.reparse).collect();
-        let ldm = &mut self.ldm;
         let data = self.data;
         let reverse = self.opts.reverse_complements;
-        let (mut per_segment, ahead) = rayon::join(
-            || job.parse(&segments, &sketch, &long),
-            || {
-                next.map(|(s, e)| {
-                    let mut found = Vec::new();
-                    ldm.scan(data, s, e, reverse_complements(reverse, data, s, e), &mut found);
-                    (s, e, found)
-                })
-            },
-        );
+        let scan_next = |ldm: &mut Ldm| {
+            next.map(|(s, e)| {
+                let mut found = Vec::new();
+                ldm.scan(data, s, e, reverse_complements(reverse, data, s, e), &mut found);
+                (s, e, found)
+            })
+        };
+        let ahead = self.ahead.take().filter(|&(s, e, _)| (s, e) == (start, end)).map(|(_, _, found)| found);
+        let ldm = &mut self.ldm;
+        // Where the long matches that can reach into the first segment end: the first segment can be parsed
+        // once the scan is past it (only the stream's first chunk has not been scanned beside an earlier parse).
+        let head_end = (segments[0].1 + ldm::MAX_BACK_EXTEND).min(end);
+        let (long, mut per_segment, ahead) = match ahead {
+            Some(found) => {
+                let long = merge_long(&mut self.carry, found, start, end);
+                lap(&mut times.long_matches);
+                let (per_segment, ahead) = rayon::join(|| job.parse(&segments, &sketch, &long), || scan_next(ldm));
+                (long, per_segment, ahead)
+            }
+            None if head_end < end => {
+                // The first chunk: scan up to `head_end`, then parse the first segment beside the rest of the scan
+                // (which one call over the chunk would find the same, in the same order) and the other segments.
+                let rc = reverse_complements(reverse, data, start, end);
+                let mut found = Vec::new();
+                ldm.scan(data, start, head_end, rc, &mut found);
+                let head = merge_long(&mut self.carry.clone(), found.clone(), start, end);
+                lap(&mut times.long_matches);
+                let carry = &mut self.carry;
+                let (first, (long, rest, ahead)) = rayon::join(
+                    || job.parse(&segments[..1], &sketch[..1], &head),
+                    || {
+                        ldm.scan(data, head_end, end, rc, &mut found);
+                        found.sort_by_key(|m| (m.start, m.back, m.rc));
+                        let long = merge_long(carry, found, start, end);
+                        let (rest, ahead) =
+                            rayon::join(|| job.parse(&segments[1..], &sketch[1..], &long), || scan_next(ldm));
+                        (long, rest, ahead)
+                    },
+                );
+                (long, first.into_iter().chain(rest).collect(), ahead)
+            }
+            None => {
+                let mut found = Vec::new();
+                ldm.scan(data, start, end, reverse_complements(reverse, data, start, end), &mut found);
+                let long = merge_long(&mut self.carry, found, start, end);
+                lap(&mut times.long_matches);
+                let (per_segment, ahead) = rayon::join(|| job.parse(&segments, &sketch, &long), || scan_next(ldm));
+                (long, per_segment, ahead)
+            }
+        };
         self.ahead = ahead;
         lap(&mut times.parse);
         times.segments += segments.len() as u64;
@@ -643,26 +680,6 @@ impl<'a> Packing<'a> {
         count
     }
 
-    /// Long matches overlapping `[start, end)`: those carried from earlier chunks plus a sequential scan of this
-    /// one (already done beside the previous chunk's parse, except for the first chunk).
-    fn long_matches(&mut self, start: u64, end: u64) -> Vec<LongMatch> {
-        let found = match self.ahead.take() {
-            Some((s, e, found)) if (s, e) == (start, end) => found,
-            _ => {
-                let mut found = Vec::new();
-                let rc = reverse_complements(self.opts.reverse_complements, self.data, start, end);
-                self.ldm.scan(self.data, start, end, rc, &mut found);
-                found
-            }
-        };
-        let mut long = std::mem::take(&mut self.carry);
-        long.retain(|m| m.end() > start);
-        long.extend(found);
-        long.sort_by_key(|m| (m.start, m.back));
-        self.carry = long.iter().filter(|m| m.end() > end).copied().collect();
-        long
-    }
-
     /// What the segment parsers need; depths of bytes before `known` are taken from the depth map.
     fn segment_job(&self, known: u64) -> SegmentJob<'_> {
         SegmentJob {
@@ -674,6 +691,17 @@ impl<'a> Packing<'a> {
             reverse: self.opts.reverse_complements,
         }
     }
+}
+
+/// Long matches overlapping the chunk `[start, end)`: those carried from earlier chunks (`carry`, which becomes
+/// the ones that reach past `end`) plus those the sequential scan `found` in this one.
+fn merge_long(carry: &mut Vec<LongMatch>, found: Vec<LongMatch>, start: u64, end: u64) -> Vec<LongMatch> {
+    let mut long = std::mem::take(carry);
+    long.retain(|m| m.end() > start);
+    long.extend(found);
+    long.sort_by_key(|m| (m.start, m.back));
+    *carry = long.iter().filter(|m| m.end() > end).copied().collect();
+    long
 }
 
 /// What encoding a chunk needs (all read-only), apart from the packing run so it can run beside the next parse.
