@@ -576,6 +576,12 @@ impl<'a> Packing<'a> {
         // At the levels that re-parse, every segment but the first is parsed again, so its first parse only
         // has to give the depth estimates that the second parses of the segments after it start from.
         let sketch: Vec<bool> = (0..segments.len()).map(|k| k > 0 && self.level.reparse).collect();
+        // A sketch only feeds the depth estimates of the segments after it, so the last segment's would be
+        // thrown away: it is parsed once, in the second round (unless bare bases, whose sketch is final).
+        let last = *segments.last().expect("a chunk has a segment");
+        let skip_last =
+            segments.len() > 1 && self.level.reparse && !is_bare_bases(&self.data[last.0 as usize..last.1 as usize]);
+        let todo = segments.len() - skip_last as usize;
         let data = self.data;
         let reverse = self.opts.reverse_complements;
         let scan_next = |ldm: &mut Ldm| {
@@ -594,7 +600,8 @@ impl<'a> Packing<'a> {
             Some(found) => {
                 let long = merge_long(&mut self.carry, found, start, end);
                 lap(&mut times.long_matches);
-                let (per_segment, ahead) = rayon::join(|| job.parse(&segments, &sketch, &long), || scan_next(ldm));
+                let (per_segment, ahead) =
+                    rayon::join(|| job.parse(&segments[..todo], &sketch[..todo], &long), || scan_next(ldm));
                 (long, per_segment, ahead)
             }
             None if head_end < end => {
@@ -613,7 +620,7 @@ impl<'a> Packing<'a> {
                         found.sort_by_key(|m| (m.start, m.back, m.rc));
                         let long = merge_long(carry, found, start, end);
                         let (rest, ahead) =
-                            rayon::join(|| job.parse(&segments[1..], &sketch[1..], &long), || scan_next(ldm));
+                            rayon::join(|| job.parse(&segments[1..todo], &sketch[1..todo], &long), || scan_next(ldm));
                         (long, rest, ahead)
                     },
                 );
@@ -624,16 +631,20 @@ impl<'a> Packing<'a> {
                 ldm.scan(data, start, end, reverse_complements(reverse, data, start, end), &mut found);
                 let long = merge_long(&mut self.carry, found, start, end);
                 lap(&mut times.long_matches);
-                let (per_segment, ahead) = rayon::join(|| job.parse(&segments, &sketch, &long), || scan_next(ldm));
+                let (per_segment, ahead) =
+                    rayon::join(|| job.parse(&segments[..todo], &sketch[..todo], &long), || scan_next(ldm));
                 (long, per_segment, ahead)
             }
         };
         self.ahead = ahead;
+        if skip_last {
+            per_segment.push(Vec::new());
+        }
         lap(&mut times.parse);
         times.segments += segments.len() as u64;
         let block = 1u64 << self.opts.block_log;
         if self.level.reparse {
-            times.reparsed_segments += self.reparse_segments(&segments, &mut per_segment, &long);
+            times.reparsed_segments += self.reparse_segments(&segments, &mut per_segment, &long, skip_last);
         }
         lap(&mut times.reparse);
         let blocks: Vec<BlockTokens> = per_segment.into_iter().flatten().collect();
@@ -646,17 +657,23 @@ impl<'a> Packing<'a> {
     /// Runs the depth pass over the freshly parsed segments and parses again, knowing the depths that pass produced,
     /// every segment after the first and each segment where it had to force more than one literal in
     /// [`REPARSE_FORCED_RATIO`] bytes (copy chains across segments parsed side by side). The depth pass itself is
-    /// rewound: the caller runs it for good.
+    /// rewound: the caller runs it for good. With `skip_last`, the last segment has not been parsed yet (its
+    /// sketch would feed nothing): it is parsed here.
     fn reparse_segments(
         &mut self,
         segments: &[(u64, u64)],
         per_segment: &mut [Vec<BlockTokens>],
         long: &[LongMatch],
+        skip_last: bool,
     ) -> u64 {
         let checkpoint = self.depth.checkpoint();
         let block = 1u64 << self.opts.block_log;
         let mut redo = Vec::new();
         for (k, seg) in per_segment.iter().enumerate() {
+            if skip_last && k + 1 == segments.len() {
+                redo.push(k);
+                continue;
+            }
             let forced_before = self.depth.forced;
             for (i, b) in seg.iter().enumerate() {
                 self.depth.apply(segments[k].0 + i as u64 * block, b.clone());
