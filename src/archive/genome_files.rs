@@ -417,8 +417,12 @@ impl Archive {
     /// Streams original bytes `[from, from + len)` of genome file `id` to `sink` in order, decoding its bases with
     /// [`Archive::decode_range_streaming`] (for `cat` and `unpack`: the GPU's whole-range decode or the CPU's
     /// sequential decoder): the bases arrive in stream order and each chunk of original bytes (within one piece)
-    /// is rebuilt as soon as its bases are in. The structure's pieces are decoded ahead in parallel batches of
-    /// [`STREAM_PIECES`], not kept.
+    /// is rebuilt as soon as its bases are in.
+    ///
+    /// The file goes in batches of [`STREAM_PIECES`] structure pieces: a batch's pieces are decoded (in
+    /// parallel, not kept) before its bases are streamed, never from inside the stream's sink. Reading a piece
+    /// goes through the block engine, which a GPU stream holds while it calls the sink: decoding there waited on
+    /// the stream's own lock (`cat --decoder gpu` of a 1.1 GB file hung on the H200).
     pub fn stream_genome_file(
         &self,
         id: EntryId,
@@ -435,40 +439,55 @@ impl Archive {
         let file = &*f.file;
         let end = from.saturating_add(len).min(*size);
         let pieces = file.pieces_of(from, end.saturating_sub(from));
-        if pieces.is_empty() {
-            return Ok(());
+        let mut pos = from;
+        let mut first = pieces.start;
+        while first < pieces.end && pos < end {
+            let batch = first..(first + STREAM_PIECES).min(pieces.end);
+            let genomes = self.decode_pieces(id, file, batch.clone())?;
+            let batch_end = end.min(file.table.bytes(batch.end - 1).end);
+            pos = self.stream_pieces(file, (batch.start, &genomes), pos..batch_end, sink)?;
+            if pos < batch_end {
+                break; // nothing more to rebuild (a piece wrote no bytes)
+            }
+            first = batch.end;
         }
-        let mut batch = Batch { from: pieces.start, end: pieces.end, pieces: Vec::new() };
-        let b0 = {
-            let g = batch.get(self, id, file, pieces.start)?;
-            file.table.bases_of(pieces.start).start + g.base_range(from - file.table.bytes(pieces.start).start, 1).0
+        Ok(())
+    }
+
+    /// Streams original bytes `range` of a genome file, all inside the decoded pieces `genomes` (pieces
+    /// `first..`): their bases with one [`Archive::decode_range_streaming`], each chunk of original bytes rebuilt
+    /// as soon as its bases are in. Returns where it stopped (`range.end` unless the sink failed).
+    fn stream_pieces(
+        &self,
+        file: &GenomeFile,
+        (first, genomes): (usize, &[Genome]),
+        range: Range<u64>,
+        sink: &mut dyn FnMut(&[u8]) -> Result<()>,
+    ) -> Result<u64> {
+        let (from, end) = (range.start, range.end);
+        let piece = |i: usize| -> Result<&Genome> {
+            i.checked_sub(first)
+                .and_then(|j| genomes.get(j))
+                .ok_or_else(|| Error::InvalidArgument(format!("genome piece {i} is not in the streamed batch")))
         };
-        let b1 = {
-            let last = pieces.end - 1;
-            let bl = file.table.bytes(last);
-            let l = if end == bl.end {
-                file.table.bases_of(last).end
-            } else {
-                // The last piece's bases up to `end` (decoded here once more, privately: the stream decodes it
-                // again with its batch when it gets there).
-                let g = self.decode_pieces(id, file, last..last + 1)?;
-                file.table.bases_of(last).start + g[0].base_range(0, end - bl.start).1
-            };
-            l.max(b0)
+        let (Some(p0), Some(p1)) = (file.table.piece_of(from), file.table.piece_of(end - 1)) else {
+            return Ok(from);
         };
+        let b0 = file.table.bases_of(p0).start + piece(p0)?.base_range(from - file.table.bytes(p0).start, 1).0;
+        let b1 = (file.table.bases_of(p1).start + piece(p1)?.base_range(0, end - file.table.bytes(p1).start).1).max(b0);
         // Bases decoded but not yet used, starting at base `have_from`; the next original chunk starts at `pos`.
         let mut pending: Vec<u8> = Vec::new();
         let mut have_from = b0;
         let mut pos = from;
         let mut out = Vec::new();
         let mut emit = |pending: &mut Vec<u8>, have_from: &mut u64, flush: bool| -> Result<()> {
-            let mut result = Ok(());
             // Bases the emitted chunks used up.
             let mut used_to = *have_from;
+            let mut result = Ok(());
             while pos < end {
                 // The chunk `[pos, pos + take)` lies in one piece, `i`.
                 let Some(i) = file.table.piece_of(pos) else { break };
-                let g = match batch.get(self, id, file, i) {
+                let g = match piece(i) {
                     Ok(g) => g,
                     Err(e) => {
                         result = Err(e);
@@ -528,30 +547,14 @@ impl Archive {
                 emit(&mut pending, &mut have_from, false)
             })?;
         }
-        emit(&mut pending, &mut have_from, true)
+        emit(&mut pending, &mut have_from, true)?;
+        Ok(pos)
     }
 }
 
 /// Pieces a stream decodes ahead at a time, in parallel (a batch holds tens of MB of decoded structure).
 const STREAM_PIECES: usize = 16;
 
-/// The pieces a stream has decoded: `[from, from + pieces.len())`, the next batch decoded when a chunk needs a
-/// piece outside it (pieces up to `end`).
-struct Batch {
-    from: usize,
-    end: usize,
-    pieces: Vec<Genome>,
-}
-
-impl Batch {
-    fn get(&mut self, archive: &Archive, id: EntryId, file: &GenomeFile, i: usize) -> Result<&Genome> {
-        if i < self.from || i >= self.from + self.pieces.len() {
-            self.pieces = archive.decode_pieces(id, file, i..(i + STREAM_PIECES).min(self.end.max(i + 1)))?;
-            self.from = i;
-        }
-        Ok(&self.pieces[i - self.from])
-    }
-}
 /// Pieces `verify` decodes at a time, in parallel.
 const VERIFY_BATCH: usize = 64;
 
