@@ -4,7 +4,7 @@
 #            4 x 1100M, packed with BIG_PACK_ARGS, default --level 3 so the pack fits one call): every block against
 #            the index xxh3 and BIG_RANGES (2000) ranges against CPU random access, full-decode throughput, seek
 #            latency, and `cat --decoder gpu|cpu` md5; BIG_VARIANTS="VAR=VALUE ..." repeats the full decode
-#            with each variable set (ACEAPEX_GPU_* variants).
+#            with each variable set (ACEAPEX_GPU_* variants; A=1,B=2 sets two).
 #   mountseq sequential `dd bs=1M` through aceapex-mount with decoder=gpu and decoder=cpu (all host cores) beside
 #            the empty FUSE filesystem (carry/nullfs) serving the same size, fresh mount and dropped page cache each
 #            run, on atha (genome mode) and on one file of the 'big' archive when that part ran first; with
@@ -102,7 +102,7 @@ if want big; then
     --contig 5 --json "$out/json/big-gen.json" || rc=1
   # Full-decode variants by environment (e.g. BIG_VARIANTS="ACEAPEX_GPU_ROUND0_CHUNK_MB=256"): full decode only.
   for v in ${BIG_VARIANTS:-}; do
-    run 120 env "$v" ./carry/gpubench "$work/big-gen.acx" --no-reference --runs 3 --ranges 10 --latency 10 \
+    run 120 env ${v//,/ } ./carry/gpubench "$work/big-gen.acx" --no-reference --runs 3 --ranges 10 --latency 10 \
       --contig 1 || rc=1
   done
   f="genome$(printf %03d $((${BIG_FILES:-4} - 1))).fa"
@@ -128,7 +128,7 @@ if want genome; then
   # Full-decode variants by environment, as BIG_VARIANTS: full decode only, every block still checked.
   for v in ${GENOME_VARIANTS:-}; do
     for a in atha-genome atha-general fly11; do
-      run 60 env "$v" ./carry/gpubench "$work/$a.acx" --runs 3 --ranges 10 --latency 10 --contig 1 || rc=1
+      run 60 env ${v//,/ } ./carry/gpubench "$work/$a.acx" --runs 3 --ranges 10 --latency 10 --contig 1 || rc=1
     done
   done
   for a in atha-genome atha-general; do cat_both "$work/$a.acx" atha.fa carry/atha.fa; done

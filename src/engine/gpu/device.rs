@@ -43,11 +43,13 @@ const WORKLIST_BYTES: u64 = 512 << 20;
 const RESUME_WORDS: usize = 65;
 /// Bytes of a deferred match per list entry of the full decode's resolve rounds (kernel RESOLVE_PIECE).
 const RESOLVE_PIECE: u64 = 128;
-/// Level buckets of `Resolve::Levels` (kernel LEVELS; levels stop at the pass count, at most LEVEL_PASSES_MAX).
+/// Level buckets of `Resolve::Levels` (kernel LEVELS), and the level value of matches over the cap (LEVEL_OVER).
 const LEVELS: usize = 256;
-/// `level_pass` passes of `Resolve::Levels`, and the highest level copied: matches above it are chased byte by
-/// byte: 8 % of atha_chr1's match bytes, 1.5 % of a 185 MB generated genome's (examples/levels).
-pub const LEVEL_PASSES: u32 = 24;
+const LEVEL_OVER: u32 = 255;
+/// The highest level the default `Resolve::Levels` copies: matches above it are chased byte by byte. Match bytes
+/// above level 24: 8 % of atha_chr1's, 1.5 % of a 185 MB generated genome's (examples/levels); levels reach 100
+/// and more in both.
+pub const LEVEL_CAP: u32 = 64;
 /// Most passes ACEAPEX_GPU_RESOLVE=levels:PASSES may ask for (the lists' counts are sized for them).
 const LEVEL_PASSES_MAX: u32 = 64;
 /// The `levels` key of a resident seek's launch sequence (resident.rs) in `run_seek` and its graphs.
@@ -194,31 +196,41 @@ pub struct FullRun {
 /// How the complete decode resolves matches once every literal is in place (kernels/decode.cu).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Resolve {
-    /// `resolve_round` round 0, then one `resolve_chase` launch for what round 0 left (the default).
+    /// `resolve_round` round 0, then one `resolve_chase` launch for what round 0 left (ACEAPEX_GPU_RESOLVE=chase;
+    /// the default up to session 15).
     Chase,
     /// `resolve_round` rounds, one more depth level each, up to max_depth + 1.
     Rounds,
-    /// Match levels (`passes` launches of `level_pass`, or with `passes` = 0 one launch of `level_ordered`, then
-    /// `level_order`), one `copy_level` launch per level and `chase_unleveled` for the matches over the cap
-    /// (LEVEL_PASSES with `level_ordered`, the pass count otherwise) and what no pass levelled: every match byte
-    /// copied once, no stamps.
-    Levels { passes: u32 },
+    /// Match levels up to `cap` (below 255): found by `passes` launches of `level_pass` (the cap is then the
+    /// pass count), or with `passes` = 0 by one launch of `level_ordered` (the default); then `level_order`, one
+    /// `copy_level` launch per level, and `chase_unleveled` for the matches over the cap: every match byte
+    /// copied once, no stamps. Unlike the others it does not check the depth bound (kernels/decode.cu).
+    Levels { passes: u32, cap: u32 },
 }
 
 impl Resolve {
-    /// ACEAPEX_GPU_RESOLVE=rounds, =levels or =levels:PASSES for comparison (ACEAPEX_GPU_RESOLVE_ROUNDS=1 before
-    /// session 14); anything else keeps the default.
+    /// The default: match levels found in one launch, levels up to LEVEL_CAP (ACEAPEX_GPU_LEVEL_CAP).
+    pub const DEFAULT: Resolve = Resolve::Levels { passes: 0, cap: LEVEL_CAP };
+
+    /// ACEAPEX_GPU_RESOLVE=chase, =rounds or =levels:PASSES for comparison (ACEAPEX_GPU_RESOLVE_ROUNDS=1 before
+    /// session 14), ACEAPEX_GPU_LEVEL_CAP=C for the default's cap; anything else keeps the default.
     fn from_env() -> Resolve {
+        let passes = |v: &str| v.parse::<u32>().ok().filter(|p| (1..=LEVEL_PASSES_MAX).contains(p));
         match std::env::var("ACEAPEX_GPU_RESOLVE").as_deref() {
+            Ok("chase") => Resolve::Chase,
             Ok("rounds") => Resolve::Rounds,
-            Ok(v) if v == "levels" || v.starts_with("levels:") => Resolve::Levels {
-                passes: v
-                    .strip_prefix("levels:")
-                    .and_then(|p| p.parse().ok())
-                    .filter(|&p| p <= LEVEL_PASSES_MAX)
-                    .unwrap_or(LEVEL_PASSES),
+            Ok(v) if v.strip_prefix("levels:").and_then(passes).is_some() => {
+                let p = v.strip_prefix("levels:").and_then(passes).unwrap_or(LEVEL_PASSES_MAX);
+                Resolve::Levels { passes: p, cap: p }
+            }
+            _ => Resolve::Levels {
+                passes: 0,
+                cap: std::env::var("ACEAPEX_GPU_LEVEL_CAP")
+                    .ok()
+                    .and_then(|v| v.parse().ok())
+                    .filter(|c| (1..LEVEL_OVER).contains(c))
+                    .unwrap_or(LEVEL_CAP),
             },
-            _ => Resolve::Chase,
         }
     }
 }
@@ -1121,7 +1133,7 @@ impl Device {
         };
         let chase = resolve == Some(Resolve::Chase);
         let level_passes = match resolve {
-            Some(Resolve::Levels { passes }) => Some(passes.min(LEVEL_PASSES_MAX)),
+            Some(Resolve::Levels { passes, cap }) => Some((passes.min(LEVEL_PASSES_MAX), cap.clamp(1, LEVEL_OVER - 1))),
             _ => None,
         };
         let levels = level_passes.is_some();
@@ -1259,7 +1271,7 @@ impl Device {
         };
         let max_level = match (&copy_start, &chase_start) {
             (Some(copy), Some(chase)) => {
-                Some(self.resolve_by_levels(&c, full, level_passes.unwrap_or(0), (copy, chase))?)
+                Some(self.resolve_by_levels(&c, full, level_passes.unwrap_or((0, LEVEL_CAP)), (copy, chase))?)
             }
             _ => None,
         };
@@ -1284,7 +1296,7 @@ impl Device {
         let mut left = stream.clone_dtoh(&full.list_counts).map_err(gpu("status copy"))?;
         if levels {
             // The passes' lists: what each pass left without a level (chased after the copies).
-            left.truncate(level_passes.unwrap_or(0) as usize);
+            left.truncate(level_passes.map_or(0, |(p, _)| p) as usize);
             let used = left.iter().take_while(|&&c| c != 0).count() as u32 + 1;
             self.last_full = Some(variant);
             self.index_ready = false;
@@ -1309,7 +1321,7 @@ impl Device {
         &self,
         c: &KernelCtx,
         full: &FullBuffers,
-        passes: u32,
+        (passes, cap): (u32, u32),
         (copy_start, chase_start): (&CudaEvent, &CudaEvent),
     ) -> Result<u32> {
         if self.unit_log > 20 {
@@ -1332,7 +1344,6 @@ impl Device {
             shared_mem_bytes: 0,
         };
         let later = LaunchConfig { grid_dim: (132 * 16, 1, 1), ..first };
-        let cap = if passes == 0 { LEVEL_PASSES } else { passes };
         // SAFETY (every launch below): arguments match level_pass(Ctx, u32, u32*, u32, u32, u32, u32, u8*, u32*,
         // u64*, u64*, u32*, u32), level_ordered(Ctx, u32, u32*, u32, u32, u8*, u32*, u32*), level_starts(u32*,
         // u32*, u32*), level_order(Ctx, u32, u32*, u32, u8*, u32*, u64*, u32), copy_level(Ctx, u64*, u32*, u32)
@@ -1405,13 +1416,16 @@ impl Device {
                 .launch(first)
                 .map_err(gpu("level order"))?;
             for l in 1..=max_level {
+                // A warp per piece: a level of few pieces launches few CTAs (the high levels hold a few each).
+                let pieces = hist_host.get(l as usize).copied().unwrap_or(0);
+                let copy = LaunchConfig { grid_dim: (grid_for(pieces as u64, warps_per_cta, 132 * 16), 1, 1), ..first };
                 stream
                     .launch_builder(&self.kernels.copy_level)
                     .arg(c)
                     .arg(&lists[2])
                     .arg(&starts)
                     .arg(&l)
-                    .launch(later)
+                    .launch(copy)
                     .map_err(gpu("level copy"))?;
             }
         }

@@ -697,8 +697,10 @@ mod tests {
             for variant in [FullVariant::EntropyOnly, FullVariant::ParseNoLiterals, FullVariant::ParseOnly] {
                 engine.full_decode(variant, None).unwrap();
             }
-            // Levels with one pass leave most matches to chase_unleveled; 24 passes few; 0: level_ordered.
-            let levels = [1, device::LEVEL_PASSES, 0].map(|passes| Resolve::Levels { passes });
+            // Levels: one pass (most matches chased), 24 passes, one ordered launch with a cap of 2 (most chased),
+            // and the default.
+            let levels = [(1, 1), (24, 24), (0, 2)].map(|(passes, cap)| Resolve::Levels { passes, cap });
+            let levels = levels.into_iter().chain([Resolve::DEFAULT]);
             for resolve in [Resolve::Chase, Resolve::Rounds].into_iter().chain(levels) {
                 engine.set_resolve(resolve).unwrap();
                 engine.full_decode(FullVariant::Full, Some(0xA5)).unwrap();
