@@ -78,7 +78,7 @@ pub struct Archive {
     /// it. Taken out while a run uses it; concurrent runs start their own.
     seq_window: Mutex<Option<SeqWindow>>,
     seq_window_bytes: u64,
-    /// Genome-mode files opened so far (their structures).
+    /// Genome-mode files opened so far: their piece tables, and the structure pieces decoded recently.
     genomes: genome_files::GenomeFiles,
 }
 
