@@ -13,10 +13,10 @@
 //! GPU's whole-range decode) is copied out once into windows of up to [`WINDOW_BYTES`] of consecutive blocks
 //! and its blocks are views into them, inserted under one lock acquisition ([`BlockCache::insert_run`]). Why:
 //! one allocation, copy and lock round trip per 16 KiB block cost ~10 ms per 16 MB on the H200 (the stream's
-//! sink time), and a first read's fresh 16 KiB allocations fault their pages one by one (22 ms per 16 MB on the
-//! 2-core machine against 5.5 ms for 4 MiB windows; `cache::tests::insert_a_16_mb_piece`). A view also lets a
-//! read that falls inside one window be answered from the window's bytes without copying
-//! ([`Block::following`]).
+//! sink time), and a first read's fresh 16 KiB allocations fault their pages one by one (medians of 24 ms per
+//! 16 MB on the loaded 2-core machine against 6 ms for 4 MiB windows; in a full, evicting cache 5.9 against
+//! 3.9 ms: `cache::tests::insert_a_16_mb_piece`). A view also lets a read that falls inside one window be
+//! answered from the window's bytes without copying ([`Block::following`]).
 //!
 //! The budget stays honest: a window is charged whole from its first block in the LRU until its last one
 //! leaves, and a window whose blocks in the LRU fall to a quarter of it or less is compacted (those blocks
