@@ -14,8 +14,8 @@
 //! the CPU's sequential decoder, a whole piece of views of shared windows from a GPU's), and each run goes into
 //! the shared block cache under one lock acquisition (the backend's own,
 //! [`Backend::block_cache`], so a run's blocks count against the one budget and serve random reads too),
-//! ideally before the reader asks for them; a reader that needs a block the run is about to produce waits for it. The
-//! run keeps at most `ahead` blocks in front of the furthest block the reader asked for (starting smaller and
+//! ideally before the reader asks for them; a reader that needs a block the run is about to produce waits for
+//! it. The run keeps at most `ahead` blocks in front of the furthest block the reader asked for (starting smaller and
 //! growing with the bytes the reader has consumed, so that a false start costs little), and it stops when it is
 //! cancelled: its handle released, or the reader jumped away.
 //!
