@@ -571,16 +571,18 @@ impl<'a> SegmentParser<'a> {
         if p + 4 > self.data.len() {
             return;
         }
-        let head = &self.data[p..p + 4];
+        // The first four bytes as words, compared before anything else: nearly every try fails there.
+        let word = |at: usize| u32::from_le_bytes(self.data[at..at + 4].try_into().expect("4 bytes"));
+        let head = word(p);
         for (k, &r) in self.reps.iter().enumerate() {
             let shifts: &[i64] = if k < 2 { &[0, -1, 1] } else { &[0] };
             for &s in shifts {
                 let back = r as i64 + s;
-                if back < 1 || back as u64 > pos || continuation_index(back as u64, false, pos, prev).is_some() {
+                if back < 1 || back as u64 > pos {
                     continue;
                 }
                 let src = p - back as usize;
-                if self.data[src..src + 4] != *head {
+                if word(src) != head || continuation_index(back as u64, false, pos, prev).is_some() {
                     continue;
                 }
                 let len = common_len(self.data, p, src, limit as usize) as u32;
