@@ -275,7 +275,9 @@ impl Archive {
     fn write_genome_bytes(&self, f: &Opened, off: u64, out: &mut [MaybeUninit<u8>]) -> Result<usize> {
         let file = &f.file;
         let mut at = 0usize;
-        for i in file.pieces_of(off, out.len() as u64) {
+        let pieces = file.pieces_of(off, out.len() as u64);
+        self.read_pieces_ahead(f, pieces.start);
+        for i in pieces {
             let g = self.genome_piece(f, i)?;
             let (bytes, bases) = (file.table.bytes(i), file.table.bases_of(i));
             let pos = off + at as u64;
@@ -291,6 +293,24 @@ impl Archive {
             }
         }
         Ok(at)
+    }
+
+    /// A sequential reader that reaches a piece not decoded yet, right after the one before it (held), gets that
+    /// piece and the next [`PIECES_AHEAD`] decoded together, in parallel, instead of one at a time as it gets to
+    /// them: a `dd` of the 1.16 GB generated genome through a fresh mount otherwise stalled on ~560 piece decodes
+    /// in a row (H200, session 16 run 4: 478–498 MB/s against 597–612 when the whole structure was decoded
+    /// first). A random read (the piece before it not held) decodes only its own pieces. Errors are left to the
+    /// read, which decodes its pieces itself.
+    fn read_pieces_ahead(&self, f: &Opened, first: usize) {
+        let file = &f.file;
+        let n = file.table.len();
+        if first == 0 || first >= n || file.holds_piece(first) || !file.holds_piece(first - 1) {
+            return;
+        }
+        let ahead: Vec<usize> = (first..(first + 1 + PIECES_AHEAD).min(n)).filter(|&i| !file.holds_piece(i)).collect();
+        ahead.into_par_iter().for_each(|i| {
+            let _ = self.genome_piece(f, i);
+        });
     }
 
     /// Calls `f` with bases `range` (of a piece whose base 0 lies at stream position `base0`) as slices of the
@@ -359,14 +379,32 @@ impl Archive {
             EntryKind::File { offset, size, transform: TRANSFORM_GENOME } => Some((id as EntryId, offset, size)),
             _ => None,
         });
-        let mut opened = 0;
+        let mut opened = Vec::new();
         for (id, offset, size) in genome_files.take(max_files) {
             match self.genome_file(id, offset, size) {
-                Ok(_) => opened += 1,
+                Ok(f) => opened.push(f),
                 Err(e) => tracing::debug!("genome file {id} not opened ahead of its reads: {e}"),
             }
         }
-        opened
+        // Then the files' first pieces, in parallel, while they take less than half the bound: a mount's first
+        // reads (a `cat`, a faidx of the first sequence) find them decoded, and a chromosome-sized file is whole.
+        let mut budget = OPEN_STRUCTURE_BYTES / 2;
+        let mut first: Vec<(&Opened, usize)> = Vec::new();
+        'files: for f in &opened {
+            for i in 0..f.file.table.len() {
+                let cost = f.file.table.bytes(i).end - f.file.table.bytes(i).start;
+                // Decoded structure is a small fraction of its original bytes (atha_chr1: ~1/16); count 1/8.
+                if cost / 8 > budget {
+                    break 'files;
+                }
+                budget -= cost / 8;
+                first.push((f, i));
+            }
+        }
+        first.into_par_iter().for_each(|(f, i)| {
+            let _ = self.genome_piece(f, i);
+        });
+        opened.len()
     }
 
     /// Lowers the bound on decoded pieces' bytes (tests: eviction under concurrent reads).
@@ -554,6 +592,10 @@ impl Archive {
 
 /// Pieces a stream decodes ahead at a time, in parallel (a batch holds tens of MB of decoded structure).
 const STREAM_PIECES: usize = 16;
+
+/// Pieces a sequential reader has decoded ahead of the one it reached (see [`Archive::read_pieces_ahead`]): 16
+/// MiB of original bytes at the default piece size, a few MB of decoded structure.
+const PIECES_AHEAD: usize = 8;
 
 /// Pieces `verify` decodes at a time, in parallel.
 const VERIFY_BATCH: usize = 64;

@@ -160,6 +160,11 @@ impl GenomeFile {
         self.pieces.get(i).is_some_and(|s| s.lock().unwrap_or_else(|p| p.into_inner()).take().is_some())
     }
 
+    /// Whether piece `i` is decoded and held now.
+    pub fn holds_piece(&self, i: usize) -> bool {
+        self.pieces.get(i).is_some_and(|s| s.lock().unwrap_or_else(|p| p.into_inner()).is_some())
+    }
+
     /// Pieces decoded and held now.
     pub fn pieces_held(&self) -> usize {
         self.pieces.iter().filter(|s| s.lock().unwrap_or_else(|p| p.into_inner()).is_some()).count()
