@@ -148,7 +148,7 @@ fn bench_full(gpu: &GpuEngine, data: &ArchiveData, reference: Option<&[u8]>, run
         data.block_count(),
         first.rounds,
         first.left,
-        first.max_level.map(|l| format!(", match levels up to {l}")).unwrap_or_default()
+        first.max_level.map(|l| format!(", match levels copied: {l}")).unwrap_or_default()
     );
     if bad != 0 {
         return Err(format!("{bad} blocks decoded wrong on the device").into());

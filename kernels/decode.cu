@@ -1814,16 +1814,21 @@ extern "C" __global__ void copy_level(Ctx c, const u64* order, const u32* order_
     }
 }
 
-// Resolves the matches over the cap (bucket 0, after every level is copied) byte by byte, a thread per byte of
-// their pieces: each byte follows its sources through the tokens (at most max_depth hops) to a literal or a
-// levelled match's byte, which are final. It writes only bucket-0 bytes and reads only final ones, so its
-// threads need no ordering.
-extern "C" __global__ void chase_unleveled(Ctx c, const u64* order, const u32* order_start, const u8* level) {
+// Resolves, after levels 1 ..= `copied` are copied, the pieces of the other matches byte by byte: bucket 0 (over
+// the cap) and the levels above `copied` (the host leaves sparse high levels to this chase rather than launch a
+// copy for each). A thread per byte follows its sources through the tokens (at most max_depth hops) to a
+// literal or a copied match's byte, which are final. It writes only bytes of the chased matches and reads only
+// final ones, so its threads need no ordering.
+extern "C" __global__ void chase_unleveled(Ctx c, const u64* order, const u32* order_start, const u8* level,
+                                           u32 copied) {
     if (failed(c)) return;
-    const u64 total = (u64)(order_start[1] - order_start[0]) * RESOLVE_PIECE;
+    const u32 n0 = order_start[1] - order_start[0];
+    const u32 above = order_start[copied + 1];
+    const u64 total = (u64)(n0 + (order_start[LEVELS] - above)) * RESOLVE_PIECE;
     const u64 mask = (1ull << c.unit_log) - 1;
     for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (u64)gridDim.x * blockDim.x) {
-        const PieceMatch m = piece_match(c, order[order_start[0] + i / RESOLVE_PIECE]);
+        const u32 q = (u32)(i / RESOLVE_PIECE);
+        const PieceMatch m = piece_match(c, order[q < n0 ? order_start[0] + q : above + (q - n0)]);
         const u32 k = m.k0 + (u32)(i % RESOLVE_PIECE);
         if (k >= m.len) continue;
         u64 p = source_of(m.base, m.bk, k);
@@ -1835,10 +1840,10 @@ extern "C" __global__ void chase_unleveled(Ctx c, const u64* order, const u32* o
             const u32 o = (u32)(p & mask);
             const u32 pt = last_le(c.tpos + pb, 0, ntok, o);
             const u32 pms = c.mpos[pb + pt];
-            // A literal or a byte of a levelled match: final. A byte of a match over the cap (never this one's:
+            // A literal or a byte of a copied match: final. A byte of a chased match (never this one's:
             // source_of maps a periodic fill before dst) is followed further.
-            const u32 pl = o < pms || pt + 1 == ntok ? 1u : level[pb + pt];
-            if (pl != LEVEL_OVER) {
+            const u32 pl = o < pms || pt + 1 == ntok ? 0u : level[pb + pt];
+            if (pl != LEVEL_OVER && pl <= copied) {
                 const u32 v = c.bytes[p];
                 c.bytes[m.dst + k] = (u8)(flip ? complement(v) : v);
                 break;

@@ -46,10 +46,17 @@ const RESOLVE_PIECE: u64 = 128;
 /// Level buckets of `Resolve::Levels` (kernel LEVELS), and the level value of matches over the cap (LEVEL_OVER).
 const LEVELS: usize = 256;
 const LEVEL_OVER: u32 = 255;
-/// The highest level the default `Resolve::Levels` copies: matches above it are chased byte by byte. Match bytes
-/// above level 24: 8 % of atha_chr1's, 1.5 % of a 185 MB generated genome's (examples/levels); levels reach 100
-/// and more in both.
-pub const LEVEL_CAP: u32 = 64;
+/// The highest level the default `Resolve::Levels` searches for: matches above it are chased byte by byte. Match
+/// levels reach 100 and more (examples/levels: match bytes above level 24 are 8 % of atha_chr1's, 1.5 % of a 185
+/// MB generated genome's), and on the 1.16 GB generated archive a cap of 24 / 64 / 128 / 250 decoded in 11.9 /
+/// 10.3 / 9.9 / 9.5 ms (H200, session 16 run 4). Which levels are copied is decided after the search
+/// ([`CHASE_SHARE`]).
+pub const LEVEL_CAP: u32 = 250;
+/// The levels above the lowest `l` whose higher levels hold at most 1/CHASE_SHARE of all pieces (and at least
+/// MIN_CHASED) are chased with the matches over the cap instead of copied level by level: the high levels hold
+/// few pieces each, and a launch costs more than chasing them.
+const CHASE_SHARE: u64 = 256;
+const MIN_CHASED: u64 = 1024;
 /// Most passes ACEAPEX_GPU_RESOLVE=levels:PASSES may ask for (the lists' counts are sized for them).
 const LEVEL_PASSES_MAX: u32 = 64;
 /// The `levels` key of a resident seek's launch sequence (resident.rs) in `run_seek` and its graphs.
@@ -186,7 +193,7 @@ pub struct FullRun {
     pub chase_ms: Option<f32>,
     /// Device ms of match resolution alone (the complete decode only), from the end of the parse to the end.
     pub resolve_ms: Option<f32>,
-    /// `Resolve::Levels`: the highest match level (the copy launches it took), and the device ms of the bucketing
+    /// `Resolve::Levels`: the levels copied (a launch each; the rest was chased), and the device ms of the bucketing
     /// and the copies; `chase_ms` is then the chase of the unlevelled matches, and the rest of `resolve_ms` the
     /// level passes (with one synchronisation).
     pub max_level: Option<u32>,
@@ -476,6 +483,23 @@ fn compiled_ptx(arch: &'static str) -> Result<Ptx> {
 pub fn compile_check(arch: &'static str) -> std::result::Result<usize, String> {
     let opts = CompileOptions { arch: Some(arch), options: vec!["-std=c++17".into()], ..Default::default() };
     compile_ptx_with_opts(KERNEL_SOURCE, opts).map(|p| p.to_src().len()).map_err(|e| format!("{e}"))
+}
+
+/// The highest level `Resolve::Levels` copies, from the pieces per level (`hist[0]`: over the cap): the lowest
+/// whose higher levels hold at most 1/CHASE_SHARE of all pieces, or MIN_CHASED.
+fn copied_levels(hist: &[u32], max_level: u32) -> u32 {
+    let total: u64 = hist.iter().map(|&h| h as u64).sum();
+    let allowed = (total / CHASE_SHARE).max(MIN_CHASED);
+    let mut above = 0u64;
+    let mut copied = max_level;
+    while copied > 0 {
+        above += hist.get(copied as usize).copied().unwrap_or(0) as u64;
+        if above > allowed {
+            break;
+        }
+        copied -= 1;
+    }
+    copied
 }
 
 fn grid_for(items: u64, per_cta: u64, cap: u32) -> u32 {
@@ -1347,7 +1371,7 @@ impl Device {
         // SAFETY (every launch below): arguments match level_pass(Ctx, u32, u32*, u32, u32, u32, u32, u8*, u32*,
         // u64*, u64*, u32*, u32), level_ordered(Ctx, u32, u32*, u32, u32, u8*, u32*, u32*), level_starts(u32*,
         // u32*, u32*), level_order(Ctx, u32, u32*, u32, u8*, u32*, u64*, u32), copy_level(Ctx, u64*, u32*, u32)
-        // and chase_unleveled(Ctx, u64*, u32*, u8*); `level` holds a byte per token, the lists list_cap entries
+        // and chase_unleveled(Ctx, u64*, u32*, u8*, u32); `level` holds a byte per token, the lists list_cap entries
         // each (at least one per match plus one per RESOLVE_PIECE stream bytes: every match's pieces),
         // list_counts LEVEL_PASSES_MAX entries (level_ordered's ticket is list_counts[0], zeroed before the
         // decode), the histogram LEVELS, the cursors LEVELS + 1 and the starts LEVELS + 1.
@@ -1391,7 +1415,9 @@ impl Device {
         // The highest level decides the copy launches; bucket 0 (pieces over the cap) whether to chase.
         let hist_host = stream.clone_dtoh(&full.level_hist).map_err(gpu("level histogram"))?;
         let max_level = hist_host.iter().skip(1).rposition(|&h| h != 0).map_or(0, |i| i as u32 + 1);
-        let over = hist_host.first().copied().unwrap_or(0);
+        let copied = copied_levels(&hist_host, max_level);
+        let chased = hist_host.first().copied().unwrap_or(0) as u64
+            + hist_host.iter().skip(copied as usize + 1).map(|&h| h as u64).sum::<u64>();
         let one = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (1, 1, 1), shared_mem_bytes: 0 };
         copy_start.record(stream).map_err(gpu("event"))?;
         // SAFETY: as above.
@@ -1415,7 +1441,7 @@ impl Device {
                 .arg(&list_cap)
                 .launch(first)
                 .map_err(gpu("level order"))?;
-            for l in 1..=max_level {
+            for l in 1..=copied {
                 // A warp per piece: a level of few pieces launches few CTAs (the high levels hold a few each).
                 let pieces = hist_host.get(l as usize).copied().unwrap_or(0);
                 let copy = LaunchConfig { grid_dim: (grid_for(pieces as u64, warps_per_cta, 132 * 16), 1, 1), ..first };
@@ -1430,7 +1456,7 @@ impl Device {
             }
         }
         chase_start.record(stream).map_err(gpu("event"))?;
-        if over != 0 {
+        if chased != 0 {
             // SAFETY: as above.
             unsafe {
                 stream
@@ -1439,11 +1465,12 @@ impl Device {
                     .arg(&lists[2])
                     .arg(&starts)
                     .arg(&level)
+                    .arg(&copied)
                     .launch(later)
                     .map_err(gpu("level chase"))?;
             }
         }
-        Ok(max_level)
+        Ok(copied)
     }
 
     /// Whether a complete full decode is resident (see [`Device::stream_full`]).
@@ -1656,6 +1683,24 @@ mod tests {
             .find_map(|l| l.strip_prefix("#define ")?.strip_prefix(name)?.strip_prefix(' '))
             .unwrap_or_else(|| panic!("kernels/decode.cu has no #define {name}"));
         line.split_whitespace().next().unwrap().parse().unwrap()
+    }
+
+    /// The levels copied: sparse high levels are left to the chase, a heavy one is not.
+    #[test]
+    fn sparse_high_levels_are_chased() {
+        // 1000 pieces over the cap, 100,000 at level 1, 50,000 at 2, then 10 levels of 100.
+        let mut hist = vec![0u32; LEVELS];
+        hist[0] = 1000;
+        hist[1] = 100_000;
+        hist[2] = 50_000;
+        for h in &mut hist[3..13] {
+            *h = 100;
+        }
+        // 152,000 pieces: at most max(593, 1024) chased above the copied levels: levels 3..=12 (1,000 pieces).
+        assert_eq!(copied_levels(&hist, 12), 2);
+        assert_eq!(copied_levels(&hist, 0), 0);
+        hist[12] = 5000;
+        assert_eq!(copied_levels(&hist, 12), 12, "a heavy top level is copied");
     }
 
     /// Constants the host sizes buffers and launches by must be the kernel's own.
