@@ -81,7 +81,8 @@ pub struct MountOptions {
 ///   K slices of 1.5 S bytes each, S the slice size), fuser's receive buffer (16 MiB reserved, only the pages
 ///   requests touch are resident: a few KiB) and the stack: `T × (2 MiB + 2B + 1.5 S × K)`;
 /// - per live stream run: the sequential decoder's two batches of parsed blocks ahead of the copy (`2 × 8P`
-///   blocks of 1.5 B) plus one block in the making and one spare: `MAX_STREAMS × 24P × B`;
+///   blocks of 1.5 B) plus one block in the making and one spare: `MAX_STREAMS × 24P × B` (the window of 16
+///   blocks it gathers before handing them to the cache, 256 KiB, is within that: 24P ≥ 48 blocks);
 /// - thread stacks of the rayon pool (P) and the run threads: only touched pages, ~100 KiB each;
 /// - with a whole-range engine (a GPU) only, and not in [`Overhead::bytes`] yet: a stream run's pieces are kept as
 ///   shared windows of up to 4 MiB ([`crate::cache::WINDOW_BYTES`]), charged whole to the LRU while any of
