@@ -913,7 +913,7 @@ mod tests {
         // Each way in a fresh cache that holds every piece (a first read: fresh memory), then in one that evicts
         // (a steady stream in a full cache: memory freed by the evictions is reused).
         for (what, budget) in [("fresh memory", 1u64 << 40), ("full cache, evicting", 64 << 20)] {
-            for way in ["per block", "windows"] {
+            for way in ["per block", "windows", "256 KiB windows"] {
                 let cache = BlockCache::new(budget);
                 let pieces = 24u64;
                 let mut times = Vec::new();
@@ -926,7 +926,8 @@ mod tests {
                         }
                     } else {
                         let mut piece = Vec::new();
-                        for window in src.chunks(WINDOW_BYTES) {
+                        let window_bytes = if way == "windows" { WINDOW_BYTES } else { 256 << 10 };
+                        for window in src.chunks(window_bytes) {
                             piece.extend(Window::copy_of(window, |_| BLOCK).unwrap());
                         }
                         cache.insert_run(first, &piece);
