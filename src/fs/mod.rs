@@ -292,6 +292,8 @@ const MAX_LOGGED_CORRUPT: usize = 4096;
 /// all cores ([`AcxFs::rebuild_in_pieces`]); shorter ones (random reads, the kernel's 128 KiB requests) in one.
 const PARALLEL_REBUILD_BYTES: usize = 512 << 10;
 const REBUILD_PIECE_BYTES: usize = 256 << 10;
+/// Cores (threads of the rayon pool) below which reads are not rebuilt in pieces.
+const PARALLEL_REBUILD_MIN_CORES: usize = 4;
 /// Reads this far before a handle's run start are served beside it instead of restarting it.
 const READ_BEHIND_SLACK: u64 = 1 << 20;
 /// Files smaller than this are not filled.
@@ -637,7 +639,10 @@ impl<B: Backend> AcxFs<B> {
     /// error.
     fn rebuild_in_pieces(&self, id: EntryId, offset: u64, len: usize, out: &mut Vec<u8>) -> bool {
         use rayon::prelude::*;
-        if !self.options.parallel_rebuild || rayon::current_num_threads() < 2 {
+        // With fewer than 4 cores the reader, the FUSE worker and the kernel's copies keep them busy: pieces gained
+        // nothing on the 2-core machine (`mount-bench.sh --seq`, serving alone: 1311 and 1649 MB/s with pieces,
+        // 1576 and 1275 without; nullfs 1400-2100 between runs).
+        if !self.options.parallel_rebuild || rayon::current_num_threads() < PARALLEL_REBUILD_MIN_CORES {
             return false;
         }
         out.resize(len, 0);
