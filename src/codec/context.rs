@@ -233,6 +233,15 @@ pub fn next_context(ctx: u32, s: u32, mask: u32) -> u32 {
 pub fn for_each_context(literals: &[u8], first: usize, lanes: usize, mask: u32, mut f: impl FnMut(usize, u32, u32)) {
     let mut ctx = [0u32; crate::codec::rans::MAX_LANES];
     let lanes = lanes.clamp(1, crate::codec::rans::MAX_LANES);
+    if lanes == 1 {
+        // The default: one lane, no division per literal.
+        for (j, &b) in literals.iter().enumerate() {
+            let s = base_code_unchecked(b);
+            f(j, ctx[0], s);
+            ctx[0] = next_context(ctx[0], s, mask);
+        }
+        return;
+    }
     for (j, &b) in literals.iter().enumerate() {
         let lane = (first + j) % lanes;
         let s = base_code_unchecked(b);
@@ -244,8 +253,10 @@ pub fn for_each_context(literals: &[u8], first: usize, lanes: usize, mask: u32, 
 /// Statistics of the eligible slices of a chunk for every order `1 ..= MAX_LIT_ORDER`, and their order-0
 /// counts per table group, from which [`CtxStats::choose`] picks the model.
 pub struct CtxStats {
-    /// `counts[k − 1][ctx][s]`.
-    counts: Vec<Vec<[u64; 4]>>,
+    /// `counts[ctx][s]` of the highest order ([`MAX_LIT_ORDER`]): a lower order's context is the low bits of
+    /// the highest's, so its counts are sums of these ([`CtxStats::choose`] adds them up, once per chunk,
+    /// instead of eight counters per literal).
+    counts: Vec<[u64; 4]>,
     /// Base counts of the eligible slices, per group of the chunk (what the LIT table would code).
     order0: Vec<[u64; 4]>,
     lanes: usize,
@@ -254,11 +265,7 @@ pub struct CtxStats {
 impl CtxStats {
     /// Empty statistics for a chunk of `groups` table groups coded with `lanes` rANS lanes.
     pub fn new(groups: usize, lanes: usize) -> CtxStats {
-        CtxStats {
-            counts: (1..=MAX_LIT_ORDER).map(|k| vec![[0u64; 4]; 1 << (2 * k)]).collect(),
-            order0: vec![[0; 4]; groups],
-            lanes,
-        }
+        CtxStats { counts: vec![[0u64; 4]; 1 << (2 * MAX_LIT_ORDER)], order0: vec![[0; 4]; groups], lanes }
     }
 
     /// Adds one eligible slice (its literals all bases; `first = 3·nmatch + 1`) of group `group`.
@@ -268,9 +275,7 @@ impl CtxStats {
         let counts = &mut self.counts;
         for_each_context(literals, first, self.lanes, top, |_, ctx, s| {
             o0[s as usize] += 1;
-            for (k, c) in counts.iter_mut().enumerate() {
-                c[(ctx & ((1 << (2 * (k + 1))) - 1)) as usize][s as usize] += 1;
-            }
+            counts[ctx as usize][s as usize] += 1;
         });
     }
 
@@ -278,9 +283,23 @@ impl CtxStats {
     /// beats the groups' order-0 tables by more than `min_gain` bytes; and builds its model.
     pub fn choose(&self, min_gain: f64) -> Option<Arc<CtxModel>> {
         let order0: f64 = self.order0.iter().map(|c| coded_bits(c) / 8.0).sum();
+        // by_order[k − 1][ctx][s], each order summed from the one above.
+        let mut by_order: Vec<Vec<[u64; 4]>> = vec![self.counts.clone()];
+        for k in (1..MAX_LIT_ORDER).rev() {
+            let above = by_order.last().expect("the highest order");
+            let mut counts = vec![[0u64; 4]; 1 << (2 * k)];
+            for (ctx, c) in above.iter().enumerate() {
+                let low = &mut counts[ctx & ((1 << (2 * k)) - 1)];
+                for (l, v) in low.iter_mut().zip(c) {
+                    *l += v;
+                }
+            }
+            by_order.push(counts);
+        }
+        by_order.reverse();
         let mut best: Option<(f64, u8)> = None;
         for k in 1..=MAX_LIT_ORDER {
-            let counts = &self.counts[k as usize - 1];
+            let counts = &by_order[k as usize - 1];
             let bits: f64 = counts.iter().map(coded_bits).sum();
             // Table bytes: three varints per context, two bytes each for a frequency of 128 or more.
             let table: f64 = counts
@@ -296,7 +315,7 @@ impl CtxStats {
             }
         }
         let (size, k) = best?;
-        (order0 - size > min_gain).then(|| Arc::new(CtxModel::from_counts(k, &self.counts[k as usize - 1])))
+        (order0 - size > min_gain).then(|| Arc::new(CtxModel::from_counts(k, &by_order[k as usize - 1])))
     }
 }
 
