@@ -299,16 +299,21 @@ impl Archive {
     /// piece and the next [`PIECES_AHEAD`] decoded together, in parallel, instead of one at a time as it gets to
     /// them: a `dd` of the 1.16 GB generated genome through a fresh mount otherwise stalled on ~560 piece decodes
     /// in a row (H200, session 16 run 4: 478–498 MB/s against 597–612 when the whole structure was decoded
-    /// first). A random read (the piece before it not held) decodes only its own pieces. Errors are left to the
-    /// read, which decodes its pieces itself.
+    /// first). A random read (the piece before it not held) decodes only its own pieces.
     fn read_pieces_ahead(&self, f: &Opened, first: usize) {
         let file = &f.file;
         let n = file.table.len();
         if first == 0 || first >= n || file.holds_piece(first) || !file.holds_piece(first - 1) {
             return;
         }
-        let ahead: Vec<usize> = (first..(first + 1 + PIECES_AHEAD).min(n)).filter(|&i| !file.holds_piece(i)).collect();
-        ahead.into_par_iter().for_each(|i| {
+        let ahead = (first..(first + 1 + PIECES_AHEAD).min(n)).filter(|&i| !file.holds_piece(i));
+        self.decode_pieces_ahead(ahead.map(|i| (f, i)).collect());
+    }
+
+    /// Decodes and keeps `pieces` (file, piece) in parallel, ahead of the reads that will want them; errors are
+    /// left to those reads, which decode their pieces themselves.
+    fn decode_pieces_ahead(&self, pieces: Vec<(&Opened, usize)>) {
+        pieces.into_par_iter().for_each(|(f, i)| {
             let _ = self.genome_piece(f, i);
         });
     }
@@ -358,17 +363,10 @@ impl Archive {
             return Ok(Some((start..start, all)));
         }
         let end = off.saturating_add(len).min(file.total_len());
-        // The first base at or after byte `at` of piece `i`, as a stream position.
-        let base_at = |i: usize, at: u64| -> Result<u64> {
-            let g = self.genome_piece(&f, i)?;
-            let b = file.table.bytes(i);
-            Ok(start + file.table.bases_of(i).start + g.base_range(at - b.start, b.end - at).0)
-        };
-        let b0 = base_at(pieces.start, off)?;
         let last = pieces.end - 1;
-        let b1 =
-            if end == file.table.bytes(last).end { start + file.table.bases_of(last).end } else { base_at(last, end)? };
-        Ok(Some((b0..b1.max(b0), all)))
+        let (g0, g1) = (self.genome_piece(&f, pieces.start)?, self.genome_piece(&f, last)?);
+        let span = file.base_span((pieces.start, &g0), (last, &g1), off, end);
+        Ok(Some((start + span.start..start + span.end, all)))
     }
 
     /// Opens the tables of the first `max_files` genome-mode files (in tree order) that are not open yet, so that
@@ -401,9 +399,7 @@ impl Archive {
                 first.push((f, i));
             }
         }
-        first.into_par_iter().for_each(|(f, i)| {
-            let _ = self.genome_piece(f, i);
-        });
+        self.decode_pieces_ahead(first);
         opened.len()
     }
 
@@ -511,8 +507,7 @@ impl Archive {
         let (Some(p0), Some(p1)) = (file.table.piece_of(from), file.table.piece_of(end - 1)) else {
             return Ok(from);
         };
-        let b0 = file.table.bases_of(p0).start + piece(p0)?.base_range(from - file.table.bytes(p0).start, 1).0;
-        let b1 = (file.table.bases_of(p1).start + piece(p1)?.base_range(0, end - file.table.bytes(p1).start).1).max(b0);
+        let Range { start: b0, end: b1 } = file.base_span((p0, piece(p0)?), (p1, piece(p1)?), from, end);
         // Bases decoded but not yet used, starting at base `have_from`; the next original chunk starts at `pos`.
         let mut pending: Vec<u8> = Vec::new();
         let mut have_from = b0;

@@ -160,6 +160,26 @@ impl GenomeFile {
         self.pieces.get(i).is_some_and(|s| s.lock().unwrap_or_else(|p| p.into_inner()).take().is_some())
     }
 
+    /// The file's bases behind original bytes `[from, end)` (`from < end`), from their first and last pieces
+    /// (`first` = the piece of `from` and `last` = the piece of `end − 1`, each with its decoded structure): the
+    /// first base at or after `from` up to the first at or after `end` (a piece's last base + 1 when `end` is its
+    /// end). File-relative: base 0 is the region's first base.
+    pub fn base_span(
+        &self,
+        first: (usize, &Genome),
+        last: (usize, &Genome),
+        from: u64,
+        end: u64,
+    ) -> std::ops::Range<u64> {
+        let base_at = |(i, g): (usize, &Genome), at: u64| {
+            let b = self.table.bytes(i);
+            self.table.bases_of(i).start + g.base_range(at - b.start, b.end - at).0
+        };
+        let b0 = base_at(first, from);
+        let b1 = if end == self.table.bytes(last.0).end { self.table.bases_of(last.0).end } else { base_at(last, end) };
+        b0..b1.max(b0)
+    }
+
     /// Whether piece `i` is decoded and held now.
     pub fn holds_piece(&self, i: usize) -> bool {
         self.pieces.get(i).is_some_and(|s| s.lock().unwrap_or_else(|p| p.into_inner()).is_some())
