@@ -1321,19 +1321,17 @@ impl Device {
         // left after the last round; the chase resolves round 0's list or reports a fault.
         let mut left = stream.clone_dtoh(&full.list_counts).map_err(gpu("status copy"))?;
         if levels {
-            // The passes' lists: what each pass left without a level (chased after the copies).
+            // The passes' lists: what each pass left without a level (the last pass marks it over the cap).
             left.truncate(level_passes.map_or(0, |(p, _)| p) as usize);
-            let used = left.iter().take_while(|&&c| c != 0).count() as u32 + 1;
-            self.last_full = Some(variant);
-            self.index_ready = false;
-            return Ok(Ok(FullRun { device_ms, rounds: used, left, chase_ms, resolve_ms, max_level, copy_ms }));
+        } else {
+            left.truncate(rounds as usize);
+            if !chase && left.last().is_some_and(|&l| l != 0) {
+                return Ok(Err(KernelFault { code: 8, unit: 0 }));
+            }
         }
-        left.truncate(rounds as usize);
-        if !chase && left.last().is_some_and(|&l| l != 0) {
-            return Ok(Err(KernelFault { code: 8, unit: 0 }));
-        }
-        // The launches that did work: round 0, then the chase or the rounds up to the first that found nothing.
-        let used = if rounds == 0 { 0 } else { left.iter().take_while(|&&c| c != 0).count() as u32 + 1 };
+        // The launches that did work: round 0 (or the level search), then the chase or the rounds (passes) up to
+        // the first that found nothing.
+        let used = if rounds == 0 && !levels { 0 } else { left.iter().take_while(|&&c| c != 0).count() as u32 + 1 };
         self.last_full = Some(variant);
         self.index_ready = index_ptr != 0;
         Ok(Ok(FullRun { device_ms, rounds: used, left, chase_ms, resolve_ms, max_level, copy_ms }))
