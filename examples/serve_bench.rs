@@ -42,9 +42,9 @@ fn main() {
         std::process::exit(2);
     };
     let options = ArchiveOptions { cache_bytes: 2 << 30, decoder: DecoderChoice::Cpu, ..ArchiveOptions::default() };
-    let archive = Archive::open_with(archive_path, options).expect("open the archive");
+    let archive = Arc::new(Archive::open_with(archive_path, options).expect("open the archive"));
     // No fills: the random reads below are to be served from the cache, not race a fill decoding the file again.
-    let fs = AcxFs::new(Arc::new(archive), FsOptions { fill_max_bytes: 0, ..FsOptions::default() });
+    let fs = AcxFs::new(Arc::clone(&archive), FsOptions { fill_max_bytes: 0, ..FsOptions::default() });
     let mut ino = 1u64;
     for part in inner.split('/').filter(|p| !p.is_empty()) {
         ino = fs.lookup(ino, part.as_bytes()).expect("path in the archive").ino;
@@ -67,7 +67,12 @@ fn main() {
     };
     let t = Instant::now();
     let first = read_all(chunk);
-    println!("first pass (decodes): {:.1} MB/s", size as f64 / t.elapsed().as_secs_f64() / 1e6);
+    println!(
+        "first pass (decodes): {:.1} MB/s; genome structure pieces decoded {}, held {}",
+        size as f64 / t.elapsed().as_secs_f64() / 1e6,
+        archive.genome_pieces_decoded(),
+        archive.genome_pieces_held()
+    );
     if let Some(original) = rest.first() {
         let want = std::fs::read(original).expect("read the original");
         assert!(first == want, "the bytes read differ from {original}");
@@ -86,9 +91,10 @@ fn main() {
         }
         let (wall, cpu) = (t.elapsed().as_secs_f64(), thread_cpu_s() - cpu);
         println!(
-            "pass {pass}: {:.0} MB/s wall, {:.0} MB/CPU-s (chunk {chunk})",
+            "pass {pass}: {:.0} MB/s wall, {:.0} MB/CPU-s (chunk {chunk}); structure pieces decoded so far {}",
             size as f64 / wall / 1e6,
-            size as f64 / cpu / 1e6
+            size as f64 / cpu / 1e6,
+            archive.genome_pieces_decoded()
         );
     }
     // 1000 reads of 64 KiB at pseudo-random offsets (xorshift).

@@ -18,7 +18,9 @@
 use std::collections::HashMap;
 use std::mem::MaybeUninit;
 use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use rayon::prelude::*;
 
@@ -44,7 +46,9 @@ pub const OPEN_STRUCTURE_BYTES: u64 = 32 << 20;
 pub(super) struct GenomeFiles {
     open: Mutex<OpenFiles>,
     /// Pieces decoded into the shared slots so far (what a read cost in structure decodes; tests count it).
-    pieces_decoded: std::sync::atomic::AtomicU64,
+    pieces_decoded: AtomicU64,
+    /// Nanoseconds those decodes took, summed over threads (the mount's stats show it).
+    decode_ns: AtomicU64,
 }
 
 struct OpenFiles {
@@ -152,11 +156,13 @@ impl Archive {
     /// Piece `i` of an opened file, decoded on first use (its code read through the block cache) and counted
     /// against [`OPEN_STRUCTURE_BYTES`].
     fn genome_piece(&self, f: &Opened, i: usize) -> Result<Arc<Genome>> {
+        let started = Instant::now();
         let (g, fresh) =
             f.file.piece(i, |pos, buf| self.read_stream(pos, buf)).map_err(|e| self.genome_error(f.id, e))?;
         let mut open = self.genomes.open.lock().unwrap_or_else(|p| p.into_inner());
         if fresh {
-            self.genomes.pieces_decoded.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.genomes.pieces_decoded.fetch_add(1, Ordering::Relaxed);
+            self.genomes.decode_ns.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
             open.decoded(f.id, &f.slot, i, g.heap_bytes());
         } else {
             open.used.promote(&(f.id, i));
@@ -369,6 +375,34 @@ impl Archive {
         Ok(Some((start + span.start..start + span.end, all)))
     }
 
+    /// Decodes, in parallel, the pieces of genome file `id` that original bytes `[off, off + len)` meet and that
+    /// are not held, and marks those held as just used (a sequential reader's next pieces: the mount calls this
+    /// off the read path, so that a reader reaching a piece finds it decoded instead of waiting for it, and a
+    /// file larger than the bound does not see its next pieces dropped just before it reads them). Pieces being
+    /// decoded are left to that decode; errors are left to the reads. Returns how many pieces it decoded.
+    pub fn decode_genome_ahead(&self, id: EntryId, off: u64, len: u64) -> u64 {
+        let Some(EntryKind::File { offset, size, transform: TRANSFORM_GENOME }) =
+            self.tree().entry(id).map(|e| &e.kind)
+        else {
+            return 0;
+        };
+        let Ok(f) = self.genome_file(id, *offset, *size) else { return 0 };
+        let before = self.genome_pieces_decoded();
+        self.decode_pieces_ahead(
+            f.file.pieces_of(off, len).filter(|&i| !f.file.decoding_piece(i)).map(|i| (&f, i)).collect(),
+        );
+        self.genome_pieces_decoded() - before
+    }
+
+    /// Structure pieces as the mount's stats show them: decoded so far, held now, and the decode time.
+    pub fn genome_piece_stats(&self) -> serde_json::Value {
+        serde_json::json!({
+            "pieces_decoded": self.genome_pieces_decoded(),
+            "pieces_held": self.genome_pieces_held(),
+            "decode_ms": self.genomes.decode_ns.load(Ordering::Relaxed) / 1_000_000,
+        })
+    }
+
     /// Opens the tables of the first `max_files` genome-mode files (in tree order) that are not open yet, so that
     /// their first reads do not pay for it (a mount does this in the background when it starts). Errors are left
     /// for the reads to report. Returns how many of those files are open afterwards.
@@ -417,7 +451,7 @@ impl Archive {
     /// Pieces of genome structures decoded into the shared slots since the archive was opened (reads and spans;
     /// streams and verify decode privately and do not count).
     pub fn genome_pieces_decoded(&self) -> u64 {
-        self.genomes.pieces_decoded.load(std::sync::atomic::Ordering::Relaxed)
+        self.genomes.pieces_decoded.load(Ordering::Relaxed)
     }
 
     /// Opens every genome-mode file and decodes every piece of its structure (for `verify`): one error per file

@@ -1105,3 +1105,46 @@ fn pieces_dropped_under_a_small_bound_are_decoded_again_with_the_same_bytes_unde
     assert_eq!(archive.read_file(1, 5, &mut buf).unwrap(), 100);
     assert_eq!(&buf[..], &fasta[5..105]);
 }
+
+/// `decode_genome_ahead` decodes exactly the pieces a range meets that are not held; through the filesystem
+/// layer, a sequential reader gets the pieces ahead of it decoded off its read path, a random reader does not.
+#[test]
+fn pieces_ahead_of_a_sequential_reader_are_decoded_off_its_read_path() {
+    use crate::fs::{AcxFs, FsOptions};
+    let dir = tempfile::tempdir().unwrap();
+    let fasta = pieces_fasta(3000, &mut Rng(23));
+    let path = genome_pieces_archive(dir.path(), &fasta, 4096);
+    let cuts = crate::genome::pieces::cut(&fasta, 4096);
+    let pieces = cuts.len() as u64;
+    assert!(pieces > 20, "{pieces} pieces");
+
+    let archive = Archive::open_with(&path, cpu_options(8 << 20)).unwrap();
+    assert_eq!(archive.decode_genome_ahead(1, cuts[3].start as u64, 10), 1);
+    assert_eq!(archive.decode_genome_ahead(1, cuts[3].start as u64, 2 * 4096), 1, "piece 3 is held: piece 4 only");
+    assert_eq!(archive.decode_genome_ahead(1, cuts[3].start as u64, 2 * 4096), 0);
+    assert_eq!(archive.decode_genome_ahead(9, 0, 100), 0, "not a genome file");
+    assert_eq!(archive.genome_pieces_decoded(), 2);
+
+    let decoded_after_reads = |offsets: &[u64], wait: std::time::Duration| {
+        let archive = Arc::new(Archive::open_with(&path, cpu_options(8 << 20)).unwrap());
+        let fs = AcxFs::new(Arc::clone(&archive), FsOptions { fill_max_bytes: 0, ..FsOptions::default() });
+        let ino = fs.lookup(1, b"g.fa").unwrap().ino;
+        let fh = fs.open(ino, libc::O_RDONLY).unwrap().fh;
+        let mut buf = Vec::new();
+        for &off in offsets {
+            fs.read(ino, fh, off, 1000, &mut buf).unwrap();
+            assert!(buf == fasta[off as usize..off as usize + 1000], "read at {off}");
+        }
+        // The reads ahead run on the rayon pool: give them time to finish.
+        let started = std::time::Instant::now();
+        while archive.genome_pieces_decoded() < pieces && started.elapsed() < wait {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        archive.genome_pieces_decoded()
+    };
+    let secs = std::time::Duration::from_secs;
+    assert_eq!(decoded_after_reads(&[0, 1000, 2000], secs(20)), pieces, "a sequential reader: every piece ahead");
+    let far = cuts[pieces as usize / 2].start as u64;
+    let random = decoded_after_reads(&[far, 5, far / 2], std::time::Duration::from_millis(300));
+    assert!(random <= 6, "random reads: only the pieces they meet, not {random}");
+}

@@ -106,6 +106,7 @@ impl Backend for Archive {
             "total_len": data.footer.total_len,
             "cache": self.stats(),
             "gpu_fallbacks": self.gpu_fallbacks(),
+            "genome_structure": self.genome_piece_stats(),
             // Decoder auto with a GPU: per batch-size class, the mean µs per block each engine took.
             "auto": self.auto_choices().iter().map(|c| serde_json::json!({
                 "min_blocks": c.min_blocks,
@@ -134,6 +135,10 @@ impl Backend for Archive {
 
     fn warm(&self) {
         self.open_genome_structures(WARM_GENOME_FILES);
+    }
+
+    fn prepare_ahead(&self, id: EntryId, offset: u64, len: u64) {
+        self.decode_genome_ahead(id, offset, len);
     }
 }
 

@@ -180,6 +180,12 @@ impl GenomeFile {
         b0..b1.max(b0)
     }
 
+    /// Whether piece `i` is being decoded now (its reader holds the slot). Does not wait for that decode, unlike
+    /// [`GenomeFile::holds_piece`].
+    pub fn decoding_piece(&self, i: usize) -> bool {
+        matches!(self.pieces.get(i).map(|s| s.try_lock()), Some(Err(std::sync::TryLockError::WouldBlock)))
+    }
+
     /// Whether piece `i` is decoded and held now.
     pub fn holds_piece(&self, i: usize) -> bool {
         self.pieces.get(i).is_some_and(|s| s.lock().unwrap_or_else(|p| p.into_inner()).is_some())
