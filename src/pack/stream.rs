@@ -103,6 +103,9 @@ struct Structure {
     hash: u64,
 }
 
+/// Most genome pieces (about 2 MiB of bases each) modelled at once while the stream is built.
+const MAX_PIECES_AHEAD: usize = 16;
+
 /// Writes a genome-mode file's region (FORMAT.md §2.6): the head, pointing at the structure found while
 /// gathering, then the file's bases (split again from the file). The structure itself is a piece of its own,
 /// after every file. A file that changed since it was examined is refused.
@@ -121,7 +124,9 @@ fn write_genome_region(path: &Path, size: u64, bases: u64, structure: Structure,
     let mut written = 0u64;
     let mut io_error = None;
     let pieces = crate::genome::pieces::piece_bytes();
-    let encoded = crate::genome::pieces::encode_file(&map, pieces, |bases| {
+    // Pieces are modelled in parallel, a few per core at a time (their bases wait in memory for their turn).
+    let batch = (2 * rayon::current_num_threads()).min(MAX_PIECES_AHEAD);
+    let encoded = crate::genome::pieces::encode_file_batched(&map, pieces, batch, |bases| {
         if io_error.is_none() {
             written += bases.len() as u64;
             io_error = out.write_all(bases).err();
