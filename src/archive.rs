@@ -179,6 +179,16 @@ impl Archive {
 
     /// Fills `buf` with stream bytes `[pos, pos + buf.len())`, which must lie inside the stream.
     pub fn read_stream(&self, pos: u64, buf: &mut [u8]) -> Result<()> {
+        self.read_stream_by(pos, buf, |missing| self.decode_batch(missing))
+    }
+
+    /// [`Archive::read_stream`] with the blocks not cached decoded on the CPU, whatever the decoder: for a
+    /// thread that a GPU stream's sink may be waiting for, while that stream holds the device.
+    fn read_stream_on_cpu(&self, pos: u64, buf: &mut [u8]) -> Result<()> {
+        self.read_stream_by(pos, buf, |missing| missing.iter().map(|&id| self.decode_on_cpu(id)).collect())
+    }
+
+    fn read_stream_by(&self, pos: u64, buf: &mut [u8], decode: impl Fn(&[u64]) -> Vec<Result<Block>>) -> Result<()> {
         let end = self.checked_end(pos, buf.len() as u64)?;
         if buf.is_empty() {
             return Ok(());
@@ -187,7 +197,7 @@ impl Archive {
         let ids: Vec<u64> = ((pos >> log)..=((end - 1) >> log)).collect();
         let mut written = 0usize;
         for chunk in ids.chunks(READ_BATCH_BLOCKS) {
-            let blocks = self.cache.get_many(chunk, |missing| self.decode_batch(missing))?;
+            let blocks = self.cache.get_many(chunk, &decode)?;
             for (&id, block) in chunk.iter().zip(&blocks) {
                 let block_start = self.data.block_start(id);
                 let from = (pos + written as u64 - block_start) as usize;

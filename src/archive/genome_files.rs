@@ -176,7 +176,7 @@ impl Archive {
     /// read of a fresh mount 78 ms; in order, those sources are plain copies from the window.
     fn read_structure(&self, pos: u64, buf: &mut [u8]) -> Result<()> {
         if buf.len() <= SEQUENTIAL_STRUCTURE_BYTES {
-            return self.read_stream(pos, buf);
+            return self.read_stream_on_cpu(pos, buf);
         }
         let (mut at, want) = (0usize, buf.len());
         let end = self.checked_end(pos, want as u64)?;
@@ -482,15 +482,18 @@ impl Archive {
         matches!(self.tree().entry(id).map(|e| &e.kind), Some(EntryKind::File { transform: TRANSFORM_GENOME, .. }))
     }
 
-    /// Streams original bytes `[from, from + len)` of genome file `id` to `sink` in order, decoding its bases with
-    /// [`Archive::decode_range_streaming`] (for `cat` and `unpack`: the GPU's whole-range decode or the CPU's
-    /// sequential decoder): the bases arrive in stream order and each chunk of original bytes (within one piece)
-    /// is rebuilt as soon as its bases are in.
+    /// Streams original bytes `[from, from + len)` of genome file `id` to `sink` in order (for `cat` and
+    /// `unpack`): all the range's bases in one [`Archive::decode_range_streaming`] (the GPU's whole-range decode
+    /// when a GPU decodes, else the CPU's sequential decoder), rebuilt into original bytes as they arrive.
     ///
-    /// The file goes in batches of [`STREAM_PIECES`] structure pieces: a batch's pieces are decoded (in
-    /// parallel, not kept) before its bases are streamed, never from inside the stream's sink. Reading a piece
-    /// goes through the block engine, which a GPU stream holds while it calls the sink: decoding there waited on
-    /// the stream's own lock (`cat --decoder gpu` of a 1.1 GB file hung on the H200).
+    /// Structure pieces are decoded privately (not kept) on a thread of their own, [`STREAM_PIECES`] at a time
+    /// in parallel, at most two batches ahead of the rebuild, and their code is read on the CPU: the stream's sink
+    /// waits for them while a GPU stream holds the device, so reading them through the GPU would wait on the
+    /// stream itself (`cat --decoder gpu` of a 1.1 GB file hung on the H200 in session 16). Why one stream for
+    /// the whole range: streamed batch by batch, a large file's 32 MiB batches were each too short for the GPU's
+    /// whole-range decode ([`super::streaming::GPU_WHOLE_RANGE_MIN_BYTES`]), so the CPU decoded them all (H200,
+    /// the 1.16 GB file: `--decoder gpu` 3.9 s, cpu 4.0 s). The bases that arrive together are rebuilt in chunks
+    /// of [`STREAM_CHUNK`] on all cores, then handed to `sink` in order.
     pub fn stream_genome_file(
         &self,
         id: EntryId,
@@ -507,116 +510,174 @@ impl Archive {
         let file = &*f.file;
         let end = from.saturating_add(len).min(*size);
         let pieces = file.pieces_of(from, end.saturating_sub(from));
-        let mut pos = from;
-        let mut first = pieces.start;
-        while first < pieces.end && pos < end {
-            let batch = first..(first + STREAM_PIECES).min(pieces.end);
-            let genomes = self.decode_pieces(id, file, batch.clone())?;
-            let batch_end = end.min(file.table.bytes(batch.end - 1).end);
-            pos = self.stream_pieces(file, (batch.start, &genomes), pos..batch_end, sink)?;
-            if pos < batch_end {
-                break; // nothing more to rebuild (a piece wrote no bytes)
+        if pieces.is_empty() {
+            return Ok(());
+        }
+        let (p0, p1) = (pieces.start, pieces.end - 1);
+        let span = {
+            let g0 = self.decode_pieces(id, file, p0..p0 + 1)?;
+            let g1 = if p1 == p0 { Vec::new() } else { self.decode_pieces(id, file, p1..p1 + 1)? };
+            let last = g1.first().unwrap_or(&g0[0]);
+            file.base_span((p0, &g0[0]), (p1, last), from, end)
+        };
+        std::thread::scope(|scope| {
+            let (tx, rx) = std::sync::mpsc::sync_channel(1);
+            let batches = pieces.clone().step_by(STREAM_PIECES).map(move |b| b..(b + STREAM_PIECES).min(pieces.end));
+            std::thread::Builder::new()
+                .name("acx-pieces".to_string())
+                .spawn_scoped(scope, move || {
+                    for batch in batches {
+                        let decoded = self.decode_pieces(id, file, batch.clone()).map(|g| (batch.start, g));
+                        let failed = decoded.is_err();
+                        if tx.send(decoded).is_err() || failed {
+                            return; // the rebuild stopped, or has the error now
+                        }
+                    }
+                })
+                .map_err(|e| Error::InvalidArgument(format!("cannot start the structure thread: {e}")))?;
+            let mut rebuild = Rebuild::new(file, rx, from..end, span.start);
+            if span.end > span.start {
+                self.decode_range_streaming(file.bases_start + span.start, span.end - span.start, &mut |bytes| {
+                    rebuild.bases.extend_from_slice(bytes);
+                    rebuild.emit(false, sink)
+                })?;
             }
-            first = batch.end;
+            rebuild.emit(true, sink)
+        })
+    }
+}
+
+/// The rebuild side of [`Archive::stream_genome_file`]: bases decoded but not used yet, the structure pieces
+/// received from the decoding thread, and where the next original byte is.
+struct Rebuild<'a> {
+    file: &'a GenomeFile,
+    pieces: std::sync::mpsc::Receiver<Result<(usize, Vec<Genome>)>>,
+    /// Batches received and not passed yet: (first piece, its decoded pieces).
+    held: std::collections::VecDeque<(usize, Vec<Genome>)>,
+    /// Bases from file base `bases_from` on.
+    bases: Vec<u8>,
+    bases_from: u64,
+    /// The next original byte to hand over, and the end of the range.
+    pos: u64,
+    end: u64,
+    /// Rebuilt chunks, reused.
+    outs: Vec<Vec<u8>>,
+}
+
+impl<'a> Rebuild<'a> {
+    fn new(
+        file: &'a GenomeFile,
+        pieces: std::sync::mpsc::Receiver<Result<(usize, Vec<Genome>)>>,
+        range: Range<u64>,
+        bases_from: u64,
+    ) -> Rebuild<'a> {
+        Rebuild {
+            file,
+            pieces,
+            held: Default::default(),
+            bases: Vec::new(),
+            bases_from,
+            pos: range.start,
+            end: range.end,
+            outs: Vec::new(),
+        }
+    }
+
+    /// Receives batches from the structure thread until one holds piece `i`.
+    fn receive(&mut self, i: usize) -> Result<()> {
+        while self.held_piece(i).is_none() {
+            let batch = self.pieces.recv().map_err(|_| {
+                Error::InvalidArgument(format!("genome piece {i} never came from the structure thread"))
+            })??;
+            self.held.push_back(batch);
         }
         Ok(())
     }
 
-    /// Streams original bytes `range` of a genome file, all inside the decoded pieces `genomes` (pieces
-    /// `first..`): their bases with one [`Archive::decode_range_streaming`], each chunk of original bytes rebuilt
-    /// as soon as its bases are in. Returns where it stopped (`range.end` unless the sink failed).
-    fn stream_pieces(
-        &self,
-        file: &GenomeFile,
-        (first, genomes): (usize, &[Genome]),
-        range: Range<u64>,
-        sink: &mut dyn FnMut(&[u8]) -> Result<()>,
-    ) -> Result<u64> {
-        let (from, end) = (range.start, range.end);
-        let piece = |i: usize| -> Result<&Genome> {
-            i.checked_sub(first)
-                .and_then(|j| genomes.get(j))
-                .ok_or_else(|| Error::InvalidArgument(format!("genome piece {i} is not in the streamed batch")))
-        };
-        let (Some(p0), Some(p1)) = (file.table.piece_of(from), file.table.piece_of(end - 1)) else {
-            return Ok(from);
-        };
-        let Range { start: b0, end: b1 } = file.base_span((p0, piece(p0)?), (p1, piece(p1)?), from, end);
-        // Bases decoded but not yet used, starting at base `have_from`; the next original chunk starts at `pos`.
-        let mut pending: Vec<u8> = Vec::new();
-        let mut have_from = b0;
-        let mut pos = from;
-        let mut out = Vec::new();
-        let mut emit = |pending: &mut Vec<u8>, have_from: &mut u64, flush: bool| -> Result<()> {
-            // Bases the emitted chunks used up.
-            let mut used_to = *have_from;
-            let mut result = Ok(());
-            while pos < end {
-                // The chunk `[pos, pos + take)` lies in one piece, `i`.
-                let Some(i) = file.table.piece_of(pos) else { break };
-                let g = match piece(i) {
-                    Ok(g) => g,
-                    Err(e) => {
-                        result = Err(e);
-                        break;
-                    }
-                };
-                let (bytes, base0) = (file.table.bytes(i), file.table.bases_of(i).start);
-                let take = (end.min(bytes.end) - pos).min(STREAM_CHUNK);
-                let local = pos - bytes.start;
-                let (c0, c1) = g.base_range(local, take);
-                let have_to = *have_from + pending.len() as u64;
-                if base0 + c1 > have_to && !flush {
-                    break;
-                }
-                let Some(at) = (base0 + c0).checked_sub(*have_from).filter(|_| base0 + c1 <= have_to) else {
-                    result = Err(Error::InvalidArgument(format!(
-                        "genome bases {}..{} not decoded yet",
-                        base0 + c0,
-                        base0 + c1
-                    )));
-                    break;
-                };
-                let bases = [&pending[at as usize..(base0 + c1 - *have_from) as usize]];
-                out.clear();
-                out.reserve(take as usize);
-                let read = g
-                    .write_at(local, &mut out.spare_capacity_mut()[..take as usize], BaseChunks::new(c0, &bases))
-                    .map_err(Error::from);
-                if let Ok(n) = read {
-                    // SAFETY: `write_at` initialised the first `n` bytes of the spare capacity, `n ≤ take`.
-                    unsafe { out.set_len(n) };
-                }
-                let n = match read.and_then(|n| sink(&out[..n]).map(|()| n)) {
-                    Ok(n) => n,
-                    Err(e) => {
-                        result = Err(e);
-                        break;
-                    }
-                };
-                pos += n as u64;
-                used_to = used_to.max(base0 + c1);
-                if n == 0 {
-                    break;
-                }
-            }
-            // Drop the bases the emitted chunks used up, once per call rather than once per chunk: the GPU hands
-            // over 64 MiB of bases at a time, and draining each 4 MiB chunk from the front of those moved the
-            // rest every time (quadratic).
-            let used = (used_to - *have_from).min(pending.len() as u64) as usize;
-            pending.drain(..used);
-            *have_from += used as u64;
-            result
-        };
-        if b1 > b0 {
-            self.decode_range_streaming(file.bases_start + b0, b1 - b0, &mut |bytes| {
-                pending.extend_from_slice(bytes);
-                emit(&mut pending, &mut have_from, false)
-            })?;
-        }
-        emit(&mut pending, &mut have_from, true)?;
-        Ok(pos)
+    /// Decoded piece `i`, if a batch received holds it.
+    fn held_piece(&self, i: usize) -> Option<&Genome> {
+        held_piece(&self.held, i)
     }
+
+    /// Rebuilds and hands to `sink` every chunk of original bytes whose bases are all in (with `flush`: the rest
+    /// of the range, whose bases must then all be in), in parallel, then drops the bases used up.
+    fn emit(&mut self, flush: bool, sink: &mut dyn FnMut(&[u8]) -> Result<()>) -> Result<()> {
+        use rayon::prelude::*;
+        let have_to = self.bases_from + self.bases.len() as u64;
+        // The ready chunks: (piece, local offset, length, bases from, bases to), file-relative bases.
+        let mut ready = Vec::new();
+        let mut at = self.pos;
+        while at < self.end {
+            let Some(i) = self.file.table.piece_of(at) else { break };
+            let (bytes, base0) = (self.file.table.bytes(i), self.file.table.bases_of(i).start);
+            let take = (self.end.min(bytes.end) - at).min(STREAM_CHUNK);
+            let local = at - bytes.start;
+            self.receive(i)?;
+            let (c0, c1) = self.held_piece(i).map_or((0, 0), |g| g.base_range(local, take));
+            if base0 + c1 > have_to || base0 + c0 < self.bases_from {
+                if flush {
+                    return Err(Error::InvalidArgument(format!(
+                        "genome bases {}..{} are not among the decoded {}..{have_to}",
+                        base0 + c0,
+                        base0 + c1,
+                        self.bases_from
+                    )));
+                }
+                break;
+            }
+            ready.push((i, local, take as usize, base0 + c0, base0 + c1));
+            at += take;
+        }
+        if ready.is_empty() {
+            return Ok(());
+        }
+        self.outs.resize_with(self.outs.len().max(ready.len()), Vec::new);
+        let (held, bases, bases_from, file) = (&self.held, &self.bases, self.bases_from, self.file);
+        let rebuilt: Vec<Result<usize>> = ready
+            .par_iter()
+            .zip(self.outs.par_iter_mut())
+            .map(|(&(i, local, take, b0, b1), out)| {
+                let piece = held_piece(held, i).ok_or_else(|| {
+                    Error::InvalidArgument(format!("genome piece {i} is not among the batches received"))
+                })?;
+                let chunk = [&bases[(b0 - bases_from) as usize..(b1 - bases_from) as usize]];
+                let c0 = b0 - file.table.bases_of(i).start;
+                out.clear();
+                out.reserve(take);
+                let n = piece.write_at(local, &mut out.spare_capacity_mut()[..take], BaseChunks::new(c0, &chunk))?;
+                // SAFETY: `write_at` initialised the first `n` bytes of the spare capacity, `n ≤ take`.
+                unsafe { out.set_len(n) };
+                Ok(n)
+            })
+            .collect();
+        let mut used_to = self.bases_from;
+        for ((&(_, _, take, _, b1), n), out) in ready.iter().zip(rebuilt).zip(&self.outs) {
+            let n = n?;
+            sink(&out[..n])?;
+            self.pos += n as u64;
+            used_to = b1;
+            if n < take {
+                self.end = self.pos; // the structure wrote less than it promised: nothing more to rebuild
+                break;
+            }
+        }
+        // Drop the bases used up, once per call: the GPU hands over 64 MiB of bases at a time, and draining each
+        // chunk from the front moved the rest every time (quadratic).
+        let used = (used_to - self.bases_from).min(self.bases.len() as u64) as usize;
+        self.bases.drain(..used);
+        self.bases_from += used as u64;
+        // And the batches of the pieces passed.
+        let next = self.file.table.piece_of(self.pos).unwrap_or(usize::MAX);
+        while self.held.front().is_some_and(|(first, g)| first + g.len() <= next) {
+            self.held.pop_front();
+        }
+        Ok(())
+    }
+}
+
+/// Decoded piece `i`, if one of the batches `held` holds it.
+fn held_piece(held: &std::collections::VecDeque<(usize, Vec<Genome>)>, i: usize) -> Option<&Genome> {
+    held.iter().find_map(|(first, g)| g.get(i.checked_sub(*first)?))
 }
 
 /// Pieces a stream decodes ahead at a time, in parallel (a batch holds tens of MB of decoded structure).
