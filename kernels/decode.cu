@@ -1796,21 +1796,30 @@ __device__ __forceinline__ PieceMatch piece_match(const Ctx& c, u64 piece) {
 // consecutive bytes a lane, so a warp's stores (and a forward match's loads) are one coalesced 128-byte run and
 // every piece of the level is in flight at once. The sources are final: lower levels, or for a periodic fill
 // bytes before the match that are.
-extern "C" __global__ void copy_level(Ctx c, const u64* order, const u32* order_start, u32 l) {
+// `interleave` (ACEAPEX_GPU_COPY_INTERLEAVED=1, a variant to compare): lane i takes bytes i, i + 32, i + 64 and
+// i + 96 of the piece, so that each load and store instruction of the warp covers 32 consecutive bytes, instead
+// of bytes 4i .. 4i + 3 (each instruction then spans the whole 128 bytes at a stride of 4).
+extern "C" __global__ void copy_level(Ctx c, const u64* order, const u32* order_start, u32 l, u32 interleave) {
     if (failed(c)) return;
     const u32 first = order_start[l], items = order_start[l + 1] - first;
     const u32 warps_per_cta = blockDim.x / 32;
     const u32 nwarps = gridDim.x * warps_per_cta;
     const u32 lane = threadIdx.x & 31;
+    const u32 step = interleave ? 32u : 1u, start = interleave ? lane : 4 * lane;
     for (u32 w = blockIdx.x * warps_per_cta + threadIdx.x / 32; w < items; w += nwarps) {
         const PieceMatch m = piece_match(c, order[first + w]);
-        const u32 k = m.k0 + 4 * lane;
+        const u32 k = m.k0 + start;
         u32 v[4];
 #pragma unroll
-        for (u32 j = 0; j < 4; j++) v[j] = k + j < m.len ? c.bytes[source_of(m.base, m.bk, k + j)] : 0u;
+        for (u32 j = 0; j < 4; j++) {
+            const u32 kj = k + j * step;
+            v[j] = kj < m.len ? c.bytes[source_of(m.base, m.bk, kj)] : 0u;
+        }
 #pragma unroll
-        for (u32 j = 0; j < 4; j++)
-            if (k + j < m.len) c.bytes[m.dst + k + j] = (u8)(match_rc(m.bk) ? complement(v[j]) : v[j]);
+        for (u32 j = 0; j < 4; j++) {
+            const u32 kj = k + j * step;
+            if (kj < m.len) c.bytes[m.dst + kj] = (u8)(match_rc(m.bk) ? complement(v[j]) : v[j]);
+        }
     }
 }
 

@@ -242,6 +242,13 @@ impl Resolve {
     }
 }
 
+/// ACEAPEX_GPU_COPY_INTERLEAVED=1: `copy_level` gives each lane every 32nd byte of a piece rather than 4 bytes in
+/// a row (a variant to compare; see the kernel).
+fn copy_interleaved() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("ACEAPEX_GPU_COPY_INTERLEAVED").is_ok_and(|v| v == "1"))
+}
+
 /// Buffers of the device-resident full decode, allocated on first use.
 struct FullBuffers {
     worklist: CudaSlice<u32>,
@@ -1370,7 +1377,7 @@ impl Device {
         let later = LaunchConfig { grid_dim: (132 * 16, 1, 1), ..first };
         // SAFETY (every launch below): arguments match level_pass(Ctx, u32, u32*, u32, u32, u32, u32, u8*, u32*,
         // u64*, u64*, u32*, u32), level_ordered(Ctx, u32, u32*, u32, u32, u8*, u32*, u32*), level_starts(u32*,
-        // u32*, u32*), level_order(Ctx, u32, u32*, u32, u8*, u32*, u64*, u32), copy_level(Ctx, u64*, u32*, u32)
+        // u32*, u32*), level_order(Ctx, u32, u32*, u32, u8*, u32*, u64*, u32), copy_level(Ctx, u64*, u32*, u32, u32)
         // and chase_unleveled(Ctx, u64*, u32*, u8*, u32); `level` holds a byte per token, the lists list_cap entries
         // each (at least one per match plus one per RESOLVE_PIECE stream bytes: every match's pieces),
         // list_counts LEVEL_PASSES_MAX entries (level_ordered's ticket is list_counts[0], zeroed before the
@@ -1441,6 +1448,7 @@ impl Device {
                 .arg(&list_cap)
                 .launch(first)
                 .map_err(gpu("level order"))?;
+            let interleave = u32::from(copy_interleaved());
             for l in 1..=copied {
                 // A warp per piece: a level of few pieces launches few CTAs (the high levels hold a few each).
                 let pieces = hist_host.get(l as usize).copied().unwrap_or(0);
@@ -1451,6 +1459,7 @@ impl Device {
                     .arg(&lists[2])
                     .arg(&starts)
                     .arg(&l)
+                    .arg(&interleave)
                     .launch(copy)
                     .map_err(gpu("level copy"))?;
             }
