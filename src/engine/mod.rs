@@ -22,6 +22,13 @@ pub trait BlockEngine: Send + Sync {
     fn stream_blocks(&self, _first: u64, _end: u64, _redo: Redo<'_>, _sink: BytesSink<'_>) -> Option<Result<()>> {
         None
     }
+
+    /// Does now what the first [`BlockEngine::stream_blocks`] call would otherwise start with (the GPU: the
+    /// complete device-resident decode), so that a mount's first sequential reader does not wait for it. The
+    /// default has nothing to prepare.
+    fn prepare_stream(&self) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// Decodes block `id` into the buffer on the CPU: how a whole-range engine repairs a block it got wrong.

@@ -134,6 +134,7 @@ impl Backend for Archive {
     }
 
     fn warm(&self) {
+        self.prepare_streams();
         self.open_genome_structures(WARM_GENOME_FILES);
     }
 
