@@ -211,7 +211,11 @@ fn stream_pieces_from_engine(
                     )));
                 }
                 let first = cut;
-                piece.extend(Window::copy_of(&bytes[..len], |k| data.block_len(first + k as u64) as usize)?);
+                // Under the device lock: a parallel copy runs on the device's own pool (see on_device_pool).
+                let window = &bytes[..len];
+                piece.extend(crate::engine::gpu::on_device_pool(|| {
+                    Window::copy_of(window, |k| data.block_len(first + k as u64) as usize)
+                })?);
                 bytes = &bytes[len..];
                 cut += n;
             }

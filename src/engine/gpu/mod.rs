@@ -55,6 +55,30 @@ pub struct GpuEngine {
     stream_failure_logged: Arc<AtomicBool>,
 }
 
+/// Runs `op` (parallel work done while the device lock is held: checking blocks copied out of the device, a
+/// stream's sink copying them into cache windows) on a rayon pool of its own, so that its parallel iterators use
+/// that pool's threads. Why not the global pool: its threads may themselves be waiting for the device lock (a
+/// mount's read-ahead decoding genome structure pieces through the GPU), and work the lock's holder queued
+/// behind them would never run. The mount hung that way on the H200 (session 17, run 1: `dd` of the 1.16 GB
+/// file stopped after 126 reads). Without that pool (it could not be built), `op` runs on the calling thread's
+/// pool.
+pub fn on_device_pool<R: Send>(op: impl FnOnce() -> R + Send) -> R {
+    static POOL: std::sync::OnceLock<Option<rayon::ThreadPool>> = std::sync::OnceLock::new();
+    let pool = POOL.get_or_init(|| {
+        let threads = std::thread::available_parallelism().map_or(4, |n| n.get());
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("acx-device-{i}"))
+            .build()
+            .inspect_err(|e| tracing::debug!("no pool of its own for the device's parallel work: {e}"))
+            .ok()
+    });
+    match pool {
+        Some(pool) => pool.install(op),
+        None => op(),
+    }
+}
+
 /// Seek batches of at least this many blocks are copied out and checked on all cores.
 const PARALLEL_CHECK_BLOCKS: usize = 16;
 
@@ -241,10 +265,12 @@ impl GpuEngine {
                 // Copying out of pinned memory and hashing 16 MiB takes a core ~2 ms, more than the decode: large
                 // batches do it on all cores.
                 if ids.len() >= PARALLEL_CHECK_BLOCKS {
-                    out.par_iter_mut()
-                        .zip(ids.par_iter())
-                        .enumerate()
-                        .try_for_each(|(e, (buf, &id))| check(e, id, buf))?;
+                    on_device_pool(|| {
+                        out.par_iter_mut()
+                            .zip(ids.par_iter())
+                            .enumerate()
+                            .try_for_each(|(e, (buf, &id))| check(e, id, buf))
+                    })?;
                 } else {
                     for (e, (&id, buf)) in ids.iter().zip(out.iter_mut()).enumerate() {
                         check(e, id, buf)?;
@@ -307,13 +333,15 @@ impl GpuEngine {
             let failed = matches!(injected, Some(InjectedFault::Fail(_)));
             // Blocks are checked and, when wrong, decoded again on all cores; a failure names its block.
             let t = Instant::now();
-            host.par_chunks_mut(block_size).enumerate().try_for_each(|(k, block)| {
-                let id = first_id + k as u64;
-                if !failed && xxh3_64(block) == self.data.block_hash[id as usize] {
-                    return Ok(());
-                }
-                redone.fetch_add(1, Ordering::Relaxed);
-                redo(id, block)
+            on_device_pool(|| {
+                host.par_chunks_mut(block_size).enumerate().try_for_each(|(k, block)| {
+                    let id = first_id + k as u64;
+                    if !failed && xxh3_64(block) == self.data.block_hash[id as usize] {
+                        return Ok(());
+                    }
+                    redone.fetch_add(1, Ordering::Relaxed);
+                    redo(id, block)
+                })
             })?;
             check_ms += ms_since(t);
             let t = Instant::now();
