@@ -418,45 +418,132 @@ struct SegmentJob<'a> {
     reverse: bool,
 }
 
-impl SegmentJob<'_> {
+impl<'a> SegmentJob<'a> {
     /// Parses `segments` in parallel, each with its own matcher and price model; those whose `sketch` flag is
     /// set only lazily (see [`LevelParams::reparse`]).
     fn parse(&self, segments: &[(u64, u64)], sketch: &[bool], long: &[LongMatch]) -> Vec<Vec<BlockTokens>> {
         let block = 1u64 << self.block_log;
-        let (data, level) = (self.data, self.level);
         segments
             .par_iter()
             .zip(sketch)
             .map(|(&(s, e), &sketch)| {
                 let seg_long: Vec<LongMatch> = long.iter().filter(|m| m.start < e && m.end() > s).copied().collect();
-                let base = s.saturating_sub(level.window);
-                let mut chain_params = level.chain;
-                if looks_like_nucleotides(&data[s as usize..e as usize]) {
-                    // Short matches never pay on 2-bit-a-base text; they only lengthen copy chains (depth).
-                    chain_params.short_depth = 0;
-                }
-                let mut parse_params = level.parse;
-                if is_bare_bases(&data[s as usize..e as usize]) {
-                    chain_params.long_depth = chain_params.long_depth.min(BASES_LONG_DEPTH);
-                    parse_params.lazy_steps = Some(level.bases_lazy_steps);
-                    // Level 1 already skips positions in long literal runs (`skip_log`), which a fixed stride
-                    // could miss altogether.
-                    if parse_params.skip_log.is_none() {
-                        parse_params.lookup_every = BASES_LOOKUP_EVERY;
-                    }
-                }
-                parse_params.reverse = reverse_complements(self.reverse, data, s, e);
-                if sketch {
-                    parse_params.lazy_steps = parse_params.lazy_steps.or(Some(SKETCH_LAZY_STEPS));
-                }
-                let chain = ChainMatcher::new(data, base, e, chain_params);
-                let view = DepthView { max_depth: self.max_depth, outer: self.outer_depth };
-                let mut parser = SegmentParser::new(data, parse_params, chain, &seg_long, (s, e), view);
+                let mut parser = self.parser((s, e), sketch, &seg_long);
                 (s..e).step_by(block as usize).map(|b| parser.parse_block(b, (b + block).min(e))).collect()
             })
             .collect()
     }
+
+    /// The parser of segment `[s, e)`, given the long matches that overlap it (see [`Self::parse`]).
+    fn parser(&self, (s, e): (u64, u64), sketch: bool, seg_long: &[LongMatch]) -> SegmentParser<'a> {
+        let (data, level) = (self.data, self.level);
+        let base = s.saturating_sub(level.window);
+        let mut chain_params = level.chain;
+        if looks_like_nucleotides(&data[s as usize..e as usize]) {
+            // Short matches never pay on 2-bit-a-base text; they only lengthen copy chains (depth).
+            chain_params.short_depth = 0;
+        }
+        let mut parse_params = level.parse;
+        if is_bare_bases(&data[s as usize..e as usize]) {
+            chain_params.long_depth = chain_params.long_depth.min(BASES_LONG_DEPTH);
+            parse_params.lazy_steps = Some(level.bases_lazy_steps);
+            // Level 1 already skips positions in long literal runs (`skip_log`), which a fixed stride
+            // could miss altogether.
+            if parse_params.skip_log.is_none() {
+                parse_params.lookup_every = BASES_LOOKUP_EVERY;
+            }
+        }
+        parse_params.reverse = reverse_complements(self.reverse, data, s, e);
+        if sketch {
+            parse_params.lazy_steps = parse_params.lazy_steps.or(Some(SKETCH_LAZY_STEPS));
+        }
+        let chain = ChainMatcher::new(data, base, e, chain_params);
+        let view = DepthView { max_depth: self.max_depth, outer: self.outer_depth };
+        SegmentParser::new(data, parse_params, chain, seg_long, (s, e), view)
+    }
+
+    /// Parses `segments` of the stream's first chunk (no long match carried into it) in parallel, like
+    /// [`Self::parse`], while the chunk is still being scanned: each block once the scan is
+    /// [`ldm::MAX_BACK_EXTEND`] past its end, when no match found later can start in it. Every segment gets the
+    /// same matches in the same order as [`Self::parse`] given the whole scan.
+    fn parse_streamed(&self, segments: &[(u64, u64)], sketch: &[bool], scan: &ScanProgress) -> Vec<Vec<BlockTokens>> {
+        let block = 1u64 << self.block_log;
+        segments
+            .par_iter()
+            .zip(sketch)
+            .map(|(&(s, e), &sketch)| {
+                let mut parser = self.parser((s, e), sketch, &[]);
+                // The published matches that overlap the segment, from `taken` on not yet given to the parser,
+                // sorted as the scan's own (stable) sort sorts them; `seen`: how many published ones were looked at.
+                let (mut pending, mut taken, mut seen) = (Vec::<LongMatch>::new(), 0, 0);
+                let mut out = Vec::new();
+                for b in (s..e).step_by(block as usize) {
+                    let b_end = (b + block).min(e);
+                    let before = pending.len();
+                    scan.wait_for(b_end + ldm::MAX_BACK_EXTEND, &mut seen, |m| {
+                        if m.start < e && m.end() > s {
+                            pending.push(*m);
+                        }
+                    });
+                    if pending.len() > before {
+                        pending.drain(..taken);
+                        taken = 0;
+                        pending.sort_by_key(|m| (m.start, m.back, m.rc));
+                    }
+                    // Those starting before the block's end: no match found later can.
+                    let ready = taken + pending[taken..].partition_point(|m| m.start < b_end);
+                    parser.add_long(&pending[taken..ready]);
+                    taken = ready;
+                    out.push(parser.parse_block(b, b_end));
+                }
+                out
+            })
+            .collect()
+    }
 }
+
+/// How far the long-match scan of the stream's first chunk has got and what it has found, for the parses that
+/// run beside it ([`SegmentJob::parse_streamed`]).
+#[derive(Default)]
+struct ScanProgress {
+    /// Every window starting before `.0` has been scanned; `.1`: the matches found, in the scan's order.
+    state: std::sync::Mutex<(u64, Vec<LongMatch>)>,
+    progress: std::sync::Condvar,
+}
+
+impl ScanProgress {
+    /// The scan has covered every window starting before `to` and found `found` since the last call.
+    fn publish(&self, to: u64, found: &[LongMatch]) {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        state.0 = state.0.max(to);
+        state.1.extend_from_slice(found);
+        self.progress.notify_all();
+    }
+
+    /// Waits until the scan has covered the windows starting before `to`, then hands `each` the matches found
+    /// since the first `seen` (and counts them into `seen`).
+    fn wait_for(&self, to: u64, seen: &mut usize, mut each: impl FnMut(&LongMatch)) {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        while state.0 < to {
+            state = self.progress.wait(state).unwrap_or_else(|p| p.into_inner());
+        }
+        state.1[*seen..].iter().for_each(&mut each);
+        *seen = state.1.len();
+    }
+}
+
+/// Publishes the end of the scan when dropped, so that a parse waiting on it never waits forever (if the scan
+/// panicked, the join propagates the panic once the parses return).
+struct ScanDone<'a>(&'a ScanProgress);
+
+impl Drop for ScanDone<'_> {
+    fn drop(&mut self) {
+        self.0.publish(u64::MAX, &[]);
+    }
+}
+
+/// Bytes the long-match scan of the first chunk covers between two publications to the parses beside it.
+const SCAN_STEP: u64 = 256 << 10;
 
 /// A context model must save at least this many bytes over the LIT tables to be used.
 const CTX_MIN_GAIN_BYTES: f64 = 64.0;
@@ -476,6 +563,9 @@ struct Packing<'a> {
     ahead: Option<(u64, u64, Vec<LongMatch>)>,
     depth: depth::DepthPass<'a>,
     progress: Option<indicatif::ProgressBar>,
+    /// Parse the first chunk's segments beside its long-match scan ([`ScanProgress`]); tests turn it off to
+    /// compare with the parse after the whole scan, which must give the same tokens.
+    streamed: bool,
 }
 
 impl<'a> Packing<'a> {
@@ -504,6 +594,7 @@ impl<'a> Packing<'a> {
             ahead: None,
             depth: depth::DepthPass::new(data, depth_map, opts.max_depth),
             progress,
+            streamed: true,
         }
     }
 
@@ -625,9 +716,7 @@ impl<'a> Packing<'a> {
         };
         let ahead = self.ahead.take().filter(|&(s, e, _)| (s, e) == (start, end)).map(|(_, _, found)| found);
         let ldm = &mut self.ldm;
-        // Where the long matches that can reach into the first segment end: the first segment can be parsed
-        // once the scan is past it (only the stream's first chunk has not been scanned beside an earlier parse).
-        let head_end = (segments[0].1 + ldm::MAX_BACK_EXTEND).min(end);
+        // Only the stream's first chunk has not been scanned beside an earlier parse.
         let (long, mut per_segment, ahead) = match ahead {
             Some(found) => {
                 let long = merge_long(&mut self.carry, found, start, end);
@@ -636,27 +725,34 @@ impl<'a> Packing<'a> {
                     rayon::join(|| job.parse(&segments[..todo], &sketch[..todo], &long), || scan_next(ldm));
                 (long, per_segment, ahead)
             }
-            None if head_end < end => {
-                // The first chunk: scan up to `head_end`, then parse the first segment beside the rest of the scan
-                // (which one call over the chunk would find the same, in the same order) and the other segments.
+            None if self.streamed && self.carry.is_empty() => {
+                // The first chunk: its segments are parsed block by block as the scan gets past each
+                // (ScanProgress), beside the scan (which finds in pieces what one call over the chunk finds, in
+                // the same order). The scan runs on this thread and the parses are the half of the join that the
+                // other workers take: with a single worker they run after the scan, and never wait.
                 let rc = reverse_complements(reverse, data, start, end);
-                let mut found = Vec::new();
-                ldm.scan(data, start, head_end, rc, &mut found);
-                let head = merge_long(&mut self.carry.clone(), found.clone(), start, end);
-                lap(&mut times.long_matches);
+                let scan = ScanProgress::default();
                 let carry = &mut self.carry;
-                let (first, (long, rest, ahead)) = rayon::join(
-                    || job.parse(&segments[..1], &sketch[..1], &head),
+                let ((long, ahead), per_segment) = rayon::join(
                     || {
-                        ldm.scan(data, head_end, end, rc, &mut found);
+                        let mut found = Vec::new();
+                        {
+                            let _done = ScanDone(&scan);
+                            let mut at = start;
+                            while at < end {
+                                let to = (at + SCAN_STEP).min(end);
+                                let from = found.len();
+                                ldm.scan(data, at, to, rc, &mut found);
+                                scan.publish(to, &found[from..]);
+                                at = to;
+                            }
+                        }
                         found.sort_by_key(|m| (m.start, m.back, m.rc));
-                        let long = merge_long(carry, found, start, end);
-                        let (rest, ahead) =
-                            rayon::join(|| job.parse(&segments[1..todo], &sketch[1..todo], &long), || scan_next(ldm));
-                        (long, rest, ahead)
+                        (merge_long(carry, found, start, end), scan_next(ldm))
                     },
+                    || job.parse_streamed(&segments[..todo], &sketch[..todo], &scan),
                 );
-                (long, first.into_iter().chain(rest).collect(), ahead)
+                (long, per_segment, ahead)
             }
             None => {
                 let mut found = Vec::new();

@@ -201,8 +201,9 @@ pub struct SegmentParser<'a> {
     counts: Counts,
     nodes: Vec<Node>,
     cands: Vec<Candidate>,
-    /// Long matches overlapping the segment, sorted by start; `ldm_next` is the first not yet activated.
-    ldm: &'a [LongMatch],
+    /// Long matches overlapping the segment, sorted by start; `ldm_next` is the first not yet activated. A
+    /// parse that starts before the long-match scan has finished gets them as it goes ([`Self::add_long`]).
+    ldm: Vec<LongMatch>,
     ldm_next: usize,
     active: Vec<LongMatch>,
     reps: Vec<u64>,
@@ -244,7 +245,7 @@ impl<'a> SegmentParser<'a> {
         data: &'a [u8],
         params: ParseParams,
         chain: ChainMatcher<'a>,
-        ldm: &'a [LongMatch],
+        ldm: &[LongMatch],
         segment: (u64, u64),
         depth: DepthView<'a>,
     ) -> Self {
@@ -259,7 +260,7 @@ impl<'a> SegmentParser<'a> {
             counts: Counts::prior(),
             nodes: Vec::new(),
             cands: Vec::with_capacity(64),
-            ldm,
+            ldm: ldm.to_vec(),
             ldm_next: 0,
             active: Vec::new(),
             reps: Vec::new(),
@@ -267,6 +268,12 @@ impl<'a> SegmentParser<'a> {
             block_start: 0,
             priced: Vec::with_capacity(64),
         }
+    }
+
+    /// Appends long matches (sorted by start, none starting before the last one given): those that start in a
+    /// block must be given before the block is parsed.
+    pub fn add_long(&mut self, more: &[LongMatch]) {
+        self.ldm.extend_from_slice(more);
     }
 
     /// Parses the block `[start, end)`; blocks must be given in stream order.

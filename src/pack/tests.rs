@@ -153,6 +153,29 @@ fn output_does_not_depend_on_threads() {
 }
 
 #[test]
+fn first_chunk_parsed_beside_its_scan_equals_parsed_after_it() {
+    // Three segments of bare bases (genome mode's stream) and a fourth of text: every segment of the first chunk
+    // is parsed while the long-match scan is still running (one worker: after it).
+    let mut data: Vec<u8> =
+        genome_like(10 << 20, 17).into_iter().map(|b| if b == b'N' || b == b'\n' { b'C' } else { b }).collect();
+    data.extend(genome_like(3 << 20, 18));
+    for threads in [1, 3] {
+        let opts = PackOptions { threads, ..Default::default() };
+        let level = level_params(opts.level, opts.block_log);
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+        let run = |streamed: bool| {
+            let mut depth_map = vec![0u8; data.len()];
+            pool.install(|| {
+                let mut packing = Packing::new(&data, &opts, level, &mut depth_map);
+                packing.streamed = streamed;
+                packing.tokens()
+            })
+        };
+        assert!(run(true) == run(false), "{threads} threads");
+    }
+}
+
+#[test]
 fn levels_roundtrip_and_far_repeats_are_found() {
     let data = genome_like(1 << 20, 12);
     for level in [1, 6, 9] {
