@@ -1567,7 +1567,9 @@ extern "C" __global__ void resolve_chase(Ctx c, const u64* list, const u64* klis
 // byte. A match's level is not bounded by max_depth, which bounds bytes: a source that overlaps a deeper match by
 // one byte still takes its level, and chains of such overlaps reach levels above 100 (match bytes above level 24:
 // atha_chr1 8 %, a 185 MB generated genome 1.5 %). So levels stop at a cap: a match above it gets LEVEL_OVER,
-// and so does every match whose source overlaps one; those are chased. This path does not check the depth bound:
+// and so does every match whose source overlaps one. Those get levels in the next epoch (level_rebase marks the
+// copied matches LEVEL_DONE, final like literals, and the search runs again over the rest); what the last epoch
+// leaves is chased. This path does not check the depth bound:
 // the bytes it produces are the archive's whatever the depth; the seek paths and the CPU decoder check it.
 //
 // level[g], one byte per token (g = tok_off[e] + t): 0 while unknown, else the level or LEVEL_OVER. hist[l]:
@@ -1576,6 +1578,8 @@ extern "C" __global__ void resolve_chase(Ctx c, const u64* list, const u64* klis
 // bytes, matches at least 2).
 #define LEVELS 256
 #define LEVEL_OVER 255
+// A match copied in an earlier epoch (level_rebase): final, like a literal, for the levels of the next epoch.
+#define LEVEL_DONE 254
 #define PIECE_T_SHIFT 13
 
 __device__ __forceinline__ u32 pieces_of(u32 len) { return (len + RESOLVE_PIECE - 1) / RESOLVE_PIECE; }
@@ -1608,6 +1612,10 @@ __device__ u32 match_level(const Ctx& c, const u8* level, u64 e, u32 t, u32 cap)
             const u64 m0 = ub + c.mpos[pb + pt], m1 = ub + c.tpos[pb + pt + 1];
             if (m0 < m1 && m1 > s0 && m0 < s1) {
                 const u32 l = *(volatile const u8*)&level[pb + pt];
+                if (l == LEVEL_DONE) {
+                    pt++;
+                    continue;
+                }
                 if (l == 0) return 0;
                 if (l == LEVEL_OVER) return LEVEL_OVER;
                 lv = max(lv, l);
@@ -1700,7 +1708,8 @@ extern "C" __global__ void level_ordered(Ctx c, u32 n, const u32* task_off, u32 
         const u32 e = last_le(task_off, 0, n, w);
         const u32 t = (w - task_off[e]) * 32 + lane;
         const u64 g = c.tok_off[e] + t;
-        bool todo = t < c.meta[(u64)e * META_WORDS + 2];
+        // A match copied in an earlier epoch keeps its LEVEL_DONE.
+        bool todo = t < c.meta[(u64)e * META_WORDS + 2] && level[g] == 0;
         for (u32 tries = 0; __any_sync(FULL_MASK, todo); tries++) {
             if (todo) {
                 const u32 l = match_level(c, level, e, t, cap);
@@ -1747,8 +1756,9 @@ extern "C" __global__ void level_order(Ctx c, u32 n, const u32* task_off, u32 nt
     for (u32 w = blockIdx.x * warps_per_cta + threadIdx.x / 32; w < ntasks; w += nwarps) {
         const u32 e = last_le(task_off, 0, n, w);
         const u32 t = (w - task_off[e]) * 32 + lane;
-        const bool has = t < c.meta[(u64)e * META_WORDS + 2];
         const u64 g = c.tok_off[e] + t;
+        // Matches copied in an earlier epoch are not listed again.
+        const bool has = t < c.meta[(u64)e * META_WORDS + 2] && level[g] != LEVEL_DONE;
         u32 l = has ? level[g] : LEVELS;  // LEVELS: no match in this lane
         if (l == LEVEL_OVER) l = 0;
         const u32 np = has ? pieces_of(c.tpos[g + 1] - c.mpos[g]) : 0;
@@ -1770,6 +1780,30 @@ extern "C" __global__ void level_order(Ctx c, u32 n, const u32* task_off, u32 nt
             if (at + i < cap) order[at + i] = ((u64)e << 32) | ((u64)t << PIECE_T_SHIFT) | i;
             else report(c.status, E_WORKLIST, e);
         }
+    }
+}
+
+// Ends an epoch of the level search (levels 1 ..= `copied` are copied): those matches become LEVEL_DONE, final
+// like literals, and every other match (over the cap, or of a sparse level above `copied`) unknown again, so that
+// the next epoch's `level_ordered` finds their levels anew above the copied bytes: chains deeper than the cap
+// are copied a cap's worth of levels per epoch instead of chased byte by byte (a 4.4 GB archive of four mutated
+// genome copies left 50 ms of its 77 ms full decode to the chase, session 17 run 2). Also zeroes the histogram
+// and the ticket for that search.
+extern "C" __global__ void level_rebase(Ctx c, u32 n, const u32* task_off, u32 ntasks, u8* level, u32 copied,
+                                        u32* hist, u32* ticket) {
+    const u64 tid = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (tid < LEVELS) hist[tid] = 0;
+    if (tid == 0) *ticket = 0;
+    const u64 stride = (u64)gridDim.x * blockDim.x;
+    for (u64 i = tid; i < (u64)ntasks * 32; i += stride) {
+        const u32 w = (u32)(i / 32), lane = (u32)(i % 32);
+        const u32 e = last_le(task_off, 0, n, w);
+        const u32 t = (w - task_off[e]) * 32 + lane;
+        if (t >= c.meta[(u64)e * META_WORDS + 2]) continue;
+        const u64 g = c.tok_off[e] + t;
+        const u32 l = level[g];
+        if (l == LEVEL_DONE) continue;
+        level[g] = (u8)(l >= 1 && l <= copied ? LEVEL_DONE : 0u);
     }
 }
 
@@ -1853,7 +1887,7 @@ extern "C" __global__ void chase_unleveled(Ctx c, const u64* order, const u32* o
             // A literal or a byte of a copied match: final. A byte of a chased match (never this one's:
             // source_of maps a periodic fill before dst) is followed further.
             const u32 pl = o < pms || pt + 1 == ntok ? 0u : level[pb + pt];
-            if (pl != LEVEL_OVER && pl <= copied) {
+            if ((pl != LEVEL_OVER && pl <= copied) || pl == LEVEL_DONE) {
                 const u32 v = c.bytes[p];
                 c.bytes[m.dst + k] = (u8)(flip ? complement(v) : v);
                 break;

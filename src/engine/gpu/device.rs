@@ -45,7 +45,25 @@ const RESUME_WORDS: usize = 65;
 const RESOLVE_PIECE: u64 = 128;
 /// Level buckets of `Resolve::Levels` (kernel LEVELS), and the level value of matches over the cap (LEVEL_OVER).
 const LEVELS: usize = 256;
+#[cfg(test)]
 const LEVEL_OVER: u32 = 255;
+/// The level value of a match copied in an earlier epoch (kernel LEVEL_DONE); caps stay below it.
+const LEVEL_DONE: u32 = 254;
+/// Epochs of the level search at most: each copies up to a cap's worth of levels above what earlier ones copied
+/// (kernels/decode.cu, level_rebase); what the last one leaves is chased. ACEAPEX_GPU_LEVEL_EPOCHS=N (1 to 64)
+/// sets it to compare (1: session 16's single search).
+const LEVEL_EPOCHS: u32 = 8;
+
+fn level_epochs() -> u32 {
+    static EPOCHS: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *EPOCHS.get_or_init(|| {
+        std::env::var("ACEAPEX_GPU_LEVEL_EPOCHS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .filter(|e| (1..=64).contains(e))
+            .unwrap_or(LEVEL_EPOCHS)
+    })
+}
 /// The highest level the default `Resolve::Levels` searches for: matches above it are chased byte by byte. Match
 /// levels reach 100 and more (examples/levels: match bytes above level 24 are 8 % of atha_chr1's, 1.5 % of a 185
 /// MB generated genome's), and on the 1.16 GB generated archive a cap of 24 / 64 / 128 / 250 decoded in 11.9 /
@@ -235,7 +253,7 @@ impl Resolve {
                 cap: std::env::var("ACEAPEX_GPU_LEVEL_CAP")
                     .ok()
                     .and_then(|v| v.parse().ok())
-                    .filter(|c| (1..LEVEL_OVER).contains(c))
+                    .filter(|c| (1..LEVEL_DONE).contains(c))
                     .unwrap_or(LEVEL_CAP),
             },
         }
@@ -334,6 +352,7 @@ struct Kernels {
     level_ordered: CudaFunction,
     level_starts: CudaFunction,
     level_order: CudaFunction,
+    level_rebase: CudaFunction,
     copy_level: CudaFunction,
     chase_unleveled: CudaFunction,
 }
@@ -551,6 +570,7 @@ impl Device {
             level_ordered: load("level_ordered")?,
             level_starts: load("level_starts")?,
             level_order: load("level_order")?,
+            level_rebase: load("level_rebase")?,
             copy_level: load("copy_level")?,
             chase_unleveled: load("chase_unleveled")?,
         };
@@ -1168,7 +1188,7 @@ impl Device {
         };
         let chase = resolve == Some(Resolve::Chase);
         let level_passes = match resolve {
-            Some(Resolve::Levels { passes, cap }) => Some((passes.min(LEVEL_PASSES_MAX), cap.clamp(1, LEVEL_OVER - 1))),
+            Some(Resolve::Levels { passes, cap }) => Some((passes.min(LEVEL_PASSES_MAX), cap.clamp(1, LEVEL_DONE - 1))),
             _ => None,
         };
         let levels = level_passes.is_some();
@@ -1346,9 +1366,10 @@ impl Device {
         Ok(Ok(FullRun { device_ms, rounds: used, left, chase_ms, resolve_ms, max_level, copy_ms }))
     }
 
-    /// `Resolve::Levels` after the parse: the level passes, one synchronisation to learn the highest level and
-    /// what the passes left, then the bucketing, a `copy_level` launch per level and (when the passes left
-    /// matches) `chase_unleveled`. `copy_start` is recorded before the bucketing, `chase_start` before the chase.
+    /// `Resolve::Levels` after the parse, in epochs (one-launch search: up to [`LEVEL_EPOCHS`]; passes: one): the
+    /// level search, one synchronisation to learn the highest level and what the search left, the bucketing and
+    /// a `copy_level` launch per level; then, while matches are left, `level_rebase` and the next epoch, and after
+    /// the last one `chase_unleveled` for what is still left. `copy_start` is recorded before the bucketing, `chase_start` before the chase.
     /// Returns the highest level.
     fn resolve_by_levels(
         &self,
@@ -1384,90 +1405,123 @@ impl Device {
         // each (at least one per match plus one per RESOLVE_PIECE stream bytes: every match's pieces),
         // list_counts LEVEL_PASSES_MAX entries (level_ordered's ticket is list_counts[0], zeroed before the
         // decode), the histogram LEVELS, the cursors LEVELS + 1 and the starts LEVELS + 1.
-        unsafe {
-            if passes == 0 {
-                stream
-                    .launch_builder(&self.kernels.level_ordered)
-                    .arg(c)
-                    .arg(&n)
-                    .arg(&task_off)
-                    .arg(&ntasks)
-                    .arg(&cap)
-                    .arg(&level)
-                    .arg(&hist)
-                    .arg(&counts)
-                    .launch(later)
-                    .map_err(gpu("level search"))?;
-            }
-            for pass in 0..passes {
-                let (list_in, list_out) = (lists[(pass as usize + 1) % 2], lists[pass as usize % 2]);
-                let last = u32::from(pass + 1 == passes);
-                stream
-                    .launch_builder(&self.kernels.level_pass)
-                    .arg(c)
-                    .arg(&n)
-                    .arg(&task_off)
-                    .arg(&ntasks)
-                    .arg(&pass)
-                    .arg(&last)
-                    .arg(&cap)
-                    .arg(&level)
-                    .arg(&hist)
-                    .arg(&list_in)
-                    .arg(&list_out)
-                    .arg(&counts)
-                    .arg(&list_cap)
-                    .launch(if pass == 0 { first } else { later })
-                    .map_err(gpu("level pass"))?;
-            }
-        }
-        // The highest level decides the copy launches; bucket 0 (pieces over the cap) whether to chase.
-        let hist_host = stream.clone_dtoh(&full.level_hist).map_err(gpu("level histogram"))?;
-        let max_level = hist_host.iter().skip(1).rposition(|&h| h != 0).map_or(0, |i| i as u32 + 1);
-        let copied = copied_levels(&hist_host, max_level);
-        let chased = hist_host.first().copied().unwrap_or(0) as u64
-            + hist_host.iter().skip(copied as usize + 1).map(|&h| h as u64).sum::<u64>();
+        // Epochs (the one-launch search only): each searches the levels of the matches not copied yet, above
+        // those that are (LEVEL_DONE), and copies its levels; what the last leaves is chased.
+        let epochs = if passes == 0 { level_epochs() } else { 1 };
         let one = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (1, 1, 1), shared_mem_bytes: 0 };
-        copy_start.record(stream).map_err(gpu("event"))?;
-        // SAFETY: as above.
-        unsafe {
-            stream
-                .launch_builder(&self.kernels.level_starts)
-                .arg(&hist)
-                .arg(&starts)
-                .arg(&cursor)
-                .launch(one)
-                .map_err(gpu("level starts"))?;
-            stream
-                .launch_builder(&self.kernels.level_order)
-                .arg(c)
-                .arg(&n)
-                .arg(&task_off)
-                .arg(&ntasks)
-                .arg(&level)
-                .arg(&cursor)
-                .arg(&lists[2])
-                .arg(&list_cap)
-                .launch(first)
-                .map_err(gpu("level order"))?;
-            let interleave = u32::from(copy_interleaved());
-            for l in 1..=copied {
-                // A warp per piece: a level of few pieces launches few CTAs (the high levels hold a few each).
-                let pieces = hist_host.get(l as usize).copied().unwrap_or(0);
-                let copy = LaunchConfig { grid_dim: (grid_for(pieces as u64, warps_per_cta, 132 * 16), 1, 1), ..first };
-                stream
-                    .launch_builder(&self.kernels.copy_level)
-                    .arg(c)
-                    .arg(&lists[2])
-                    .arg(&starts)
-                    .arg(&l)
-                    .arg(&interleave)
-                    .launch(copy)
-                    .map_err(gpu("level copy"))?;
+        let mut copied_total = 0u32;
+        for epoch in 0..epochs {
+            // SAFETY: as above; level_rebase(Ctx, u32, u32*, u32, u8*, u32, u32*, u32*) zeroes the histogram and
+            // the ticket (list_counts[0]) for the next search.
+            unsafe {
+                if passes == 0 {
+                    stream
+                        .launch_builder(&self.kernels.level_ordered)
+                        .arg(c)
+                        .arg(&n)
+                        .arg(&task_off)
+                        .arg(&ntasks)
+                        .arg(&cap)
+                        .arg(&level)
+                        .arg(&hist)
+                        .arg(&counts)
+                        .launch(later)
+                        .map_err(gpu("level search"))?;
+                }
+                for pass in 0..passes {
+                    let (list_in, list_out) = (lists[(pass as usize + 1) % 2], lists[pass as usize % 2]);
+                    let last = u32::from(pass + 1 == passes);
+                    stream
+                        .launch_builder(&self.kernels.level_pass)
+                        .arg(c)
+                        .arg(&n)
+                        .arg(&task_off)
+                        .arg(&ntasks)
+                        .arg(&pass)
+                        .arg(&last)
+                        .arg(&cap)
+                        .arg(&level)
+                        .arg(&hist)
+                        .arg(&list_in)
+                        .arg(&list_out)
+                        .arg(&counts)
+                        .arg(&list_cap)
+                        .launch(if pass == 0 { first } else { later })
+                        .map_err(gpu("level pass"))?;
+                }
             }
-        }
-        chase_start.record(stream).map_err(gpu("event"))?;
-        if chased != 0 {
+            // The highest level decides the copy launches; bucket 0 (pieces over the cap) whether to go on.
+            let hist_host = stream.clone_dtoh(&full.level_hist).map_err(gpu("level histogram"))?;
+            let max_level = hist_host.iter().skip(1).rposition(|&h| h != 0).map_or(0, |i| i as u32 + 1);
+            let copied = copied_levels(&hist_host, max_level);
+            let left = hist_host.first().copied().unwrap_or(0) as u64
+                + hist_host.iter().skip(copied as usize + 1).map(|&h| h as u64).sum::<u64>();
+            if epoch == 0 {
+                copy_start.record(stream).map_err(gpu("event"))?;
+            }
+            // SAFETY: as above.
+            unsafe {
+                stream
+                    .launch_builder(&self.kernels.level_starts)
+                    .arg(&hist)
+                    .arg(&starts)
+                    .arg(&cursor)
+                    .launch(one)
+                    .map_err(gpu("level starts"))?;
+                stream
+                    .launch_builder(&self.kernels.level_order)
+                    .arg(c)
+                    .arg(&n)
+                    .arg(&task_off)
+                    .arg(&ntasks)
+                    .arg(&level)
+                    .arg(&cursor)
+                    .arg(&lists[2])
+                    .arg(&list_cap)
+                    .launch(first)
+                    .map_err(gpu("level order"))?;
+                let interleave = u32::from(copy_interleaved());
+                for l in 1..=copied {
+                    // A warp per piece: a level of few pieces launches few CTAs (the high levels hold a few each).
+                    let pieces = hist_host.get(l as usize).copied().unwrap_or(0);
+                    let copy =
+                        LaunchConfig { grid_dim: (grid_for(pieces as u64, warps_per_cta, 132 * 16), 1, 1), ..first };
+                    stream
+                        .launch_builder(&self.kernels.copy_level)
+                        .arg(c)
+                        .arg(&lists[2])
+                        .arg(&starts)
+                        .arg(&l)
+                        .arg(&interleave)
+                        .launch(copy)
+                        .map_err(gpu("level copy"))?;
+                }
+            }
+            copied_total += copied;
+            if left == 0 {
+                break;
+            }
+            // Another epoch when this one copied something and one is left; else the chase.
+            if copied > 0 && epoch + 1 < epochs {
+                let ticket = counts;
+                // SAFETY: as above.
+                unsafe {
+                    stream
+                        .launch_builder(&self.kernels.level_rebase)
+                        .arg(c)
+                        .arg(&n)
+                        .arg(&task_off)
+                        .arg(&ntasks)
+                        .arg(&level)
+                        .arg(&copied)
+                        .arg(&hist)
+                        .arg(&ticket)
+                        .launch(later)
+                        .map_err(gpu("level rebase"))?;
+                }
+                continue;
+            }
+            chase_start.record(stream).map_err(gpu("event"))?;
             // SAFETY: as above.
             unsafe {
                 stream
@@ -1480,8 +1534,10 @@ impl Device {
                     .launch(later)
                     .map_err(gpu("level chase"))?;
             }
+            return Ok(copied_total);
         }
-        Ok(copied)
+        chase_start.record(stream).map_err(gpu("event"))?;
+        Ok(copied_total)
     }
 
     /// Whether a complete full decode is resident (see [`Device::stream_full`]).
@@ -1720,6 +1776,8 @@ mod tests {
         assert_eq!(kernel_define("RESUME_WORDS"), RESUME_WORDS as u64);
         assert_eq!(kernel_define("RESOLVE_PIECE"), RESOLVE_PIECE);
         assert_eq!(kernel_define("LEVELS"), LEVELS as u64);
+        assert_eq!(kernel_define("LEVEL_OVER"), u64::from(LEVEL_OVER));
+        assert_eq!(kernel_define("LEVEL_DONE"), u64::from(LEVEL_DONE));
         assert_eq!(kernel_define("CODE_SMEM_BYTES"), u64::from(CODE_SMEM_BYTES));
         assert_eq!(kernel_define("LIT_SMEM_BYTES"), u64::from(LIT_SMEM_BYTES));
         assert_eq!(kernel_define("MODE_SMEM"), u64::from(MODE_SMEM));
