@@ -157,7 +157,14 @@ impl Prices {
     /// none): its continuation code when one applies (no extra bits), else the explicit code.
     #[inline]
     pub fn distance_after(&self, back: u64, rc: bool, dst: u64, prev: Option<PrevMatch>) -> u32 {
-        match continuation_index(back, rc, dst, prev) {
+        self.distance_coded(back, rc, continuation_index(back, rc, dst, prev))
+    }
+
+    /// [`Self::distance_after`] given the match's `continuation_index` (the parsers look it up once per
+    /// candidate, for its shortest length as well).
+    #[inline]
+    pub fn distance_coded(&self, back: u64, rc: bool, continuation: Option<usize>) -> u32 {
+        match continuation {
             Some(k) => self.of[OF_EXPLICIT_CODES + k],
             None => self.distance(back, rc),
         }

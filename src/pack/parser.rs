@@ -500,8 +500,9 @@ impl<'a> SegmentParser<'a> {
             let c = self.cands[k];
             let len = self.cap_by_depth(pos, c);
             if len >= 2 {
-                let continues = continuation_index(c.back, c.rc, pos, prev).is_some();
-                let price = prices.distance_after(c.back, c.rc, pos, prev)
+                let continuation = continuation_index(c.back, c.rc, pos, prev);
+                let continues = continuation.is_some();
+                let price = prices.distance_coded(c.back, c.rc, continuation)
                     + self.closure_price(pos, Candidate { len, ..c }, continues);
                 self.priced.push(Priced { back: c.back, len, rc: c.rc, price, continues });
             }

@@ -127,13 +127,14 @@ impl SegmentParser<'_> {
         for k in 0..self.cands.len() {
             let c = self.cands[k];
             let len = self.cap_by_depth(pos, c);
-            let continues = continuation_index(c.back, c.rc, pos, prev).is_some();
+            let continuation = continuation_index(c.back, c.rc, pos, prev);
+            let continues = continuation.is_some();
             let min_len =
                 if continues { MIN_CONTINUATION } else { self.params.min_match[distance_class(c.back)] as u32 };
             if len < min_len {
                 continue;
             }
-            let price = prices.distance_after(c.back, c.rc, pos, prev)
+            let price = prices.distance_coded(c.back, c.rc, continuation)
                 + self.closure_price(pos, Candidate { len, ..c }, continues);
             let cost = price as u64 + prices.match_len(len) as u64 + prices.lit_run(0) as u64 + MATCH_BIAS;
             let saving = self.literal_price(pos, len, prices) as i64 - cost as i64;
