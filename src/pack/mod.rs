@@ -163,15 +163,20 @@ struct LevelParams {
 /// 3.3349 against 3.3011 lazy), so text is parsed lazily only at levels 1-4.
 const BASES_LONG_DEPTH: u32 = 2;
 
-/// On bare bases the parser looks the hash tables (forward and reverse complement) up at every second position
-/// only, at every level. Why: the lookups were most of the parse's CPU (about 20 ns a position each), and on bare
-/// bases they pay little at the position after: a hash-table match is at least 12 bases long, so one that starts
-/// at a skipped position is found at the next, and the lazy parse extends it back over the literal before it
-/// (long repeats come from the long-distance matcher anyway, recent distances and continuations are still tried
-/// at every position). Default level, ratio and pack user seconds (2 cores), every position / every second /
-/// every fourth: atha_chr1 genome mode 4.3170 / 4.3181 / 4.3186, 3.70-3.89 / 3.22-3.38 / 3.03-3.09 s; all eleven
-/// fly-chr4 files 10.9934 / 10.9743 / 10.9486; yeast-chrI's six files 5.9085 / 5.9060 / 5.9086.
-const BASES_LOOKUP_EVERY: u64 = 2;
+/// On bare bases the parser looks the hash tables up for forward matches at every fourth position only, and for
+/// reverse complements at every second, at every level but 1. Why: the lookups were most of the parse's CPU (about
+/// 20 ns a position each), and on bare bases they pay little at the positions between: a hash-table match is at
+/// least 12 bases long, so one that starts at a skipped position is found a few positions on, and the lazy parse
+/// extends it back over the literals before it (long repeats come from the long-distance matcher anyway, recent
+/// distances and continuations are still tried at every position); fewer chance 12-base matches are taken, too.
+/// Default level, ratio and pack user seconds (2 cores), forward / reverse-complement stride 1/1, 2/2, 4/2, 8/2,
+/// 2/4, 4/4: atha_chr1 genome mode 4.3170 / 4.3181 / 4.3184 / 4.3179 / 4.3183 / 4.3186, 3.70-3.89 / 3.22-3.38 /
+/// 3.09-3.22 / 3.01-3.14 / 3.09 / 3.03-3.09 s; all eleven fly-chr4 files 10.9934 / 10.9743 / 10.9789 / 10.9835 /
+/// 10.9415 / 10.9486; yeast-chrI's six files 5.9085 / 5.9060 / 5.9100 / 5.9097 / 5.9049 / 5.9086 (reverse
+/// complements every fourth position lose 0.3 % on fly).
+const BASES_LOOKUP_EVERY: u64 = 4;
+/// See [`BASES_LOOKUP_EVERY`].
+const BASES_RC_LOOKUP_EVERY: u64 = 2;
 
 /// Shortest match per distance class (`< 2^12, 2^16, …`): a far source costs its distance's extra bits, so
 /// short far matches never pay; the parser prices every candidate anyway, these only prune.
@@ -212,8 +217,9 @@ fn level_params(level: u8, block_log: u8) -> LevelParams {
             skip_log: (level <= 1).then_some(6),
             // Set per segment: on bare bases only (see `reverse_complements`).
             reverse: false,
-            // Set per segment: BASES_LOOKUP_EVERY on bare bases.
+            // Set per segment: BASES_LOOKUP_EVERY and BASES_RC_LOOKUP_EVERY on bare bases.
             lookup_every: 1,
+            rc_lookup_every: 1,
         },
         bases_lazy_steps: if level <= 5 { 1 } else { 2 },
         ldm_window: 16,
@@ -451,6 +457,7 @@ impl<'a> SegmentJob<'a> {
             // could miss altogether.
             if parse_params.skip_log.is_none() {
                 parse_params.lookup_every = BASES_LOOKUP_EVERY;
+                parse_params.rc_lookup_every = BASES_RC_LOOKUP_EVERY;
             }
         }
         parse_params.reverse = reverse_complements(self.reverse, data, s, e);

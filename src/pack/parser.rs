@@ -65,10 +65,12 @@ pub struct ParseParams {
     pub skip_log: Option<u32>,
     /// Look for reverse-complement matches too (bare bases: genome mode's base regions).
     pub reverse: bool,
-    /// The hash tables are looked up only at positions that are a multiple of this (a power of two; 1: every
-    /// position). Every position is still indexed. For the lazy parse of bare bases, which extends a match
-    /// found one position late back over the literal before it (see [`ParseParams::lazy_steps`]).
+    /// The hash tables are looked up for forward matches only at positions that are a multiple of this (a power
+    /// of two; 1: every position), and for reverse complements at multiples of `rc_lookup_every`. Every position
+    /// is still indexed. For the lazy parse of bare bases, which extends a match found a few positions late back
+    /// over the literals before it (see [`ParseParams::lazy_steps`]).
     pub lookup_every: u64,
+    pub rc_lookup_every: u64,
 }
 
 /// The price of a match's source in work for a cold read, added to its price in bits (both in 1/256 bit).
@@ -475,12 +477,12 @@ impl<'a> SegmentParser<'a> {
     /// bases), long repeats, recent distances and the continuations of `prev`.
     fn collect(&mut self, pos: u64, limit: u32, prev: Option<PrevMatch>) {
         self.cands.clear();
-        // A skipped position is indexed by the next lookup (`find` indexes everything before its position).
+        // A skipped position is indexed by the next lookup (which indexes everything before its position).
         if pos & (self.params.lookup_every - 1) == 0 {
             self.chain.find(pos, limit, &mut self.cands);
-            if self.params.reverse {
-                self.chain.find_rc(pos, limit, &mut self.cands);
-            }
+        }
+        if self.params.reverse && pos & (self.params.rc_lookup_every - 1) == 0 {
+            self.chain.find_rc(pos, limit, &mut self.cands);
         }
         self.collect_long(pos, limit);
         self.collect_reps(pos, limit, prev);
