@@ -54,6 +54,12 @@ const LEVEL_DONE: u32 = 254;
 /// sets it to compare (1: session 16's single search).
 const LEVEL_EPOCHS: u32 = 8;
 
+/// Pieces left over the cap (or above the levels copied) below which they are chased rather than searched again:
+/// another epoch costs a search over every match plus a launch per level, and on small archives that lost to the
+/// chase (session 17 run 3, H200: fly ×11 3.36 → 7.24 ms with 624 levels copied in epochs, atha genome 2.30 →
+/// 2.49), while the 4.65 GB archive, whose chase had millions of pieces, gained (76.9 → 55.6 ms).
+const EPOCH_MIN_PIECES: u64 = 1 << 16;
+
 fn level_epochs() -> u32 {
     static EPOCHS: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
     *EPOCHS.get_or_init(|| {
@@ -230,12 +236,14 @@ pub enum Resolve {
     /// pass count), or with `passes` = 0 by one launch of `level_ordered` (the default); then `level_order`, one
     /// `copy_level` launch per level, and `chase_unleveled` for the matches over the cap: every match byte
     /// copied once, no stamps. Unlike the others it does not check the depth bound (kernels/decode.cu).
-    Levels { passes: u32, cap: u32 },
+    /// `epoch_min`: pieces left after an epoch below which they are chased instead of searched again
+    /// ([`EPOCH_MIN_PIECES`] by default; 0 runs every epoch there is work for).
+    Levels { passes: u32, cap: u32, epoch_min: u64 },
 }
 
 impl Resolve {
     /// The default: match levels found in one launch, levels up to LEVEL_CAP (ACEAPEX_GPU_LEVEL_CAP).
-    pub const DEFAULT: Resolve = Resolve::Levels { passes: 0, cap: LEVEL_CAP };
+    pub const DEFAULT: Resolve = Resolve::Levels { passes: 0, cap: LEVEL_CAP, epoch_min: EPOCH_MIN_PIECES };
 
     /// ACEAPEX_GPU_RESOLVE=chase, =rounds or =levels:PASSES for comparison (ACEAPEX_GPU_RESOLVE_ROUNDS=1 before
     /// session 14), ACEAPEX_GPU_LEVEL_CAP=C for the default's cap; anything else keeps the default.
@@ -246,10 +254,11 @@ impl Resolve {
             Ok("rounds") => Resolve::Rounds,
             Ok(v) if v.strip_prefix("levels:").and_then(passes).is_some() => {
                 let p = v.strip_prefix("levels:").and_then(passes).unwrap_or(LEVEL_PASSES_MAX);
-                Resolve::Levels { passes: p, cap: p }
+                Resolve::Levels { passes: p, cap: p, epoch_min: EPOCH_MIN_PIECES }
             }
             _ => Resolve::Levels {
                 passes: 0,
+                epoch_min: EPOCH_MIN_PIECES,
                 cap: std::env::var("ACEAPEX_GPU_LEVEL_CAP")
                     .ok()
                     .and_then(|v| v.parse().ok())
@@ -1188,7 +1197,9 @@ impl Device {
         };
         let chase = resolve == Some(Resolve::Chase);
         let level_passes = match resolve {
-            Some(Resolve::Levels { passes, cap }) => Some((passes.min(LEVEL_PASSES_MAX), cap.clamp(1, LEVEL_DONE - 1))),
+            Some(Resolve::Levels { passes, cap, epoch_min }) => {
+                Some((passes.min(LEVEL_PASSES_MAX), cap.clamp(1, LEVEL_DONE - 1), epoch_min))
+            }
             _ => None,
         };
         let levels = level_passes.is_some();
@@ -1325,9 +1336,12 @@ impl Device {
             false => None,
         };
         let max_level = match (&copy_start, &chase_start) {
-            (Some(copy), Some(chase)) => {
-                Some(self.resolve_by_levels(&c, full, level_passes.unwrap_or((0, LEVEL_CAP)), (copy, chase))?)
-            }
+            (Some(copy), Some(chase)) => Some(self.resolve_by_levels(
+                &c,
+                full,
+                level_passes.unwrap_or((0, LEVEL_CAP, EPOCH_MIN_PIECES)),
+                (copy, chase),
+            )?),
             _ => None,
         };
         self.events.1.record(&stream).map_err(gpu("event"))?;
@@ -1351,7 +1365,7 @@ impl Device {
         let mut left = stream.clone_dtoh(&full.list_counts).map_err(gpu("status copy"))?;
         if levels {
             // The passes' lists: what each pass left without a level (the last pass marks it over the cap).
-            left.truncate(level_passes.map_or(0, |(p, _)| p) as usize);
+            left.truncate(level_passes.map_or(0, |(p, _, _)| p) as usize);
         } else {
             left.truncate(rounds as usize);
             if !chase && left.last().is_some_and(|&l| l != 0) {
@@ -1375,7 +1389,7 @@ impl Device {
         &self,
         c: &KernelCtx,
         full: &FullBuffers,
-        (passes, cap): (u32, u32),
+        (passes, cap, epoch_min): (u32, u32, u64),
         (copy_start, chase_start): (&CudaEvent, &CudaEvent),
     ) -> Result<u32> {
         if self.unit_log > 20 {
@@ -1501,8 +1515,9 @@ impl Device {
             if left == 0 {
                 break;
             }
-            // Another epoch when this one copied something and one is left; else the chase.
-            if copied > 0 && epoch + 1 < epochs {
+            // Another epoch when this one copied something, one is left, and what is left is worth it; else the
+            // chase.
+            if copied > 0 && epoch + 1 < epochs && left > epoch_min {
                 let ticket = counts;
                 // SAFETY: as above.
                 unsafe {

@@ -734,9 +734,10 @@ mod tests {
             for variant in [FullVariant::EntropyOnly, FullVariant::ParseNoLiterals, FullVariant::ParseOnly] {
                 engine.full_decode(variant, None).unwrap();
             }
-            // Levels: one pass (most matches chased), 24 passes, one ordered launch with a cap of 1 and of 2 (epochs
-            // of one or two levels each, up to LEVEL_EPOCHS, then the chase), and the default.
-            let levels = [(1, 1), (24, 24), (0, 1), (0, 2)].map(|(passes, cap)| Resolve::Levels { passes, cap });
+            // Levels: one pass (most matches chased), 24 passes, one ordered launch with a cap of 1 and of 2 in
+            // epochs whatever is left (one or two levels each, up to LEVEL_EPOCHS, then the chase), and the default.
+            let levels = [(1, 1, u64::MAX), (24, 24, u64::MAX), (0, 1, 0), (0, 2, 0)]
+                .map(|(passes, cap, epoch_min)| Resolve::Levels { passes, cap, epoch_min });
             let levels = levels.into_iter().chain([Resolve::DEFAULT]);
             for resolve in [Resolve::Chase, Resolve::Rounds].into_iter().chain(levels) {
                 engine.set_resolve(resolve).unwrap();
