@@ -657,7 +657,7 @@ impl<B: Backend> AcxFs<B> {
         if !self.options.prepare_ahead {
             return;
         }
-        let start = {
+        let range = {
             let mut slot = lock(stream);
             let sequential = read.start == slot.read_end
                 || (read.start < slot.prepared_to && slot.prepared_to - read.start <= PREPARE_AHEAD_BYTES);
@@ -670,10 +670,13 @@ impl<B: Backend> AcxFs<B> {
             }
             let start = if restart { read.end } else { slot.prepared_to };
             slot.prepared_to = (read.end + PREPARE_AHEAD_BYTES).min(file_size);
-            start
+            if start >= slot.prepared_to {
+                return; // prepared to the end of the file already
+            }
+            start..slot.prepared_to
         };
-        let (backend, end) = (Arc::clone(&self.backend), (read.end + PREPARE_AHEAD_BYTES).min(file_size));
-        rayon::spawn(move || backend.prepare_ahead(id, start, end - start));
+        let backend = Arc::clone(&self.backend);
+        rayon::spawn(move || backend.prepare_ahead(id, range.start, range.end - range.start));
     }
 
     /// Rebuilds `len` bytes of mapped file `id` from `offset` into `out` (empty) in pieces of
