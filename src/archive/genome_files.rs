@@ -379,7 +379,8 @@ impl Archive {
     /// are not held, and marks those held as just used (a sequential reader's next pieces: the mount calls this
     /// off the read path, so that a reader reaching a piece finds it decoded instead of waiting for it, and a
     /// file larger than the bound does not see its next pieces dropped just before it reads them). Pieces being
-    /// decoded are left to that decode; errors are left to the reads. Returns how many pieces it decoded.
+    /// decoded are left to that decode; errors are left to the reads. Returns how many pieces the archive decoded
+    /// meanwhile (this call's, unless other reads decoded some at the same time).
     pub fn decode_genome_ahead(&self, id: EntryId, off: u64, len: u64) -> u64 {
         let Some(EntryKind::File { offset, size, transform: TRANSFORM_GENOME }) =
             self.tree().entry(id).map(|e| &e.kind)
@@ -585,18 +586,13 @@ impl<'a> Rebuild<'a> {
 
     /// Receives batches from the structure thread until one holds piece `i`.
     fn receive(&mut self, i: usize) -> Result<()> {
-        while self.held_piece(i).is_none() {
+        while held_piece(&self.held, i).is_none() {
             let batch = self.pieces.recv().map_err(|_| {
                 Error::InvalidArgument(format!("genome piece {i} never came from the structure thread"))
             })??;
             self.held.push_back(batch);
         }
         Ok(())
-    }
-
-    /// Decoded piece `i`, if a batch received holds it.
-    fn held_piece(&self, i: usize) -> Option<&Genome> {
-        held_piece(&self.held, i)
     }
 
     /// Rebuilds and hands to `sink` every chunk of original bytes whose bases are all in (with `flush`: the rest
@@ -613,7 +609,7 @@ impl<'a> Rebuild<'a> {
             let take = (self.end.min(bytes.end) - at).min(STREAM_CHUNK);
             let local = at - bytes.start;
             self.receive(i)?;
-            let (c0, c1) = self.held_piece(i).map_or((0, 0), |g| g.base_range(local, take));
+            let (c0, c1) = held_piece(&self.held, i).map_or((0, 0), |g| g.base_range(local, take));
             if base0 + c1 > have_to || base0 + c0 < self.bases_from {
                 if flush {
                     return Err(Error::InvalidArgument(format!(

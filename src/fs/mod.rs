@@ -273,8 +273,6 @@ struct HandleStream {
     run: Option<Arc<Run>>,
     /// File offset up to which [`Backend::prepare_ahead`] was asked for (a mapped file's sequential reads).
     prepared_to: u64,
-    /// Where the handle's last read of a mapped file ended.
-    read_end: u64,
 }
 
 /// The filesystem over one backend.
@@ -622,7 +620,7 @@ impl<B: Backend> AcxFs<B> {
                     }
                 } else if let Some(span) = self.backend.mapped_span(*id, offset, len as u64) {
                     let run = self.follow_stream(*id, stream, span.file, offset, len as u64, span.needed.start);
-                    self.prepare_ahead(*id, stream, offset..offset + len as u64, *file_size);
+                    self.prepare_ahead(*id, stream, offset + len as u64, *file_size);
                     if self.await_streamed(span.needed, run.as_deref()) {
                         FsStats::add(&self.stats.streamed_bytes, len as u64);
                         if len >= PARALLEL_REBUILD_BYTES && self.rebuild_in_pieces(*id, offset, len, out) {
@@ -646,30 +644,26 @@ impl<B: Backend> AcxFs<B> {
         }
     }
 
-    /// Asks the backend, on the rayon pool, to prepare mapped file `id` up to [`PREPARE_AHEAD_BYTES`] beyond a
-    /// sequential read `read` (one that starts where the handle's previous read ended, or inside what was
-    /// prepared: the kernel's readahead requests arrive out of order), once the reader has used up half of what
-    /// was prepared before (one request per 8 MiB, not one per read). Why: a genome file's reads need its
+    /// Asks the backend, on the rayon pool, to prepare mapped file `id` up to [`PREPARE_AHEAD_BYTES`] beyond
+    /// `read_end` (where a read just ended) while the handle's sequential detector (fed by [`AcxFs::follow_stream`]) sees a stream, once the
+    /// reader has used up half of what was prepared before (one request per 8 MiB, not one per read). Why: a genome file's reads need its
     /// structure pieces (~1.4 ms to decode 2 MiB of atha-like FASTA on one core here), and a reader that decoded
     /// them when it got there served the 340 MB generated genome from the daemon's cache at 1.0 GB/s against
     /// 3.2 GB/s with the pieces held (`examples/serve_bench`, 2 cores).
-    fn prepare_ahead(&self, id: EntryId, stream: &Mutex<HandleStream>, read: Range<u64>, file_size: u64) {
+    fn prepare_ahead(&self, id: EntryId, stream: &Mutex<HandleStream>, read_end: u64, file_size: u64) {
         if !self.options.prepare_ahead {
             return;
         }
         let range = {
             let mut slot = lock(stream);
-            let sequential = read.start == slot.read_end
-                || (read.start < slot.prepared_to && slot.prepared_to - read.start <= PREPARE_AHEAD_BYTES);
-            slot.read_end = read.end;
             // What was prepared lies behind the read, or far beyond it (an earlier pass): start over from here.
-            let restart = slot.prepared_to < read.end || slot.prepared_to > read.end + PREPARE_AHEAD_BYTES;
-            let enough = !restart && slot.prepared_to >= read.end + PREPARE_AHEAD_BYTES / 2;
-            if !sequential || enough || read.end >= file_size {
+            let restart = slot.prepared_to < read_end || slot.prepared_to > read_end + PREPARE_AHEAD_BYTES;
+            let enough = !restart && slot.prepared_to >= read_end + PREPARE_AHEAD_BYTES / 2;
+            if !slot.detector.streaming() || enough || read_end >= file_size {
                 return;
             }
-            let start = if restart { read.end } else { slot.prepared_to };
-            slot.prepared_to = (read.end + PREPARE_AHEAD_BYTES).min(file_size);
+            let start = if restart { read_end } else { slot.prepared_to };
+            slot.prepared_to = (read_end + PREPARE_AHEAD_BYTES).min(file_size);
             if start >= slot.prepared_to {
                 return; // prepared to the end of the file already
             }
@@ -718,14 +712,15 @@ impl<B: Backend> AcxFs<B> {
         len: u64,
         at: u64,
     ) -> Option<Arc<Run>> {
+        // Every read feeds the detector, streams or not: `prepare_ahead` goes by its verdict too.
+        let mut slot = lock(stream);
+        let sequential = slot.detector.on_read(offset, len);
         if !self.streams.enabled() || data.is_empty() {
             return None;
         }
         let block_size = u64::from(self.backend.block_size().max(1));
         let first = at.clamp(data.start, data.end - 1) / block_size;
         let end = data.end.div_ceil(block_size);
-        let mut slot = lock(stream);
-        let sequential = slot.detector.on_read(offset, len);
         // A read that the handle's run covers is served by it, whatever the detector says: the kernel's
         // concurrent readahead requests reach the workers out of order, and one that arrives early looks like a
         // jump. Cancelling the run there (and starting a fill or a second run over the same blocks) decoded the

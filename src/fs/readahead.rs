@@ -29,6 +29,11 @@ pub struct SequentialState {
 }
 
 impl SequentialState {
+    /// The verdict of the last [`SequentialState::on_read`].
+    pub fn streaming(&self) -> bool {
+        self.streaming
+    }
+
     /// Records a read of `[offset, offset + len)`; returns true if the handle's reads now look sequential.
     pub fn on_read(&mut self, offset: u64, len: u64) -> bool {
         let end = offset.saturating_add(len);
