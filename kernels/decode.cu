@@ -1563,8 +1563,8 @@ extern "C" __global__ void resolve_chase(Ctx c, const u64* list, const u64* klis
 // tokens, by `level_ordered` (one launch: tasks in stream order, lanes retry until their sources have levels) or
 // by `level_pass` passes (each sets the level of every match whose source matches all have one and lists the
 // rest for the next). `level_order` then lists every match's pieces of RESOLVE_PIECE bytes by level,
-// `copy_level` copies one level's pieces (a warp per piece), and `chase_unleveled` resolves the rest byte by
-// byte. A match's level is not bounded by max_depth, which bounds bytes: a source that overlaps a deeper match by
+// `copy_level` copies one dense level's pieces (a warp per piece), `copy_run` a run of consecutive sparse levels
+// in one launch, and `chase_unleveled` resolves the rest byte by byte. A match's level is not bounded by max_depth, which bounds bytes: a source that overlaps a deeper match by
 // one byte still takes its level, and chains of such overlaps reach levels above 100 (match bytes above level 24:
 // atha_chr1 8 %, a 185 MB generated genome 1.5 %). So levels stop at a cap: a match above it gets LEVEL_OVER,
 // and so does every match whose source overlaps one. Those get levels in the next epoch (level_rebase marks the
@@ -1572,21 +1572,24 @@ extern "C" __global__ void resolve_chase(Ctx c, const u64* list, const u64* klis
 // leaves is chased. This path does not check the depth bound:
 // the bytes it produces are the archive's whatever the depth; the seek paths and the CPU decoder check it.
 //
-// level[g], one byte per token (g = tok_off[e] + t): 0 while unknown, else the level or LEVEL_OVER. hist[l]:
+// level[g], a u16 per token (g = tok_off[e] + t): 0 while unknown, else the level or LEVEL_OVER. hist[l]:
 // pieces of level l (bucket 0: LEVEL_OVER), order_start[l]: the first of them in `order`, order_start[LEVELS]:
 // the end. A piece is e << 32 | t << 13 | its number (t < 2^19 and numbers < 2^13: units are at most 2^20
-// bytes, matches at least 2).
-#define LEVELS 256
-#define LEVEL_OVER 255
+// bytes, matches at least 2). Levels were one byte, capped at 250, until session 18: the 4.65 GB generated
+// archive chains 1802 levels deep, and each epoch over the cap cost a search, a bucketing and a rebase of every
+// match; 4095 levels take such chains in one search.
+typedef u16 level_t;
+#define LEVELS 4096
+#define LEVEL_OVER 65535
 // A match copied in an earlier epoch (level_rebase): final, like a literal, for the levels of the next epoch.
-#define LEVEL_DONE 254
+#define LEVEL_DONE 65534
 #define PIECE_T_SHIFT 13
 
 __device__ __forceinline__ u32 pieces_of(u32 len) { return (len + RESOLVE_PIECE - 1) / RESOLVE_PIECE; }
 
 // The level of match (e, t) from the levels of the matches its source overlaps: 0 while one of them has none,
 // LEVEL_OVER when one of them is over the cap or this one would be.
-__device__ u32 match_level(const Ctx& c, const u8* level, u64 e, u32 t, u32 cap) {
+__device__ u32 match_level(const Ctx& c, const level_t* level, u64 e, u32 t, u32 cap) {
     const u64 tb = c.tok_off[e];
     const u32 ms = c.mpos[tb + t];
     const u32 len = c.tpos[tb + t + 1] - ms;
@@ -1611,7 +1614,7 @@ __device__ u32 match_level(const Ctx& c, const u8* level, u64 e, u32 t, u32 cap)
         if (pt + 1 < ntok) {
             const u64 m0 = ub + c.mpos[pb + pt], m1 = ub + c.tpos[pb + pt + 1];
             if (m0 < m1 && m1 > s0 && m0 < s1) {
-                const u32 l = *(volatile const u8*)&level[pb + pt];
+                const u32 l = *(volatile const level_t*)&level[pb + pt];
                 if (l == LEVEL_DONE) {
                     pt++;
                     continue;
@@ -1636,7 +1639,7 @@ __device__ u32 match_level(const Ctx& c, const u8* level, u64 e, u32 t, u32 cap)
 // (list_counts[pass - 1] entries). Matches still without a level go to list_out, counted in list_counts[pass];
 // the last pass (`last`) gives them LEVEL_OVER instead.
 extern "C" __global__ void level_pass(Ctx c, u32 n, const u32* task_off, u32 ntasks, u32 pass, u32 last, u32 cap,
-                                      u8* level, u32* hist, const u64* list_in, u64* list_out, u32* list_counts,
+                                      level_t* level, u32* hist, const u64* list_in, u64* list_out, u32* list_counts,
                                       u32 list_cap) {
     __shared__ u32 h[LEVELS];
     for (u32 i = threadIdx.x; i < LEVELS; i += blockDim.x) h[i] = 0;
@@ -1666,7 +1669,7 @@ extern "C" __global__ void level_pass(Ctx c, u32 n, const u32* task_off, u32 nta
                 u32 l = match_level(c, level, e, t, cap);
                 if (l == 0 && last) l = LEVEL_OVER;
                 if (l != 0) {
-                    level[g] = (u8)l;
+                    level[g] = (level_t)l;
                     atomicAdd(&h[l == LEVEL_OVER ? 0 : l], pieces_of(c.tpos[g + 1] - c.mpos[g]));
                 } else {
                     left = true;
@@ -1694,7 +1697,7 @@ extern "C" __global__ void level_pass(Ctx c, u32 n, const u32* task_off, u32 nta
 // Every source lies before its match, and a task's ticket is taken only after every earlier one's, by a warp
 // that is running, so the earliest unfinished match can always finish: the launch ends. Chains of near sources
 // are walked one link per retry, a few hundred nanoseconds each, instead of one pass each.
-extern "C" __global__ void level_ordered(Ctx c, u32 n, const u32* task_off, u32 ntasks, u32 cap, u8* level,
+extern "C" __global__ void level_ordered(Ctx c, u32 n, const u32* task_off, u32 ntasks, u32 cap, level_t* level,
                                          u32* hist, u32* ticket) {
     __shared__ u32 h[LEVELS];
     for (u32 i = threadIdx.x; i < LEVELS; i += blockDim.x) h[i] = 0;
@@ -1714,7 +1717,7 @@ extern "C" __global__ void level_ordered(Ctx c, u32 n, const u32* task_off, u32 
             if (todo) {
                 const u32 l = match_level(c, level, e, t, cap);
                 if (l != 0) {
-                    *(volatile u8*)&level[g] = (u8)l;
+                    *(volatile u8*)&level[g] = (level_t)l;
                     atomicAdd(&h[l == LEVEL_OVER ? 0 : l], pieces_of(c.tpos[g + 1] - c.mpos[g]));
                     todo = false;
                 }
@@ -1732,22 +1735,38 @@ extern "C" __global__ void level_ordered(Ctx c, u32 n, const u32* task_off, u32 
         if (h[i] != 0) atomicAdd(&hist[i], h[i]);
 }
 
-// One thread: order_start[l] = the pieces of the buckets below l (bucket 0, LEVEL_OVER, first), and
-// cursor[l] = order_start[l] for level_order.
+// One CTA of LEVEL_SCAN_THREADS threads: order_start[l] = the pieces of the buckets below l (bucket 0,
+// LEVEL_OVER, first), and cursor[l] = order_start[l] for level_order. Each thread sums LEVELS /
+// LEVEL_SCAN_THREADS buckets, the sums are scanned in shared memory, and each thread writes its buckets' starts.
+#define LEVEL_SCAN_THREADS 1024
 extern "C" __global__ void level_starts(const u32* hist, u32* order_start, u32* cursor) {
-    if (blockIdx.x != 0 || threadIdx.x != 0) return;
-    u32 at = 0;
-    for (u32 l = 0; l < LEVELS; l++) {
-        order_start[l] = at;
-        cursor[l] = at;
-        at += hist[l];
+    __shared__ u32 part[LEVEL_SCAN_THREADS];
+    if (blockIdx.x != 0) return;
+    constexpr u32 per = LEVELS / LEVEL_SCAN_THREADS;
+    const u32 x = threadIdx.x, i0 = x * per;
+    u32 sum = 0;
+    for (u32 j = 0; j < per; j++) sum += hist[i0 + j];
+    part[x] = sum;
+    __syncthreads();
+    // Inclusive scan of the partial sums (Hillis-Steele: log2(1024) steps).
+    for (u32 d = 1; d < LEVEL_SCAN_THREADS; d <<= 1) {
+        const u32 v = x >= d ? part[x - d] : 0u;
+        __syncthreads();
+        part[x] += v;
+        __syncthreads();
     }
-    order_start[LEVELS] = at;
+    u32 at = part[x] - sum;
+    for (u32 j = 0; j < per; j++) {
+        order_start[i0 + j] = at;
+        cursor[i0 + j] = at;
+        at += hist[i0 + j];
+    }
+    if (x == LEVEL_SCAN_THREADS - 1) order_start[LEVELS] = at;
 }
 
 // Lists the pieces of every match in its level's bucket of `order`, walking the matches as level_pass's pass 0.
 // The lanes of a warp with the same bucket take their slots with one atomic.
-extern "C" __global__ void level_order(Ctx c, u32 n, const u32* task_off, u32 ntasks, const u8* level, u32* cursor,
+extern "C" __global__ void level_order(Ctx c, u32 n, const u32* task_off, u32 ntasks, const level_t* level, u32* cursor,
                                        u64* order, u32 cap) {
     if (failed(c)) return;
     const u32 warps_per_cta = blockDim.x / 32;
@@ -1789,7 +1808,7 @@ extern "C" __global__ void level_order(Ctx c, u32 n, const u32* task_off, u32 nt
 // are copied a cap's worth of levels per epoch instead of chased byte by byte (a 4.4 GB archive of four mutated
 // genome copies left 50 ms of its 77 ms full decode to the chase, session 17 run 2). Also zeroes the histogram
 // and the ticket for that search.
-extern "C" __global__ void level_rebase(Ctx c, u32 n, const u32* task_off, u32 ntasks, u8* level, u32 copied,
+extern "C" __global__ void level_rebase(Ctx c, u32 n, const u32* task_off, u32 ntasks, level_t* level, u32 copied,
                                         u32* hist, u32* ticket) {
     const u64 tid = (u64)blockIdx.x * blockDim.x + threadIdx.x;
     if (tid < LEVELS) hist[tid] = 0;
@@ -1803,7 +1822,7 @@ extern "C" __global__ void level_rebase(Ctx c, u32 n, const u32* task_off, u32 n
         const u64 g = c.tok_off[e] + t;
         const u32 l = level[g];
         if (l == LEVEL_DONE) continue;
-        level[g] = (u8)(l >= 1 && l <= copied ? LEVEL_DONE : 0u);
+        level[g] = (level_t)(l >= 1 && l <= copied ? LEVEL_DONE : 0u);
     }
 }
 
@@ -1858,12 +1877,94 @@ extern "C" __global__ void copy_level(Ctx c, const u64* order, const u32* order_
     }
 }
 
+// Copies levels la ..= lb in one launch (session 18): the high levels of a deep archive hold few pieces each,
+// and a launch per level cost ~24 us of launch, metadata loads and drain each (the 4.65 GB generated archive:
+// 1802 levels, 42 ms). Warps take tasks of RUN_TASK consecutive pieces of `order` (sorted by level) by ticket,
+// 4 lanes a piece. Before copying pieces of level l a warp waits until every piece of the level below is done:
+// done[j] counts the pieces of level j copied, and j's pieces started only after the level below j was done,
+// so done[j] == its piece count means every level up to j is. The metadata loads come before the wait, so a
+// level costs about one wait, one source load, one store and a fence.
+// Progress: a task's ticket is taken only after every earlier one's, by a running warp; the lowest level still
+// pending in a taken task has every piece below it in earlier tasks, copied and counted (a warp counts its
+// pieces before it waits for a higher level), so it can go on.
+// Sources are loaded with ld.global.cg: within one launch another SM may have written them after this SM's L1
+// cached their line. done[LEVELS] is the ticket; the host zeroes done before the launch.
+#define RUN_TASK 8
+extern "C" __global__ void copy_run(Ctx c, const u64* order, const u32* order_start, u32 la, u32 lb, u32* done) {
+    if (failed(c)) return;
+    const u32 first = order_start[la], end = order_start[lb + 1];
+    const u32 ntasks = (end - first + RUN_TASK - 1) / RUN_TASK;
+    const u32 lane = threadIdx.x & 31, sub = lane >> 2, q = lane & 3;
+    u32* ticket = &done[LEVELS];
+    for (;;) {
+        u32 w = 0;
+        if (lane == 0) w = atomicAdd(ticket, 1u);
+        w = __shfl_sync(FULL_MASK, w, 0);
+        if (w >= ntasks) return;
+        const u32 idx = first + w * RUN_TASK + sub;
+        bool pending = idx < end;
+        PieceMatch m = {};
+        u32 l = 0;
+        if (pending) {
+            m = piece_match(c, order[idx]);
+            l = last_le(order_start, la, lb + 1, idx);
+        }
+        while (__any_sync(FULL_MASK, pending)) {
+            // Pieces are sorted by level, so the lowest pending lane holds the lowest pending level.
+            const u32 cur = __shfl_sync(FULL_MASK, l, __ffs(__ballot_sync(FULL_MASK, pending)) - 1);
+            u32 ok = 1;
+            if (lane == 0 && order_start[cur] > first) {
+                // The level just below (the last piece before this level's: levels never skip, but an empty one
+                // would be stepped over).
+                const u32 j = last_le(order_start, la, lb + 1, order_start[cur] - 1);
+                const u32 need = order_start[j + 1] - order_start[j];
+                for (u32 tries = 0; *(volatile u32*)&done[j] < need; tries++) {
+                    __nanosleep(tries < 16 ? 64 : 512);
+                    if ((tries & 1023) == 1023 && (failed(c) || tries > (1u << 23))) {
+                        // Cannot happen on levels level_ordered found; a failed decode stops everything.
+                        report(c.status, E_DEPTH, 0);
+                        ok = 0;
+                        break;
+                    }
+                }
+                __threadfence();
+            }
+            if (__shfl_sync(FULL_MASK, ok, 0) == 0) return;
+            __syncwarp();  // lane 0's wait and fence come before any lane's source loads
+            const bool mine = pending && l == cur;
+            if (mine) {
+                u32 v[32];
+#pragma unroll
+                for (u32 i = 0; i < 32; i++) {
+                    const u32 k = m.k0 + q + 4 * i;
+                    v[i] = k < m.len ? (u32)__ldcg(&c.bytes[source_of(m.base, m.bk, k)]) : 0u;
+                }
+                const bool rc = match_rc(m.bk);
+#pragma unroll
+                for (u32 i = 0; i < 32; i++) {
+                    const u32 k = m.k0 + q + 4 * i;
+                    if (k < m.len) c.bytes[m.dst + k] = (u8)(rc ? complement(v[i]) : v[i]);
+                }
+            }
+            // Every lane's stores, then lane 0's fence (cumulative), then the count: a warp that sees the count
+            // sees the bytes (the pattern of a grid barrier).
+            const u32 copied = __popc(__ballot_sync(FULL_MASK, mine && q == 0));
+            __syncwarp();
+            if (lane == 0) {
+                __threadfence();
+                atomicAdd(&done[cur], copied);
+            }
+            pending = pending && !mine;
+        }
+    }
+}
+
 // Resolves, after levels 1 ..= `copied` are copied, the pieces of the other matches byte by byte: bucket 0 (over
 // the cap) and the levels above `copied` (the host leaves sparse high levels to this chase rather than launch a
 // copy for each). A thread per byte follows its sources through the tokens (at most max_depth hops) to a
 // literal or a copied match's byte, which are final. It writes only bytes of the chased matches and reads only
 // final ones, so its threads need no ordering.
-extern "C" __global__ void chase_unleveled(Ctx c, const u64* order, const u32* order_start, const u8* level,
+extern "C" __global__ void chase_unleveled(Ctx c, const u64* order, const u32* order_start, const level_t* level,
                                            u32 copied) {
     if (failed(c)) return;
     const u32 n0 = order_start[1] - order_start[0];

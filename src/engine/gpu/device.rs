@@ -43,12 +43,18 @@ const WORKLIST_BYTES: u64 = 512 << 20;
 const RESUME_WORDS: usize = 65;
 /// Bytes of a deferred match per list entry of the full decode's resolve rounds (kernel RESOLVE_PIECE).
 const RESOLVE_PIECE: u64 = 128;
-/// Level buckets of `Resolve::Levels` (kernel LEVELS), and the level value of matches over the cap (LEVEL_OVER).
-const LEVELS: usize = 256;
+/// Pieces per ticket of `copy_run` (kernel RUN_TASK).
+const RUN_TASK: u64 = 8;
+/// Level buckets of `Resolve::Levels` (kernel LEVELS; levels are u16 per token), and the level value of matches
+/// over the cap (LEVEL_OVER).
+const LEVELS: usize = 4096;
 #[cfg(test)]
-const LEVEL_OVER: u32 = 255;
-/// The level value of a match copied in an earlier epoch (kernel LEVEL_DONE); caps stay below it.
-const LEVEL_DONE: u32 = 254;
+const LEVEL_OVER: u32 = 65535;
+/// The level value of a match copied in an earlier epoch (kernel LEVEL_DONE).
+#[cfg(test)]
+const LEVEL_DONE: u32 = 65534;
+/// Threads of the one CTA of `level_starts` (kernel LEVEL_SCAN_THREADS).
+const LEVEL_SCAN_THREADS: u32 = 1024;
 /// Epochs of the level search at most: each copies up to a cap's worth of levels above what earlier ones copied
 /// (kernels/decode.cu, level_rebase); what the last one leaves is chased. ACEAPEX_GPU_LEVEL_EPOCHS=N (1 to 64)
 /// sets it to compare (1: session 16's single search).
@@ -70,12 +76,47 @@ fn level_epochs() -> u32 {
             .unwrap_or(LEVEL_EPOCHS)
     })
 }
-/// The highest level the default `Resolve::Levels` searches for: matches above it are chased byte by byte. Match
-/// levels reach 100 and more (examples/levels: match bytes above level 24 are 8 % of atha_chr1's, 1.5 % of a 185
-/// MB generated genome's), and on the 1.16 GB generated archive a cap of 24 / 64 / 128 / 250 decoded in 11.9 /
-/// 10.3 / 9.9 / 9.5 ms (H200, session 16 run 4). Which levels are copied is decided after the search
-/// ([`CHASE_SHARE`]).
-pub const LEVEL_CAP: u32 = 250;
+/// The highest level the default `Resolve::Levels` searches for (the most a u16 level and the buckets allow):
+/// matches above it wait for the next epoch, or the chase. Match levels reach 100 and more (examples/levels:
+/// match bytes above level 24 are 8 % of atha_chr1's, 1.5 % of a 185 MB generated genome's), and the 4.65 GB
+/// generated archive copied 1802 levels over 8 epochs of a cap of 250 (session 17 run 3). On the 1.16 GB
+/// generated archive a cap of 24 / 64 / 128 / 250 decoded in 11.9 / 10.3 / 9.9 / 9.5 ms (H200, session 16 run 4).
+pub const LEVEL_CAP: u32 = LEVELS as u32 - 1;
+/// Levels with at least this many pieces get a `copy_level` launch of their own; each run of consecutive levels
+/// with fewer is copied by one `copy_run` launch (kernels/decode.cu), and every level is copied (only matches
+/// over the cap are chased). ACEAPEX_GPU_RUN_DENSE=N sets it to compare; 0 turns runs off: a launch per level,
+/// and the sparse high levels chased ([`copied_levels`], session 17's copies).
+const RUN_DENSE_PIECES: u32 = 1 << 16;
+
+fn run_dense_pieces() -> u32 {
+    static DENSE: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *DENSE.get_or_init(|| {
+        std::env::var("ACEAPEX_GPU_RUN_DENSE").ok().and_then(|v| v.parse().ok()).unwrap_or(RUN_DENSE_PIECES)
+    })
+}
+
+/// The copy launches of levels 1 ..= `max_level` from the pieces per level: `(first, last)` level pairs, a
+/// single dense level (at least `dense` pieces) or a run of consecutive sparse ones. `dense == 0`: a launch per
+/// level.
+fn copy_launches(hist: &[u32], max_level: u32, dense: u32) -> Vec<(u32, u32)> {
+    let mut out: Vec<(u32, u32)> = Vec::new();
+    let mut run: Option<u32> = None;
+    for l in 1..=max_level {
+        let pieces = hist.get(l as usize).copied().unwrap_or(0);
+        if dense == 0 || pieces >= dense {
+            if let Some(first) = run.take() {
+                out.push((first, l - 1));
+            }
+            out.push((l, l));
+        } else if run.is_none() {
+            run = Some(l);
+        }
+    }
+    if let Some(first) = run {
+        out.push((first, max_level));
+    }
+    out
+}
 /// The levels above the lowest `l` whose higher levels hold at most 1/CHASE_SHARE of all pieces (and at least
 /// MIN_CHASED) are chased with the matches over the cap instead of copied level by level: the high levels hold
 /// few pieces each, and a launch costs more than chasing them.
@@ -232,18 +273,21 @@ pub enum Resolve {
     Chase,
     /// `resolve_round` rounds, one more depth level each, up to max_depth + 1.
     Rounds,
-    /// Match levels up to `cap` (below 255): found by `passes` launches of `level_pass` (the cap is then the
-    /// pass count), or with `passes` = 0 by one launch of `level_ordered` (the default); then `level_order`, one
-    /// `copy_level` launch per level, and `chase_unleveled` for the matches over the cap: every match byte
-    /// copied once, no stamps. Unlike the others it does not check the depth bound (kernels/decode.cu).
-    /// `epoch_min`: pieces left after an epoch below which they are chased instead of searched again
-    /// ([`EPOCH_MIN_PIECES`] by default; 0 runs every epoch there is work for).
-    Levels { passes: u32, cap: u32, epoch_min: u64 },
+    /// Match levels up to `cap` (at most [`LEVEL_CAP`]): found by `passes` launches of `level_pass` (the cap is
+    /// then the pass count), or with `passes` = 0 by one launch of `level_ordered` (the default); then
+    /// `level_order`, the copies (a `copy_level` launch per level of at least `run_dense` pieces, a `copy_run`
+    /// launch per run of sparser consecutive levels; `run_dense` 0: a launch per level and the sparse high levels
+    /// chased), and `chase_unleveled` for the matches over the cap: every match byte copied once, no stamps.
+    /// Unlike the others it does not check the depth bound (kernels/decode.cu). `epoch_min`: pieces left after
+    /// an epoch below which they are chased instead of searched again ([`EPOCH_MIN_PIECES`] by default; 0 runs
+    /// every epoch there is work for).
+    Levels { passes: u32, cap: u32, epoch_min: u64, run_dense: u32 },
 }
 
 impl Resolve {
     /// The default: match levels found in one launch, levels up to LEVEL_CAP (ACEAPEX_GPU_LEVEL_CAP).
-    pub const DEFAULT: Resolve = Resolve::Levels { passes: 0, cap: LEVEL_CAP, epoch_min: EPOCH_MIN_PIECES };
+    pub const DEFAULT: Resolve =
+        Resolve::Levels { passes: 0, cap: LEVEL_CAP, epoch_min: EPOCH_MIN_PIECES, run_dense: RUN_DENSE_PIECES };
 
     /// ACEAPEX_GPU_RESOLVE=chase, =rounds or =levels:PASSES for comparison (ACEAPEX_GPU_RESOLVE_ROUNDS=1 before
     /// session 14), ACEAPEX_GPU_LEVEL_CAP=C for the default's cap; anything else keeps the default.
@@ -254,15 +298,16 @@ impl Resolve {
             Ok("rounds") => Resolve::Rounds,
             Ok(v) if v.strip_prefix("levels:").and_then(passes).is_some() => {
                 let p = v.strip_prefix("levels:").and_then(passes).unwrap_or(LEVEL_PASSES_MAX);
-                Resolve::Levels { passes: p, cap: p, epoch_min: EPOCH_MIN_PIECES }
+                Resolve::Levels { passes: p, cap: p, epoch_min: EPOCH_MIN_PIECES, run_dense: run_dense_pieces() }
             }
             _ => Resolve::Levels {
                 passes: 0,
                 epoch_min: EPOCH_MIN_PIECES,
+                run_dense: run_dense_pieces(),
                 cap: std::env::var("ACEAPEX_GPU_LEVEL_CAP")
                     .ok()
                     .and_then(|v| v.parse().ok())
-                    .filter(|c| (1..LEVEL_DONE).contains(c))
+                    .filter(|c| (1..=LEVEL_CAP).contains(c))
                     .unwrap_or(LEVEL_CAP),
             },
         }
@@ -302,10 +347,12 @@ struct FullBuffers {
     counters_init: Vec<u32>,
     /// `Resolve::Levels`: the level of every token (0: none yet), pieces per level, where each level's pieces
     /// start in the order (`lists[2]`), and the next free slot of each while they are listed.
-    level: CudaSlice<u8>,
+    level: CudaSlice<u16>,
     level_hist: CudaSlice<u32>,
     order_start: CudaSlice<u32>,
     order_cursor: CudaSlice<u32>,
+    /// `copy_run`'s pieces done per level, and its ticket (the last word); zeroed before each launch.
+    run_done: CudaSlice<u32>,
 }
 
 /// Scratch of the seek path, sized at open.
@@ -363,6 +410,7 @@ struct Kernels {
     level_order: CudaFunction,
     level_rebase: CudaFunction,
     copy_level: CudaFunction,
+    copy_run: CudaFunction,
     chase_unleveled: CudaFunction,
 }
 
@@ -581,6 +629,7 @@ impl Device {
             level_order: load("level_order")?,
             level_rebase: load("level_rebase")?,
             copy_level: load("copy_level")?,
+            copy_run: load("copy_run")?,
             chase_unleveled: load("chase_unleveled")?,
         };
         // A stream of our own: graphs cannot be captured on the legacy default stream.
@@ -1074,6 +1123,8 @@ impl Device {
                 .map_err(gpu("status copy"))?;
             result::memcpy_dtoh_async(std::slice::from_raw_parts_mut(host_counters, counters_len), counters, cu)
                 .map_err(gpu("counter copy"))?;
+            // The stages up to here are the decode on the device; this one its copy into pinned host memory.
+            mark("to host")?;
             // Clean state for the next batch: claims, counters, pool and status.
             let cfg = LaunchConfig { grid_dim: (64, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
             stream.launch_builder(&k.reset).arg(&c).launch(cfg).map_err(gpu("reset"))?;
@@ -1081,7 +1132,7 @@ impl Device {
             result::memset_d8_async(pool, 0, 8, cu).map_err(gpu("reset"))?;
             result::memset_d8_async(status, 0, 8, cu).map_err(gpu("reset"))?;
             result::memset_d8_async(list_counts, 0, list_counts_len * 4, cu).map_err(gpu("reset"))?;
-            mark("copies + reset")?;
+            mark("reset")?;
         }
         drop(mark); // ends its borrow of `marks`
         if let Some(profile) = self.profile.as_mut() {
@@ -1173,10 +1224,11 @@ impl Device {
             task_off: stream.clone_htod(&task_off).map_err(gpu("upload"))?,
             ntasks,
             counters_init,
-            level: stream.alloc_zeros::<u8>(tokens + 1).map_err(gpu("alloc levels"))?,
+            level: stream.alloc_zeros::<u16>(tokens + 1).map_err(gpu("alloc levels"))?,
             level_hist: stream.alloc_zeros::<u32>(LEVELS).map_err(gpu("alloc"))?,
             order_start: stream.alloc_zeros::<u32>(LEVELS + 1).map_err(gpu("alloc"))?,
             order_cursor: stream.alloc_zeros::<u32>(LEVELS + 1).map_err(gpu("alloc"))?,
+            run_done: stream.alloc_zeros::<u32>(LEVELS + 1).map_err(gpu("alloc"))?,
         });
         Ok(())
     }
@@ -1197,8 +1249,8 @@ impl Device {
         };
         let chase = resolve == Some(Resolve::Chase);
         let level_passes = match resolve {
-            Some(Resolve::Levels { passes, cap, epoch_min }) => {
-                Some((passes.min(LEVEL_PASSES_MAX), cap.clamp(1, LEVEL_DONE - 1), epoch_min))
+            Some(Resolve::Levels { passes, cap, epoch_min, run_dense }) => {
+                Some((passes.min(LEVEL_PASSES_MAX), cap.clamp(1, LEVEL_CAP), epoch_min, run_dense))
             }
             _ => None,
         };
@@ -1339,7 +1391,7 @@ impl Device {
             (Some(copy), Some(chase)) => Some(self.resolve_by_levels(
                 &c,
                 full,
-                level_passes.unwrap_or((0, LEVEL_CAP, EPOCH_MIN_PIECES)),
+                level_passes.unwrap_or((0, LEVEL_CAP, EPOCH_MIN_PIECES, RUN_DENSE_PIECES)),
                 (copy, chase),
             )?),
             _ => None,
@@ -1365,7 +1417,7 @@ impl Device {
         let mut left = stream.clone_dtoh(&full.list_counts).map_err(gpu("status copy"))?;
         if levels {
             // The passes' lists: what each pass left without a level (the last pass marks it over the cap).
-            left.truncate(level_passes.map_or(0, |(p, _, _)| p) as usize);
+            left.truncate(level_passes.map_or(0, |(p, _, _, _)| p) as usize);
         } else {
             left.truncate(rounds as usize);
             if !chase && left.last().is_some_and(|&l| l != 0) {
@@ -1389,7 +1441,7 @@ impl Device {
         &self,
         c: &KernelCtx,
         full: &FullBuffers,
-        (passes, cap, epoch_min): (u32, u32, u64),
+        (passes, cap, epoch_min, dense): (u32, u32, u64, u32),
         (copy_start, chase_start): (&CudaEvent, &CudaEvent),
     ) -> Result<u32> {
         if self.unit_log > 20 {
@@ -1412,17 +1464,20 @@ impl Device {
             shared_mem_bytes: 0,
         };
         let later = LaunchConfig { grid_dim: (132 * 16, 1, 1), ..first };
-        // SAFETY (every launch below): arguments match level_pass(Ctx, u32, u32*, u32, u32, u32, u32, u8*, u32*,
-        // u64*, u64*, u32*, u32), level_ordered(Ctx, u32, u32*, u32, u32, u8*, u32*, u32*), level_starts(u32*,
-        // u32*, u32*), level_order(Ctx, u32, u32*, u32, u8*, u32*, u64*, u32), copy_level(Ctx, u64*, u32*, u32, u32)
-        // and chase_unleveled(Ctx, u64*, u32*, u8*, u32); `level` holds a byte per token, the lists list_cap entries
+        // SAFETY (every launch below): arguments match level_pass(Ctx, u32, u32*, u32, u32, u32, u32, u16*, u32*,
+        // u64*, u64*, u32*, u32), level_ordered(Ctx, u32, u32*, u32, u32, u16*, u32*, u32*), level_starts(u32*,
+        // u32*, u32*) (one CTA of LEVEL_SCAN_THREADS), level_order(Ctx, u32, u32*, u32, u16*, u32*, u64*, u32),
+        // copy_level(Ctx, u64*, u32*, u32, u32), copy_run(Ctx, u64*, u32*, u32, u32, u32*) and
+        // chase_unleveled(Ctx, u64*, u32*, u16*, u32); `level` holds a u16 per token, the lists list_cap entries
         // each (at least one per match plus one per RESOLVE_PIECE stream bytes: every match's pieces),
         // list_counts LEVEL_PASSES_MAX entries (level_ordered's ticket is list_counts[0], zeroed before the
-        // decode), the histogram LEVELS, the cursors LEVELS + 1 and the starts LEVELS + 1.
+        // decode), the histogram LEVELS, the cursors LEVELS + 1, the starts LEVELS + 1, and run_done LEVELS + 1
+        // (zeroed, LEVELS * 4 + 4 bytes, before each copy_run). Levels passed are at most the cap < LEVELS.
         // Epochs (the one-launch search only): each searches the levels of the matches not copied yet, above
         // those that are (LEVEL_DONE), and copies its levels; what the last leaves is chased.
         let epochs = if passes == 0 { level_epochs() } else { 1 };
-        let one = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (1, 1, 1), shared_mem_bytes: 0 };
+        let scan = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (LEVEL_SCAN_THREADS, 1, 1), shared_mem_bytes: 0 };
+        let run_done = self.ptr(&full.run_done);
         let mut copied_total = 0u32;
         for epoch in 0..epochs {
             // SAFETY: as above; level_rebase(Ctx, u32, u32*, u32, u8*, u32, u32*, u32*) zeroes the histogram and
@@ -1467,7 +1522,8 @@ impl Device {
             // The highest level decides the copy launches; bucket 0 (pieces over the cap) whether to go on.
             let hist_host = stream.clone_dtoh(&full.level_hist).map_err(gpu("level histogram"))?;
             let max_level = hist_host.iter().skip(1).rposition(|&h| h != 0).map_or(0, |i| i as u32 + 1);
-            let copied = copied_levels(&hist_host, max_level);
+            // With runs every level is copied; without, the sparse high levels are chased.
+            let copied = if dense == 0 { copied_levels(&hist_host, max_level) } else { max_level };
             let left = hist_host.first().copied().unwrap_or(0) as u64
                 + hist_host.iter().skip(copied as usize + 1).map(|&h| h as u64).sum::<u64>();
             if epoch == 0 {
@@ -1480,7 +1536,7 @@ impl Device {
                     .arg(&hist)
                     .arg(&starts)
                     .arg(&cursor)
-                    .launch(one)
+                    .launch(scan)
                     .map_err(gpu("level starts"))?;
                 stream
                     .launch_builder(&self.kernels.level_order)
@@ -1495,20 +1551,40 @@ impl Device {
                     .launch(first)
                     .map_err(gpu("level order"))?;
                 let interleave = u32::from(copy_interleaved());
-                for l in 1..=copied {
-                    // A warp per piece: a level of few pieces launches few CTAs (the high levels hold a few each).
-                    let pieces = hist_host.get(l as usize).copied().unwrap_or(0);
-                    let copy =
-                        LaunchConfig { grid_dim: (grid_for(pieces as u64, warps_per_cta, 132 * 16), 1, 1), ..first };
+                for (la, lb) in copy_launches(&hist_host, copied, dense) {
+                    let pieces: u64 = (la..=lb).map(|l| hist_host.get(l as usize).copied().unwrap_or(0) as u64).sum();
+                    if la == lb {
+                        // A warp per piece: a level of few pieces launches few CTAs.
+                        let copy =
+                            LaunchConfig { grid_dim: (grid_for(pieces, warps_per_cta, 132 * 16), 1, 1), ..first };
+                        stream
+                            .launch_builder(&self.kernels.copy_level)
+                            .arg(c)
+                            .arg(&lists[2])
+                            .arg(&starts)
+                            .arg(&la)
+                            .arg(&interleave)
+                            .launch(copy)
+                            .map_err(gpu("level copy"))?;
+                        continue;
+                    }
+                    // A warp per RUN_TASK pieces; the run's levels are copied in order inside the launch.
+                    result::memset_d8_async(run_done, 0, (LEVELS + 1) * 4, stream.cu_stream())
+                        .map_err(gpu("run reset"))?;
+                    let copy = LaunchConfig {
+                        grid_dim: (grid_for(pieces.div_ceil(RUN_TASK), warps_per_cta, 132 * 8), 1, 1),
+                        ..first
+                    };
                     stream
-                        .launch_builder(&self.kernels.copy_level)
+                        .launch_builder(&self.kernels.copy_run)
                         .arg(c)
                         .arg(&lists[2])
                         .arg(&starts)
-                        .arg(&l)
-                        .arg(&interleave)
+                        .arg(&la)
+                        .arg(&lb)
+                        .arg(&run_done)
                         .launch(copy)
-                        .map_err(gpu("level copy"))?;
+                        .map_err(gpu("level run copy"))?;
                 }
             }
             copied_total += copied;
@@ -1785,12 +1861,25 @@ mod tests {
         assert_eq!(copied_levels(&hist, 12), 12, "a heavy top level is copied");
     }
 
+    /// Dense levels get a launch each; the sparse levels between them are copied a run per launch.
+    #[test]
+    fn copy_launches_group_sparse_levels_into_runs() {
+        let mut hist = vec![0u32; LEVELS];
+        hist[1..=8].copy_from_slice(&[900, 500, 40, 30, 700, 10, 5, 1]);
+        assert_eq!(copy_launches(&hist, 8, 100), vec![(1, 1), (2, 2), (3, 4), (5, 5), (6, 8)]);
+        assert_eq!(copy_launches(&hist, 8, 0), (1..=8).map(|l| (l, l)).collect::<Vec<_>>(), "runs off");
+        assert_eq!(copy_launches(&hist, 8, u32::MAX), vec![(1, 8)], "one run");
+        assert_eq!(copy_launches(&hist, 0, 100), vec![], "no levels");
+    }
+
     /// Constants the host sizes buffers and launches by must be the kernel's own.
     #[test]
     fn host_constants_mirror_the_kernel_defines() {
         assert_eq!(kernel_define("RESUME_WORDS"), RESUME_WORDS as u64);
         assert_eq!(kernel_define("RESOLVE_PIECE"), RESOLVE_PIECE);
         assert_eq!(kernel_define("LEVELS"), LEVELS as u64);
+        assert_eq!(kernel_define("LEVEL_SCAN_THREADS"), u64::from(LEVEL_SCAN_THREADS));
+        assert_eq!(kernel_define("RUN_TASK"), RUN_TASK);
         assert_eq!(kernel_define("LEVEL_OVER"), u64::from(LEVEL_OVER));
         assert_eq!(kernel_define("LEVEL_DONE"), u64::from(LEVEL_DONE));
         assert_eq!(kernel_define("CODE_SMEM_BYTES"), u64::from(CODE_SMEM_BYTES));

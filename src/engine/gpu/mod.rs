@@ -735,9 +735,24 @@ mod tests {
                 engine.full_decode(variant, None).unwrap();
             }
             // Levels: one pass (most matches chased), 24 passes, one ordered launch with a cap of 1 and of 2 in
-            // epochs whatever is left (one or two levels each, up to LEVEL_EPOCHS, then the chase), and the default.
-            let levels = [(1, 1, u64::MAX), (24, 24, u64::MAX), (0, 1, 0), (0, 2, 0)]
-                .map(|(passes, cap, epoch_min)| Resolve::Levels { passes, cap, epoch_min });
+            // epochs whatever is left (one or two levels each, up to LEVEL_EPOCHS, then the chase), a launch per
+            // level with the sparse high ones chased (run_dense 0), dense levels of 64 pieces between runs of
+            // sparse ones, and the default (every level in runs, on these small archives).
+            let levels = [
+                (1, 1, u64::MAX, 0),
+                (24, 24, u64::MAX, 0),
+                (0, 1, 0, 1 << 16),
+                (0, 2, 0, 1 << 16),
+                (0, 2, 0, 0),
+                (0, device::LEVEL_CAP, 0, 0),
+                (0, device::LEVEL_CAP, 0, 64),
+            ]
+            .map(|(passes, cap, epoch_min, run_dense)| Resolve::Levels {
+                passes,
+                cap,
+                epoch_min,
+                run_dense,
+            });
             let levels = levels.into_iter().chain([Resolve::DEFAULT]);
             for resolve in [Resolve::Chase, Resolve::Rounds].into_iter().chain(levels) {
                 engine.set_resolve(resolve).unwrap();

@@ -202,7 +202,7 @@ impl Device {
             result::memcpy_dtoh_async(std::slice::from_raw_parts_mut(host_status, 1), status, cu)
                 .map_err(gpu("status copy"))?;
             result::memset_d8_async(status, 0, 8, cu).map_err(gpu("reset"))?;
-            mark("copies + reset")?;
+            mark("to host")?;
         }
         drop(mark); // ends its borrow of `marks`
         if let Some(profile) = self.profile.as_mut() {
