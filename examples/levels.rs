@@ -7,7 +7,7 @@
 //! Why: the level search and the per-level copies cost about one launch per level, and what lies above the pass
 //! count is chased byte by byte, so the histogram says where to put the cap (kernels/decode.cu, "Full decode by
 //! match levels").
-use aceapex::codec::block::{decode_block_into, BlockShape, ParsedBlock};
+use aceapex::codec::block::{decode_block_into, ParsedBlock};
 use aceapex::format::ArchiveData;
 use rayon::prelude::*;
 
@@ -17,12 +17,7 @@ fn main() {
     let per_block: Vec<Vec<(u64, u32, u64, bool)>> = (0..data.block_count())
         .into_par_iter()
         .map_init(ParsedBlock::default, |parsed, id| {
-            let shape = BlockShape {
-                start: data.block_start(id),
-                len: data.block_len(id),
-                slice_log: data.header.slice_log,
-                lanes: u32::from(data.header.rans_lanes),
-            };
+            let shape = data.block_shape(id);
             let payload = data.payload(id).unwrap();
             decode_block_into(&payload, data.tables_for(id), shape, parsed).unwrap();
             let mut v = Vec::new();

@@ -658,12 +658,7 @@ fn rc_seeds_reach_reverse_complements() {
             let data = aceapex::format::ArchiveData::from_image("seed", framed.archive.to_vec()).unwrap();
             let rc: usize = (0..data.block_count())
                 .map(|id| {
-                    let shape = BlockShape {
-                        start: data.block_start(id),
-                        len: data.block_len(id),
-                        slice_log: data.header.slice_log,
-                        lanes: u32::from(data.header.rans_lanes),
-                    };
+                    let shape = data.block_shape(id);
                     let parsed = block::decode_block(&data.payload(id).unwrap(), data.tables_for(id), shape).unwrap();
                     parsed.tokens.iter().filter(|t| t.rc).count()
                 })

@@ -9,7 +9,7 @@
 use rayon::prelude::*;
 use serde::Serialize;
 
-use crate::codec::block::{decode_block_into, BlockShape, ParsedBlock, SliceDirectory};
+use crate::codec::block::{decode_block_into, ParsedBlock, SliceDirectory, SliceHead};
 use crate::format::tree::{EntryKind, FLAG_SIDECAR, TRANSFORM_GENOME};
 use crate::format::{ArchiveData, FOOTER_LEN, HEADER_LEN, VERSION};
 
@@ -147,7 +147,7 @@ fn count_entries(data: &ArchiveData) -> EntryCounts {
 }
 
 fn stream_sizes(data: &ArchiveData) -> StreamSizes {
-    let lanes = u64::from(data.header.rans_lanes);
+    let lanes = usize::from(data.header.rans_lanes);
     let mut sizes = StreamSizes::default();
     for id in 0..data.block_count() {
         let Ok(payload) = data.payload(id) else {
@@ -161,20 +161,19 @@ fn stream_sizes(data: &ArchiveData) -> StreamSizes {
         let mut block = StreamSizes::default();
         let mut body = 0u64;
         let mut readable = true;
-        for slice in dir.slices() {
+        let shape = data.block_shape(id);
+        for (j, slice) in dir.slices().enumerate() {
             body += slice.len() as u64;
-            match read_payload_head(slice) {
-                Some((head_len, [nmatch, lit_field, nwords, extra_len])) => {
-                    // lit_field = 2·nlit + the context-coded flag (FORMAT.md §3).
-                    let nlit = lit_field >> 1;
-                    block.block_headers += head_len as u64;
-                    block.rans_states += 4 * lanes;
-                    block.rans_words += nwords.saturating_mul(2);
-                    block.extra_bits += extra_len;
-                    block.matches += nmatch;
-                    block.literals += nlit;
+            match SliceHead::read(slice, lanes, shape.slice_span(j).1) {
+                Ok(head) => {
+                    block.block_headers += u64::from(head.header_len);
+                    block.rans_states += 4 * lanes as u64;
+                    block.rans_words += 2 * u64::from(head.nwords);
+                    block.extra_bits += u64::from(head.extra_len);
+                    block.matches += u64::from(head.nmatch);
+                    block.literals += u64::from(head.nlit);
                 }
-                None => readable = false,
+                Err(_) => readable = false,
             }
         }
         if !readable {
@@ -202,12 +201,7 @@ fn count_rc_matches(data: &ArchiveData) -> (u64, u64) {
     (0..data.block_count())
         .into_par_iter()
         .map_init(ParsedBlock::default, |parsed, id| {
-            let shape = BlockShape {
-                start: data.block_start(id),
-                len: data.block_len(id),
-                slice_log: data.header.slice_log,
-                lanes: u32::from(data.header.rans_lanes),
-            };
+            let shape = data.block_shape(id);
             let decoded = data.payload(id).ok().and_then(|payload| {
                 decode_block_into(&payload, data.tables_for(id), shape, parsed).ok()?;
                 Some(parsed.tokens.iter().filter(|t| t.rc).count() as u64)
@@ -218,35 +212,6 @@ fn count_rc_matches(data: &ArchiveData) -> (u64, u64) {
             }
         })
         .reduce(|| (0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
-}
-
-/// Reads the four leading varints of a payload: (bytes they take, [nmatch, lit_field, nwords, extra_len]).
-fn read_payload_head(payload: &[u8]) -> Option<(usize, [u64; 4])> {
-    let mut pos = 0;
-    let mut values = [0u64; 4];
-    for value in &mut values {
-        let (v, len) = read_varint(payload.get(pos..)?)?;
-        *value = v;
-        pos += len;
-    }
-    Some((pos, values))
-}
-
-/// LEB128, at most 10 bytes, value must fit in u64 (FORMAT.md's varint).
-fn read_varint(bytes: &[u8]) -> Option<(u64, usize)> {
-    let mut value: u64 = 0;
-    for (i, &b) in bytes.iter().take(10).enumerate() {
-        let low = u64::from(b & 0x7f);
-        let shift = 7 * i as u32;
-        if shift == 63 && low > 1 {
-            return None;
-        }
-        value |= low << shift;
-        if b & 0x80 == 0 {
-            return Some((value, i + 1));
-        }
-    }
-    None
 }
 
 /// The report as `key: value` lines.
@@ -316,23 +281,6 @@ pub fn human(bytes: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn varints() {
-        assert_eq!(read_varint(&[0]), Some((0, 1)));
-        assert_eq!(read_varint(&[0x7f]), Some((127, 1)));
-        assert_eq!(read_varint(&[0x80, 0x01]), Some((128, 2)));
-        // Overlong encodings are allowed.
-        assert_eq!(read_varint(&[0x81, 0x80, 0x00]), Some((1, 3)));
-        let max = [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01];
-        assert_eq!(read_varint(&max), Some((u64::MAX, 10)));
-        let overflow = [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02];
-        assert_eq!(read_varint(&overflow), None);
-        assert_eq!(read_varint(&[0x80; 11]), None);
-        assert_eq!(read_varint(&[0x80]), None);
-        assert_eq!(read_payload_head(&[1, 2, 3, 4, 9, 9]), Some((4, [1, 2, 3, 4])));
-        assert_eq!(read_payload_head(&[1, 2, 3]), None);
-    }
 
     #[test]
     fn human_sizes() {

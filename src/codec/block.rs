@@ -15,6 +15,9 @@ use crate::codec::tables::{
 use crate::codec::{logcode, rans, varint};
 use crate::error::DecodeError;
 
+mod head;
+pub use head::{SliceHead, SlicePayload};
+
 /// One LZ77 token as the packer produces it: `lit_len` literals, then a match of `match_len` bytes.
 ///
 /// A forward match (`rc == false`) copies from `back` bytes before its destination `dst`: `out[dst + k] =
@@ -457,8 +460,8 @@ impl BlockShape {
         Ok((lanes, slice_count(self.len, self.slice_log)))
     }
 
-    /// Offset in the block and length of slice `j`.
-    fn slice_span(&self, j: usize) -> (u32, u32) {
+    /// Offset in the block and length of slice `j` (`j < n_slices`).
+    pub fn slice_span(&self, j: usize) -> (u32, u32) {
         let s = 1u32 << self.slice_log;
         let off = j as u32 * s;
         (off, (self.len - off).min(s))
@@ -560,7 +563,7 @@ pub fn decode_block_into(
     let mut layouts = Vec::with_capacity(n_slices);
     for (j, slice) in dir.slices().enumerate() {
         let (_, len) = shape.slice_span(j);
-        layouts.push(PayloadLayout::parse(slice, lanes, len).map_err(|e| in_slice(j, e))?);
+        layouts.push(SlicePayload::parse(slice, lanes, len).map_err(|e| in_slice(j, e))?);
     }
     let dests: Vec<Dest> = (0..layouts.len())
         .map(|j| {
@@ -589,7 +592,7 @@ struct Dest {
 /// appended to its unit (units must have been reset). Slice `k` is coded with `sets[k]`. Errors name the index
 /// of the slice that failed.
 fn decode_layouts(
-    layouts: &[PayloadLayout],
+    layouts: &[SlicePayload],
     dests: &[Dest],
     sets: &[&TableSet],
     lanes: usize,
@@ -597,11 +600,16 @@ fn decode_layouts(
     outs: &mut [&mut ParsedBlock],
 ) -> Result<(), (usize, DecodeError)> {
     let n = layouts.len();
-    let code_len: usize = layouts.iter().map(|l| 3 * l.nmatch + 1).sum();
+    let code_len: usize = layouts.iter().map(|l| 3 * l.head.nmatch as usize + 1).sum();
     scratch.codes.clear();
     scratch.codes.resize(code_len, 0);
     for (u, out) in outs.iter_mut().enumerate() {
-        let nlit: usize = layouts.iter().zip(dests).filter(|(_, d)| d.unit == u).map(|(l, d)| l.nlit.min(d.lits)).sum();
+        let nlit: usize = layouts
+            .iter()
+            .zip(dests)
+            .filter(|(_, d)| d.unit == u)
+            .map(|(l, d)| (l.head.nlit as usize).min(d.lits))
+            .sum();
         out.literals.clear();
         out.literals.resize(nlit, 0);
     }
@@ -612,7 +620,7 @@ fn decode_layouts(
         dec.reset(l.states, l.words, lanes).map_err(|e| (j, e))?;
     }
     for (j, (l, set)) in layouts.iter().zip(sets).enumerate() {
-        if l.contexts && set.ctx.is_none() {
+        if l.head.contexts && set.ctx.is_none() {
             let detail = "the slice codes its literals with a context model, its group has none".to_string();
             return Err((j, DecodeError::Invalid { what: "lit_field", detail }));
         }
@@ -625,13 +633,14 @@ fn decode_layouts(
         let mut codes = &mut scratch.codes[..];
         let mut lits: Vec<&mut [u8]> = outs.iter_mut().map(|o| &mut o.literals[..]).collect();
         for (j, (l, d)) in layouts.iter().zip(dests).enumerate() {
-            let (c, rest) = std::mem::take(&mut codes).split_at_mut(3 * l.nmatch + 1);
+            let (nmatch, nlit) = (l.head.nmatch as usize, l.head.nlit as usize);
+            let (c, rest) = std::mem::take(&mut codes).split_at_mut(3 * nmatch + 1);
             codes = rest;
-            let (ll, c) = c.split_at_mut(l.nmatch + 1);
-            let (ml, of) = c.split_at_mut(l.nmatch);
-            let (lit, rest) = std::mem::take(&mut lits[d.unit]).split_at_mut(l.nlit.min(d.lits));
+            let (ll, c) = c.split_at_mut(nmatch + 1);
+            let (ml, of) = c.split_at_mut(nmatch);
+            let (lit, rest) = std::mem::take(&mut lits[d.unit]).split_at_mut(nlit.min(d.lits));
             lits[d.unit] = rest;
-            if l.contexts {
+            if l.head.contexts {
                 ctx_lits.push((j, lit));
                 segs.push([ll, ml, of, &mut []]);
             } else {
@@ -655,18 +664,19 @@ fn decode_layouts(
     }
     for (j, (dec, (l, d))) in scratch.decoders[..n].iter().zip(layouts.iter().zip(dests)).enumerate() {
         // A prefix stops before the end of its stream; the block hash checks what it produced.
-        if d.lits >= l.nlit {
+        if d.lits >= l.head.nlit as usize {
             dec.finish().map_err(|e| (j, e))?;
         }
     }
     let mut c0 = 0usize;
     let mut lit_base = vec![0u32; outs.len()];
     for (j, (l, d)) in layouts.iter().zip(dests).enumerate() {
-        let unit = SliceUnit { start: d.start, base: d.base, len: d.len, lit_base: lit_base[d.unit], nlit: l.nlit };
-        let codes = &scratch.codes[c0..c0 + 3 * l.nmatch + 1];
-        parse_tokens(codes, l.nmatch, l.extra, unit, outs[d.unit]).map_err(|e| (j, e))?;
-        c0 += 3 * l.nmatch + 1;
-        lit_base[d.unit] += l.nlit as u32;
+        let (nmatch, nlit) = (l.head.nmatch as usize, l.head.nlit as usize);
+        let unit = SliceUnit { start: d.start, base: d.base, len: d.len, lit_base: lit_base[d.unit], nlit };
+        let codes = &scratch.codes[c0..c0 + 3 * nmatch + 1];
+        parse_tokens(codes, nmatch, l.extra, unit, outs[d.unit]).map_err(|e| (j, e))?;
+        c0 += 3 * nmatch + 1;
+        lit_base[d.unit] += l.head.nlit;
     }
     Ok(())
 }
@@ -706,7 +716,7 @@ pub fn decode_slice_prefixes(jobs: &[SliceJob], ends: &[u32]) -> Vec<Result<Pars
             lanes = Some(l);
             let slice = SliceDirectory::parse(payload, n_slices)?.slice(j)?;
             let (off, len) = shape.slice_span(j);
-            layouts.push(PayloadLayout::parse(slice, l, len)?);
+            layouts.push(SlicePayload::parse(slice, l, len)?);
             dests.push(Dest { unit: k, start: shape.start + off as u64, base: 0, len, lits: ends[k] as usize });
         }
         let mut outs: Vec<ParsedBlock> = dests
@@ -763,7 +773,7 @@ pub fn decode_slice_into(
     let (off, len) = shape.slice_span(j);
     let start = shape.start + off as u64;
     out.reset(start, len);
-    let layout = PayloadLayout::parse(slice, lanes, len).map_err(|e| in_slice(j, e))?;
+    let layout = SlicePayload::parse(slice, lanes, len).map_err(|e| in_slice(j, e))?;
     let dest = Dest { unit: 0, start, base: 0, len, lits: usize::MAX };
     with_scratch(|scratch| {
         decode_layouts(
@@ -797,50 +807,6 @@ fn with_scratch<R>(f: impl FnOnce(&mut Scratch) -> R) -> R {
     })
 }
 
-/// Where the fields of a slice payload lie, with every count checked against the slice and the payload's size.
-struct PayloadLayout<'a> {
-    nmatch: usize,
-    nlit: usize,
-    /// The literals are coded with the group's context model (bit 0 of the `lit_field`, FORMAT.md §3).
-    contexts: bool,
-    states: &'a [u8],
-    words: &'a [u8],
-    extra: &'a [u8],
-}
-
-impl<'a> PayloadLayout<'a> {
-    fn parse(payload: &'a [u8], lanes: usize, slice_len: u32) -> Result<Self, DecodeError> {
-        let mut pos = 0;
-        let nmatch = varint::read_at(payload, &mut pos)?;
-        let lit_field = varint::read_at(payload, &mut pos)?;
-        let (nlit, contexts) = (lit_field >> 1, lit_field & 1 == 1);
-        let nwords = varint::read_at(payload, &mut pos)?;
-        let extra_len = varint::read_at(payload, &mut pos)?;
-        // Every match is at least 2 bytes.
-        let max_matches = slice_len as u64 / 2;
-        if nmatch > max_matches {
-            return Err(DecodeError::Limit { what: "nmatch", value: nmatch, limit: max_matches });
-        }
-        if nlit > slice_len as u64 {
-            return Err(DecodeError::Limit { what: "nlit", value: nlit, limit: slice_len as u64 });
-        }
-        // Sizes in u128 so that no hostile count can wrap the sum.
-        let expected = pos as u128 + 4 * lanes as u128 + 2 * nwords as u128 + extra_len as u128;
-        if expected != payload.len() as u128 {
-            return Err(DecodeError::Invalid {
-                what: "slice payload length",
-                detail: format!(
-                    "{} bytes, but the header ({pos} bytes), {lanes} states, {nwords} words and {extra_len} extra \
-                     bytes need {expected}",
-                    payload.len()
-                ),
-            });
-        }
-        let (states, rest) = payload[pos..].split_at(4 * lanes);
-        let (words, extra) = rest.split_at(2 * nwords as usize);
-        Ok(PayloadLayout { nmatch: nmatch as usize, nlit: nlit as usize, contexts, states, words, extra })
-    }
-}
 /// Reads the extra-bits stream LSB-first. Reads past the end see zeros; [`BitReader::finish`] catches them.
 struct BitReader<'a> {
     bytes: &'a [u8],

@@ -27,7 +27,7 @@ use lru::LruCache;
 use xxhash_rust::xxh3::xxh3_64;
 
 use crate::codec::block::{
-    decode_block, decode_slice, decode_slice_prefixes, BlockShape, ParsedBlock, SliceJob, Token, COMPLEMENT,
+    decode_block, decode_slice, decode_slice_prefixes, ParsedBlock, SliceJob, Token, COMPLEMENT,
 };
 use crate::error::{DecodeError, Error};
 use crate::format::ArchiveData;
@@ -198,16 +198,6 @@ impl ParsedCache {
     }
 }
 
-/// The shape of block `id` (`id < block_count`) as the codec needs it.
-fn block_shape(data: &ArchiveData, id: u64) -> BlockShape {
-    BlockShape {
-        start: data.block_start(id),
-        len: data.block_len(id),
-        slice_log: data.header.slice_log,
-        lanes: u32::from(data.header.rans_lanes),
-    }
-}
-
 /// Runs the entropy stage of every slice of block `id` and checks the parsed form's invariants: one unit for the
 /// whole block (the sequential decoder's unit).
 pub fn parse_block(data: &ArchiveData, id: u64) -> Result<ParsedBlock, BlockFault> {
@@ -215,7 +205,7 @@ pub fn parse_block(data: &ArchiveData, id: u64) -> Result<ParsedBlock, BlockFaul
         let error = DecodeError::Limit { what: "block id", value: id, limit: data.block_count().saturating_sub(1) };
         return Err(BlockFault { block: id, error });
     }
-    let shape = block_shape(data, id);
+    let shape = data.block_shape(id);
     let fault = |error| BlockFault { block: id, error };
     let payload = data.payload(id).map_err(fault)?;
     let parsed = decode_block(&payload, data.tables_for(id), shape).map_err(fault)?;
@@ -232,7 +222,7 @@ pub fn parse_slice(data: &ArchiveData, g: u64) -> Result<ParsedBlock, BlockFault
         let error = DecodeError::Limit { what: "slice id", value: g, limit };
         return Err(BlockFault { block: id.min(data.block_count().saturating_sub(1)), error });
     }
-    let shape = block_shape(data, id);
+    let shape = data.block_shape(id);
     let fault = |error| BlockFault { block: id, error };
     let payload = data.payload(id).map_err(fault)?;
     let parsed = decode_slice(&payload, data.tables_for(id), shape, j as usize).map_err(fault)?;
@@ -278,7 +268,7 @@ pub fn parse_slices(data: &ArchiveData, gs: &[(u64, u32)]) -> Vec<(u64, Result<P
             .iter()
             .map(|&(g, at)| {
                 let (b, j) = data.slice_block(g);
-                (&payloads[at].1[..], block_shape(data, b), j as usize, data.tables_for(b))
+                (&payloads[at].1[..], data.block_shape(b), j as usize, data.tables_for(b))
             })
             .collect();
         for ((g, _), result) in ready.iter().zip(decode_slice_prefixes(&jobs, &ends)) {

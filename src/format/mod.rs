@@ -22,6 +22,7 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
+use crate::codec::block::BlockShape;
 use crate::codec::tables::TableSet;
 use crate::error::{DecodeError, Error, Result};
 use tree::Tree;
@@ -158,6 +159,16 @@ impl ArchiveData {
     pub fn block_len(&self, id: u64) -> u32 {
         let start = self.block_start(id);
         (self.footer.total_len - start).min(self.header.block_size()) as u32
+    }
+
+    /// The shape of block `id` (`id < block_count`) as the codec needs it.
+    pub fn block_shape(&self, id: u64) -> BlockShape {
+        BlockShape {
+            start: self.block_start(id),
+            len: self.block_len(id),
+            slice_log: self.header.slice_log,
+            lanes: u32::from(self.header.rans_lanes),
+        }
     }
 
     /// Slices of block `id`: `ceil(block_len / S)` (FORMAT.md §3).

@@ -10,6 +10,7 @@
 //! prepared here (offsets, counts, exact payload lengths), so this is where the block directories and slice
 //! headers are validated; the data-dependent checks (rANS words, sums, distances) stay in the kernels.
 
+use crate::codec::block::SliceHead;
 use crate::codec::tables::{Table, TableSet, LIT_ALPHABET, LL_ALPHABET, ML_ALPHABET, OF_ALPHABET};
 use crate::codec::varint;
 use crate::error::DecodeError;
@@ -25,56 +26,6 @@ pub const SLOTS: usize = 4096;
 pub const GROUP_ENTRIES: usize = 4 * SLOTS;
 /// Entry for a slot no symbol covers (an unused table, or one whose frequencies do not fill the scale).
 pub const NO_SYMBOL: u32 = u32::MAX;
-
-/// The four varints at the start of a slice payload (FORMAT.md §3), validated against the payload length.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PayloadHeader {
-    pub nmatch: u32,
-    pub nlit: u32,
-    /// The literals are coded with the group's context model (bit 0 of the `lit_field`, FORMAT.md §3.5).
-    pub contexts: bool,
-    pub nwords: u32,
-    pub extra_len: u32,
-    /// Bytes used by the four varints.
-    pub header_len: u32,
-}
-
-impl PayloadHeader {
-    /// Tokens of the slice: its matches plus the final literal-only token.
-    pub fn tokens(&self) -> u64 {
-        self.nmatch as u64 + 1
-    }
-}
-
-/// Reads and validates a slice payload header. `len` is the slice's decoded length.
-///
-/// Beyond §3's limits this also requires `2·nmatch ≤ len` (§3.3: every match is at least 2 bytes and all of
-/// them lie inside the slice), which lets the device size token storage from `len`.
-pub fn read_payload_header(payload: &[u8], lanes: u32, len: u32) -> Result<PayloadHeader, DecodeError> {
-    let mut pos = 0usize;
-    let mut field = |what: &'static str, limit: u64| -> Result<u32, DecodeError> {
-        let v = varint::read_at(payload, &mut pos)?;
-        if v > limit {
-            return Err(DecodeError::Limit { what, value: v, limit });
-        }
-        Ok(v as u32)
-    };
-    let nmatch = field("nmatch", len as u64 / 2)?;
-    // lit_field = 2·nlit + (1 for context-coded literals).
-    let lit_field = field("lit_field", 2 * len as u64 + 1)?;
-    let (nlit, contexts) = (lit_field >> 1, lit_field & 1 == 1);
-    let nwords = field("nwords", payload.len() as u64 / 2)?;
-    let extra_len = field("extra_len", payload.len() as u64)?;
-    let header_len = pos as u32;
-    let expected = pos as u64 + 4 * lanes as u64 + 2 * nwords as u64 + extra_len as u64;
-    if expected != payload.len() as u64 {
-        return Err(DecodeError::Invalid {
-            what: "slice payload length",
-            detail: format!("header says {expected} bytes, payload has {}", payload.len()),
-        });
-    }
-    Ok(PayloadHeader { nmatch, nlit, contexts, nwords, extra_len, header_len })
-}
 
 /// Bit of meta word 6 (the header length, a few bytes) that marks a unit whose literals are context-coded
 /// (kernels/decode.cu `META_CTX`).
@@ -132,7 +83,7 @@ impl UnitMeta {
 /// Builds [`UnitMeta`] for every slice of `data`, in global slice order.
 pub fn unit_meta(data: &ArchiveData) -> UnitMeta {
     let units = data.global_slice_count() as usize;
-    let lanes = data.header.rans_lanes as u32;
+    let lanes = usize::from(data.header.rans_lanes);
     let slice_log = data.header.slice_log as u32;
     let mut words = Vec::with_capacity(units * META_WORDS);
     let (mut total_tokens, mut max_tokens) = (0u64, 0u64);
@@ -149,7 +100,7 @@ pub fn unit_meta(data: &ArchiveData) -> UnitMeta {
             let len = (block_len - (j << slice_log)).min(1 << slice_log);
             let parsed = spans.as_ref().and_then(|spans| {
                 let (a, b) = spans[j as usize];
-                read_payload_header(&payload[a..b], lanes, len).ok().map(|h| (offset + a as u64, h))
+                SliceHead::read(&payload[a..b], lanes, len).ok().map(|h| (offset + a as u64, h))
             });
             // A slice that flags context-coded literals in a group without a model is corrupt (the kernel then
             // reports its header).
@@ -291,38 +242,6 @@ pub fn compact_tables(sets: &[TableSet]) -> Vec<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn header_bytes(fields: [u64; 4], lanes: u32, body: usize) -> Vec<u8> {
-        let mut out = Vec::new();
-        for f in fields {
-            varint::write(f, &mut out);
-        }
-        out.extend(std::iter::repeat_n(0u8, 4 * lanes as usize + body));
-        out
-    }
-
-    #[test]
-    fn payload_header_accepts_exact_length() {
-        let p = header_bytes([3, 20, 5, 2], 4, 5 * 2 + 2);
-        let h = read_payload_header(&p, 4, 100).unwrap();
-        assert_eq!(h, PayloadHeader { nmatch: 3, nlit: 10, contexts: false, nwords: 5, extra_len: 2, header_len: 4 });
-        assert_eq!(h.tokens(), 4);
-        // lit_field 21: ten context-coded literals.
-        let p = header_bytes([3, 21, 5, 2], 4, 5 * 2 + 2);
-        let h = read_payload_header(&p, 4, 100).unwrap();
-        assert_eq!((h.nlit, h.contexts), (10, true));
-    }
-
-    #[test]
-    fn payload_header_rejects_wrong_length_and_limits() {
-        let p = header_bytes([3, 10, 5, 2], 4, 5 * 2 + 3);
-        assert!(matches!(read_payload_header(&p, 4, 100), Err(DecodeError::Invalid { .. })));
-        let p = header_bytes([51, 10, 0, 0], 1, 0);
-        assert!(matches!(read_payload_header(&p, 1, 100), Err(DecodeError::Limit { what: "nmatch", .. })));
-        let p = header_bytes([0, 202, 0, 0], 1, 0);
-        assert!(matches!(read_payload_header(&p, 1, 100), Err(DecodeError::Limit { what: "lit_field", .. })));
-        assert!(read_payload_header(&[0x80], 1, 100).is_err());
-    }
 
     fn directory(lens: &[u64], body: usize) -> Vec<u8> {
         let mut out = Vec::new();

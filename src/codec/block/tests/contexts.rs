@@ -76,7 +76,7 @@ fn encode_with_model(
 fn flagged(payload: &[u8], shape: BlockShape, j: usize) -> bool {
     let (lanes, n) = shape.check().unwrap();
     let slice = SliceDirectory::parse(payload, n).unwrap().slice(j).unwrap();
-    PayloadLayout::parse(slice, lanes, shape.slice_span(j).1).unwrap().contexts
+    SliceHead::read(slice, lanes, shape.slice_span(j).1).unwrap().contexts
 }
 
 /// Encodes with a model, then decodes the whole block, each slice alone, all slices in one lock step, and
