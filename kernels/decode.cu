@@ -1563,7 +1563,7 @@ extern "C" __global__ void resolve_chase(Ctx c, const u64* list, const u64* klis
 // tokens, by `level_ordered` (one launch: tasks in stream order, lanes retry until their sources have levels) or
 // by `level_pass` passes (each sets the level of every match whose source matches all have one and lists the
 // rest for the next). `level_order` then lists every match's pieces of RESOLVE_PIECE bytes by level,
-// `copy_level` copies one dense level's pieces (a warp per piece), `copy_run` a run of consecutive sparse levels
+// `copy_level` copies one dense level's pieces (a warp per piece), `copy_tail` a run of consecutive sparse levels
 // in one launch, and `chase_unleveled` resolves the rest byte by byte. A match's level is not bounded by max_depth, which bounds bytes: a source that overlaps a deeper match by
 // one byte still takes its level, and chains of such overlaps reach levels above 100 (match bytes above level 24:
 // atha_chr1 8 %, a 185 MB generated genome 1.5 %). So levels stop at a cap: a match above it gets LEVEL_OVER,
@@ -1717,7 +1717,7 @@ extern "C" __global__ void level_ordered(Ctx c, u32 n, const u32* task_off, u32 
             if (todo) {
                 const u32 l = match_level(c, level, e, t, cap);
                 if (l != 0) {
-                    *(volatile u8*)&level[g] = (level_t)l;
+                    *(volatile level_t*)&level[g] = (level_t)l;
                     atomicAdd(&h[l == LEVEL_OVER ? 0 : l], pieces_of(c.tpos[g + 1] - c.mpos[g]));
                     todo = false;
                 }
@@ -1877,85 +1877,46 @@ extern "C" __global__ void copy_level(Ctx c, const u64* order, const u32* order_
     }
 }
 
-// Copies levels la ..= lb in one launch (session 18): the high levels of a deep archive hold few pieces each,
-// and a launch per level cost ~24 us of launch, metadata loads and drain each (the 4.65 GB generated archive:
-// 1802 levels, 42 ms). Warps take tasks of RUN_TASK consecutive pieces of `order` (sorted by level) by ticket,
-// 4 lanes a piece. Before copying pieces of level l a warp waits until every piece of the level below is done:
-// done[j] counts the pieces of level j copied, and j's pieces started only after the level below j was done,
-// so done[j] == its piece count means every level up to j is. The metadata loads come before the wait, so a
-// level costs about one wait, one source load, one store and a fence.
-// Progress: a task's ticket is taken only after every earlier one's, by a running warp; the lowest level still
-// pending in a taken task has every piece below it in earlier tasks, copied and counted (a warp counts its
-// pieces before it waits for a higher level), so it can go on.
-// Sources are loaded with ld.global.cg: within one launch another SM may have written them after this SM's L1
-// cached their line. done[LEVELS] is the ticket; the host zeroes done before the launch.
-#define RUN_TASK 8
-extern "C" __global__ void copy_run(Ctx c, const u64* order, const u32* order_start, u32 la, u32 lb, u32* done) {
-    if (failed(c)) return;
-    const u32 first = order_start[la], end = order_start[lb + 1];
-    const u32 ntasks = (end - first + RUN_TASK - 1) / RUN_TASK;
-    const u32 lane = threadIdx.x & 31, sub = lane >> 2, q = lane & 3;
-    u32* ticket = &done[LEVELS];
-    for (;;) {
-        u32 w = 0;
-        if (lane == 0) w = atomicAdd(ticket, 1u);
-        w = __shfl_sync(FULL_MASK, w, 0);
-        if (w >= ntasks) return;
-        const u32 idx = first + w * RUN_TASK + sub;
-        bool pending = idx < end;
-        PieceMatch m = {};
-        u32 l = 0;
-        if (pending) {
-            m = piece_match(c, order[idx]);
-            l = last_le(order_start, la, lb + 1, idx);
-        }
-        while (__any_sync(FULL_MASK, pending)) {
-            // Pieces are sorted by level, so the lowest pending lane holds the lowest pending level.
-            const u32 cur = __shfl_sync(FULL_MASK, l, __ffs(__ballot_sync(FULL_MASK, pending)) - 1);
-            u32 ok = 1;
-            if (lane == 0 && order_start[cur] > first) {
-                // The level just below (the last piece before this level's: levels never skip, but an empty one
-                // would be stepped over).
-                const u32 j = last_le(order_start, la, lb + 1, order_start[cur] - 1);
-                const u32 need = order_start[j + 1] - order_start[j];
-                for (u32 tries = 0; *(volatile u32*)&done[j] < need; tries++) {
-                    __nanosleep(tries < 16 ? 64 : 512);
-                    if ((tries & 1023) == 1023 && (failed(c) || tries > (1u << 23))) {
-                        // Cannot happen on levels level_ordered found; a failed decode stops everything.
-                        report(c.status, E_DEPTH, 0);
-                        ok = 0;
-                        break;
-                    }
-                }
-                __threadfence();
-            }
-            if (__shfl_sync(FULL_MASK, ok, 0) == 0) return;
-            __syncwarp();  // lane 0's wait and fence come before any lane's source loads
-            const bool mine = pending && l == cur;
-            if (mine) {
-                u32 v[32];
+// Copies the sparse levels la ..= lb (each fewer than TAIL_GROUPS * 2 pieces) with one CTA in one launch
+// (session 18): the high levels of a deep archive hold a few pieces each (atha_chr1: 76 of its 107 levels under 64
+// pieces; four 100 MB generated genomes: 202 of 270 under 512), and a launch per level cost several us each
+// (the 4.65 GB generated archive: 1802 levels in 42 ms, session 17 run 3). Within one CTA a level ends at a
+// __syncthreads(), which also makes its bytes visible to the next level's loads. Groups of 4 lanes copy a piece
+// each: lane q takes bytes q, q + 4, ..., q + 124 of it. The metadata of a group's first
+// piece of the next level is loaded while this level's source bytes are in flight, so a level costs about one
+// load of its sources, the stores and the barrier.
+#define TAIL_THREADS 1024
+#define TAIL_GROUPS (TAIL_THREADS / 4)
+extern "C" __global__ void copy_tail(Ctx c, const u64* order, const u32* order_start, u32 la, u32 lb) {
+    if (failed(c)) return;  // the same for every thread: nothing else runs
+    const u32 grp = threadIdx.x >> 2, q = threadIdx.x & 3;
+    PieceMatch m = {};
+    if (order_start[la] + grp < order_start[la + 1]) m = piece_match(c, order[order_start[la] + grp]);
+    for (u32 l = la; l <= lb; l++) {
+        const u32 begin = order_start[l], end = order_start[l + 1];
+        for (u32 i = begin + grp; i < end; i += TAIL_GROUPS) {
+            // The first round's metadata came with the level before; later rounds load their own.
+            if (i != begin + grp) m = piece_match(c, order[i]);
+            u32 v[32];
 #pragma unroll
-                for (u32 i = 0; i < 32; i++) {
-                    const u32 k = m.k0 + q + 4 * i;
-                    v[i] = k < m.len ? (u32)__ldcg(&c.bytes[source_of(m.base, m.bk, k)]) : 0u;
-                }
-                const bool rc = match_rc(m.bk);
+            for (u32 j = 0; j < 32; j++) {
+                const u32 k = m.k0 + q + 4 * j;
+                v[j] = k < m.len ? (u32)c.bytes[source_of(m.base, m.bk, k)] : 0u;
+            }
+            const PieceMatch cur = m;
+            // This group's first piece of the next level, loaded before the stores wait for the sources.
+            if (i + TAIL_GROUPS >= end && l < lb && end + grp < order_start[l + 2])
+                m = piece_match(c, order[end + grp]);
+            const bool rc = match_rc(cur.bk);
 #pragma unroll
-                for (u32 i = 0; i < 32; i++) {
-                    const u32 k = m.k0 + q + 4 * i;
-                    if (k < m.len) c.bytes[m.dst + k] = (u8)(rc ? complement(v[i]) : v[i]);
-                }
+            for (u32 j = 0; j < 32; j++) {
+                const u32 k = cur.k0 + q + 4 * j;
+                if (k < cur.len) c.bytes[cur.dst + k] = (u8)(rc ? complement(v[j]) : v[j]);
             }
-            // Every lane's stores, then lane 0's fence (cumulative), then the count: a warp that sees the count
-            // sees the bytes (the pattern of a grid barrier).
-            const u32 copied = __popc(__ballot_sync(FULL_MASK, mine && q == 0));
-            __syncwarp();
-            if (lane == 0) {
-                __threadfence();
-                atomicAdd(&done[cur], copied);
-            }
-            pending = pending && !mine;
         }
+        // A group with no piece at this level still loads its first of the next.
+        if (begin + grp >= end && l < lb && end + grp < order_start[l + 2]) m = piece_match(c, order[end + grp]);
+        __syncthreads();
     }
 }
 

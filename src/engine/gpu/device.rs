@@ -43,8 +43,9 @@ const WORKLIST_BYTES: u64 = 512 << 20;
 const RESUME_WORDS: usize = 65;
 /// Bytes of a deferred match per list entry of the full decode's resolve rounds (kernel RESOLVE_PIECE).
 const RESOLVE_PIECE: u64 = 128;
-/// Pieces per ticket of `copy_run` (kernel RUN_TASK).
-const RUN_TASK: u64 = 8;
+/// Threads of `copy_tail`'s one CTA (kernel TAIL_THREADS), a group of 4 per piece.
+const TAIL_THREADS: u32 = 1024;
+const TAIL_GROUPS: u32 = TAIL_THREADS / 4;
 /// Level buckets of `Resolve::Levels` (kernel LEVELS; levels are u16 per token), and the level value of matches
 /// over the cap (LEVEL_OVER).
 const LEVELS: usize = 4096;
@@ -83,20 +84,21 @@ fn level_epochs() -> u32 {
 /// generated archive a cap of 24 / 64 / 128 / 250 decoded in 11.9 / 10.3 / 9.9 / 9.5 ms (H200, session 16 run 4).
 pub const LEVEL_CAP: u32 = LEVELS as u32 - 1;
 /// Levels with at least this many pieces get a `copy_level` launch of their own; each run of consecutive levels
-/// with fewer is copied by one `copy_run` launch (kernels/decode.cu), and every level is copied (only matches
-/// over the cap are chased). ACEAPEX_GPU_RUN_DENSE=N sets it to compare; 0 turns runs off: a launch per level,
-/// and the sparse high levels chased ([`copied_levels`], session 17's copies).
-const RUN_DENSE_PIECES: u32 = 1 << 16;
+/// with fewer is copied by one `copy_tail` launch, one CTA whose groups of 4 lanes take TAIL_GROUPS pieces a
+/// round (kernels/decode.cu), and every level is copied (only matches over the cap are chased). Two rounds and
+/// a barrier cost less than a launch. ACEAPEX_GPU_TAIL_MAX=N sets it to compare; 0 turns the tail off: a launch
+/// per level, and the sparse high levels chased ([`copied_levels`], session 17's copies).
+const TAIL_MAX_PIECES: u32 = 2 * TAIL_GROUPS;
 
-fn run_dense_pieces() -> u32 {
-    static DENSE: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
-    *DENSE.get_or_init(|| {
-        std::env::var("ACEAPEX_GPU_RUN_DENSE").ok().and_then(|v| v.parse().ok()).unwrap_or(RUN_DENSE_PIECES)
+fn tail_max_pieces() -> u32 {
+    static MAX: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *MAX.get_or_init(|| {
+        std::env::var("ACEAPEX_GPU_TAIL_MAX").ok().and_then(|v| v.parse().ok()).unwrap_or(TAIL_MAX_PIECES)
     })
 }
 
 /// The copy launches of levels 1 ..= `max_level` from the pieces per level: `(first, last)` level pairs, a
-/// single dense level (at least `dense` pieces) or a run of consecutive sparse ones. `dense == 0`: a launch per
+/// single level of at least `dense` pieces or a run of consecutive sparser ones. `dense == 0`: a launch per
 /// level.
 fn copy_launches(hist: &[u32], max_level: u32, dense: u32) -> Vec<(u32, u32)> {
     let mut out: Vec<(u32, u32)> = Vec::new();
@@ -275,19 +277,19 @@ pub enum Resolve {
     Rounds,
     /// Match levels up to `cap` (at most [`LEVEL_CAP`]): found by `passes` launches of `level_pass` (the cap is
     /// then the pass count), or with `passes` = 0 by one launch of `level_ordered` (the default); then
-    /// `level_order`, the copies (a `copy_level` launch per level of at least `run_dense` pieces, a `copy_run`
-    /// launch per run of sparser consecutive levels; `run_dense` 0: a launch per level and the sparse high levels
+    /// `level_order`, the copies (a `copy_level` launch per level of at least `tail_max` pieces, a `copy_tail`
+    /// launch per run of sparser consecutive levels; `tail_max` 0: a launch per level and the sparse high levels
     /// chased), and `chase_unleveled` for the matches over the cap: every match byte copied once, no stamps.
     /// Unlike the others it does not check the depth bound (kernels/decode.cu). `epoch_min`: pieces left after
     /// an epoch below which they are chased instead of searched again ([`EPOCH_MIN_PIECES`] by default; 0 runs
     /// every epoch there is work for).
-    Levels { passes: u32, cap: u32, epoch_min: u64, run_dense: u32 },
+    Levels { passes: u32, cap: u32, epoch_min: u64, tail_max: u32 },
 }
 
 impl Resolve {
     /// The default: match levels found in one launch, levels up to LEVEL_CAP (ACEAPEX_GPU_LEVEL_CAP).
     pub const DEFAULT: Resolve =
-        Resolve::Levels { passes: 0, cap: LEVEL_CAP, epoch_min: EPOCH_MIN_PIECES, run_dense: RUN_DENSE_PIECES };
+        Resolve::Levels { passes: 0, cap: LEVEL_CAP, epoch_min: EPOCH_MIN_PIECES, tail_max: TAIL_MAX_PIECES };
 
     /// ACEAPEX_GPU_RESOLVE=chase, =rounds or =levels:PASSES for comparison (ACEAPEX_GPU_RESOLVE_ROUNDS=1 before
     /// session 14), ACEAPEX_GPU_LEVEL_CAP=C for the default's cap; anything else keeps the default.
@@ -298,12 +300,12 @@ impl Resolve {
             Ok("rounds") => Resolve::Rounds,
             Ok(v) if v.strip_prefix("levels:").and_then(passes).is_some() => {
                 let p = v.strip_prefix("levels:").and_then(passes).unwrap_or(LEVEL_PASSES_MAX);
-                Resolve::Levels { passes: p, cap: p, epoch_min: EPOCH_MIN_PIECES, run_dense: run_dense_pieces() }
+                Resolve::Levels { passes: p, cap: p, epoch_min: EPOCH_MIN_PIECES, tail_max: tail_max_pieces() }
             }
             _ => Resolve::Levels {
                 passes: 0,
                 epoch_min: EPOCH_MIN_PIECES,
-                run_dense: run_dense_pieces(),
+                tail_max: tail_max_pieces(),
                 cap: std::env::var("ACEAPEX_GPU_LEVEL_CAP")
                     .ok()
                     .and_then(|v| v.parse().ok())
@@ -351,8 +353,6 @@ struct FullBuffers {
     level_hist: CudaSlice<u32>,
     order_start: CudaSlice<u32>,
     order_cursor: CudaSlice<u32>,
-    /// `copy_run`'s pieces done per level, and its ticket (the last word); zeroed before each launch.
-    run_done: CudaSlice<u32>,
 }
 
 /// Scratch of the seek path, sized at open.
@@ -410,7 +410,7 @@ struct Kernels {
     level_order: CudaFunction,
     level_rebase: CudaFunction,
     copy_level: CudaFunction,
-    copy_run: CudaFunction,
+    copy_tail: CudaFunction,
     chase_unleveled: CudaFunction,
 }
 
@@ -629,7 +629,7 @@ impl Device {
             level_order: load("level_order")?,
             level_rebase: load("level_rebase")?,
             copy_level: load("copy_level")?,
-            copy_run: load("copy_run")?,
+            copy_tail: load("copy_tail")?,
             chase_unleveled: load("chase_unleveled")?,
         };
         // A stream of our own: graphs cannot be captured on the legacy default stream.
@@ -1228,7 +1228,6 @@ impl Device {
             level_hist: stream.alloc_zeros::<u32>(LEVELS).map_err(gpu("alloc"))?,
             order_start: stream.alloc_zeros::<u32>(LEVELS + 1).map_err(gpu("alloc"))?,
             order_cursor: stream.alloc_zeros::<u32>(LEVELS + 1).map_err(gpu("alloc"))?,
-            run_done: stream.alloc_zeros::<u32>(LEVELS + 1).map_err(gpu("alloc"))?,
         });
         Ok(())
     }
@@ -1249,8 +1248,8 @@ impl Device {
         };
         let chase = resolve == Some(Resolve::Chase);
         let level_passes = match resolve {
-            Some(Resolve::Levels { passes, cap, epoch_min, run_dense }) => {
-                Some((passes.min(LEVEL_PASSES_MAX), cap.clamp(1, LEVEL_CAP), epoch_min, run_dense))
+            Some(Resolve::Levels { passes, cap, epoch_min, tail_max }) => {
+                Some((passes.min(LEVEL_PASSES_MAX), cap.clamp(1, LEVEL_CAP), epoch_min, tail_max))
             }
             _ => None,
         };
@@ -1391,7 +1390,7 @@ impl Device {
             (Some(copy), Some(chase)) => Some(self.resolve_by_levels(
                 &c,
                 full,
-                level_passes.unwrap_or((0, LEVEL_CAP, EPOCH_MIN_PIECES, RUN_DENSE_PIECES)),
+                level_passes.unwrap_or((0, LEVEL_CAP, EPOCH_MIN_PIECES, TAIL_MAX_PIECES)),
                 (copy, chase),
             )?),
             _ => None,
@@ -1441,7 +1440,7 @@ impl Device {
         &self,
         c: &KernelCtx,
         full: &FullBuffers,
-        (passes, cap, epoch_min, dense): (u32, u32, u64, u32),
+        (passes, cap, epoch_min, tail_max): (u32, u32, u64, u32),
         (copy_start, chase_start): (&CudaEvent, &CudaEvent),
     ) -> Result<u32> {
         if self.unit_log > 20 {
@@ -1467,17 +1466,16 @@ impl Device {
         // SAFETY (every launch below): arguments match level_pass(Ctx, u32, u32*, u32, u32, u32, u32, u16*, u32*,
         // u64*, u64*, u32*, u32), level_ordered(Ctx, u32, u32*, u32, u32, u16*, u32*, u32*), level_starts(u32*,
         // u32*, u32*) (one CTA of LEVEL_SCAN_THREADS), level_order(Ctx, u32, u32*, u32, u16*, u32*, u64*, u32),
-        // copy_level(Ctx, u64*, u32*, u32, u32), copy_run(Ctx, u64*, u32*, u32, u32, u32*) and
+        // copy_level(Ctx, u64*, u32*, u32, u32), copy_tail(Ctx, u64*, u32*, u32, u32) (one CTA of TAIL_THREADS) and
         // chase_unleveled(Ctx, u64*, u32*, u16*, u32); `level` holds a u16 per token, the lists list_cap entries
         // each (at least one per match plus one per RESOLVE_PIECE stream bytes: every match's pieces),
         // list_counts LEVEL_PASSES_MAX entries (level_ordered's ticket is list_counts[0], zeroed before the
-        // decode), the histogram LEVELS, the cursors LEVELS + 1, the starts LEVELS + 1, and run_done LEVELS + 1
-        // (zeroed, LEVELS * 4 + 4 bytes, before each copy_run). Levels passed are at most the cap < LEVELS.
+        // decode), the histogram LEVELS, the cursors LEVELS + 1 and the starts LEVELS + 1. Levels passed are at
+        // most the cap < LEVELS.
         // Epochs (the one-launch search only): each searches the levels of the matches not copied yet, above
         // those that are (LEVEL_DONE), and copies its levels; what the last leaves is chased.
         let epochs = if passes == 0 { level_epochs() } else { 1 };
         let scan = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (LEVEL_SCAN_THREADS, 1, 1), shared_mem_bytes: 0 };
-        let run_done = self.ptr(&full.run_done);
         let mut copied_total = 0u32;
         for epoch in 0..epochs {
             // SAFETY: as above; level_rebase(Ctx, u32, u32*, u32, u8*, u32, u32*, u32*) zeroes the histogram and
@@ -1522,8 +1520,8 @@ impl Device {
             // The highest level decides the copy launches; bucket 0 (pieces over the cap) whether to go on.
             let hist_host = stream.clone_dtoh(&full.level_hist).map_err(gpu("level histogram"))?;
             let max_level = hist_host.iter().skip(1).rposition(|&h| h != 0).map_or(0, |i| i as u32 + 1);
-            // With runs every level is copied; without, the sparse high levels are chased.
-            let copied = if dense == 0 { copied_levels(&hist_host, max_level) } else { max_level };
+            // With tail runs every level is copied; without, the sparse high levels are chased.
+            let copied = if tail_max == 0 { copied_levels(&hist_host, max_level) } else { max_level };
             let left = hist_host.first().copied().unwrap_or(0) as u64
                 + hist_host.iter().skip(copied as usize + 1).map(|&h| h as u64).sum::<u64>();
             if epoch == 0 {
@@ -1551,7 +1549,7 @@ impl Device {
                     .launch(first)
                     .map_err(gpu("level order"))?;
                 let interleave = u32::from(copy_interleaved());
-                for (la, lb) in copy_launches(&hist_host, copied, dense) {
+                for (la, lb) in copy_launches(&hist_host, copied, tail_max) {
                     let pieces: u64 = (la..=lb).map(|l| hist_host.get(l as usize).copied().unwrap_or(0) as u64).sum();
                     if la == lb {
                         // A warp per piece: a level of few pieces launches few CTAs.
@@ -1568,23 +1566,18 @@ impl Device {
                             .map_err(gpu("level copy"))?;
                         continue;
                     }
-                    // A warp per RUN_TASK pieces; the run's levels are copied in order inside the launch.
-                    result::memset_d8_async(run_done, 0, (LEVELS + 1) * 4, stream.cu_stream())
-                        .map_err(gpu("run reset"))?;
-                    let copy = LaunchConfig {
-                        grid_dim: (grid_for(pieces.div_ceil(RUN_TASK), warps_per_cta, 132 * 8), 1, 1),
-                        ..first
-                    };
+                    // One CTA copies the run's levels in order.
+                    let tail =
+                        LaunchConfig { grid_dim: (1, 1, 1), block_dim: (TAIL_THREADS, 1, 1), shared_mem_bytes: 0 };
                     stream
-                        .launch_builder(&self.kernels.copy_run)
+                        .launch_builder(&self.kernels.copy_tail)
                         .arg(c)
                         .arg(&lists[2])
                         .arg(&starts)
                         .arg(&la)
                         .arg(&lb)
-                        .arg(&run_done)
-                        .launch(copy)
-                        .map_err(gpu("level run copy"))?;
+                        .launch(tail)
+                        .map_err(gpu("level tail copy"))?;
                 }
             }
             copied_total += copied;
@@ -1879,7 +1872,7 @@ mod tests {
         assert_eq!(kernel_define("RESOLVE_PIECE"), RESOLVE_PIECE);
         assert_eq!(kernel_define("LEVELS"), LEVELS as u64);
         assert_eq!(kernel_define("LEVEL_SCAN_THREADS"), u64::from(LEVEL_SCAN_THREADS));
-        assert_eq!(kernel_define("RUN_TASK"), RUN_TASK);
+        assert_eq!(kernel_define("TAIL_THREADS"), u64::from(TAIL_THREADS));
         assert_eq!(kernel_define("LEVEL_OVER"), u64::from(LEVEL_OVER));
         assert_eq!(kernel_define("LEVEL_DONE"), u64::from(LEVEL_DONE));
         assert_eq!(kernel_define("CODE_SMEM_BYTES"), u64::from(CODE_SMEM_BYTES));

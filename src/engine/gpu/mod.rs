@@ -736,23 +736,19 @@ mod tests {
             }
             // Levels: one pass (most matches chased), 24 passes, one ordered launch with a cap of 1 and of 2 in
             // epochs whatever is left (one or two levels each, up to LEVEL_EPOCHS, then the chase), a launch per
-            // level with the sparse high ones chased (run_dense 0), dense levels of 64 pieces between runs of
-            // sparse ones, and the default (every level in runs, on these small archives).
+            // level with the sparse high ones chased (tail_max 0), levels of 64 pieces or more launched between
+            // tail runs of sparser ones, every level in one tail run, and the default.
             let levels = [
                 (1, 1, u64::MAX, 0),
                 (24, 24, u64::MAX, 0),
-                (0, 1, 0, 1 << 16),
-                (0, 2, 0, 1 << 16),
+                (0, 1, 0, 512),
+                (0, 2, 0, 512),
                 (0, 2, 0, 0),
                 (0, device::LEVEL_CAP, 0, 0),
                 (0, device::LEVEL_CAP, 0, 64),
+                (0, device::LEVEL_CAP, 0, u32::MAX),
             ]
-            .map(|(passes, cap, epoch_min, run_dense)| Resolve::Levels {
-                passes,
-                cap,
-                epoch_min,
-                run_dense,
-            });
+            .map(|(passes, cap, epoch_min, tail_max)| Resolve::Levels { passes, cap, epoch_min, tail_max });
             let levels = levels.into_iter().chain([Resolve::DEFAULT]);
             for resolve in [Resolve::Chase, Resolve::Rounds].into_iter().chain(levels) {
                 engine.set_resolve(resolve).unwrap();
