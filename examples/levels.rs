@@ -33,8 +33,9 @@ fn main() {
     let m: Vec<(u64, u32, u64, bool)> = per_block.into_iter().flatten().collect();
     let starts: Vec<u64> = m.iter().map(|x| x.0).collect();
     let mut level = vec![0u32; m.len()];
-    let mut hist = vec![0u64; 256];
-    let mut bytes_hist = vec![0u64; 256];
+    const LEVELS: usize = 4096;
+    let mut hist = vec![0u64; LEVELS];
+    let mut bytes_hist = vec![0u64; LEVELS];
     let mut overl = 0u64;
     let mut selfov = 0u64;
     for i in 0..m.len() {
@@ -59,7 +60,7 @@ fn main() {
             j += 1;
         }
         level[i] = lv + 1;
-        let l = (lv + 1).min(255) as usize;
+        let l = (lv + 1).min(LEVELS as u32 - 1) as usize;
         hist[l] += 1;
         bytes_hist[l] += u64::from(len);
     }
@@ -72,9 +73,26 @@ fn main() {
         overl,
         selfov
     );
-    for l in 1..256 {
-        if hist[l] > 0 {
-            println!("level {l:3}: {:9} matches {:12} bytes", hist[l], bytes_hist[l]);
+    for l in 1..LEVELS {
+        if hist[l] > 0 && (l <= 40 || l % 50 == 0) {
+            println!("level {l:4}: {:9} matches {:12} bytes", hist[l], bytes_hist[l]);
         }
+    }
+    // The shape the copies see: levels and 128-byte pieces (about) by pieces per level.
+    let max_level = (1..LEVELS).rev().find(|&l| hist[l] > 0).unwrap_or(0);
+    println!("highest level {max_level} (levels at or above {} counted together)", LEVELS - 1);
+    let bounds = [64u64, 512, 4096, 65536, u64::MAX];
+    let mut lo = 0u64;
+    for hi in bounds {
+        let (mut n, mut pieces) = (0u64, 0u64);
+        for l in 1..LEVELS {
+            let p = bytes_hist[l].div_ceil(128);
+            if hist[l] > 0 && p >= lo && p < hi {
+                n += 1;
+                pieces += p;
+            }
+        }
+        println!("levels of [{lo}, {hi}) pieces: {n} levels, {pieces} pieces");
+        lo = hi;
     }
 }
