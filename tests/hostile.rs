@@ -40,14 +40,14 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use aceapex::archive::{Archive, ArchiveOptions};
-use aceapex::codec::block::{count_symbols, encode_block, SliceDirectory, Token};
-use aceapex::codec::tables::{SymbolStats, TableSet};
+use aceapex::codec::block::{SliceDirectory, Token};
+use aceapex::codec::tables::TableSet;
 use aceapex::codec::varint;
 use aceapex::engine::DecoderChoice;
 use aceapex::error::{DecodeError, Error};
 use aceapex::format::sections::parse_archive;
+use aceapex::format::testkit::{self, file_entry, literal_header, root_entry, write_blocks, PlannedBlock};
 use aceapex::format::tree::{Entry, EntryKind, Tree, TRANSFORM_GENOME};
-use aceapex::format::writer::ArchiveWriter;
 use aceapex::format::{Footer, Header, FOOTER_LEN, HEADER_LEN, MAX_TOTAL_LEN};
 use aceapex::genome::{pieces, region, split};
 use aceapex::pack::{pack, PackOptions};
@@ -151,22 +151,6 @@ fn section(out: &mut Vec<u8>, body: &[u8]) {
 /// A tree from entries as given: no validation, so it can lie (the reader must validate).
 fn raw_tree(entries: Vec<Entry>) -> Tree {
     Tree { children: vec![Vec::new(); entries.len()], entries }
-}
-
-fn file_entry(name: &str, offset: u64, size: u64) -> Entry {
-    Entry {
-        parent: 0,
-        name: name.as_bytes().to_vec(),
-        kind: EntryKind::File { offset, size, transform: 0 },
-        mode: 0o644,
-        mtime_sec: 0,
-        mtime_nsec: 0,
-        flags: 0,
-    }
-}
-
-fn root_entry() -> Entry {
-    Entry { name: Vec::new(), kind: EntryKind::Dir, mode: 0o755, ..file_entry("", 0, 0) }
 }
 
 /// A real archive of a few files: 4 KiB blocks, groups of 2, depth 16, 4 lanes.
@@ -553,29 +537,11 @@ fn slice_directories_declaring_huge_slices_fail_their_block() {
     }
 }
 
-/// A hand-written archive of 4 KiB blocks in single slices, whose tokens may lie; `blocks[i]` is `(tokens,
-/// literals)` and the decoded bytes used for hashing come from `stream`.
-fn hand_archive(path: &Path, blocks: &[(Vec<Token>, Vec<u8>)], stream: &[u8]) -> PathBuf {
-    let header = Header { block_log: 12, max_depth: 8, rans_lanes: 1, group_log: 0, min_match: [2; 8], slice_log: 12 };
-    let bs = 4096usize;
-    let decoded = |i: usize| &stream[i * bs..((i + 1) * bs).min(stream.len())];
-    let tables: Vec<TableSet> = blocks
-        .iter()
-        .enumerate()
-        .map(|(i, (t, l))| {
-            let mut stats = SymbolStats::default();
-            count_symbols(t, l, decoded(i), bs, &mut stats);
-            TableSet::from_stats(&stats)
-        })
-        .collect();
-    let mut w = ArchiveWriter::create(path, header).unwrap();
-    for (i, (t, l)) in blocks.iter().enumerate() {
-        let mut payload = Vec::new();
-        encode_block(t, l, decoded(i), bs, &tables[i], 1, &mut payload);
-        w.push_block(&payload, xxh3_64(decoded(i))).unwrap();
-    }
+/// A hand-written archive of 4 KiB blocks in single slices ([`literal_header`]), whose tokens may lie; the
+/// decoded bytes used for hashing come from `stream`, which file `all` covers.
+fn hand_archive(path: &Path, blocks: &[PlannedBlock], stream: &[u8]) -> PathBuf {
     let tree = Tree::from_entries(vec![root_entry(), file_entry("all", 0, stream.len() as u64)]).unwrap();
-    w.finish(stream.len() as u64, &tables, &tree).unwrap();
+    write_blocks(path, literal_header(), blocks, stream, &tree);
     path.to_path_buf()
 }
 
@@ -584,14 +550,17 @@ fn distances_before_the_stream_start_fail_their_block() {
     let dir = tempfile::tempdir().unwrap();
     let lits: Vec<u8> = (0..4096u32).map(|i| (i * 31 % 251) as u8).collect();
     // Block 0: plain literals. Block 1: 10 literals, then a match 5000 + 4106 bytes back (before byte 0).
-    let block0 = (vec![Token { lit_len: 4096, match_len: 0, back: 0, rc: false }], lits.clone());
-    let block1 = (
-        vec![
+    let block0 = PlannedBlock {
+        tokens: vec![Token { lit_len: 4096, match_len: 0, back: 0, rc: false }],
+        literals: lits.clone(),
+    };
+    let block1 = PlannedBlock {
+        tokens: vec![
             Token { lit_len: 10, match_len: 100, back: 9106 + 5000, rc: false },
             Token { lit_len: 5, match_len: 0, back: 0, rc: false },
         ],
-        lits[..15].to_vec(),
-    );
+        literals: lits[..15].to_vec(),
+    };
     let mut stream = lits.clone();
     stream.extend_from_slice(&lits[..115]);
     let path = hand_archive(&dir.path().join("before.acx"), &[block0, block1], &stream);
@@ -611,20 +580,7 @@ fn distances_before_the_stream_start_fail_their_block() {
 
 /// An archive of 4 KiB single-slice blocks that hold `stream` as plain literals, with `entries` as its tree.
 fn literal_archive(path: &Path, stream: &[u8], entries: Vec<Entry>) -> PathBuf {
-    let header = Header { block_log: 12, max_depth: 8, rans_lanes: 1, group_log: 0, min_match: [2; 8], slice_log: 12 };
-    let mut w = ArchiveWriter::create(path, header).unwrap();
-    let mut tables = Vec::new();
-    for block in stream.chunks(4096) {
-        let tokens = [Token { lit_len: block.len() as u32, match_len: 0, back: 0, rc: false }];
-        let mut stats = SymbolStats::default();
-        count_symbols(&tokens, block, block, 4096, &mut stats);
-        let t = TableSet::from_stats(&stats);
-        let mut payload = Vec::new();
-        encode_block(&tokens, block, block, 4096, &t, 1, &mut payload);
-        w.push_block(&payload, xxh3_64(block)).unwrap();
-        tables.push(t);
-    }
-    w.finish(stream.len() as u64, &tables, &Tree::from_entries(entries).unwrap()).unwrap();
+    testkit::literal_archive(path, stream, &Tree::from_entries(entries).unwrap());
     path.to_path_buf()
 }
 

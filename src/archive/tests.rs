@@ -948,11 +948,8 @@ fn pieces_fasta(lines: usize, rng: &mut Rng) -> Vec<u8> {
 /// An archive of one genome-mode file `g.fa` whose structure is cut into pieces of `piece_bytes`, laid out as
 /// the packer does (region, then the structure), each block stored as literals. Returns the archive's path.
 fn genome_pieces_archive(dir: &Path, fasta: &[u8], piece_bytes: u64) -> PathBuf {
-    use crate::codec::block::{count_symbols, encode_block, Token};
-    use crate::codec::tables::{SymbolStats, TableSet};
+    use crate::format::testkit::{file_entry, literal_archive, root_entry};
     use crate::format::tree::{Entry, EntryKind, Tree, TRANSFORM_GENOME};
-    use crate::format::writer::ArchiveWriter;
-    use crate::format::Header;
     use crate::genome::{pieces, region};
 
     let mut bases = Vec::new();
@@ -962,28 +959,9 @@ fn genome_pieces_archive(dir: &Path, fasta: &[u8], piece_bytes: u64) -> PathBuf 
     stream.extend_from_slice(&bases);
     stream.extend_from_slice(&e.structure);
     let path = dir.join("pieces.acx");
-    let header = Header { block_log: 12, max_depth: 8, rans_lanes: 1, group_log: 0, min_match: [2; 8], slice_log: 12 };
-    let mut w = ArchiveWriter::create(&path, header).unwrap();
-    let mut tables = Vec::new();
-    for block in stream.chunks(4096) {
-        let tokens = [Token { lit_len: block.len() as u32, match_len: 0, back: 0, rc: false }];
-        let mut stats = SymbolStats::default();
-        count_symbols(&tokens, block, block, 4096, &mut stats);
-        let t = TableSet::from_stats(&stats);
-        let mut payload = Vec::new();
-        encode_block(&tokens, block, block, 4096, &t, 1, &mut payload);
-        w.push_block(&payload, xxhash_rust::xxh3::xxh3_64(block)).unwrap();
-        tables.push(t);
-    }
-    let root =
-        Entry { parent: 0, name: Vec::new(), kind: EntryKind::Dir, mode: 0o755, mtime_sec: 0, mtime_nsec: 0, flags: 0 };
-    let file = Entry {
-        name: b"g.fa".to_vec(),
-        kind: EntryKind::File { offset: 0, size: fasta.len() as u64, transform: TRANSFORM_GENOME },
-        mode: 0o644,
-        ..root.clone()
-    };
-    w.finish(stream.len() as u64, &tables, &Tree::from_entries(vec![root, file]).unwrap()).unwrap();
+    let kind = EntryKind::File { offset: 0, size: fasta.len() as u64, transform: TRANSFORM_GENOME };
+    let file = Entry { kind, ..file_entry("g.fa", 0, 0) };
+    literal_archive(&path, &stream, &Tree::from_entries(vec![root_entry(), file]).unwrap());
     path
 }
 

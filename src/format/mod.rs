@@ -12,7 +12,7 @@
 pub mod cursor;
 pub mod header;
 pub mod sections;
-#[cfg(test)]
+#[doc(hidden)]
 pub mod testkit;
 pub mod tree;
 pub mod writer;

@@ -2,6 +2,12 @@
 //! byte-wise definition of FORMAT.md §1 (literals, periodic fills, reverse complements, reference depth).
 //!
 //! This is deliberately independent of the packer: tests of the reader must not share the packer's bugs.
+//!
+//! Not part of the crate's API (`#[doc(hidden)]`; its helpers panic on misuse): it is compiled into the library,
+//! rather than under `cfg(test)`, only so that the integration tests (`tests/hostile.rs`) build their literal and
+//! hand-made archives with the same [`write_blocks`] as the unit tests. A `testkit` feature turned on by a
+//! dev-dependency of the crate on itself would keep it out of normal builds, but makes every `cargo test --lib`
+//! compile the library twice.
 
 use std::path::Path;
 
@@ -209,31 +215,78 @@ impl Plan {
     /// Writes the archive to `path` with files covering the stream (and a directory, an empty file and a
     /// symlink); returns the archive length.
     pub fn write(&self, path: &Path) -> u64 {
-        let header = self.header;
-        let blocks = self.finished_blocks();
-        let group = 1usize << header.group_log;
-        let bs = self.block_size();
-        let slice = header.slice_size() as usize;
-        let decoded = |i: usize| &self.stream[i * bs..((i + 1) * bs).min(self.stream.len())];
-        let tables: Vec<TableSet> = blocks
-            .chunks(group)
-            .enumerate()
-            .map(|(g, blocks)| {
-                let mut stats = SymbolStats::default();
-                for (k, b) in blocks.iter().enumerate() {
-                    count_symbols(&b.tokens, &b.literals, decoded(g * group + k), slice, &mut stats);
-                }
-                TableSet::from_stats(&stats)
-            })
-            .collect();
-        let mut writer = ArchiveWriter::create(path, header).unwrap();
-        for (i, b) in blocks.iter().enumerate() {
-            let mut payload = Vec::new();
-            let lanes = header.rans_lanes.into();
-            encode_block(&b.tokens, &b.literals, decoded(i), slice, &tables[i / group], lanes, &mut payload);
-            writer.push_block(&payload, xxh3_64(decoded(i))).unwrap();
-        }
-        writer.finish(self.stream.len() as u64, &tables, &sample_tree(self.stream.len() as u64)).unwrap()
+        let tree = sample_tree(self.stream.len() as u64);
+        write_blocks(path, self.header, &self.finished_blocks(), &self.stream, &tree)
+    }
+}
+
+/// Writes an archive of `stream` whose block `i` is coded from `blocks[i]` (each ending with a literal-only
+/// token), with `tree`: one table set per group of `2^group_log` blocks, counted over its blocks, and slices
+/// and rANS lanes as `header` says. The tokens are written as given, not checked against `stream` (hostile
+/// tests hand in tokens that lie); `stream` gives the bytes the tables are counted over and the block hashes.
+/// Returns the archive length.
+pub fn write_blocks(path: &Path, header: Header, blocks: &[PlannedBlock], stream: &[u8], tree: &Tree) -> u64 {
+    let group = 1usize << header.group_log;
+    let bs = header.block_size() as usize;
+    let slice = header.slice_size() as usize;
+    let decoded = |i: usize| &stream[i * bs..((i + 1) * bs).min(stream.len())];
+    let tables: Vec<TableSet> = blocks
+        .chunks(group)
+        .enumerate()
+        .map(|(g, blocks)| {
+            let mut stats = SymbolStats::default();
+            for (k, b) in blocks.iter().enumerate() {
+                count_symbols(&b.tokens, &b.literals, decoded(g * group + k), slice, &mut stats);
+            }
+            TableSet::from_stats(&stats)
+        })
+        .collect();
+    let mut writer = ArchiveWriter::create(path, header).unwrap();
+    for (i, b) in blocks.iter().enumerate() {
+        let mut payload = Vec::new();
+        let lanes = header.rans_lanes.into();
+        encode_block(&b.tokens, &b.literals, decoded(i), slice, &tables[i / group], lanes, &mut payload);
+        writer.push_block(&payload, xxh3_64(decoded(i))).unwrap();
+    }
+    writer.finish(stream.len() as u64, &tables, tree).unwrap()
+}
+
+/// The header of hand-made archives: 4 KiB blocks of one slice and one rANS lane, each block its own table
+/// group, depth bound 8.
+pub fn literal_header() -> Header {
+    Header { block_log: 12, max_depth: 8, rans_lanes: 1, group_log: 0, min_match: [2; 8], slice_log: 12 }
+}
+
+/// Writes `stream` as an archive of [`literal_header`] blocks, each stored as plain literals (one literal-only
+/// token), with `tree`. Returns the archive length.
+pub fn literal_archive(path: &Path, stream: &[u8], tree: &Tree) -> u64 {
+    let header = literal_header();
+    let blocks: Vec<PlannedBlock> = stream
+        .chunks(header.block_size() as usize)
+        .map(|block| PlannedBlock {
+            tokens: vec![Token { lit_len: block.len() as u32, match_len: 0, back: 0, rc: false }],
+            literals: block.to_vec(),
+        })
+        .collect();
+    write_blocks(path, header, &blocks, stream, tree)
+}
+
+/// The root directory entry of a hand-made tree (mode 755, mtime 0).
+pub fn root_entry() -> Entry {
+    Entry { name: Vec::new(), kind: EntryKind::Dir, mode: 0o755, ..file_entry("", 0, 0) }
+}
+
+/// A plain file in the root directory of a hand-made tree (mode 644, mtime 0): `size` bytes of the stream from
+/// `offset`.
+pub fn file_entry(name: &str, offset: u64, size: u64) -> Entry {
+    Entry {
+        parent: 0,
+        name: name.as_bytes().to_vec(),
+        kind: EntryKind::File { offset, size, transform: 0 },
+        mode: 0o644,
+        mtime_sec: 0,
+        mtime_nsec: 0,
+        flags: 0,
     }
 }
 
