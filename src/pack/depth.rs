@@ -142,30 +142,10 @@ impl<'a> DepthPass<'a> {
 mod tests {
     use super::*;
 
-    /// Applies tokens the way FORMAT.md §1 defines them and returns each byte's depth.
-    fn replay(data: &[u8], blocks: &[(u64, BlockTokens)]) -> (Vec<u8>, Vec<u8>) {
-        let mut out = vec![0u8; data.len()];
-        let mut depth = vec![0u8; data.len()];
-        for (start, b) in blocks {
-            let mut pos = *start as usize;
-            let mut lit = 0;
-            for t in &b.tokens {
-                for _ in 0..t.lit_len {
-                    out[pos] = b.literals[lit];
-                    depth[pos] = 0;
-                    pos += 1;
-                    lit += 1;
-                }
-                for k in 0..t.match_len as u64 {
-                    let src = source_byte(pos as u64, t.back, t.rc, k) as usize;
-                    let byte = out[src];
-                    out[pos + k as usize] = if t.rc { crate::codec::block::COMPLEMENT[byte as usize] } else { byte };
-                    depth[pos + k as usize] = depth[src] + 1;
-                }
-                pos += t.match_len as usize;
-            }
-        }
-        (out, depth)
+    /// `block` as the one block of `data` (at position 0), replayed the way FORMAT.md §1 defines tokens by the
+    /// packer tests' reference replay: the bytes and each byte's depth.
+    fn replay(data: &[u8], block: BlockTokens) -> (Vec<u8>, Vec<u8>) {
+        crate::pack::tests::replay(&[block], data.len(), data.len())
     }
 
     #[test]
@@ -181,7 +161,7 @@ mod tests {
         let mut pass = DepthPass::new(&data, &mut depth, 5);
         let fixed = pass.apply(0, block);
         assert_eq!(pass.max_seen, 5);
-        let (out, depth) = replay(&data, &[(0, fixed)]);
+        let (out, depth) = replay(&data, fixed);
         assert_eq!(out, data);
         assert!(depth.iter().all(|&d| d <= 5));
     }
@@ -201,7 +181,7 @@ mod tests {
         }
         tokens.push(Token::default());
         let block = BlockTokens { tokens, literals: unit.to_vec() };
-        let (unbounded, d) = replay(&data, &[(0, block.clone())]);
+        let (unbounded, d) = replay(&data, block.clone());
         assert_eq!(unbounded, data);
         assert_eq!(d.iter().max(), Some(&40));
         for max in [1u8, 2, 5, 16] {
@@ -211,7 +191,7 @@ mod tests {
             assert!(pass.forced > 0);
             assert_eq!(pass.max_seen, max);
             assert!(fixed.tokens.iter().any(|t| t.rc && t.match_len > 0));
-            let (out, depth) = replay(&data, &[(0, fixed)]);
+            let (out, depth) = replay(&data, fixed);
             assert_eq!(out, data, "max {max}");
             assert!(depth.iter().all(|&d| d <= max));
         }

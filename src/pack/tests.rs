@@ -6,8 +6,8 @@ use crate::codec::block::{Token, COMPLEMENT};
 use proptest::prelude::*;
 
 /// Replays tokens exactly as FORMAT.md §1 defines them; checks every structural rule on the way and returns the
-/// decoded stream and the depth of each byte.
-fn replay(blocks: &[BlockTokens], block_len: usize, total: usize) -> (Vec<u8>, Vec<u8>) {
+/// decoded stream and the depth of each byte. (The depth pass's own tests replay through it too.)
+pub(super) fn replay(blocks: &[BlockTokens], block_len: usize, total: usize) -> (Vec<u8>, Vec<u8>) {
     let mut out = vec![0u8; total];
     let mut depth = vec![0u8; total];
     for (i, b) in blocks.iter().enumerate() {
