@@ -1887,7 +1887,10 @@ extern "C" __global__ void copy_level(Ctx c, const u64* order, const u32* order_
 // load of its sources, the stores and the barrier.
 #define TAIL_THREADS 1024
 #define TAIL_GROUPS (TAIL_THREADS / 4)
-extern "C" __global__ void copy_tail(Ctx c, const u64* order, const u32* order_start, u32 la, u32 lb) {
+// __launch_bounds__: a CTA of 1024 threads must fit the SM's 64 Ki registers (at most 64 a thread; without it
+// the launch failed with CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, session 18 run 2).
+extern "C" __global__ void __launch_bounds__(TAIL_THREADS)
+    copy_tail(Ctx c, const u64* order, const u32* order_start, u32 la, u32 lb) {
     if (failed(c)) return;  // the same for every thread: nothing else runs
     const u32 grp = threadIdx.x >> 2, q = threadIdx.x & 3;
     PieceMatch m = {};
