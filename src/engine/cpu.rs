@@ -517,6 +517,18 @@ mod tests {
         outcomes
     }
 
+    /// Checks that [`sequential_outcomes`] gives every block of `plan` exactly, for each `(threads, parallel,
+    /// window_bytes)`.
+    fn assert_sequential_decodes(data: &Arc<ArchiveData>, plan: &Plan, runs: &[(usize, bool, u64)]) {
+        for &(threads, parallel, window) in runs {
+            let outcomes = sequential_outcomes(data, threads, parallel, window);
+            for (id, outcome) in outcomes.iter().enumerate() {
+                let expected = plan.block_bytes(id as u64);
+                assert!(outcome.as_deref() == Ok(expected), "block {id}, {threads} threads, window {window}");
+            }
+        }
+    }
+
     /// A random program (near, far, cross-block and periodic sources) over `blocks` blocks of 4 KiB, written.
     fn random_archive(dir: &std::path::Path, seed: u64, blocks: usize) -> (Arc<ArchiveData>, Plan) {
         let plan = Plan::random(small_header(6, 8), blocks * 4096 - 777, &mut Rng(seed));
@@ -538,13 +550,11 @@ mod tests {
             far += usize::from(t.back > 200 * 4096);
         }
         assert!(periodic > 100 && far > 100, "the program lacks periodic ({periodic}) or far ({far}) sources");
-        for (threads, parallel, window) in [(1, false, 4096), (3, true, 4096), (8, true, 4096), (4, true, 64 << 20)] {
-            let outcomes = sequential_outcomes(&data, threads, parallel, window);
-            for (id, outcome) in outcomes.iter().enumerate() {
-                let expected = &plan.stream[id * 4096..((id + 1) * 4096).min(plan.stream.len())];
-                assert!(outcome.as_deref() == Ok(expected), "block {id}, {threads} threads, window {window}");
-            }
-        }
+        assert_sequential_decodes(
+            &data,
+            &plan,
+            &[(1, false, 4096), (3, true, 4096), (8, true, 4096), (4, true, 64 << 20)],
+        );
     }
 
     #[test]
@@ -558,13 +568,7 @@ mod tests {
         let path = dir.path().join("rc.acx");
         plan.write(&path);
         let data = Arc::new(ArchiveData::open(&path).unwrap());
-        for (threads, parallel, window) in [(1, false, 4096), (4, true, 4096), (3, true, 64 << 20)] {
-            let outcomes = sequential_outcomes(&data, threads, parallel, window);
-            for (id, outcome) in outcomes.iter().enumerate() {
-                let expected = &plan.stream[id * 4096..((id + 1) * 4096).min(plan.stream.len())];
-                assert!(outcome.as_deref() == Ok(expected), "block {id}, {threads} threads, window {window}");
-            }
-        }
+        assert_sequential_decodes(&data, &plan, &[(1, false, 4096), (4, true, 4096), (3, true, 64 << 20)]);
     }
 
     #[test]
@@ -580,10 +584,7 @@ mod tests {
             }
             ids.sort_unstable();
             ids.dedup();
-            let expected: Vec<&[u8]> = ids
-                .iter()
-                .map(|&id| &plan.stream[id as usize * 4096..((id as usize + 1) * 4096).min(plan.stream.len())])
-                .collect();
+            let expected: Vec<&[u8]> = ids.iter().map(|&id| plan.block_bytes(id)).collect();
             let mut bufs: Vec<Vec<u8>> = ids.iter().map(|&id| vec![0u8; data.block_len(id) as usize]).collect();
             let mut outs: Vec<&mut [u8]> = bufs.iter_mut().map(|b| b.as_mut_slice()).collect();
             CpuEngine::new(data.clone()).decode_blocks_here(&ids, &mut outs).unwrap();
@@ -628,13 +629,7 @@ mod tests {
         let path = dir.path().join("bases.acx");
         plan.write(&path);
         let data = Arc::new(ArchiveData::open(&path).unwrap());
-        for (threads, parallel) in [(1, false), (4, true)] {
-            let outcomes = sequential_outcomes(&data, threads, parallel, 8 * 4096);
-            for (id, outcome) in outcomes.iter().enumerate() {
-                let expected = &plan.stream[id * 4096..((id + 1) * 4096).min(plan.stream.len())];
-                assert!(outcome.as_deref() == Ok(expected), "block {id}, {threads} threads");
-            }
-        }
+        assert_sequential_decodes(&data, &plan, &[(1, false, 8 * 4096), (4, true, 8 * 4096)]);
     }
 
     #[test]
@@ -670,8 +665,7 @@ mod tests {
                 match outcome {
                     Ok(got) => {
                         assert!(expected[id], "block {id} decoded, {threads} threads");
-                        let want = &plan.stream[id * 4096..((id + 1) * 4096).min(plan.stream.len())];
-                        assert!(got == want, "block {id} wrong bytes");
+                        assert!(got == plan.block_bytes(id as u64), "block {id} wrong bytes");
                     }
                     Err(_) => assert!(!expected[id], "block {id} failed, {threads} threads"),
                 }

@@ -73,6 +73,12 @@ impl Plan {
         self.blocks.last_mut().expect("pushed above")
     }
 
+    /// The reference bytes of block `id`.
+    pub fn block_bytes(&self, id: u64) -> &[u8] {
+        let bs = self.block_size();
+        &self.stream[id as usize * bs..((id as usize + 1) * bs).min(self.stream.len())]
+    }
+
     /// Room left in the current block.
     pub fn room(&self) -> usize {
         self.block_size() - self.stream.len() % self.block_size()
