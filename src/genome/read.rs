@@ -2,24 +2,41 @@
 //!
 //! A read locates its first byte with one binary search over the line runs, finds the residue range it covers
 //! and the base range behind that (one binary search in the exceptions), and then writes the original bytes
-//! straight into the caller's buffer, front to back: header text; per sequence line its residues in uppercase
-//! (a `memcpy` out of the caller's base chunks, cut only where an exception run starts or ends, which is
-//! written as a fill of its byte) and its terminator, by line arithmetic. The lowercase runs are then applied by
-//! range over the bytes just written (still in cache): line arithmetic maps a run's first and last residue to
-//! their bytes and one vectorised pass lowercases what lies between, which leaves terminators alone. Nothing is
-//! staged in a residue buffer and no buffer is zero-filled first. Every line holds at least one byte, so the
-//! work is `O(len + log(structure))` wherever the read lands.
+//! straight into the caller's buffer, front to back, line by line: header text; per sequence line its residues
+//! in case, then its terminator. A line's residues are at known columns, so nothing is divided per line or per
+//! run: the first line is found by one division and the rest by stepping. Nothing is staged in a residue buffer
+//! and no buffer is zero-filled first. Every line holds at least one byte, so the work is
+//! `O(len + log(structure))` wherever the read lands.
+//!
+//! The common line (bases only, no exception run in it, no wider than [`FAST_LINE_MAX`], and its bases in one
+//! chunk) is copied in 16-byte moves inlined into the loop, not a `memcpy` call for the bases and another for the
+//! terminator: the last move may run up to 15 bytes past the line, into output bytes the terminator and the next
+//! line overwrite, and only where the output and the base chunk both have that much room. When lowercase runs
+//! meet such a line (up to 128 wide), they become a bit mask of its columns and each 16 bytes are lowercased in
+//! registers on their way from the bases to the output (SSE2 on x86-64, 8-byte words elsewhere). Any other line
+//! (exception runs, cut by a chunk end, very wide) is written piecewise, exception runs as fills of their byte,
+//! and its lowercase runs are lowercased in place afterwards.
+//!
+//! Measured with `examples/serve_bench --rebuild-only` (the rebuild alone, 1 MiB reads, best of 39 passes, 2-core
+//! machine shared with builds): atha_chr1 3.8 → 5.7 GB per CPU-second, the 340 MB generated genome 3.7 → 5.6.
+//! Before, about half of the time went to lowercasing runs in place after the line was stored (per run, with
+//! length-dependent branches, and stalled on loads across the 16-byte stores just made) and a quarter to two
+//! `memcpy` calls per line.
 //!
 //! The bases come as [`BaseChunks`]: consecutive slices, e.g. decoded blocks shared out of a cache, so that a
 //! read copies every byte once, from the cached block into the reply. The output may be uninitialised memory
-//! (a reply buffer's spare capacity): the writer only ever writes it, front to back, and reports how far.
+//! (a reply buffer's spare capacity): the writer only ever writes it, and reports how far it is initialised.
 
 use std::mem::MaybeUninit;
 use std::ptr;
 
-use super::layout::LineKind;
+use super::layout::{LineKind, Term};
 use super::Genome;
 use crate::error::DecodeError;
+
+/// Widest line copied in inlined 16-byte moves ([`BaseCursor::padded_line`]); wider lines (rare in FASTA, up to a whole
+/// sequence on one line) go through `memcpy`, whose call costs little against their length.
+const FAST_LINE_MAX: usize = 256;
 
 /// Bases `[start, start + len)` of the nucleotide stream as consecutive slices (any split, empty ones allowed).
 #[derive(Debug, Clone, Copy)]
@@ -48,7 +65,8 @@ impl<'a> BaseChunks<'a> {
 
 /// The output of a read: possibly uninitialised bytes, written front to back. Invariant: `buf[..at]` is
 /// initialised (every method writes the bytes it skips over), which is what lets the caller treat that prefix as
-/// bytes.
+/// bytes. Bytes past `at` may have been written too (a line copy's last move runs past the line); they count as
+/// uninitialised until `at` passes them.
 struct Out<'a> {
     buf: &'a mut [MaybeUninit<u8>],
     at: usize,
@@ -66,8 +84,20 @@ impl Out<'_> {
         write_slice(self.next(src.len()), src);
     }
 
-    fn put_byte(&mut self, byte: u8) {
-        self.next(1)[0].write(byte);
+    /// Writes a line terminator.
+    #[inline(always)]
+    fn put_term(&mut self, term: Term) {
+        match term {
+            Term::Lf => {
+                self.next(1)[0].write(b'\n');
+            }
+            Term::CrLf => {
+                let d = self.next(2);
+                d[0].write(b'\r');
+                d[1].write(b'\n');
+            }
+            Term::None => {}
+        }
     }
 
     /// Bytes `[from, to)` of what was written so far, to change in place.
@@ -121,27 +151,140 @@ impl<'a> BaseCursor<'a> {
         }
     }
 
-    /// Writes `lines` whole lines: `width` bases, then `term`, each (the caller checked that no exception run
-    /// meets them).
-    fn full_lines(&mut self, lines: usize, width: usize, term: &[u8], out: &mut Out<'_>) {
-        let dst = out.next(lines * (width + term.len()));
-        let mut at = 0;
-        for _ in 0..lines {
-            let mut need = width;
-            while need > 0 {
-                let run = self.next_run(need);
-                write_slice(&mut dst[at..at + run.len()], run);
-                at += run.len();
-                need -= run.len();
-            }
-            write_slice(&mut dst[at..at + term.len()], term);
-            at += term.len();
-        }
+    /// The next `n` (> 0) bases, one line's, and as many more as make `n` a multiple of 16, if they are all in
+    /// the current chunk, `n` is at most [`FAST_LINE_MAX`] and the output has that much room too: what the
+    /// line copies below may read and write in whole words (their excess lands in output bytes written next,
+    /// and is read from bases that exist). Not consumed (see [`BaseCursor::skip`]).
+    #[inline(always)]
+    fn padded_line(&self, n: usize, out: &Out<'_>) -> Option<&'a [u8]> {
+        let padded = n.next_multiple_of(16);
+        let chunk = *self.chunks.get(self.chunk)?;
+        (n <= FAST_LINE_MAX && out.buf.len() - out.at >= padded).then_some(())?;
+        chunk.get(self.pos..self.pos + padded)
+    }
+
+    /// Consumes `n` bases of the current chunk (what [`BaseCursor::padded_line`] handed out).
+    #[inline(always)]
+    fn skip(&mut self, n: usize) {
+        self.pos += n;
     }
 }
 
-/// Copies `src` into `dst` (of the same length). (Inline 16-byte moves for line-sized copies instead of `memcpy`
-/// measured no faster in examples/serve_bench.)
+/// Copies the first `n` bytes of `src` (`n` rounded up to 16 bytes long) to the output at `out.at` in 16-byte
+/// moves, the last of which may write up to 15 bytes past them, and moves `out.at` past the `n`.
+#[inline(always)]
+fn copy_line(src: &[u8], n: usize, out: &mut Out<'_>) {
+    let padded = n.next_multiple_of(16);
+    assert!(src.len() >= padded && out.buf.len() - out.at >= padded);
+    // SAFETY: `src` and `out.buf[at..]` both have `padded` bytes (asserted just above; `at ≤ buf.len()` by
+    // `Out`'s invariant); one is a `&` and the other a `&mut`, so they do not overlap; `MaybeUninit<u8>` has the
+    // layout of `u8`.
+    unsafe {
+        let dst = out.buf.as_mut_ptr().add(out.at).cast::<u8>();
+        let mut j = 0;
+        while j < n {
+            ptr::copy_nonoverlapping(src.as_ptr().add(j), dst.add(j), 16);
+            j += 16;
+        }
+    }
+    out.at += n;
+}
+
+/// Bits of a line up to 128 bytes wide: byte `i`'s is bit `i % 64` of word `i / 64`.
+type LineMask = [u64; 2];
+
+/// [`copy_line`], with byte `i < n ≤ 128` ASCII-lowercased where bit `i` of `mask` is set (no bit is set at or
+/// past `n`). Why a mask for the line and not a pass per lowercase run over the bytes written: the runs are short
+/// (a median of 24 bytes in atha_chr1) and cut at line ends, and a pass per run, with its length-dependent
+/// branches, cost as much as the whole copy; a pass over bytes just stored also waits for those stores (a word
+/// loaded across two 16-byte stores is not forwarded from them). Here each 16 bytes are loaded once from the
+/// bases, lowercased in registers where the mask says and they are uppercase letters, and stored once.
+#[inline(always)]
+fn copy_line_lowercase(src: &[u8], n: usize, mask: LineMask, out: &mut Out<'_>) {
+    #[cfg(target_arch = "x86_64")]
+    copy_line_lowercase_sse2(src, n, mask, out);
+    #[cfg(not(target_arch = "x86_64"))]
+    copy_line_lowercase_words(src, n, mask, out);
+}
+
+/// [`copy_line_lowercase`] in SSE2 (every x86-64 has it): per 16 bytes, the mask's 16 bits are spread to
+/// bytes (each bit's byte broadcast, then tested against its own bit), and ANDed with the bytes that are `A..=Z`
+/// and with 0x20.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn copy_line_lowercase_sse2(src: &[u8], n: usize, mask: LineMask, out: &mut Out<'_>) {
+    use std::arch::x86_64::*;
+    let padded = n.next_multiple_of(16);
+    assert!(n <= 128 && src.len() >= padded && out.buf.len() - out.at >= padded);
+    // SAFETY: SSE2 is part of x86-64, so these intrinsics are available on every x86-64 CPU. `src` and
+    // `out.buf[at..]` both have `padded` bytes (asserted just above; `at ≤ buf.len()` by `Out`'s invariant), and
+    // every load and store is 16 bytes at `j < padded`, `j` a multiple of 16; one is a `&` and the other a `&mut`,
+    // so they do not overlap; `MaybeUninit<u8>` has the layout of `u8`; the loads and stores are unaligned ones.
+    unsafe {
+        let dst = out.buf.as_mut_ptr().add(out.at).cast::<u8>();
+        let bit_of_byte = _mm_set_epi8(-128, 64, 32, 16, 8, 4, 2, 1, -128, 64, 32, 16, 8, 4, 2, 1);
+        let case_bit = _mm_set1_epi8(0x20);
+        // Signed compares: bytes of 0x80 and above are negative, below 'A'.
+        let (below_a, above_z) = (_mm_set1_epi8(b'A' as i8 - 1), _mm_set1_epi8(b'Z' as i8 + 1));
+        let mut j = 0;
+        while j < n {
+            let x = _mm_loadu_si128(src.as_ptr().add(j).cast());
+            // The 16 mask bits as bytes: low byte in bytes 0..8, high byte in bytes 8..16, then each byte's own bit.
+            let m = _mm_cvtsi32_si128(((mask[j / 64] >> (j % 64)) & 0xffff) as i32);
+            let m = _mm_unpacklo_epi8(m, m);
+            let m = _mm_unpacklo_epi16(m, m);
+            let m = _mm_unpacklo_epi32(m, m);
+            let lower = _mm_cmpeq_epi8(_mm_and_si128(m, bit_of_byte), bit_of_byte);
+            let upper = _mm_and_si128(_mm_cmpgt_epi8(x, below_a), _mm_cmpgt_epi8(above_z, x));
+            let add = _mm_and_si128(_mm_and_si128(lower, upper), case_bit);
+            _mm_storeu_si128(dst.add(j).cast(), _mm_or_si128(x, add));
+            j += 16;
+        }
+    }
+    out.at += n;
+}
+
+/// Per value `b` of eight bits of a line's lowercase mask, the word with 0x20 in byte `i` where bit `i` of `b` is
+/// set: what [`copy_line_lowercase_words`] adds to the uppercase letters among those eight bytes.
+static CASE_BYTES: [u64; 256] = {
+    let mut table = [0u64; 256];
+    let mut b = 0;
+    while b < 256 {
+        let mut i = 0;
+        while i < 8 {
+            if (b >> i) & 1 == 1 {
+                table[b] |= 0x20 << (8 * i);
+            }
+            i += 1;
+        }
+        b += 1;
+    }
+    table
+};
+
+/// [`copy_line_lowercase`] in 8-byte words, for any target: each word's uppercase letters ([`upper_bits`]) under
+/// the mask's eight bits ([`CASE_BYTES`]) get 0x20.
+#[cfg_attr(target_arch = "x86_64", allow(dead_code))]
+#[inline(always)]
+fn copy_line_lowercase_words(src: &[u8], n: usize, mask: LineMask, out: &mut Out<'_>) {
+    let words = n.div_ceil(8);
+    assert!(n <= 128 && src.len() >= words * 8 && out.buf.len() - out.at >= words * 8);
+    // SAFETY: `src` and `out.buf[at..]` both have `words · 8` bytes (asserted just above; `at ≤ buf.len()` by
+    // `Out`'s invariant); one is a `&` and the other a `&mut`, so they do not overlap; `MaybeUninit<u8>` has the
+    // layout of `u8`; the reads and writes are unaligned ones.
+    unsafe {
+        let dst = out.buf.as_mut_ptr().add(out.at).cast::<u8>();
+        for k in 0..words {
+            let x = u64::from_le(ptr::read_unaligned(src.as_ptr().add(8 * k).cast::<u64>()));
+            let bits = (mask[k / 8] >> (8 * (k % 8))) & 0xff;
+            let lower = x | (upper_bits(x) & CASE_BYTES[bits as usize]);
+            ptr::write_unaligned(dst.add(8 * k).cast::<u64>(), lower.to_le());
+        }
+    }
+    out.at += n;
+}
+
+/// Copies `src` into `dst` (of the same length).
 #[inline(always)]
 fn write_slice(dst: &mut [MaybeUninit<u8>], src: &[u8]) {
     assert_eq!(dst.len(), src.len());
@@ -153,13 +296,14 @@ fn write_slice(dst: &mut [MaybeUninit<u8>], src: &[u8]) {
 }
 
 /// The cursors of one read: bases, the next exception run (its index and `[start, end)`, `(MAX, MAX)` past the
-/// last) and the next lowercase run, all moving forward only.
+/// last) and the next lowercase run (likewise), all moving forward only.
 struct ResidueWriter<'g, 'b> {
     genome: &'g Genome,
     bases: BaseCursor<'b>,
     exc: usize,
     exc_span: (u64, u64),
     case: usize,
+    case_span: (u64, u64),
 }
 
 const NONE: (u64, u64) = (u64::MAX, u64::MAX);
@@ -174,15 +318,77 @@ impl ResidueWriter<'_, '_> {
         }
     }
 
-    /// Writes residues `[r, r + n)` in uppercase (the case runs are applied afterwards, by range); calls come
-    /// in increasing, contiguous residue order.
-    fn write(&mut self, r: u64, n: u64, out: &mut Out<'_>) {
+    fn case_span(&self) -> (u64, u64) {
+        let runs = &self.genome.case.runs;
+        if self.case < runs.len() {
+            runs.get(self.case)
+        } else {
+            NONE
+        }
+    }
+
+    /// Writes residues `[r, r + n)` (`n > 0`, all on one line) in case: the bases or exception bytes, then the
+    /// lowercase runs that meet them. Calls come in increasing, contiguous residue order.
+    #[inline(always)]
+    fn line(&mut self, r: u64, n: u64, out: &mut Out<'_>) {
+        let at = out.at;
         let end = r + n;
         if end <= self.exc_span.0 {
             // The common case: no exception run meets these residues, they are bases.
-            self.bases.take(n as usize, out);
-            return;
+            if let Some(src) = self.bases.padded_line(n as usize, out) {
+                self.bases.skip(n as usize);
+                if self.case_span.0 < end && n <= 128 {
+                    let mask = self.case_mask(r, end);
+                    copy_line_lowercase(src, n as usize, mask, out);
+                    return;
+                }
+                // No lowercase run meets the line, or it is too wide for a mask: lowercased below.
+                copy_line(src, n as usize, out);
+            } else {
+                self.bases.take(n as usize, out);
+            }
+        } else {
+            self.with_exceptions(r, end, out);
         }
+        if self.case_span.0 < end {
+            self.apply_case(r, end, at, out);
+        }
+    }
+
+    /// The lowercase residues of `[r0, r1)` (`r1 - r0 ≤ 128`) as bits `0..r1 - r0` of a [`LineMask`]; the cursor
+    /// stays on a run that goes on past `r1`. Lines up to 64 residues wide (most FASTA) build it in one `u64`:
+    /// `u128` shifts by a variable amount cost branches, and took a sixth of atha_chr1's rebuild time.
+    #[inline(always)]
+    fn case_mask(&mut self, r0: u64, r1: u64) -> LineMask {
+        if r1 - r0 <= 64 {
+            // Bits `[a, b)`, `0 ≤ a < b ≤ 64`.
+            let m = self.case_bits(r0, r1, |a, b| (u64::MAX >> (64 - b)) & (u64::MAX << a));
+            [m, 0]
+        } else {
+            // Bits `[a, b)`, `0 ≤ a < b ≤ 128`.
+            let m = self.case_bits(r0, r1, |a, b| (u128::MAX >> (128 - b)) & (u128::MAX << a));
+            [m as u64, (m >> 64) as u64]
+        }
+    }
+
+    /// The OR of `bits(a, b)` over the lowercase runs that meet `[r0, r1)`, each cut to `[r0 + a, r0 + b)`.
+    #[inline(always)]
+    fn case_bits<M: Default + std::ops::BitOrAssign>(&mut self, r0: u64, r1: u64, bits: impl Fn(u64, u64) -> M) -> M {
+        let mut mask = M::default();
+        while self.case_span.0 < r1 {
+            let (s, e) = self.case_span;
+            mask |= bits(s.max(r0) - r0, e.min(r1) - r0);
+            if e > r1 {
+                break;
+            }
+            self.case += 1;
+            self.case_span = self.case_span();
+        }
+        mask
+    }
+
+    /// Writes residues `[r, end)` in uppercase, some of them in exception runs.
+    fn with_exceptions(&mut self, r: u64, end: u64, out: &mut Out<'_>) {
         let mut pos = r;
         while pos < end {
             let (es, ee) = self.exc_span;
@@ -203,68 +409,57 @@ impl ResidueWriter<'_, '_> {
         }
     }
 
-    /// Lowercases the residues of `[r0, r1)` that lie in lowercase runs, in `out`, where they were written as
-    /// lines of `place` (residues of one sequence run: the bytes in between are residues and terminators, and
-    /// lowercasing leaves terminators alone).
-    fn apply_case(&mut self, r0: u64, r1: u64, out: &mut Out<'_>, place: &LinePlacement) {
-        let runs = &self.genome.case.runs;
-        while self.case < runs.len() {
-            let (s, e) = runs.get(self.case);
-            if s >= r1 {
-                break;
-            }
+    /// Lowercases the residues of `[r0, r1)` (one line's, just written from output byte `at` on) that lie in
+    /// lowercase runs; the cursor stays on a run that goes on past `r1`.
+    fn apply_case(&mut self, r0: u64, r1: u64, at: usize, out: &mut Out<'_>) {
+        while self.case_span.0 < r1 {
+            let (s, e) = self.case_span;
             let (a, b) = (s.max(r0), e.min(r1));
-            let (from, to) = place.span(a, b);
-            lowercase(out.written_mut(from, to));
+            lowercase(out.written_mut(at + (a - r0) as usize, at + (b - r0) as usize));
             if e > r1 {
                 break;
             }
             self.case += 1;
+            self.case_span = self.case_span();
         }
     }
 }
 
-/// Where the residues of one sequence run landed in a read's output: residue `run_residue + k` at byte
-/// `k + (k / width) · term_len - skew` (`width > 0`).
-struct LinePlacement {
-    run_residue: u64,
-    width: u64,
-    term_len: u64,
-    /// The run byte of the first byte written of this run, less its place in the output (modulo 2⁶⁴: the run
-    /// may start after the read's first byte).
-    skew: u64,
-}
-
-impl LinePlacement {
-    /// The output bytes `[from, to)` from residue `a` to the residue before `b` (`a < b`, both in the run):
-    /// one division, and none more when the range stays on one line (runs are short, lines tens of bytes).
-    fn span(&self, a: u64, b: u64) -> (usize, usize) {
-        let k = a - self.run_residue;
-        let line = k / self.width;
-        let col = k - line * self.width;
-        let len = b - a;
-        let lines_crossed = if col + len <= self.width { 0 } else { (col + len - 1) / self.width };
-        let from = (k + line * self.term_len).wrapping_sub(self.skew);
-        (from as usize, (from + len + lines_crossed * self.term_len) as usize)
-    }
-}
-
-/// ASCII-lowercases `bytes` eight at a time (SWAR): the ranges are short (a median of 24 bytes in atha_chr1),
-/// where the standard library's vector loop leaves almost everything to its byte-at-a-time tail.
-fn lowercase(bytes: &mut [u8]) {
+/// 0x20 in each byte of `x` that is an ASCII uppercase letter, 0 in the others (SWAR).
+#[inline(always)]
+fn upper_bits(x: u64) -> u64 {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
-    let mut words = bytes.chunks_exact_mut(8);
-    for w in &mut words {
-        let x = u64::from_le_bytes((&*w).try_into().expect("8 bytes"));
-        let low7 = x & !HIGH;
-        // High bit of each byte: ≥ 'A' and ≤ 'Z' on the low seven bits, and the byte itself below 0x80.
-        let ge_a = low7 + ONES * (0x80 - u64::from(b'A'));
-        let gt_z = low7 + ONES * (0x7f - u64::from(b'Z'));
-        let upper = ge_a & !gt_z & !x & HIGH;
-        w.copy_from_slice(&(x | (upper >> 2)).to_le_bytes());
+    let low7 = x & !HIGH;
+    // High bit of each byte: ≥ 'A' and ≤ 'Z' on the low seven bits, and the byte itself below 0x80.
+    let ge_a = low7 + ONES * (0x80 - u64::from(b'A'));
+    let gt_z = low7 + ONES * (0x7f - u64::from(b'Z'));
+    (ge_a & !gt_z & !x & HIGH) >> 2
+}
+
+/// ASCII-lowercases the bytes of one 64-bit word.
+#[inline(always)]
+fn lower_word(x: u64) -> u64 {
+    x | upper_bits(x)
+}
+
+/// ASCII-lowercases `bytes` in place, eight at a time, with an overlapping last word instead of a byte-at-a-time
+/// tail (the ranges are short: a median of 24 bytes in atha_chr1, cut further at line ends; lowercasing a byte
+/// twice is lowercasing it once).
+fn lowercase(bytes: &mut [u8]) {
+    let n = bytes.len();
+    if n >= 8 {
+        let mut i = 0;
+        while i + 8 < n {
+            let w: &mut [u8; 8] = (&mut bytes[i..i + 8]).try_into().expect("8 bytes");
+            *w = lower_word(u64::from_le_bytes(*w)).to_le_bytes();
+            i += 8;
+        }
+        let w: &mut [u8; 8] = (&mut bytes[n - 8..]).try_into().expect("8 bytes");
+        *w = lower_word(u64::from_le_bytes(*w)).to_le_bytes();
+    } else {
+        bytes.make_ascii_lowercase();
     }
-    words.into_remainder().make_ascii_lowercase();
 }
 
 impl Genome {
@@ -327,8 +522,10 @@ impl Genome {
             exc: self.exceptions.runs.first_ending_after(r0),
             exc_span: NONE,
             case: self.case.runs.first_ending_after(r0),
+            case_span: NONE,
         };
         writer.exc_span = writer.exc_span();
+        writer.case_span = writer.case_span();
         let mut out = Out { buf: &mut out[..len], at: 0 };
 
         let runs = self.layout.runs();
@@ -367,9 +564,8 @@ impl Genome {
         Ok(out.at)
     }
 
-    /// Writes sequence run `run` from line `line`, column `col`, as much of it as fits in `want` bytes: each
-    /// line's residues in uppercase through `writer`, then its terminator; then lowercases the case runs that
-    /// meet those residues, by range (line arithmetic maps a residue to its byte). Returns the line and column
+    /// Writes sequence run `run` from line `line`, column `col`, as much of it as fits in `want` bytes, line by
+    /// line: each line's residues in case through `writer`, then its terminator. Returns the line and column
     /// after them (`line == count` at the end of the run).
     fn write_sequence_lines(
         &self,
@@ -381,58 +577,55 @@ impl Genome {
         out: &mut Out<'_>,
     ) -> (u64, u64) {
         let r = &self.layout.runs()[run];
-        let term = r.term.bytes();
+        let (width, term) = (r.width, r.term);
         // At least 1: the layout refuses a line without content and terminator.
         let line_bytes = r.line_bytes();
         let mut left = ((r.count - line) * line_bytes - col).min(want);
-        let run_residue = self.layout.run_residue_start(run);
-        let first = run_residue + line * r.width + col.min(r.width);
-        // Where this call's first byte lies in the run, and in `out`.
-        let (run_at, out_at) = (line * line_bytes + col, out.at);
-        let mut residue = first;
-        while left > 0 {
-            if col == 0 && r.width > 0 && left >= line_bytes {
-                // Whole lines up to the next exception run: bases and terminators, nothing else to look at.
-                let clear = writer.exc_span.0.saturating_sub(residue) / r.width;
-                let full = (left / line_bytes).min(clear);
-                if full > 0 {
-                    writer.bases.full_lines(full as usize, r.width as usize, term, out);
-                    residue += full * r.width;
-                    left -= full * line_bytes;
-                    line += full;
-                    continue;
-                }
+        let mut residue = self.layout.run_residue_start(run) + line * width + col.min(width);
+        // A first line entered part way: the rest of its residues, then (what the read wants of) its terminator.
+        if col > 0 {
+            if col < width {
+                let n = (width - col).min(left);
+                writer.line(residue, n, out);
+                (residue, col, left) = (residue + n, col + n, left - n);
             }
-            if col < r.width {
-                let n = (r.width - col).min(left);
-                writer.write(residue, n, out);
-                residue += n;
-                col += n;
-                left -= n;
-            }
-            if left > 0 && col >= r.width {
-                let t = (col - r.width) as usize;
-                let n = (term.len() - t).min(left as usize);
-                if n == 1 {
-                    out.put_byte(term[t]);
-                } else {
-                    out.put(&term[t..t + n]);
-                }
+            if left > 0 {
+                let t = (col - width) as usize;
+                let n = (term.byte_len() as usize - t).min(left as usize);
+                out.put(&term.bytes()[t..t + n]);
                 col += n as u64;
                 left -= n as u64;
                 if col == line_bytes {
-                    col = 0;
-                    line += 1;
+                    (line, col) = (line + 1, 0);
                 }
             }
         }
-        if residue > first {
-            let width = r.width;
-            let term_len = term.len() as u64;
-            // `run_at` is the run byte of `out_at`: residue `k` of the run sits at run byte `k + (k / width) ·
-            // term_len`.
-            let place = LinePlacement { run_residue, width, term_len, skew: run_at.wrapping_sub(out_at as u64) };
-            writer.apply_case(first, residue, out, &place);
+        // Whole lines (`col` is 0 here unless `left` is).
+        let full = left / line_bytes;
+        if full > 0 {
+            if width > 0 {
+                for _ in 0..full {
+                    writer.line(residue, width, out);
+                    out.put_term(term);
+                    residue += width;
+                }
+            } else {
+                for _ in 0..full {
+                    out.put_term(term);
+                }
+            }
+            line += full;
+            left -= full * line_bytes;
+        }
+        // A last line cut by the end of the read: some of its residues, maybe part of its terminator.
+        if left > 0 {
+            let n = width.min(left);
+            if n > 0 {
+                writer.line(residue, n, out);
+            }
+            let t = (left - n) as usize;
+            out.put(&term.bytes()[..t]);
+            col = left;
         }
         (line, col)
     }

@@ -8,7 +8,7 @@ use std::mem::MaybeUninit;
 
 use proptest::prelude::*;
 
-use super::{as_uninit, lowercase, write_slice, BaseChunks};
+use super::{as_uninit, copy_line_lowercase, copy_line_lowercase_words, lowercase, write_slice, BaseChunks, Out};
 use crate::genome::{split, Genome, Split};
 
 /// Reads `[off, off + len)` with the bases of `s` cut at `cuts` (positions relative to the read's first base,
@@ -88,6 +88,111 @@ fn swar_lowercase_is_ascii_lowercase_for_every_byte_and_length() {
             let mut got = all[start..start + len].to_vec();
             lowercase(&mut got);
             assert_eq!(got, all[start..start + len].to_ascii_lowercase(), "{start}+{len}");
+        }
+    }
+}
+
+/// A deterministic stream of pseudo-random words (xorshift).
+fn xorshift(x: &mut u64) -> u64 {
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    *x
+}
+
+#[test]
+fn line_copies_lowercase_exactly_the_masked_letters() {
+    // Every byte value, at every line width up to 128, under masks with runs that start and end anywhere (both
+    // 64-bit halves, the bits next to 64 and to the line's end), through the copy used here (SSE2 on x86-64) and
+    // the portable one.
+    let mut x = 0x1234_5678_9abc_def1u64;
+    let src: Vec<u8> = (0..160).map(|_| xorshift(&mut x) as u8).collect();
+    let letters: Vec<u8> = (0..160).map(|_| b"ACGTNRYKMSWBDHVacgt"[(xorshift(&mut x) % 19) as usize]).collect();
+    for src in [&src, &letters] {
+        for n in 1..=128usize {
+            let line_bits = if n == 128 { u128::MAX } else { (1u128 << n) - 1 };
+            let mut masks = vec![0u128, line_bits, 1, 1 << (n - 1), line_bits & !(1 << (n / 2))];
+            masks.extend(
+                (0..8).map(|_| (u128::from(xorshift(&mut x)) << 64 | u128::from(xorshift(&mut x))) & line_bits),
+            );
+            masks.extend((0..8).map(|_| {
+                let (a, b) = ((xorshift(&mut x) % n as u64) as u32, (xorshift(&mut x) % n as u64) as u32);
+                let (a, b) = (a.min(b), a.max(b) + 1);
+                (u128::MAX >> (128 - b)) & (u128::MAX << a)
+            }));
+            for mask in masks {
+                let want: Vec<u8> =
+                    (0..n).map(|i| if mask >> i & 1 == 1 { src[i].to_ascii_lowercase() } else { src[i] }).collect();
+                let halves = [mask as u64, (mask >> 64) as u64];
+                for (which, copy) in [
+                    ("dispatched", copy_line_lowercase as fn(&[u8], usize, [u64; 2], &mut Out<'_>)),
+                    ("words", copy_line_lowercase_words),
+                ] {
+                    let mut buf = vec![0u8; 144];
+                    let mut out = Out { buf: as_uninit(&mut buf), at: 0 };
+                    copy(&src[..n.next_multiple_of(16)], n, halves, &mut out);
+                    assert_eq!(out.at, n);
+                    assert_eq!(&buf[..n], &want[..], "{which}: width {n}, mask {mask:#x}");
+                }
+            }
+        }
+    }
+}
+
+/// Soft-masked FASTA with lines of every width around the copies' edges (16-byte moves, 64- and 128-bit masks,
+/// [`super::FAST_LINE_MAX`]), lowercase runs that start and end at line edges and cross them, N runs inside and
+/// across lowercase runs, LF and CRLF.
+fn width_edge_cases() -> Vec<Vec<u8>> {
+    let mut x = 0x0bad_cafe_f00d_d00du64;
+    let mut files = Vec::new();
+    for crlf in [false, true] {
+        let term: &[u8] = if crlf { b"\r\n" } else { b"\n" };
+        let mut out = Vec::new();
+        for width in [1usize, 15, 16, 17, 31, 60, 63, 64, 65, 80, 127, 128, 129, 200, 256, 257, 300] {
+            out.extend_from_slice(format!(">w{width}").as_bytes());
+            out.extend_from_slice(term);
+            let residues = width * 5 + (xorshift(&mut x) % width as u64) as usize;
+            let mut lower = false;
+            let mut seq = Vec::with_capacity(residues);
+            while seq.len() < residues {
+                // Runs of 1 to 2·width, so some end inside a line and some go on for lines.
+                let run = 1 + (xorshift(&mut x) % (2 * width as u64)) as usize;
+                let n_run = xorshift(&mut x) % 7 == 0;
+                for _ in 0..run.min(residues - seq.len()) {
+                    let b = if n_run { b'N' } else { b"ACGT"[(xorshift(&mut x) & 3) as usize] };
+                    seq.push(if lower { b.to_ascii_lowercase() } else { b });
+                }
+                lower = !lower;
+            }
+            for line in seq.chunks(width) {
+                out.extend_from_slice(line);
+                out.extend_from_slice(term);
+            }
+        }
+        files.push(out);
+    }
+    files
+}
+
+#[test]
+fn lines_of_every_width_read_back_at_every_offset() {
+    for input in width_edge_cases() {
+        let s = split(&input).expect("modelled");
+        assert_eq!(s.genome.reconstruct(&s.bases).as_deref(), Some(&input[..]));
+        let n = input.len();
+        let mut x = 7u64;
+        for off in 0..n {
+            let rest = if off % 97 == 0 { n } else { 1 };
+            for len in [1, 17, 64, 129, 700, rest] {
+                let want = &input[off..(off + len).min(n)];
+                let cuts = [xorshift(&mut x) as usize, xorshift(&mut x) as usize, 16 << 10];
+                assert_eq!(read_chunked(&s, off as u64, len, &cuts), want, "read {len} at {off}");
+            }
+        }
+        // Whole reads with the bases cut every 16 KiB and every few bytes (the copies' chunk-end fallbacks).
+        for piece in [3usize, 61, 16 << 10] {
+            let cuts: Vec<usize> = (1..=s.bases.len() / piece).map(|k| k * piece).collect();
+            assert_eq!(read_chunked(&s, 0, n, &cuts), input);
         }
     }
 }
