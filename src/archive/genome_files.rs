@@ -259,19 +259,28 @@ impl Archive {
     /// capacity (no zero-fill of a buffer about to be overwritten); returns how many (short only at the end of
     /// the file). `None` if `id` is not a genome-mode file.
     pub fn read_genome_file_into(&self, id: EntryId, off: u64, len: usize, out: &mut Vec<u8>) -> Result<Option<usize>> {
+        out.reserve(len);
+        let Some(n) = self.read_genome_file_uninit(id, off, &mut out.spare_capacity_mut()[..len])? else {
+            return Ok(None);
+        };
+        // SAFETY: `read_genome_file_uninit` initialised the first `n` bytes of the spare capacity, `n ≤ len ≤`
+        // the spare capacity reserved above.
+        unsafe { out.set_len(out.len() + n) };
+        Ok(Some(n))
+    }
+
+    /// Writes original bytes of file `id` from `off` into `out`, initialised or not (no zero-fill of a buffer
+    /// about to be overwritten); returns `n`, the bytes written, with `out[..n]` initialised (short only at the
+    /// end of the file). `None` if `id` is not a genome-mode file.
+    pub fn read_genome_file_uninit(&self, id: EntryId, off: u64, out: &mut [MaybeUninit<u8>]) -> Result<Option<usize>> {
         let Some(EntryKind::File { offset, size, transform: TRANSFORM_GENOME }) =
             self.tree().entry(id).map(|e| &e.kind)
         else {
             return Ok(None);
         };
         let file = self.genome_file(id, *offset, *size)?;
-        let len = (len as u64).min(size.saturating_sub(off)) as usize;
-        out.reserve(len);
-        let n = self.write_genome_bytes(&file, off, &mut out.spare_capacity_mut()[..len])?;
-        // SAFETY: `write_genome_bytes` returns what `Genome::write_at` initialised: the first `n` bytes of the
-        // spare capacity, with `n ≤ len ≤` the spare capacity reserved above.
-        unsafe { out.set_len(out.len() + n) };
-        Ok(Some(n))
+        let len = (out.len() as u64).min(size.saturating_sub(off)) as usize;
+        Ok(Some(self.write_genome_bytes(&file, off, &mut out[..len])?))
     }
 
     /// Writes original bytes of `file` from `off` into `out`, piece by piece (each decoded on first use), each

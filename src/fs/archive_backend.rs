@@ -4,6 +4,7 @@
 //! CPU's sequential decoder ([`Archive::decode_range_sequential`]), which keeps its window of recent blocks
 //! between runs.
 
+use std::mem::MaybeUninit;
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -36,6 +37,13 @@ impl Backend for Archive {
         let result = Archive::read_file(self, id, offset, &mut out[start..]);
         out.truncate(start + *result.as_ref().unwrap_or(&0));
         result
+    }
+
+    fn read_file_uninit(&self, id: EntryId, offset: u64, buf: &mut [MaybeUninit<u8>]) -> crate::Result<usize> {
+        if let Some(n) = self.read_genome_file_uninit(id, offset, buf)? {
+            return Ok(n);
+        }
+        Archive::read_file(self, id, offset, super::zeroed(buf))
     }
 
     fn stream_offset(&self, id: EntryId) -> Option<u64> {

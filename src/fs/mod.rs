@@ -25,6 +25,7 @@ pub mod stats;
 pub mod stream;
 
 use std::collections::{HashMap, HashSet};
+use std::mem::MaybeUninit;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -53,6 +54,13 @@ pub trait Backend: Send + Sync + 'static {
         let result = self.read_file(id, offset, &mut out[start..]);
         out.truncate(start + *result.as_ref().unwrap_or(&0));
         result
+    }
+    /// Reads regular file `id` from `offset` into `buf`, initialised or not; returns `n`, the bytes read, with
+    /// `buf[..n]` initialised (short only at end of file). The default zero-fills `buf` and calls
+    /// [`Backend::read_file`]; a backend that writes every byte it reports (the archive, for genome-mode files)
+    /// skips that fill.
+    fn read_file_uninit(&self, id: EntryId, offset: u64, buf: &mut [MaybeUninit<u8>]) -> crate::Result<usize> {
+        self.read_file(id, offset, zeroed(buf))
     }
     /// Where regular file `id`'s byte 0 lies in the logical stream, if the file is stored there as is (its
     /// bytes are then stream bytes `[offset, offset + size)`, cut into blocks of [`Backend::block_size`]).
@@ -92,6 +100,13 @@ pub trait Backend: Send + Sync + 'static {
     /// archive: a genome file's structure pieces there), so that a sequential reader does not wait for it when it
     /// gets there. The layer calls it on the rayon pool, ahead of a sequential reader; the default does nothing.
     fn prepare_ahead(&self, _id: EntryId, _offset: u64, _len: u64) {}
+}
+
+/// `buf` zero-filled, as bytes.
+fn zeroed(buf: &mut [MaybeUninit<u8>]) -> &mut [u8] {
+    buf.fill(MaybeUninit::new(0));
+    // SAFETY: every element was just initialised; `MaybeUninit<u8>` has the layout of `u8`.
+    unsafe { &mut *(buf as *mut [MaybeUninit<u8>] as *mut [u8]) }
 }
 
 /// Where a read of a mapped file (see [`Backend::mapped_span`]) finds its data in the logical stream.
@@ -688,13 +703,19 @@ impl<B: Backend> AcxFs<B> {
         if !self.options.parallel_rebuild || rayon::current_num_threads() < PARALLEL_REBUILD_MIN_CORES {
             return false;
         }
-        out.resize(len, 0);
-        let whole = out.par_chunks_mut(REBUILD_PIECE_BYTES).enumerate().all(|(k, piece)| {
-            let at = offset + (k * REBUILD_PIECE_BYTES) as u64;
-            matches!(self.backend.read_file(id, at, piece), Ok(n) if n == piece.len())
-        });
-        if !whole {
-            out.clear();
+        // Into `out`'s spare capacity, not zero-filled first: filling 1 MiB took 11 µs on the calling thread before
+        // any piece started (in cache, at best), against ~45 µs for four 256 KiB pieces rebuilt at 5.9 GB/s.
+        out.clear();
+        out.reserve(len);
+        let whole =
+            out.spare_capacity_mut()[..len].par_chunks_mut(REBUILD_PIECE_BYTES).enumerate().all(|(k, piece)| {
+                let at = offset + (k * REBUILD_PIECE_BYTES) as u64;
+                matches!(self.backend.read_file_uninit(id, at, piece), Ok(n) if n == piece.len())
+            });
+        if whole {
+            // SAFETY: every piece of the first `len` bytes of the spare capacity reported all its bytes written
+            // (`read_file_uninit`'s contract), and `len ≤` the capacity reserved above.
+            unsafe { out.set_len(len) };
         }
         whole
     }
