@@ -1877,48 +1877,49 @@ extern "C" __global__ void copy_level(Ctx c, const u64* order, const u32* order_
     }
 }
 
-// Copies the sparse levels la ..= lb (each fewer than TAIL_GROUPS * 2 pieces) with one CTA in one launch
-// (session 18): the high levels of a deep archive hold a few pieces each (atha_chr1: 76 of its 107 levels under 64
-// pieces; four 100 MB generated genomes: 202 of 270 under 512), and a launch per level cost several us each
-// (the 4.65 GB generated archive: 1802 levels in 42 ms, session 17 run 3). Within one CTA a level ends at a
-// __syncthreads(), which also makes its bytes visible to the next level's loads. Groups of 4 lanes copy a piece
-// each: lane q takes bytes q, q + 4, ..., q + 124 of it. The metadata of a group's first
-// piece of the next level is loaded while this level's source bytes are in flight, so a level costs about one
-// load of its sources, the stores and the barrier.
-#define TAIL_THREADS 1024
-#define TAIL_GROUPS (TAIL_THREADS / 4)
-// __launch_bounds__: a CTA of 1024 threads must fit the SM's 64 Ki registers (at most 64 a thread; without it
-// the launch failed with CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, session 18 run 2).
+// Copies the sparse levels la ..= lb (the host sends levels of fewer than TAIL_MAX_PIECES pieces) with one CTA in
+// one launch (session 18): the high levels of a deep archive hold a few pieces each (atha_chr1: 76 of its 107
+// levels under 64 pieces; four 100 MB generated genomes: 202 of 270 under 512), and a launch per level costs
+// about 3.5 us (the 4.65 GB generated archive: 1802 levels, 42 ms of copies, session 17 run 3). Within one CTA a
+// level ends at a __syncthreads(), which also makes its bytes visible to the next level's loads. A warp copies
+// TAIL_UNROLL pieces at once, lanes interleaved as in copy_level: every load and store instruction covers 32
+// consecutive bytes of one piece. (Session 18 run 3 had groups of 4 lanes per piece instead: each instruction
+// touched 8 pieces' lines, and a level cost ~7 us on atha.) All metadata loads of a round go out together,
+// then all source loads, then the stores.
+#define TAIL_THREADS 512
+#define TAIL_UNROLL 4
 extern "C" __global__ void __launch_bounds__(TAIL_THREADS)
     copy_tail(Ctx c, const u64* order, const u32* order_start, u32 la, u32 lb) {
     if (failed(c)) return;  // the same for every thread: nothing else runs
-    const u32 grp = threadIdx.x >> 2, q = threadIdx.x & 3;
-    PieceMatch m = {};
-    if (order_start[la] + grp < order_start[la + 1]) m = piece_match(c, order[order_start[la] + grp]);
+    constexpr u32 warps = TAIL_THREADS / 32;
+    const u32 warp = threadIdx.x / 32, lane = threadIdx.x & 31;
     for (u32 l = la; l <= lb; l++) {
         const u32 begin = order_start[l], end = order_start[l + 1];
-        for (u32 i = begin + grp; i < end; i += TAIL_GROUPS) {
-            // The first round's metadata came with the level before; later rounds load their own.
-            if (i != begin + grp) m = piece_match(c, order[i]);
-            u32 v[32];
+        for (u32 i0 = begin + warp; i0 < end; i0 += warps * TAIL_UNROLL) {
+            PieceMatch m[TAIL_UNROLL];
+            u32 v[TAIL_UNROLL][4];
 #pragma unroll
-            for (u32 j = 0; j < 32; j++) {
-                const u32 k = m.k0 + q + 4 * j;
-                v[j] = k < m.len ? (u32)c.bytes[source_of(m.base, m.bk, k)] : 0u;
+            for (u32 r = 0; r < TAIL_UNROLL; r++) {
+                const u32 i = i0 + r * warps;
+                m[r] = i < end ? piece_match(c, order[i]) : PieceMatch{0, 0, 0, 0, 0};
             }
-            const PieceMatch cur = m;
-            // This group's first piece of the next level, loaded before the stores wait for the sources.
-            if (i + TAIL_GROUPS >= end && l < lb && end + grp < order_start[l + 2])
-                m = piece_match(c, order[end + grp]);
-            const bool rc = match_rc(cur.bk);
 #pragma unroll
-            for (u32 j = 0; j < 32; j++) {
-                const u32 k = cur.k0 + q + 4 * j;
-                if (k < cur.len) c.bytes[cur.dst + k] = (u8)(rc ? complement(v[j]) : v[j]);
+            for (u32 r = 0; r < TAIL_UNROLL; r++)
+#pragma unroll
+                for (u32 j = 0; j < 4; j++) {
+                    const u32 k = m[r].k0 + lane + 32 * j;
+                    v[r][j] = k < m[r].len ? (u32)c.bytes[source_of(m[r].base, m[r].bk, k)] : 0u;
+                }
+#pragma unroll
+            for (u32 r = 0; r < TAIL_UNROLL; r++) {
+                const bool rc = match_rc(m[r].bk);
+#pragma unroll
+                for (u32 j = 0; j < 4; j++) {
+                    const u32 k = m[r].k0 + lane + 32 * j;
+                    if (k < m[r].len) c.bytes[m[r].dst + k] = (u8)(rc ? complement(v[r][j]) : v[r][j]);
+                }
             }
         }
-        // A group with no piece at this level still loads its first of the next.
-        if (begin + grp >= end && l < lb && end + grp < order_start[l + 2]) m = piece_match(c, order[end + grp]);
         __syncthreads();
     }
 }

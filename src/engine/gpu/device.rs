@@ -43,9 +43,9 @@ const WORKLIST_BYTES: u64 = 512 << 20;
 const RESUME_WORDS: usize = 65;
 /// Bytes of a deferred match per list entry of the full decode's resolve rounds (kernel RESOLVE_PIECE).
 const RESOLVE_PIECE: u64 = 128;
-/// Threads of `copy_tail`'s one CTA (kernel TAIL_THREADS), a group of 4 per piece.
-const TAIL_THREADS: u32 = 1024;
-const TAIL_GROUPS: u32 = TAIL_THREADS / 4;
+/// Threads of `copy_tail`'s one CTA (kernel TAIL_THREADS) and pieces a warp copies at once (TAIL_UNROLL).
+const TAIL_THREADS: u32 = 512;
+const TAIL_UNROLL: u32 = 4;
 /// Level buckets of `Resolve::Levels` (kernel LEVELS; levels are u16 per token), and the level value of matches
 /// over the cap (LEVEL_OVER).
 const LEVELS: usize = 4096;
@@ -84,11 +84,11 @@ fn level_epochs() -> u32 {
 /// generated archive a cap of 24 / 64 / 128 / 250 decoded in 11.9 / 10.3 / 9.9 / 9.5 ms (H200, session 16 run 4).
 pub const LEVEL_CAP: u32 = LEVELS as u32 - 1;
 /// Levels with at least this many pieces get a `copy_level` launch of their own; each run of consecutive levels
-/// with fewer is copied by one `copy_tail` launch, one CTA whose groups of 4 lanes take TAIL_GROUPS pieces a
-/// round (kernels/decode.cu), and every level is copied (only matches over the cap are chased). Two rounds and
-/// a barrier cost less than a launch. ACEAPEX_GPU_TAIL_MAX=N sets it to compare; 0 turns the tail off: a launch
-/// per level, and the sparse high levels chased ([`copied_levels`], session 17's copies).
-const TAIL_MAX_PIECES: u32 = 2 * TAIL_GROUPS;
+/// with fewer is copied by one `copy_tail` launch, one CTA whose warps take TAIL_UNROLL pieces each a round
+/// (kernels/decode.cu): two rounds and a barrier cost less than a launch. ACEAPEX_GPU_TAIL_MAX=N sets it to
+/// compare; 0 turns the tail off (a launch per level, session 17's copies). On the 4.65 GB generated archive
+/// (session 18 run 3, four lanes a piece) 128 / 512 / 2048 decoded in 37.7 / 41.1 / 69.1 ms.
+const TAIL_MAX_PIECES: u32 = 2 * TAIL_UNROLL * TAIL_THREADS / 32;
 
 fn tail_max_pieces() -> u32 {
     static MAX: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
@@ -121,8 +121,16 @@ fn copy_launches(hist: &[u32], max_level: u32, dense: u32) -> Vec<(u32, u32)> {
 }
 /// The levels above the lowest `l` whose higher levels hold at most 1/CHASE_SHARE of all pieces (and at least
 /// MIN_CHASED) are chased with the matches over the cap instead of copied level by level: the high levels hold
-/// few pieces each, and a launch costs more than chasing them.
-const CHASE_SHARE: u64 = 256;
+/// few pieces each, and a launch costs more than chasing them. ACEAPEX_GPU_CHASE_SHARE=N sets it to compare (0:
+/// every level copied).
+const CHASE_SHARE: u32 = 256;
+
+fn chase_share() -> u32 {
+    static SHARE: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *SHARE.get_or_init(|| {
+        std::env::var("ACEAPEX_GPU_CHASE_SHARE").ok().and_then(|v| v.parse().ok()).unwrap_or(CHASE_SHARE)
+    })
+}
 const MIN_CHASED: u64 = 1024;
 /// Most passes ACEAPEX_GPU_RESOLVE=levels:PASSES may ask for (the lists' counts are sized for them).
 const LEVEL_PASSES_MAX: u32 = 64;
@@ -278,18 +286,24 @@ pub enum Resolve {
     /// Match levels up to `cap` (at most [`LEVEL_CAP`]): found by `passes` launches of `level_pass` (the cap is
     /// then the pass count), or with `passes` = 0 by one launch of `level_ordered` (the default); then
     /// `level_order`, the copies (a `copy_level` launch per level of at least `tail_max` pieces, a `copy_tail`
-    /// launch per run of sparser consecutive levels; `tail_max` 0: a launch per level and the sparse high levels
-    /// chased), and `chase_unleveled` for the matches over the cap: every match byte copied once, no stamps.
+    /// launch per run of sparser consecutive levels; `tail_max` 0: a launch per level), and `chase_unleveled` for
+    /// the matches over the cap and the sparse high levels holding at most 1/`chase_share` of the pieces (0:
+    /// none): every match byte copied once, no stamps.
     /// Unlike the others it does not check the depth bound (kernels/decode.cu). `epoch_min`: pieces left after
     /// an epoch below which they are chased instead of searched again ([`EPOCH_MIN_PIECES`] by default; 0 runs
     /// every epoch there is work for).
-    Levels { passes: u32, cap: u32, epoch_min: u64, tail_max: u32 },
+    Levels { passes: u32, cap: u32, epoch_min: u64, tail_max: u32, chase_share: u32 },
 }
 
 impl Resolve {
     /// The default: match levels found in one launch, levels up to LEVEL_CAP (ACEAPEX_GPU_LEVEL_CAP).
-    pub const DEFAULT: Resolve =
-        Resolve::Levels { passes: 0, cap: LEVEL_CAP, epoch_min: EPOCH_MIN_PIECES, tail_max: TAIL_MAX_PIECES };
+    pub const DEFAULT: Resolve = Resolve::Levels {
+        passes: 0,
+        cap: LEVEL_CAP,
+        epoch_min: EPOCH_MIN_PIECES,
+        tail_max: TAIL_MAX_PIECES,
+        chase_share: CHASE_SHARE,
+    };
 
     /// ACEAPEX_GPU_RESOLVE=chase, =rounds or =levels:PASSES for comparison (ACEAPEX_GPU_RESOLVE_ROUNDS=1 before
     /// session 14), ACEAPEX_GPU_LEVEL_CAP=C for the default's cap; anything else keeps the default.
@@ -300,12 +314,19 @@ impl Resolve {
             Ok("rounds") => Resolve::Rounds,
             Ok(v) if v.strip_prefix("levels:").and_then(passes).is_some() => {
                 let p = v.strip_prefix("levels:").and_then(passes).unwrap_or(LEVEL_PASSES_MAX);
-                Resolve::Levels { passes: p, cap: p, epoch_min: EPOCH_MIN_PIECES, tail_max: tail_max_pieces() }
+                Resolve::Levels {
+                    passes: p,
+                    cap: p,
+                    epoch_min: EPOCH_MIN_PIECES,
+                    tail_max: tail_max_pieces(),
+                    chase_share: chase_share(),
+                }
             }
             _ => Resolve::Levels {
                 passes: 0,
                 epoch_min: EPOCH_MIN_PIECES,
                 tail_max: tail_max_pieces(),
+                chase_share: chase_share(),
                 cap: std::env::var("ACEAPEX_GPU_LEVEL_CAP")
                     .ok()
                     .and_then(|v| v.parse().ok())
@@ -574,9 +595,12 @@ pub fn compile_check(arch: &'static str) -> std::result::Result<usize, String> {
 /// whose higher levels hold at most 1/CHASE_SHARE of all pieces, or MIN_CHASED. (Copying at most 64 levels was
 /// tried: fly ×11, whose pieces sit in 208 levels, 3.32 → 2.93 ms, but the 1.16 GB archive 10.2 → 12.0 ms, its
 /// chase of the levels above taking 3.9 ms; H200, session 16 runs 5 and 6.)
-fn copied_levels(hist: &[u32], max_level: u32) -> u32 {
+fn copied_levels(hist: &[u32], max_level: u32, share: u32) -> u32 {
+    if share == 0 {
+        return max_level;
+    }
     let total: u64 = hist.iter().map(|&h| h as u64).sum();
-    let allowed = (total / CHASE_SHARE).max(MIN_CHASED);
+    let allowed = (total / u64::from(share)).max(MIN_CHASED);
     let mut above = 0u64;
     let mut copied = max_level;
     while copied > 0 {
@@ -1248,8 +1272,8 @@ impl Device {
         };
         let chase = resolve == Some(Resolve::Chase);
         let level_passes = match resolve {
-            Some(Resolve::Levels { passes, cap, epoch_min, tail_max }) => {
-                Some((passes.min(LEVEL_PASSES_MAX), cap.clamp(1, LEVEL_CAP), epoch_min, tail_max))
+            Some(Resolve::Levels { passes, cap, epoch_min, tail_max, chase_share }) => {
+                Some((passes.min(LEVEL_PASSES_MAX), cap.clamp(1, LEVEL_CAP), epoch_min, tail_max, chase_share))
             }
             _ => None,
         };
@@ -1390,7 +1414,7 @@ impl Device {
             (Some(copy), Some(chase)) => Some(self.resolve_by_levels(
                 &c,
                 full,
-                level_passes.unwrap_or((0, LEVEL_CAP, EPOCH_MIN_PIECES, TAIL_MAX_PIECES)),
+                level_passes.unwrap_or((0, LEVEL_CAP, EPOCH_MIN_PIECES, TAIL_MAX_PIECES, CHASE_SHARE)),
                 (copy, chase),
             )?),
             _ => None,
@@ -1416,7 +1440,7 @@ impl Device {
         let mut left = stream.clone_dtoh(&full.list_counts).map_err(gpu("status copy"))?;
         if levels {
             // The passes' lists: what each pass left without a level (the last pass marks it over the cap).
-            left.truncate(level_passes.map_or(0, |(p, _, _, _)| p) as usize);
+            left.truncate(level_passes.map_or(0, |(p, ..)| p) as usize);
         } else {
             left.truncate(rounds as usize);
             if !chase && left.last().is_some_and(|&l| l != 0) {
@@ -1440,7 +1464,7 @@ impl Device {
         &self,
         c: &KernelCtx,
         full: &FullBuffers,
-        (passes, cap, epoch_min, tail_max): (u32, u32, u64, u32),
+        (passes, cap, epoch_min, tail_max, chase_share): (u32, u32, u64, u32, u32),
         (copy_start, chase_start): (&CudaEvent, &CudaEvent),
     ) -> Result<u32> {
         if self.unit_log > 20 {
@@ -1520,8 +1544,8 @@ impl Device {
             // The highest level decides the copy launches; bucket 0 (pieces over the cap) whether to go on.
             let hist_host = stream.clone_dtoh(&full.level_hist).map_err(gpu("level histogram"))?;
             let max_level = hist_host.iter().skip(1).rposition(|&h| h != 0).map_or(0, |i| i as u32 + 1);
-            // With tail runs every level is copied; without, the sparse high levels are chased.
-            let copied = if tail_max == 0 { copied_levels(&hist_host, max_level) } else { max_level };
+            // The sparse high levels are chased (unless chase_share is 0).
+            let copied = copied_levels(&hist_host, max_level, chase_share);
             let left = hist_host.first().copied().unwrap_or(0) as u64
                 + hist_host.iter().skip(copied as usize + 1).map(|&h| h as u64).sum::<u64>();
             if epoch == 0 {
@@ -1848,10 +1872,10 @@ mod tests {
             *h = 100;
         }
         // 152,000 pieces: at most max(593, 1024) chased above the copied levels: levels 3..=12 (1,000 pieces).
-        assert_eq!(copied_levels(&hist, 12), 2);
-        assert_eq!(copied_levels(&hist, 0), 0);
+        assert_eq!(copied_levels(&hist, 12, CHASE_SHARE), 2);
+        assert_eq!(copied_levels(&hist, 0, CHASE_SHARE), 0);
         hist[12] = 5000;
-        assert_eq!(copied_levels(&hist, 12), 12, "a heavy top level is copied");
+        assert_eq!(copied_levels(&hist, 12, CHASE_SHARE), 12, "a heavy top level is copied");
     }
 
     /// Dense levels get a launch each; the sparse levels between them are copied a run per launch.
@@ -1873,6 +1897,7 @@ mod tests {
         assert_eq!(kernel_define("LEVELS"), LEVELS as u64);
         assert_eq!(kernel_define("LEVEL_SCAN_THREADS"), u64::from(LEVEL_SCAN_THREADS));
         assert_eq!(kernel_define("TAIL_THREADS"), u64::from(TAIL_THREADS));
+        assert_eq!(kernel_define("TAIL_UNROLL"), u64::from(TAIL_UNROLL));
         assert_eq!(kernel_define("LEVEL_OVER"), u64::from(LEVEL_OVER));
         assert_eq!(kernel_define("LEVEL_DONE"), u64::from(LEVEL_DONE));
         assert_eq!(kernel_define("CODE_SMEM_BYTES"), u64::from(CODE_SMEM_BYTES));
