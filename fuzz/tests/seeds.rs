@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use aceapex::codec::block::{self, reference_block_bytes, BlockShape, Token};
+use aceapex::codec::block::{self, reference_block_bytes, BlockShape, SliceHead, Token};
 use aceapex::codec::context::{CtxModel, LitContext};
 use aceapex::codec::cut::cut_slices;
 use aceapex::codec::rans;
@@ -27,6 +27,27 @@ const TARGETS: [(&str, Target); 7] = [
 
 fn seed_dir(target: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("seeds").join(target)
+}
+
+/// The hostile-layout `block_decode` seeds (first byte below 0x80) whose names start with `prefix`, each read as
+/// `block_seed_with` wrote it: `(name, shape, tables, payload)`.
+fn hostile_block_seeds(prefix: &str) -> Vec<(String, BlockShape, TableSet, Vec<u8>)> {
+    let mut seeds = Vec::new();
+    for entry in std::fs::read_dir(seed_dir("block_decode")).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let seed = std::fs::read(&path).unwrap();
+        if !name.starts_with(prefix) || seed[0] & 0x80 != 0 {
+            continue;
+        }
+        let len = u32::from_le_bytes([seed[1], seed[2], seed[3], 0]);
+        let start = (u32::from_le_bytes([seed[4], seed[5], seed[6], seed[7]]) as u64) << 8;
+        let (slice_log, tables_len) = (9 + seed[8], seed[9] as usize);
+        let tables = TableSet::read(&seed[10..10 + tables_len]).unwrap();
+        let shape = BlockShape { start, len, slice_log, lanes: 1 << seed[0] };
+        seeds.push((name, shape, tables, seed[10 + tables_len..].to_vec()));
+    }
+    seeds
 }
 
 #[test]
@@ -581,37 +602,20 @@ fn context_seeds_reach_the_models() {
         }
         assert_eq!(found, refs, "{name}");
     }
-    let mut hostile = 0;
-    for entry in std::fs::read_dir(seed_dir("block_decode")).unwrap() {
-        let path = entry.unwrap().path();
-        let name = path.file_name().unwrap().to_string_lossy().into_owned();
-        let seed = std::fs::read(&path).unwrap();
-        if !name.starts_with("ctx_") || seed[0] & 0x80 != 0 {
-            continue;
-        }
-        // The hostile layout of aceapex_fuzz::block_decode, read as block_seed_with wrote it.
-        let len = u32::from_le_bytes([seed[1], seed[2], seed[3], 0]);
-        let start = (u32::from_le_bytes([seed[4], seed[5], seed[6], seed[7]]) as u64) << 8;
-        let (slice_log, tables_len) = (9 + seed[8], seed[9] as usize);
-        let tables = TableSet::read(&seed[10..10 + tables_len]).unwrap();
+    let hostile = hostile_block_seeds("ctx_");
+    for (name, shape, tables, payload) in &hostile {
         assert!(tables.ctx.is_some(), "{name}: no context model");
-        let payload = &seed[10 + tables_len..];
-        let n = block::slice_count(len, slice_log);
+        let n = block::slice_count(shape.len, shape.slice_log);
         let flagged = block::SliceDirectory::parse(payload, n)
             .unwrap()
             .slices()
-            .filter(|s| {
-                let mut pos = 0;
-                varint::read_at(s, &mut pos).unwrap();
-                varint::read_at(s, &mut pos).unwrap() & 1 == 1
-            })
+            .enumerate()
+            .filter(|&(j, s)| SliceHead::read(s, shape.lanes as usize, shape.slice_span(j).1).unwrap().contexts)
             .count();
         assert!(flagged > 0, "{name}: no context-coded slice");
-        let shape = BlockShape { start, len, slice_log, lanes: 1 << seed[0] };
-        assert!(block::decode_block(payload, &tables, shape).is_ok(), "{name}");
-        hostile += 1;
+        assert!(block::decode_block(payload, tables, *shape).is_ok(), "{name}");
     }
-    assert!(hostile >= 6, "{hostile} hostile context block seeds");
+    assert!(hostile.len() >= 6, "{} hostile context block seeds", hostile.len());
     for target in ["archive_read", "resolver"] {
         for name in ["genome_ctx_k1", "genome_ctx_k8"] {
             let seed = std::fs::read(seed_dir(target).join(name)).unwrap();
@@ -628,29 +632,17 @@ fn context_seeds_reach_the_models() {
 /// `genome_rc_*` archives hold RC matches.
 #[test]
 fn rc_seeds_reach_reverse_complements() {
-    let mut hostile = 0;
-    for entry in std::fs::read_dir(seed_dir("block_decode")).unwrap() {
-        let path = entry.unwrap().path();
-        let name = path.file_name().unwrap().to_string_lossy().into_owned();
-        let seed = std::fs::read(&path).unwrap();
-        if !name.starts_with("rc_") || seed[0] & 0x80 != 0 {
-            continue;
-        }
-        let len = u32::from_le_bytes([seed[1], seed[2], seed[3], 0]);
-        let start = (u32::from_le_bytes([seed[4], seed[5], seed[6], seed[7]]) as u64) << 8;
-        let (slice_log, tables_len) = (9 + seed[8], seed[9] as usize);
-        let tables = TableSet::read(&seed[10..10 + tables_len]).unwrap();
-        let shape = BlockShape { start, len, slice_log, lanes: 1 << seed[0] };
-        let parsed = block::decode_block(&seed[10 + tables_len..], &tables, shape).unwrap();
+    let hostile = hostile_block_seeds("rc_");
+    for (name, shape, tables, payload) in &hostile {
+        let parsed = block::decode_block(payload, tables, *shape).unwrap();
         assert!(parsed.tokens.iter().filter(|t| t.rc).count() >= 2, "{name}");
         let of = &tables.of.freq;
         assert!(of.len() > 96 && of[96..].iter().any(|&f| f > 0), "{name}: no explicit RC code");
         if name != "rc_from_position_0_k1" {
             assert!(of[88] > 0 && of[89] > 0, "{name}: no RC continuation");
         }
-        hostile += 1;
     }
-    assert!(hostile >= 3, "{hostile} hostile RC block seeds");
+    assert!(hostile.len() >= 3, "{} hostile RC block seeds", hostile.len());
     for target in ["archive_read", "resolver"] {
         for name in archive_seeds::RC_SEEDS {
             let seed = std::fs::read(seed_dir(target).join(name)).unwrap();
