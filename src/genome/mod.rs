@@ -55,7 +55,7 @@ impl Genome {
     pub fn new(layout: Layout, case: CaseMask, exceptions: Exceptions) -> Result<Genome, DecodeError> {
         let residues = layout.residues();
         for (what, runs) in [("genome case runs", &case.runs), ("genome exception runs", &exceptions.runs)] {
-            if let Some(&end) = runs.ends().last() {
+            if let Some(end) = runs.last_end() {
                 if end > residues {
                     return Err(DecodeError::Limit { what, value: end, limit: residues });
                 }
