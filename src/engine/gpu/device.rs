@@ -119,11 +119,16 @@ fn copy_launches(hist: &[u32], max_level: u32, dense: u32) -> Vec<(u32, u32)> {
     }
     out
 }
-/// The levels above the lowest `l` whose higher levels hold at most 1/CHASE_SHARE of all pieces (and at least
-/// MIN_CHASED) are chased with the matches over the cap instead of copied level by level: the high levels hold
-/// few pieces each, and a launch costs more than chasing them. ACEAPEX_GPU_CHASE_SHARE=N sets it to compare (0:
-/// every level copied).
-const CHASE_SHARE: u32 = 256;
+/// With CHASE_SHARE = N > 0, the levels above the lowest `l` whose higher levels hold at most 1/N of all pieces
+/// (and at least MIN_CHASED) are chased with the matches over the cap instead of copied level by level. That paid
+/// while every level was a launch (session 16). With the tail runs (session 18, H200 runs 4 and 5) copying every
+/// level is the better default on the large archive: 4.65 GB generated 37.5 ms with 0 against 39.2 with 256
+/// (whose chase took 2.6 ms); the small ones lose a little (atha genome 2.46 against 2.39 ms, atha general 2.62
+/// / 2.57, fly ×11 4.53 / 4.42). ACEAPEX_GPU_CHASE_SHARE=N sets it to compare.
+const CHASE_SHARE: u32 = 0;
+/// The share session 16 and 17 chased (1/256 of the pieces), for the comparison and its test.
+#[cfg(test)]
+const CHASE_SHARE_SESSION16: u32 = 256;
 
 fn chase_share() -> u32 {
     static SHARE: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
@@ -592,7 +597,7 @@ pub fn compile_check(arch: &'static str) -> std::result::Result<usize, String> {
 }
 
 /// The highest level `Resolve::Levels` copies, from the pieces per level (`hist[0]`: over the cap): the lowest
-/// whose higher levels hold at most 1/CHASE_SHARE of all pieces, or MIN_CHASED. (Copying at most 64 levels was
+/// whose higher levels hold at most 1/`share` of all pieces, or MIN_CHASED; with `share` 0 the highest. (Copying at most 64 levels was
 /// tried: fly ×11, whose pieces sit in 208 levels, 3.32 → 2.93 ms, but the 1.16 GB archive 10.2 → 12.0 ms, its
 /// chase of the levels above taking 3.9 ms; H200, session 16 runs 5 and 6.)
 fn copied_levels(hist: &[u32], max_level: u32, share: u32) -> u32 {
@@ -1874,10 +1879,11 @@ mod tests {
             *h = 100;
         }
         // 152,000 pieces: at most max(593, 1024) chased above the copied levels: levels 3..=12 (1,000 pieces).
-        assert_eq!(copied_levels(&hist, 12, CHASE_SHARE), 2);
-        assert_eq!(copied_levels(&hist, 0, CHASE_SHARE), 0);
+        assert_eq!(copied_levels(&hist, 12, CHASE_SHARE_SESSION16), 2);
+        assert_eq!(copied_levels(&hist, 0, CHASE_SHARE_SESSION16), 0);
         hist[12] = 5000;
-        assert_eq!(copied_levels(&hist, 12, CHASE_SHARE), 12, "a heavy top level is copied");
+        assert_eq!(copied_levels(&hist, 12, CHASE_SHARE_SESSION16), 12, "a heavy top level is copied");
+        assert_eq!(copied_levels(&hist, 12, 0), 12, "share 0: every level is copied");
     }
 
     /// Dense levels get a launch each; the sparse levels between them are copied a run per launch.
