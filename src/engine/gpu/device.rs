@@ -67,15 +67,15 @@ const LEVEL_EPOCHS: u32 = 8;
 /// 2.49), while the 4.65 GB archive, whose chase had millions of pieces, gained (76.9 → 55.6 ms).
 const EPOCH_MIN_PIECES: u64 = 1 << 16;
 
+/// A tuning knob read once from the environment (`name`), where a valid value replaces `default`: the variants
+/// the H200 runs compare without a rebuild.
+fn env_knob(cell: &'static OnceLock<u32>, name: &str, default: u32, valid: impl Fn(u32) -> bool) -> u32 {
+    *cell.get_or_init(|| std::env::var(name).ok().and_then(|v| v.parse().ok()).filter(|&v| valid(v)).unwrap_or(default))
+}
+
 fn level_epochs() -> u32 {
-    static EPOCHS: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
-    *EPOCHS.get_or_init(|| {
-        std::env::var("ACEAPEX_GPU_LEVEL_EPOCHS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .filter(|e| (1..=64).contains(e))
-            .unwrap_or(LEVEL_EPOCHS)
-    })
+    static EPOCHS: OnceLock<u32> = OnceLock::new();
+    env_knob(&EPOCHS, "ACEAPEX_GPU_LEVEL_EPOCHS", LEVEL_EPOCHS, |e| (1..=64).contains(&e))
 }
 /// The highest level the default `Resolve::Levels` searches for (the most a u16 level and the buckets allow):
 /// matches above it wait for the next epoch, or the chase. Match levels reach 100 and more (examples/levels:
@@ -91,21 +91,19 @@ pub const LEVEL_CAP: u32 = LEVELS as u32 - 1;
 const TAIL_MAX_PIECES: u32 = 2 * TAIL_UNROLL * TAIL_THREADS / 32;
 
 fn tail_max_pieces() -> u32 {
-    static MAX: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
-    *MAX.get_or_init(|| {
-        std::env::var("ACEAPEX_GPU_TAIL_MAX").ok().and_then(|v| v.parse().ok()).unwrap_or(TAIL_MAX_PIECES)
-    })
+    static MAX: OnceLock<u32> = OnceLock::new();
+    env_knob(&MAX, "ACEAPEX_GPU_TAIL_MAX", TAIL_MAX_PIECES, |_| true)
 }
 
 /// The copy launches of levels 1 ..= `max_level` from the pieces per level: `(first, last)` level pairs, a
-/// single level of at least `dense` pieces or a run of consecutive sparser ones. `dense == 0`: a launch per
-/// level.
-fn copy_launches(hist: &[u32], max_level: u32, dense: u32) -> Vec<(u32, u32)> {
+/// single level of at least `tail_max` pieces or a run of consecutive sparser ones. `tail_max == 0`: a launch
+/// per level.
+fn copy_launches(hist: &[u32], max_level: u32, tail_max: u32) -> Vec<(u32, u32)> {
     let mut out: Vec<(u32, u32)> = Vec::new();
     let mut run: Option<u32> = None;
     for l in 1..=max_level {
         let pieces = hist.get(l as usize).copied().unwrap_or(0);
-        if dense == 0 || pieces >= dense {
+        if tail_max == 0 || pieces >= tail_max {
             if let Some(first) = run.take() {
                 out.push((first, l - 1));
             }
@@ -119,6 +117,7 @@ fn copy_launches(hist: &[u32], max_level: u32, dense: u32) -> Vec<(u32, u32)> {
     }
     out
 }
+
 /// With CHASE_SHARE = N > 0, the levels above the lowest `l` whose higher levels hold at most 1/N of all pieces
 /// (and at least MIN_CHASED) are chased with the matches over the cap instead of copied level by level. That paid
 /// while every level was a launch (session 16). With the tail runs (session 18, H200 runs 4 and 5) copying every
@@ -131,10 +130,8 @@ const CHASE_SHARE: u32 = 0;
 const CHASE_SHARE_SESSION16: u32 = 256;
 
 fn chase_share() -> u32 {
-    static SHARE: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
-    *SHARE.get_or_init(|| {
-        std::env::var("ACEAPEX_GPU_CHASE_SHARE").ok().and_then(|v| v.parse().ok()).unwrap_or(CHASE_SHARE)
-    })
+    static SHARE: OnceLock<u32> = OnceLock::new();
+    env_knob(&SHARE, "ACEAPEX_GPU_CHASE_SHARE", CHASE_SHARE, |_| true)
 }
 const MIN_CHASED: u64 = 1024;
 /// Most passes ACEAPEX_GPU_RESOLVE=levels:PASSES may ask for (the lists' counts are sized for them).
@@ -294,8 +291,8 @@ pub enum Resolve {
     /// launch per run of sparser consecutive levels; `tail_max` 0: a launch per level), and `chase_unleveled` for
     /// the matches over the cap and the sparse high levels holding at most 1/`chase_share` of the pieces (0:
     /// none): every match byte copied once, no stamps.
-    /// Unlike the others it does not check the depth bound (kernels/decode.cu). `epoch_min`: pieces left after
-    /// an epoch below which they are chased instead of searched again ([`EPOCH_MIN_PIECES`] by default; 0 runs
+    /// Unlike the others it does not check the depth bound (kernels/decode.cu). `epoch_min`: pieces over the
+    /// cap after an epoch below which they are chased instead of searched again ([`EPOCH_MIN_PIECES`] by default; 0 runs
     /// every epoch there is work for).
     Levels { passes: u32, cap: u32, epoch_min: u64, tail_max: u32, chase_share: u32 },
 }
@@ -347,7 +344,7 @@ impl Resolve {
 /// consecutive bytes: session 17 run 1 (cc5cf9c, H200), full decode 10.82 → 9.95 ms on the 1.16 GB generated
 /// archive, atha genome 2.42 → 2.34, atha general 2.59 → 2.53, fly ×11 3.51 → 3.44.
 fn copy_interleaved() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    static ON: OnceLock<bool> = OnceLock::new();
     *ON.get_or_init(|| std::env::var("ACEAPEX_GPU_COPY_INTERLEAVED").map_or(true, |v| v != "0"))
 }
 
