@@ -20,6 +20,7 @@ use cudarc::driver::{
 };
 use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions, Ptx};
 
+use super::kernel_cache;
 use super::prep::{self, UnitMeta};
 pub use resident::ResidentSeeks;
 
@@ -573,30 +574,52 @@ fn arch_for(major: i32, minor: i32) -> Result<&'static str> {
     })
 }
 
-/// Compiles the kernels once per process and architecture.
-fn compiled_ptx(arch: &'static str) -> Result<Ptx> {
-    static PTX: OnceLock<std::result::Result<(&'static str, Ptx), String>> = OnceLock::new();
+/// NVRTC's options for the kernels.
+fn compile_options() -> Vec<String> {
+    vec!["-std=c++17".into()]
+}
+
+/// Compiles the kernels for `arch` with NVRTC, and stores the PTX in the kernel cache (best effort).
+fn compile_fresh(arch: &'static str, cache: Option<&std::path::Path>) -> std::result::Result<Ptx, String> {
+    let opts = CompileOptions { arch: Some(arch), options: compile_options(), ..Default::default() };
+    let ptx = compile_ptx_with_opts(KERNEL_SOURCE, opts).map_err(|e| format!("NVRTC: {e}"))?;
+    if let Some(path) = cache {
+        if let Err(e) = kernel_cache::write(path, &ptx.to_src()) {
+            tracing::debug!("kernel cache: not written to {} ({e})", path.display());
+        }
+    }
+    Ok(ptx)
+}
+
+/// The kernels for `arch`, once per process: from the kernel cache when an intact copy is there (the second
+/// value is then true), else compiled by NVRTC (and stored for the next process).
+fn compiled_ptx(arch: &'static str) -> Result<(Ptx, bool)> {
+    static PTX: OnceLock<std::result::Result<(&'static str, Ptx, bool), String>> = OnceLock::new();
     let entry = PTX.get_or_init(|| {
-        let opts = CompileOptions { arch: Some(arch), options: vec!["-std=c++17".into()], ..Default::default() };
-        compile_ptx_with_opts(KERNEL_SOURCE, opts).map(|p| (arch, p)).map_err(|e| format!("NVRTC: {e}"))
+        let cache = kernel_cache::default_dir()
+            .map(|dir| kernel_cache::file_for(&dir, KERNEL_SOURCE, &compile_options(), arch));
+        match cache.as_deref().and_then(kernel_cache::read) {
+            Some(src) => Ok((arch, Ptx::from_src(src), true)),
+            None => compile_fresh(arch, cache.as_deref()).map(|p| (arch, p, false)),
+        }
     });
     match entry {
-        Ok((a, ptx)) if *a == arch => Ok(ptx.clone()),
-        Ok((a, _)) => Err(Error::Gpu(format!("kernels were compiled for {a}, this GPU needs {arch}"))),
+        Ok((a, ptx, cached)) if *a == arch => Ok((ptx.clone(), *cached)),
+        Ok((a, ..)) => Err(Error::Gpu(format!("kernels were compiled for {a}, this GPU needs {arch}"))),
         Err(e) => Err(Error::Gpu(e.clone())),
     }
 }
 
 /// Compiles the kernel source for `arch` without a GPU (NVRTC only): lets tests check the .cu file.
 pub fn compile_check(arch: &'static str) -> std::result::Result<usize, String> {
-    let opts = CompileOptions { arch: Some(arch), options: vec!["-std=c++17".into()], ..Default::default() };
+    let opts = CompileOptions { arch: Some(arch), options: compile_options(), ..Default::default() };
     compile_ptx_with_opts(KERNEL_SOURCE, opts).map(|p| p.to_src().len()).map_err(|e| format!("{e}"))
 }
 
 /// The highest level `Resolve::Levels` copies, from the pieces per level (`hist[0]`: over the cap): the lowest
-/// whose higher levels hold at most 1/`share` of all pieces, or MIN_CHASED; with `share` 0 the highest. (Copying at most 64 levels was
-/// tried: fly ×11, whose pieces sit in 208 levels, 3.32 → 2.93 ms, but the 1.16 GB archive 10.2 → 12.0 ms, its
-/// chase of the levels above taking 3.9 ms; H200, session 16 runs 5 and 6.)
+/// whose higher levels hold at most 1/`share` of all pieces, or MIN_CHASED; with `share` 0 the highest.
+/// (Copying at most 64 levels was tried: fly ×11, whose pieces sit in 208 levels, 3.32 → 2.93 ms, but the 1.16
+/// GB archive 10.2 → 12.0 ms, its chase of the levels above taking 3.9 ms; H200, session 16 runs 5 and 6.)
 fn copied_levels(hist: &[u32], max_level: u32, share: u32) -> u32 {
     if share == 0 {
         return max_level;
@@ -629,7 +652,19 @@ impl Device {
         let (major, minor) = ctx.compute_capability().map_err(gpu("compute capability"))?;
         let name = ctx.name().unwrap_or_else(|_| "unknown GPU".into());
         let arch = arch_for(major, minor)?;
-        let module = ctx.load_module(compiled_ptx(arch)?).map_err(gpu("loading the kernels"))?;
+        let (ptx, cached) = compiled_ptx(arch)?;
+        let module = match ctx.load_module(ptx) {
+            Ok(module) => module,
+            // A cached PTX this driver refuses (written by another NVRTC, say): compile it again, and replace it.
+            Err(e) if cached => {
+                tracing::warn!("GPU: the cached kernels did not load ({e:?}); compiling them again");
+                let cache = kernel_cache::default_dir()
+                    .map(|dir| kernel_cache::file_for(&dir, KERNEL_SOURCE, &compile_options(), arch));
+                let fresh = compile_fresh(arch, cache.as_deref()).map_err(Error::Gpu)?;
+                ctx.load_module(fresh).map_err(gpu("loading the kernels"))?
+            }
+            Err(e) => return Err(gpu("loading the kernels")(e)),
+        };
         let load = |n: &str| module.load_function(n).map_err(gpu("kernel missing"));
         let kernels = Kernels {
             parse: load(&format!("parse_k{}", data.header.rans_lanes))?,
@@ -1881,6 +1916,24 @@ mod tests {
         hist[12] = 5000;
         assert_eq!(copied_levels(&hist, 12, CHASE_SHARE_SESSION16), 12, "a heavy top level is copied");
         assert_eq!(copied_levels(&hist, 12, 0), 12, "share 0: every level is copied");
+    }
+
+    /// A compile stores its PTX in the kernel cache, and the cache gives back exactly that PTX.
+    #[test]
+    fn compiled_kernels_go_to_the_cache_and_come_back() {
+        // SAFETY: only probes whether the library can be opened.
+        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+            assert!(
+                std::env::var_os("ACEAPEX_REQUIRE_NVRTC").is_none(),
+                "ACEAPEX_REQUIRE_NVRTC is set but NVRTC cannot be loaded"
+            );
+            eprintln!("NVRTC not found: kernel cache check skipped");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = kernel_cache::file_for(dir.path(), KERNEL_SOURCE, &compile_options(), "sm_90");
+        let ptx = compile_fresh("sm_90", Some(&path)).unwrap();
+        assert_eq!(kernel_cache::read(&path).as_deref(), Some(ptx.to_src().as_str()));
     }
 
     /// Dense levels get a launch each; the sparse levels between them are copied a run per launch.

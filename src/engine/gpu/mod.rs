@@ -25,6 +25,7 @@
 //! every Nth batch's device output before the checksum check. Read once at engine start and logged.
 
 mod device;
+mod kernel_cache;
 pub mod prep;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
