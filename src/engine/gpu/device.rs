@@ -1493,10 +1493,11 @@ impl Device {
     }
 
     /// `Resolve::Levels` after the parse, in epochs (one-launch search: up to [`LEVEL_EPOCHS`]; passes: one): the
-    /// level search, one synchronisation to learn the highest level and what the search left, the bucketing and
-    /// a `copy_level` launch per level; then, while matches are left, `level_rebase` and the next epoch, and after
-    /// the last one `chase_unleveled` for what is still left. `copy_start` is recorded before the bucketing, `chase_start` before the chase.
-    /// Returns the highest level.
+    /// level search, one synchronisation to learn the pieces per level, the bucketing, and the copies
+    /// ([`copy_launches`]: a `copy_level` launch per dense level, a `copy_tail` launch per run of sparse ones);
+    /// then, while many pieces are over the cap, `level_rebase` and the next epoch, and after the last one
+    /// `chase_unleveled` for what is still left. `copy_start` is recorded before the bucketing, `chase_start`
+    /// before the chase. Returns the levels copied.
     fn resolve_by_levels(
         &self,
         c: &KernelCtx,
