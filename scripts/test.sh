@@ -25,6 +25,8 @@ export CARGO_INCREMENTAL=0
 
 cargo fmt --all -- --check
 cargo clippy --all-targets --locked -- -D warnings
+# The docs (private items too: they carry the design notes) build without a warning, broken links included.
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --document-private-items --locked --quiet
 
 # NVRTC from PyPI, so that the kernel compile test compiles kernels/decode.cu here too (no GPU needed). Without a
 # network the test says it skipped.

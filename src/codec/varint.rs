@@ -60,7 +60,7 @@ pub fn write(value: u64, out: &mut Vec<u8>) {
     out.push(v as u8);
 }
 
-/// Length in bytes of the shortest encoding of `value` (what [`write`] appends).
+/// Length in bytes of the shortest encoding of `value` (what [`write`](fn@write) appends).
 pub fn encoded_len(value: u64) -> usize {
     let significant_bits = 64 - (value | 1).leading_zeros() as usize;
     significant_bits.div_ceil(7)

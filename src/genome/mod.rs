@@ -8,7 +8,7 @@
 //! - [`layout`]: headers and line runs (width, count, LF/CRLF/none) with prefix sums for offset lookups.
 //! - [`mask`]: lowercase runs and exception runs (N, IUPAC codes), sorted, with `O(log n)` lookups; exception
 //!   residues are left out of the nucleotide stream.
-//! - [`model`]: FASTA bytes → [`Genome`] + bases, or `None` for anything not modelled exactly.
+//! - [`model`](mod@model): FASTA bytes → [`Genome`] + bases, or `None` for anything not modelled exactly.
 //! - [`serial`]: the versioned, checksummed structure encoding and its hostile-input decoder.
 //! - [`pieces`]: a file's structure as a piece table and independently decodable pieces of ~2 MiB of original
 //!   bytes (each a [`serial`] structure), so that a read decodes only the pieces it meets.
