@@ -148,8 +148,19 @@ fn bench_full(gpu: &GpuEngine, data: &ArchiveData, reference: Option<&[u8]>, run
         data.block_count(),
         first.rounds,
         first.left,
-        first.max_level.map(|l| format!(", match levels copied: {l}")).unwrap_or_default()
+        first.levels.as_ref().map(|l| format!(", match levels copied: {}", l.copied)).unwrap_or_default()
     );
+    if let Some(l) = &first.levels {
+        let bands: Vec<String> = l.bands.iter().map(|(lo, n, p)| format!("{lo}+: {n} ({p})")).collect();
+        println!(
+            "  levels: {} epochs, {} copy_level + {} copy_tail launches; first epoch's levels (pieces) by pieces a \
+             level: {}",
+            l.epochs,
+            l.level_launches,
+            l.tail_launches,
+            bands.join(", ")
+        );
+    }
     if bad != 0 {
         return Err(format!("{bad} blocks decoded wrong on the device").into());
     }

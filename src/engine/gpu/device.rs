@@ -271,11 +271,40 @@ pub struct FullRun {
     pub chase_ms: Option<f32>,
     /// Device ms of match resolution alone (the complete decode only), from the end of the parse to the end.
     pub resolve_ms: Option<f32>,
-    /// `Resolve::Levels`: the levels copied (a launch each; the rest was chased), and the device ms of the bucketing
-    /// and the copies; `chase_ms` is then the chase of the unlevelled matches, and the rest of `resolve_ms` the
-    /// level passes (with one synchronisation).
-    pub max_level: Option<u32>,
+    /// `Resolve::Levels`: what the copies did, and the device ms of the bucketing and the copies; `chase_ms` is
+    /// then the chase of the unlevelled matches, and the rest of `resolve_ms` the level search (with one
+    /// synchronisation).
+    pub levels: Option<LevelReport>,
     pub copy_ms: Option<f32>,
+}
+
+/// What `Resolve::Levels` did in one complete decode: the shape the next optimisation is chosen by.
+#[derive(Debug, Clone, Default)]
+pub struct LevelReport {
+    /// Levels copied, summed over the epochs (the rest was chased).
+    pub copied: u32,
+    /// Epochs run (searches).
+    pub epochs: u32,
+    /// Copy launches: `copy_level` (a level each) and `copy_tail` (a run of sparse levels each).
+    pub level_launches: u32,
+    pub tail_launches: u32,
+    /// The first epoch's levels by pieces per level: `(lowest piece count of the band, levels, pieces)`.
+    pub bands: Vec<(u32, u32, u64)>,
+}
+
+/// Lower bounds of [`LevelReport::bands`].
+const LEVEL_BANDS: [u32; 6] = [1, 64, 128, 512, 4096, 65536];
+
+/// The levels `1 ..= max_level` of `hist` by pieces per level, in [`LEVEL_BANDS`].
+fn level_bands(hist: &[u32], max_level: u32) -> Vec<(u32, u32, u64)> {
+    let mut bands: Vec<(u32, u32, u64)> = LEVEL_BANDS.iter().map(|&lo| (lo, 0, 0)).collect();
+    for &pieces in hist.iter().take(max_level as usize + 1).skip(1) {
+        if let Some(band) = bands.iter_mut().rev().find(|b| pieces >= b.0) {
+            band.1 += 1;
+            band.2 += u64::from(pieces);
+        }
+    }
+    bands
 }
 
 /// How the complete decode resolves matches once every literal is in place (kernels/decode.cu).
@@ -1447,7 +1476,7 @@ impl Device {
             true => Some(new_event()?),
             false => None,
         };
-        let max_level = match (&copy_start, &chase_start) {
+        let level_report = match (&copy_start, &chase_start) {
             (Some(copy), Some(chase)) => Some(self.resolve_by_levels(
                 &c,
                 full,
@@ -1489,7 +1518,7 @@ impl Device {
         let used = if rounds == 0 && !levels { 0 } else { left.iter().take_while(|&&c| c != 0).count() as u32 + 1 };
         self.last_full = Some(variant);
         self.index_ready = index_ptr != 0;
-        Ok(Ok(FullRun { device_ms, rounds: used, left, chase_ms, resolve_ms, max_level, copy_ms }))
+        Ok(Ok(FullRun { device_ms, rounds: used, left, chase_ms, resolve_ms, levels: level_report, copy_ms }))
     }
 
     /// `Resolve::Levels` after the parse, in epochs (one-launch search: up to [`LEVEL_EPOCHS`]; passes: one): the
@@ -1497,14 +1526,14 @@ impl Device {
     /// ([`copy_launches`]: a `copy_level` launch per dense level, a `copy_tail` launch per run of sparse ones);
     /// then, while many pieces are over the cap, `level_rebase` and the next epoch, and after the last one
     /// `chase_unleveled` for what is still left. `copy_start` is recorded before the bucketing, `chase_start`
-    /// before the chase. Returns the levels copied.
+    /// before the chase.
     fn resolve_by_levels(
         &self,
         c: &KernelCtx,
         full: &FullBuffers,
         (passes, cap, epoch_min, tail_max, chase_share): (u32, u32, u64, u32, u32),
         (copy_start, chase_start): (&CudaEvent, &CudaEvent),
-    ) -> Result<u32> {
+    ) -> Result<LevelReport> {
         if self.unit_log > 20 {
             return Err(Error::Gpu("match levels need slices of at most 2^20 bytes".into()));
         }
@@ -1538,8 +1567,9 @@ impl Device {
         // those that are (LEVEL_DONE), and copies its levels; what the last leaves is chased.
         let epochs = if passes == 0 { level_epochs() } else { 1 };
         let scan = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (LEVEL_SCAN_THREADS, 1, 1), shared_mem_bytes: 0 };
-        let mut copied_total = 0u32;
+        let mut report = LevelReport::default();
         for epoch in 0..epochs {
+            report.epochs += 1;
             // SAFETY: as above; level_rebase(Ctx, u32, u32*, u32, u8*, u32, u32*, u32*) zeroes the histogram and
             // the ticket (list_counts[0]) for the next search.
             unsafe {
@@ -1588,6 +1618,7 @@ impl Device {
             let left = over + hist_host.iter().skip(copied as usize + 1).map(|&h| h as u64).sum::<u64>();
             if epoch == 0 {
                 copy_start.record(stream).map_err(gpu("event"))?;
+                report.bands = level_bands(&hist_host, max_level);
             }
             // SAFETY: as above.
             unsafe {
@@ -1617,6 +1648,7 @@ impl Device {
                         // A warp per piece: a level of few pieces launches few CTAs.
                         let copy =
                             LaunchConfig { grid_dim: (grid_for(pieces, warps_per_cta, 132 * 16), 1, 1), ..first };
+                        report.level_launches += 1;
                         stream
                             .launch_builder(&self.kernels.copy_level)
                             .arg(c)
@@ -1631,6 +1663,7 @@ impl Device {
                     // One CTA copies the run's levels in order.
                     let tail =
                         LaunchConfig { grid_dim: (1, 1, 1), block_dim: (TAIL_THREADS, 1, 1), shared_mem_bytes: 0 };
+                    report.tail_launches += 1;
                     stream
                         .launch_builder(&self.kernels.copy_tail)
                         .arg(c)
@@ -1642,7 +1675,7 @@ impl Device {
                         .map_err(gpu("level tail copy"))?;
                 }
             }
-            copied_total += copied;
+            report.copied += copied;
             if left == 0 {
                 break;
             }
@@ -1682,10 +1715,10 @@ impl Device {
                     .launch(later)
                     .map_err(gpu("level chase"))?;
             }
-            return Ok(copied_total);
+            return Ok(report);
         }
         chase_start.record(stream).map_err(gpu("event"))?;
-        Ok(copied_total)
+        Ok(report)
     }
 
     /// Whether a complete full decode is resident (see [`Device::stream_full`]).
@@ -1935,6 +1968,17 @@ mod tests {
         let path = kernel_cache::file_for(dir.path(), KERNEL_SOURCE, &compile_options(), "sm_90");
         let ptx = compile_fresh("sm_90", Some(&path)).unwrap();
         assert_eq!(kernel_cache::read(&path).as_deref(), Some(ptx.to_src().as_str()));
+    }
+
+    /// Levels fall in the band of their piece count; levels past the highest are not counted.
+    #[test]
+    fn level_bands_count_levels_and_pieces() {
+        let mut hist = vec![0u32; LEVELS];
+        hist[0] = 7; // over the cap: not a level
+        hist[1..=5].copy_from_slice(&[100_000, 600, 100, 5, 1]);
+        hist[6] = 9; // past max_level
+        let bands = level_bands(&hist, 5);
+        assert_eq!(bands, vec![(1, 2, 6), (64, 1, 100), (128, 0, 0), (512, 1, 600), (4096, 0, 0), (65536, 1, 100_000)]);
     }
 
     /// Dense levels get a launch each; the sparse levels between them are copied a run per launch.
