@@ -1556,21 +1556,21 @@ extern "C" __global__ void resolve_chase(Ctx c, const u64* list, const u64* klis
 
 // ---- Full decode by match levels (ACEAPEX_GPU_RESOLVE=levels) ----
 //
-// A match's level is 1 + the highest level among the matches its source overlaps (literals have level 0; a
-// forward match's overlap with itself, a periodic fill, does not count). Matches of one level read only bytes of
-// lower levels, so copying level 1, then level 2, ... resolves every match with plain copies: no per-byte stamps,
-// no fences, and every match byte is written once, coalesced. The levels are found on the device from the parsed
-// tokens, by `level_ordered` (one launch: tasks in stream order, lanes retry until their sources have levels) or
-// by `level_pass` passes (each sets the level of every match whose source matches all have one and lists the
-// rest for the next). `level_order` then lists every match's pieces of RESOLVE_PIECE bytes by level,
-// `copy_level` copies one dense level's pieces (a warp per piece), `copy_tail` a run of consecutive sparse levels
-// in one launch, and `chase_unleveled` resolves the rest byte by byte. A match's level is not bounded by max_depth, which bounds bytes: a source that overlaps a deeper match by
-// one byte still takes its level, and chains of such overlaps reach levels above 100 (match bytes above level 24:
-// atha_chr1 8 %, a 185 MB generated genome 1.5 %). So levels stop at a cap: a match above it gets LEVEL_OVER,
-// and so does every match whose source overlaps one. Those get levels in the next epoch (level_rebase marks the
-// copied matches LEVEL_DONE, final like literals, and the search runs again over the rest); what the last epoch
-// leaves is chased. This path does not check the depth bound:
-// the bytes it produces are the archive's whatever the depth; the seek paths and the CPU decoder check it.
+// A match's level is 1 + the highest level among the matches its source overlaps (literals have level 0; a forward
+// match's overlap with itself, a periodic fill, does not count). Matches of one level read only bytes of lower levels,
+// so copying level 1, then level 2, ... resolves every match with plain copies: no per-byte stamps, no fences, and
+// every match byte is written once, coalesced. The levels are found on the device from the parsed tokens, by
+// `level_ordered` (one launch: tasks in stream order, lanes retry until their sources have levels) or by `level_pass`
+// passes (each sets the level of every match whose source matches all have one and lists the rest for the next).
+// `level_order` then lists every match's pieces of RESOLVE_PIECE bytes by level, `copy_level` copies one dense level's
+// pieces (a warp per piece), `copy_tail` a run of consecutive sparse levels in one launch, and `chase_unleveled`
+// resolves the rest byte by byte. A match's level is not bounded by max_depth, which bounds bytes: a source that
+// overlaps a deeper match by one byte still takes its level, and chains of such overlaps reach levels above 100 (match
+// bytes above level 24: atha_chr1 8 %, a 185 MB generated genome 1.5 %). So levels stop at a cap: a match above it gets
+// LEVEL_OVER, and so does every match whose source overlaps one. Those get levels in the next epoch (level_rebase marks
+// the copied matches LEVEL_DONE, final like literals, and the search runs again over the rest); what the last epoch
+// leaves is chased. This path does not check the depth bound: the bytes it produces are the archive's whatever the
+// depth; the seek paths and the CPU decoder check it.
 //
 // level[g], a u16 per token (g = tok_off[e] + t): 0 while unknown, else the level or LEVEL_OVER. hist[l]:
 // pieces of level l (bucket 0: LEVEL_OVER), order_start[l]: the first of them in `order`, order_start[LEVELS]:

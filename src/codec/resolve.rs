@@ -231,8 +231,8 @@ pub fn parse_slice(data: &ArchiveData, g: u64) -> Result<ParsedBlock, BlockFault
 }
 
 /// Parses the global slices `gs`, each on its own, with their entropy stages four at a time in lock step
-/// ([`decode_slices`](crate::codec::block::decode_slices)): the closure planner's unit of work. Slice `g` of `(g, end)` is parsed as far as its
-/// bytes `[0, end)` need ([`decode_slice_prefixes`]; `u32::MAX`: whole).
+/// ([`decode_slices`](crate::codec::block::decode_slices)): the closure planner's unit of work. Slice `g` of `(g, end)`
+/// is parsed as far as its bytes `[0, end)` need ([`decode_slice_prefixes`]; `u32::MAX`: whole).
 pub fn parse_slices(data: &ArchiveData, gs: &[(u64, u32)]) -> Vec<(u64, Result<ParsedBlock, BlockFault>)> {
     let valid = |g: u64| g < data.global_slice_count() && data.slice_block(g).0 < data.block_count();
     let (good, bad): (Vec<_>, Vec<_>) = gs.iter().partition(|&&(g, _)| valid(g));

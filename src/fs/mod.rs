@@ -659,12 +659,12 @@ impl<B: Backend> AcxFs<B> {
         }
     }
 
-    /// Asks the backend, on the rayon pool, to prepare mapped file `id` up to [`PREPARE_AHEAD_BYTES`] beyond
-    /// `read_end` (where a read just ended) while the handle's sequential detector (fed by [`AcxFs::follow_stream`]) sees a stream, once the
-    /// reader has used up half of what was prepared before (one request per 8 MiB, not one per read). Why: a genome file's reads need its
-    /// structure pieces (~1.4 ms to decode 2 MiB of atha-like FASTA on one core here), and a reader that decoded
-    /// them when it got there served the 340 MB generated genome from the daemon's cache at 1.0 GB/s against
-    /// 3.2 GB/s with the pieces held (`examples/serve_bench`, 2 cores).
+    /// Asks the backend, on the rayon pool, to prepare mapped file `id` up to [`PREPARE_AHEAD_BYTES`] beyond `read_end`
+    /// (where a read just ended) while the handle's sequential detector (fed by [`AcxFs::follow_stream`]) sees a
+    /// stream, once the reader has used up half of what was prepared before (one request per 8 MiB, not one per read).
+    /// Why: a genome file's reads need its structure pieces (~1.4 ms to decode 2 MiB of atha-like FASTA on one core
+    /// here), and a reader that decoded them when it got there served the 340 MB generated genome from the daemon's
+    /// cache at 1.0 GB/s against 3.2 GB/s with the pieces held (`examples/serve_bench`, 2 cores).
     fn prepare_ahead(&self, id: EntryId, stream: &Mutex<HandleStream>, read_end: u64, file_size: u64) {
         if !self.options.prepare_ahead {
             return;

@@ -108,8 +108,9 @@ pub struct Encoded {
     pub pieces: usize,
 }
 
-/// Splits `bytes` into pieces ([`cut`]), models and encodes each; the bases go to `sink` in file order (in
-/// pieces of about 64 KiB). `None` if the file is not FASTA the model represents exactly (see [`super::model`](mod@super::model)).
+/// Splits `bytes` into pieces ([`cut`]), models and encodes each; the bases go to `sink` in file order (in pieces of
+/// about 64 KiB). `None` if the file is not FASTA the model represents exactly (see
+/// [`super::model`](mod@super::model)).
 pub fn encode_file(bytes: &[u8], piece_bytes: u64, mut sink: impl FnMut(&[u8])) -> Option<Encoded> {
     if bytes.len() as u64 > MAX_TOTAL_LEN {
         return None;

@@ -443,19 +443,26 @@ impl BlockEngine for GpuEngine {
 mod tests {
     use super::*;
 
-    /// The kernel source compiles for the H200's architecture wherever NVRTC can be loaded (LD_LIBRARY_PATH
-    /// naming the directory of a libnvrtc.so: `scripts/fetch-nvrtc.sh` gets one from PyPI, and scripts/test.sh
-    /// does so and sets ACEAPEX_REQUIRE_NVRTC); elsewhere the test says so and passes, unless
-    /// ACEAPEX_REQUIRE_NVRTC is set.
+    /// Whether NVRTC can be loaded (LD_LIBRARY_PATH naming the directory of a libnvrtc.so:
+    /// `scripts/fetch-nvrtc.sh` gets one from PyPI, and scripts/test.sh does so and sets ACEAPEX_REQUIRE_NVRTC).
+    /// Without it a test that needs it says it skipped `what` and passes, unless ACEAPEX_REQUIRE_NVRTC is set.
+    pub(super) fn nvrtc_loadable(what: &str) -> bool {
+        // SAFETY: only probes whether the library can be opened.
+        if unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+            return true;
+        }
+        assert!(
+            std::env::var_os("ACEAPEX_REQUIRE_NVRTC").is_none(),
+            "ACEAPEX_REQUIRE_NVRTC is set but NVRTC cannot be loaded (LD_LIBRARY_PATH?)"
+        );
+        eprintln!("NVRTC not found: {what} skipped");
+        false
+    }
+
+    /// The kernel source compiles for the H200's architecture wherever NVRTC can be loaded.
     #[test]
     fn kernels_compile_with_nvrtc_when_available() {
-        // SAFETY: only probes whether the library can be opened.
-        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-            assert!(
-                std::env::var_os("ACEAPEX_REQUIRE_NVRTC").is_none(),
-                "ACEAPEX_REQUIRE_NVRTC is set but NVRTC cannot be loaded (LD_LIBRARY_PATH?)"
-            );
-            eprintln!("NVRTC not found: kernel compile check skipped");
+        if !nvrtc_loadable("kernel compile check") {
             return;
         }
         match compile_check("sm_90") {
@@ -910,18 +917,29 @@ mod tests {
         }
     }
 
+    /// The streaming tests' archive (random, seed 14) and its bytes, the GPU engine over it and the CPU engine
+    /// that redoes failed blocks; None (the test `what` says it skipped) without a GPU.
+    fn streaming_setup(
+        dir: &std::path::Path,
+        what: &str,
+    ) -> Option<(Arc<ArchiveData>, Vec<u8>, GpuEngine, crate::engine::cpu::CpuEngine)> {
+        let (data, stream) = random_archive(dir, 14, 1, 10, true);
+        let Ok(engine) = GpuEngine::try_new(data.clone()) else {
+            eprintln!("no GPU: {what} skipped");
+            return None;
+        };
+        let cpu = crate::engine::cpu::CpuEngine::new(data.clone());
+        Some((data, stream, engine, cpu))
+    }
+
     /// On a machine with a GPU: streaming blocks from the resident decode equals the reference, also when the
     /// piece fails (the CPU fallback decodes its blocks) or is corrupted; injected faults fail seek batches.
     #[test]
     fn streamed_blocks_equal_the_reference_under_injected_faults() {
-        use crate::engine::cpu::CpuEngine;
         let dir = tempfile::tempdir().unwrap();
-        let (data, stream) = random_archive(dir.path(), 14, 1, 10, true);
-        let Ok(engine) = GpuEngine::try_new(data.clone()) else {
-            eprintln!("no GPU: streamed-range test skipped");
+        let Some((data, stream, engine, cpu)) = streaming_setup(dir.path(), "streamed-range test") else {
             return;
         };
-        let cpu = CpuEngine::new(data.clone());
         let redo = |id: u64, out: &mut [u8]| cpu.decode_block(id, out);
         let n = data.block_count();
         for fault in [None, Some(InjectedFault::Fail(1)), Some(InjectedFault::Corrupt(1))] {
@@ -946,16 +964,12 @@ mod tests {
     /// once (no decode in its report), and its bytes equal the reference.
     #[test]
     fn a_prepared_stream_does_not_decode_again() {
-        use crate::engine::cpu::CpuEngine;
         let dir = tempfile::tempdir().unwrap();
-        let (data, stream) = random_archive(dir.path(), 14, 1, 10, true);
-        let Ok(engine) = GpuEngine::try_new(data.clone()) else {
-            eprintln!("no GPU: prepared-stream test skipped");
+        let Some((data, stream, engine, cpu)) = streaming_setup(dir.path(), "prepared-stream test") else {
             return;
         };
         BlockEngine::prepare_stream(&engine).unwrap();
         BlockEngine::prepare_stream(&engine).unwrap();
-        let cpu = CpuEngine::new(data.clone());
         let redo = |id: u64, out: &mut [u8]| cpu.decode_block(id, out);
         let mut got = Vec::new();
         let report = engine
