@@ -83,6 +83,7 @@ typedef unsigned long long u64;
 #define E_WORKLIST 10    // worklist or token pool capacity exceeded
 #define E_RANGES 11      // range list capacity exceeded
 #define E_VALUE 12       // a length value out of range
+#define E_BARRIER 13     // a grid barrier of copy_grid waited too long
 
 // Variant switches for the time breakdown (parse_k<K> `mode`).
 #define MODE_FULL 0
@@ -1562,9 +1563,10 @@ extern "C" __global__ void resolve_chase(Ctx c, const u64* list, const u64* klis
 // every match byte is written once, coalesced. The levels are found on the device from the parsed tokens, by
 // `level_ordered` (one launch: tasks in stream order, lanes retry until their sources have levels) or by `level_pass`
 // passes (each sets the level of every match whose source matches all have one and lists the rest for the next).
-// `level_order` then lists every match's pieces of RESOLVE_PIECE bytes by level, `copy_level` copies one dense level's
-// pieces (a warp per piece), `copy_tail` a run of consecutive sparse levels in one launch, and `chase_unleveled`
-// resolves the rest byte by byte. A match's level is not bounded by max_depth, which bounds bytes: a source that
+// `level_order` then lists every match's pieces of RESOLVE_PIECE bytes by level (a copy descriptor each),
+// `copy_grid` copies a run of consecutive dense levels in one cooperative launch with a grid barrier between levels
+// (`copy_level`, a launch per level, where that launch is refused), `copy_tail` a run of consecutive sparse levels
+// in one CTA, and `chase_unleveled` resolves the rest byte by byte. A match's level is not bounded by max_depth, which bounds bytes: a source that
 // overlaps a deeper match by one byte still takes its level, and chains of such overlaps reach levels above 100 (match
 // bytes above level 24: atha_chr1 8 %, a 185 MB generated genome 1.5 %). So levels stop at a cap: a match above it gets
 // LEVEL_OVER, and so does every match whose source overlaps one. Those get levels in the next epoch (level_rebase marks
@@ -1573,8 +1575,8 @@ extern "C" __global__ void resolve_chase(Ctx c, const u64* list, const u64* klis
 // depth; the seek paths and the CPU decoder check it.
 //
 // level[g], a u16 per token (g = tok_off[e] + t): 0 while unknown, else the level or LEVEL_OVER. hist[l]:
-// pieces of level l (bucket 0: LEVEL_OVER), order_start[l]: the first of them in `order`, order_start[LEVELS]:
-// the end. A piece is e << 32 | t << 13 | its number (t < 2^19 and numbers < 2^13: units are at most 2^20
+// pieces of level l (bucket 0: LEVEL_OVER), order_start[l]: the first of them in `desc`, order_start[LEVELS]:
+// the end. A piece id is e << 32 | t << 13 | its number (t < 2^19 and numbers < 2^13: units are at most 2^20
 // bytes, matches at least 2). Levels were one byte, capped at 250, until session 18: the 4.65 GB generated
 // archive chains 1802 levels deep, and each epoch over the cap cost a search, a bucketing and a rebase of every
 // match; 4095 levels take such chains in one search.
@@ -1764,10 +1766,24 @@ extern "C" __global__ void level_starts(const u32* hist, u32* order_start, u32* 
     if (x == LEVEL_SCAN_THREADS - 1) order_start[LEVELS] = at;
 }
 
-// Lists the pieces of every match in its level's bucket of `order`, walking the matches as level_pass's pass 0.
-// The lanes of a warp with the same bucket take their slots with one atomic.
+// A piece's copy descriptor (session 19), written by level_order so that a copy needs one metadata load per piece
+// before its source loads (the piece ids it replaced cost three dependent loads: order, tok_off, then mpos/tpos/
+// back): two u64, 16-byte aligned.
+//   a = destination of the piece's first byte (bits 0..39) | its length (bits 40..47, 1..RESOLVE_PIECE)
+//       | DESC_WRAP | DESC_RC;
+//   b = the source of its first byte (a forward copy reads upward from it, a reverse complement downward), or for
+//       DESC_WRAP the piece id (e << 32 | t << PIECE_T_SHIFT | number), from which the copy finds the match.
+// DESC_WRAP marks a piece of a periodic fill that reaches the match's own start (dist < k0 + length): its source
+// wraps with period dist, which the descriptor has no room for. Such pieces are rare and take the slow way.
+// Destinations need fewer than 2^40 bytes (the host checks the stream size).
+#define DESC_DST_BITS 40
+#define DESC_WRAP (1ull << 62)
+#define DESC_RC (1ull << 63)
+
+// Lists the pieces of every match in its level's bucket (desc, as a descriptor each), walking the matches as
+// level_pass's pass 0. The lanes of a warp with the same bucket take their slots with one atomic.
 extern "C" __global__ void level_order(Ctx c, u32 n, const u32* task_off, u32 ntasks, const level_t* level, u32* cursor,
-                                       u64* order, u32 cap) {
+                                       u64* desc, u32 cap) {
     if (failed(c)) return;
     const u32 warps_per_cta = blockDim.x / 32;
     const u32 nwarps = gridDim.x * warps_per_cta;
@@ -1780,7 +1796,14 @@ extern "C" __global__ void level_order(Ctx c, u32 n, const u32* task_off, u32 nt
         const bool has = t < c.meta[(u64)e * META_WORDS + 2] && level[g] != LEVEL_DONE;
         u32 l = has ? level[g] : LEVELS;  // LEVELS: no match in this lane
         if (l == LEVEL_OVER) l = 0;
-        const u32 np = has ? pieces_of(c.tpos[g + 1] - c.mpos[g]) : 0;
+        u32 ms = 0, len = 0;
+        u64 bk = 0;
+        if (has) {
+            ms = c.mpos[g];
+            len = c.tpos[g + 1] - ms;
+            bk = c.back[g];
+        }
+        const u32 np = pieces_of(len);
         // This lane's offset among the pieces of its bucket's lanes, and their total (at the bucket's first lane).
         const u32 peers = __match_any_sync(FULL_MASK, l);
         u32 before = 0, total = 0;
@@ -1795,9 +1818,21 @@ extern "C" __global__ void level_order(Ctx c, u32 n, const u32* task_off, u32 nt
         u32 at = 0;
         if (has && lane == leader) at = atomicAdd(&cursor[l], total);
         at = __shfl_sync(FULL_MASK, at, leader) + before;
+        const u64 dst = ((u64)e << c.unit_log) + ms;
+        const u64 dist = match_dist(bk);
+        const u64 base = dst - dist;  // the parse checked dist <= match start
+        const bool rc = match_rc(bk);
         for (u32 i = 0; i < np; i++) {
-            if (at + i < cap) order[at + i] = ((u64)e << 32) | ((u64)t << PIECE_T_SHIFT) | i;
-            else report(c.status, E_WORKLIST, e);
+            if (at + i >= cap) {
+                report(c.status, E_WORKLIST, e);
+                break;
+            }
+            const u32 k0 = i * RESOLVE_PIECE, plen = min(len - k0, (u32)RESOLVE_PIECE);
+            const bool wrap = !rc && dist < (u64)(k0 + plen);
+            ulonglong2 d;
+            d.x = (dst + k0) | ((u64)plen << DESC_DST_BITS) | (rc ? DESC_RC : 0ull) | (wrap ? DESC_WRAP : 0ull);
+            d.y = wrap ? ((u64)e << 32) | ((u64)t << PIECE_T_SHIFT) | i : rc ? base - k0 : base + k0;
+            *(ulonglong2*)(desc + 2 * (u64)(at + i)) = d;
         }
     }
 }
@@ -1826,7 +1861,8 @@ extern "C" __global__ void level_rebase(Ctx c, u32 n, const u32* task_off, u32 n
     }
 }
 
-// A piece's match: its destination, source base (see source_of), back word, and length.
+// A piece's match: its destination, source base (see source_of), back word, and length (the slow way of a
+// DESC_WRAP piece).
 struct PieceMatch {
     u64 dst, base, bk;
     u32 len, k0;
@@ -1845,82 +1881,152 @@ __device__ __forceinline__ PieceMatch piece_match(const Ctx& c, u64 piece) {
     return m;
 }
 
-// Copies the pieces of level `l` (order[order_start[l] .. order_start[l + 1])): a warp per piece of 128 bytes, 4
-// consecutive bytes a lane, so a warp's stores (and a forward match's loads) are one coalesced 128-byte run and
-// every piece of the level is in flight at once. The sources are final: lower levels, or for a periodic fill
-// bytes before the match that are.
-// `interleave` (the default; ACEAPEX_GPU_COPY_INTERLEAVED=0 turns it off to compare): lane i takes bytes i,
-// i + 32, i + 64 and i + 96 of the piece, so that each load and store instruction of the warp covers 32
-// consecutive bytes, instead of bytes 4i .. 4i + 3 (each instruction then spans the whole 128 bytes at a stride
-// of 4). 2-8 % faster full decodes on the H200 (session 17).
-extern "C" __global__ void copy_level(Ctx c, const u64* order, const u32* order_start, u32 l, u32 interleave) {
+// A piece to copy, from its descriptor: byte j (< len) of it goes to dst + j from piece_source(p, j).
+struct CopyPiece {
+    u64 dst, src;
+    u32 len;     // 0: no piece (past the level's end)
+    u32 period;  // a wrapping periodic fill: its distance (src is then the match's base), else 0
+    u32 phase;   // a wrapping fill: the piece's first byte's offset in the period
+    bool rc;
+};
+__device__ __forceinline__ CopyPiece copy_piece(const Ctx& c, const u64* desc, u32 i) {
+    const ulonglong2 d = *(const ulonglong2*)(desc + 2 * (u64)i);
+    CopyPiece p;
+    p.dst = d.x & ((1ull << DESC_DST_BITS) - 1);
+    p.len = (u32)(d.x >> DESC_DST_BITS) & 0xFFu;
+    p.rc = (d.x & DESC_RC) != 0;
+    p.period = 0;
+    p.phase = 0;
+    p.src = d.y;
+    if (d.x & DESC_WRAP) {
+        // dist < k0 + len <= 2^20: the period fits a u32. (A distance of 0 never passes the parse; it would copy
+        // the match's own bytes, not divide by zero.)
+        const PieceMatch m = piece_match(c, d.y);
+        p.src = m.base;
+        p.period = (u32)match_dist(m.bk);
+        p.phase = p.period != 0 ? m.k0 % p.period : 0u;
+    }
+    return p;
+}
+__device__ __forceinline__ u64 piece_source(const CopyPiece& p, u32 j) {
+    if (p.period != 0) return p.src + (p.phase + j) % p.period;
+    return p.rc ? p.src - j : p.src + j;
+}
+
+// One warp copies pieces i0, i0 + stride, ... (COPY_UNROLL of them, those below `end`): every descriptor load of
+// the round goes out first, then every source load, then the stores. Lane i takes bytes i, i + 32, i + 64 and
+// i + 96 of a piece, so each load and store instruction covers 32 consecutive bytes of one piece (session 17:
+// 2-8 % faster than 4 consecutive bytes a lane; session 18 run 3: groups of 4 lanes a piece touched 8 pieces'
+// lines an instruction, ~7 us a level). `L2` loads the sources through L2 only (ld.global.cg): copy_grid's CTAs
+// read bytes other SMs wrote in the same launch, which a stale L1 line must not answer.
+#define COPY_UNROLL 4
+template <bool L2>
+__device__ __forceinline__ void copy_pieces(const Ctx& c, const u64* desc, u32 i0, u32 end, u32 stride, u32 lane) {
+    CopyPiece p[COPY_UNROLL];
+    u32 v[COPY_UNROLL][4];
+#pragma unroll
+    for (u32 r = 0; r < COPY_UNROLL; r++) {
+        const u32 i = i0 + r * stride;
+        if (i < end) p[r] = copy_piece(c, desc, i);
+        else p[r].len = 0;
+    }
+#pragma unroll
+    for (u32 r = 0; r < COPY_UNROLL; r++)
+#pragma unroll
+        for (u32 j = 0; j < 4; j++) {
+            const u32 k = lane + 32 * j;
+            if (k < p[r].len) {
+                const u8* s = c.bytes + piece_source(p[r], k);
+                v[r][j] = L2 ? (u32)__ldcg(s) : (u32)*s;
+            }
+        }
+#pragma unroll
+    for (u32 r = 0; r < COPY_UNROLL; r++)
+#pragma unroll
+        for (u32 j = 0; j < 4; j++) {
+            const u32 k = lane + 32 * j;
+            if (k < p[r].len) c.bytes[p[r].dst + k] = (u8)(p[r].rc ? complement(v[r][j]) : v[r][j]);
+        }
+}
+
+// Copies one dense level: its pieces are desc entries first .. first + items (the host has the histogram, so it
+// passes them and no thread waits for order_start). Warps stride over the pieces COPY_UNROLL at a time. The
+// sources are final: lower levels, or for a periodic fill bytes before the match that are.
+extern "C" __global__ void copy_level(Ctx c, const u64* desc, u32 first, u32 items) {
     if (failed(c)) return;
-    const u32 first = order_start[l], items = order_start[l + 1] - first;
     const u32 warps_per_cta = blockDim.x / 32;
     const u32 nwarps = gridDim.x * warps_per_cta;
     const u32 lane = threadIdx.x & 31;
-    const u32 step = interleave ? 32u : 1u, start = interleave ? lane : 4 * lane;
-    for (u32 w = blockIdx.x * warps_per_cta + threadIdx.x / 32; w < items; w += nwarps) {
-        const PieceMatch m = piece_match(c, order[first + w]);
-        const u32 k = m.k0 + start;
-        u32 v[4];
-#pragma unroll
-        for (u32 j = 0; j < 4; j++) {
-            const u32 kj = k + j * step;
-            v[j] = kj < m.len ? c.bytes[source_of(m.base, m.bk, kj)] : 0u;
-        }
-#pragma unroll
-        for (u32 j = 0; j < 4; j++) {
-            const u32 kj = k + j * step;
-            if (kj < m.len) c.bytes[m.dst + kj] = (u8)(match_rc(m.bk) ? complement(v[j]) : v[j]);
-        }
-    }
+    const u32 end = first + items;
+    for (u32 i0 = first + blockIdx.x * warps_per_cta + threadIdx.x / 32; i0 < end; i0 += nwarps * COPY_UNROLL)
+        copy_pieces<false>(c, desc, i0, end, nwarps, lane);
 }
 
 // Copies the sparse levels la ..= lb (the host sends levels of fewer than TAIL_MAX_PIECES pieces) with one CTA in
 // one launch (session 18): the high levels of a deep archive hold a few pieces each (atha_chr1: 76 of its 107
 // levels under 64 pieces; four 100 MB generated genomes: 202 of 270 under 512), and a launch per level costs
 // about 3.5 us (the 4.65 GB generated archive: 1802 levels, 42 ms of copies, session 17 run 3). Within one CTA a
-// level ends at a __syncthreads(), which also makes its bytes visible to the next level's loads. A warp copies
-// TAIL_UNROLL pieces at once, lanes interleaved as in copy_level: every load and store instruction covers 32
-// consecutive bytes of one piece. (Session 18 run 3 had groups of 4 lanes per piece instead: each instruction
-// touched 8 pieces' lines, and a level cost ~7 us on atha.) All metadata loads of a round go out together,
-// then all source loads, then the stores.
+// level ends at a __syncthreads(), which also makes its bytes visible to the next level's loads.
 #define TAIL_THREADS 512
-#define TAIL_UNROLL 4
 extern "C" __global__ void __launch_bounds__(TAIL_THREADS)
-    copy_tail(Ctx c, const u64* order, const u32* order_start, u32 la, u32 lb) {
+    copy_tail(Ctx c, const u64* desc, const u32* order_start, u32 la, u32 lb) {
     if (failed(c)) return;  // the same for every thread: nothing else runs
     constexpr u32 warps = TAIL_THREADS / 32;
     const u32 warp = threadIdx.x / 32, lane = threadIdx.x & 31;
     for (u32 l = la; l <= lb; l++) {
-        const u32 begin = order_start[l], end = order_start[l + 1];
-        for (u32 i0 = begin + warp; i0 < end; i0 += warps * TAIL_UNROLL) {
-            PieceMatch m[TAIL_UNROLL];
-            u32 v[TAIL_UNROLL][4];
-#pragma unroll
-            for (u32 r = 0; r < TAIL_UNROLL; r++) {
-                const u32 i = i0 + r * warps;
-                m[r] = i < end ? piece_match(c, order[i]) : PieceMatch{0, 0, 0, 0, 0};
-            }
-#pragma unroll
-            for (u32 r = 0; r < TAIL_UNROLL; r++)
-#pragma unroll
-                for (u32 j = 0; j < 4; j++) {
-                    const u32 k = m[r].k0 + lane + 32 * j;
-                    v[r][j] = k < m[r].len ? (u32)c.bytes[source_of(m[r].base, m[r].bk, k)] : 0u;
-                }
-#pragma unroll
-            for (u32 r = 0; r < TAIL_UNROLL; r++) {
-                const bool rc = match_rc(m[r].bk);
-#pragma unroll
-                for (u32 j = 0; j < 4; j++) {
-                    const u32 k = m[r].k0 + lane + 32 * j;
-                    if (k < m[r].len) c.bytes[m[r].dst + k] = (u8)(rc ? complement(v[r][j]) : v[r][j]);
-                }
+        const u32 end = order_start[l + 1];
+        for (u32 i0 = order_start[l] + warp; i0 < end; i0 += warps * COPY_UNROLL)
+            copy_pieces<false>(c, desc, i0, end, warps, lane);
+        __syncthreads();
+    }
+}
+
+// Waits until the barrier counter reaches `target` (every CTA adds one per barrier): the grid barrier of copy_grid, whose CTAs are co-resident (cooperative launch).
+// The fences make every thread's earlier stores visible to every CTA after the barrier (the same steps as
+// cooperative_groups' grid sync). A barrier that waits past ~2^22 polls reports E_BARRIER, and after any fault
+// the waits end, so a broken launch ends instead of spinning.
+__device__ __forceinline__ void grid_barrier(const Ctx& c, u32* counter, u32 target) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence();
+        atomicAdd(counter, 1u);
+        for (u32 polls = 0; *(volatile u32*)counter < target; polls++) {
+            if ((polls & 1023) == 1023 && failed(c)) break;
+            if (polls == (1u << 22)) {
+                report(c.status, E_BARRIER, 0);
+                break;
             }
         }
-        __syncthreads();
+        __threadfence();
+    }
+    __syncthreads();
+}
+
+// Copies the dense levels la ..= lb in one cooperative launch (session 19): every warp of the grid strides over a
+// level's pieces, then a grid barrier, then the next level. The 4.65 GB generated archive had ~1000 dense levels
+// at ~11 us each as a launch per level (session 18): a barrier costs a few hundred ns of atomics and polls
+// instead of a launch's gap and ramp. `barrier` counts the arrivals of every copy_grid launch of this decode,
+// `arrived` of those before this one.
+#define GRID_THREADS 512
+extern "C" __global__ void __launch_bounds__(GRID_THREADS)
+    copy_grid(Ctx c, const u64* desc, const u32* order_start, u32 la, u32 lb, u32* barrier, u32 arrived) {
+    constexpr u32 warps = GRID_THREADS / 32;
+    const u32 nwarps = gridDim.x * warps;
+    const u32 gw = blockIdx.x * warps + threadIdx.x / 32, lane = threadIdx.x & 31;
+    // Every CTA takes the same path through the levels and barriers, fault or not: a CTA that left early would
+    // hold the others at the next barrier.
+    const bool skip = failed(c);
+    u32 target = arrived;
+    for (u32 l = la; l <= lb; l++) {
+        if (!skip) {
+            const u32 end = order_start[l + 1];
+            for (u32 i0 = order_start[l] + gw; i0 < end; i0 += nwarps * COPY_UNROLL)
+                copy_pieces<true>(c, desc, i0, end, nwarps, lane);
+        }
+        if (l < lb) {
+            target += gridDim.x;
+            grid_barrier(c, barrier, target);
+        }
     }
 }
 
@@ -1929,7 +2035,7 @@ extern "C" __global__ void __launch_bounds__(TAIL_THREADS)
 // copy for each). A thread per byte follows its sources through the tokens (at most max_depth hops) to a
 // literal or a copied match's byte, which are final. It writes only bytes of the chased matches and reads only
 // final ones, so its threads need no ordering.
-extern "C" __global__ void chase_unleveled(Ctx c, const u64* order, const u32* order_start, const level_t* level,
+extern "C" __global__ void chase_unleveled(Ctx c, const u64* desc, const u32* order_start, const level_t* level,
                                            u32 copied) {
     if (failed(c)) return;
     const u32 n0 = order_start[1] - order_start[0];
@@ -1938,11 +2044,12 @@ extern "C" __global__ void chase_unleveled(Ctx c, const u64* order, const u32* o
     const u64 mask = (1ull << c.unit_log) - 1;
     for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (u64)gridDim.x * blockDim.x) {
         const u32 q = (u32)(i / RESOLVE_PIECE);
-        const PieceMatch m = piece_match(c, order[q < n0 ? order_start[0] + q : above + (q - n0)]);
-        const u32 k = m.k0 + (u32)(i % RESOLVE_PIECE);
-        if (k >= m.len) continue;
-        u64 p = source_of(m.base, m.bk, k);
-        bool flip = match_rc(m.bk);
+        const CopyPiece m = copy_piece(c, desc, q < n0 ? order_start[0] + q : above + (q - n0));
+        const u32 j = (u32)(i % RESOLVE_PIECE);
+        if (j >= m.len) continue;
+        const u64 dst = m.dst + j;
+        u64 p = piece_source(m, j);
+        bool flip = m.rc;
         for (u32 hops = 1;; hops++) {
             const u64 b = p >> c.unit_log;
             const u64 pb = c.tok_off[b];
@@ -1955,7 +2062,7 @@ extern "C" __global__ void chase_unleveled(Ctx c, const u64* order, const u32* o
             const u32 pl = o < pms || pt + 1 == ntok ? 0u : level[pb + pt];
             if ((pl != LEVEL_OVER && pl <= copied) || pl == LEVEL_DONE) {
                 const u32 v = c.bytes[p];
-                c.bytes[m.dst + k] = (u8)(flip ? complement(v) : v);
+                c.bytes[dst] = (u8)(flip ? complement(v) : v);
                 break;
             }
             const u64 pd = c.back[pb + pt];
