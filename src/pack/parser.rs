@@ -162,6 +162,45 @@ pub fn distance_class(back: u64) -> usize {
     }
 }
 
+/// The distances [`SegmentParser::collect_reps`] tries, in its order: every recent one, the first two also `±1`
+/// (a FASTA line break or a one-base indel shifts an alignment by one).
+fn rep_tries(reps: &[u64]) -> impl Iterator<Item = i64> + '_ {
+    reps.iter().enumerate().flat_map(|(k, &r)| {
+        let shifts: &[i64] = if k < 2 { &[0, -1, 1] } else { &[0] };
+        shifts.iter().map(move |&s| r as i64 + s)
+    })
+}
+
+/// Positions one mask of [`SegmentParser::rep_may_hit`] covers.
+const REP_SPAN: u64 = 64;
+/// Bytes [`word_hits`] reads from each of its two positions.
+const WORD_HITS_READ: usize = 80;
+
+/// Bit `i` (of 64) set where the four bytes at `a + i` equal those at `b + i`. Reads [`WORD_HITS_READ`] bytes
+/// from `a` and from `b` (the caller checks that they exist).
+#[inline]
+fn word_hits(data: &[u8], a: usize, b: usize) -> u64 {
+    let (x, y) = (&data[a..a + WORD_HITS_READ], &data[b..b + WORD_HITS_READ]);
+    let mut eq = 0u128;
+    #[cfg(target_arch = "x86_64")]
+    for j in 0..WORD_HITS_READ / 16 {
+        use std::arch::x86_64::{__m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8};
+        // SAFETY: `x` and `y` hold WORD_HITS_READ bytes, so both 16-byte loads at 16·j stay inside them; SSE2 is
+        // part of x86_64.
+        let m = unsafe {
+            let u = _mm_loadu_si128(x.as_ptr().add(16 * j) as *const __m128i);
+            let v = _mm_loadu_si128(y.as_ptr().add(16 * j) as *const __m128i);
+            _mm_movemask_epi8(_mm_cmpeq_epi8(u, v)) as u16
+        };
+        eq |= (m as u128) << (16 * j);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    for (j, (u, v)) in x.iter().zip(y).enumerate() {
+        eq |= ((u == v) as u128) << j;
+    }
+    (eq & (eq >> 1) & (eq >> 2) & (eq >> 3)) as u64
+}
+
 #[derive(Debug, Clone, Copy)]
 struct Node {
     /// Total price in 1/256 bit (u64: a 1 MiB block of 12-bit literals would overflow u32).
@@ -209,6 +248,10 @@ pub struct SegmentParser<'a> {
     ldm_next: usize,
     active: Vec<LongMatch>,
     reps: Vec<u64>,
+    /// Bit `i`: some distance [`Self::collect_reps`] tries has its first four bytes equal at `rep_mask_at + i`
+    /// ([`Self::rep_may_hit`]); `rep_mask_at` is `u64::MAX` when the distances changed since it was computed.
+    rep_mask: u64,
+    rep_mask_at: u64,
     first_block: bool,
     /// First stream position of the segment; `local_depth[p - seg_start]` is the depth of byte `p` as parsed.
     seg_start: u64,
@@ -266,6 +309,8 @@ impl<'a> SegmentParser<'a> {
             ldm_next: 0,
             active: Vec::new(),
             reps: Vec::new(),
+            rep_mask: 0,
+            rep_mask_at: u64::MAX,
             first_block: true,
             block_start: 0,
             priced: Vec::with_capacity(64),
@@ -530,11 +575,7 @@ impl<'a> SegmentParser<'a> {
             return;
         }
         let longest = longest.back;
-        if let Some(at) = self.reps.iter().position(|&r| r == longest) {
-            self.reps.remove(at);
-        }
-        self.reps.insert(0, longest);
-        self.reps.truncate(self.params.rep_count);
+        self.remember_rep(longest);
         // The next position compares its bytes against every rep's source: fetch the new one's line now.
         if let Some(src) = (pos + 1).checked_sub(longest) {
             prefetch_byte(self.data, src as usize);
@@ -585,29 +626,76 @@ impl<'a> SegmentParser<'a> {
     /// time).
     fn collect_reps(&mut self, pos: u64, limit: u32, prev: Option<PrevMatch>) {
         let p = pos as usize;
-        if p + 4 > self.data.len() {
+        if p + 4 > self.data.len() || !self.rep_may_hit(pos) {
             return;
         }
         // The first four bytes as words, compared before anything else: nearly every try fails there.
         let word = |at: usize| u32::from_le_bytes(self.data[at..at + 4].try_into().expect("4 bytes"));
         let head = word(p);
-        for (k, &r) in self.reps.iter().enumerate() {
-            let shifts: &[i64] = if k < 2 { &[0, -1, 1] } else { &[0] };
-            for &s in shifts {
-                let back = r as i64 + s;
-                if back < 1 || back as u64 > pos {
-                    continue;
-                }
-                let src = p - back as usize;
-                if word(src) != head || continuation_index(back as u64, false, pos, prev).is_some() {
-                    continue;
-                }
-                let len = common_len(self.data, p, src, limit as usize) as u32;
-                if len >= 4 {
-                    self.cands.push(Candidate::forward(back as u64, len));
-                }
+        for back in rep_tries(&self.reps) {
+            if back < 1 || back as u64 > pos {
+                continue;
+            }
+            let src = p - back as usize;
+            if word(src) != head || continuation_index(back as u64, false, pos, prev).is_some() {
+                continue;
+            }
+            let len = common_len(self.data, p, src, limit as usize) as u32;
+            if len >= 4 {
+                self.cands.push(Candidate::forward(back as u64, len));
             }
         }
+    }
+
+    /// Puts `back` first among the recent distances.
+    fn remember_rep(&mut self, back: u64) {
+        if self.reps.first() == Some(&back) {
+            return;
+        }
+        if let Some(at) = self.reps.iter().position(|&r| r == back) {
+            self.reps.remove(at);
+        }
+        self.reps.insert(0, back);
+        self.reps.truncate(self.params.rep_count);
+        self.rep_mask_at = u64::MAX;
+    }
+
+    /// Whether some distance [`Self::collect_reps`] tries may have its first four bytes equal at `pos`: false
+    /// only when none has. On bare bases nearly every position is a literal and every try fails on its first
+    /// word; the lazy parse asks here instead, from one bit mask per [`REP_SPAN`] positions (per change of the
+    /// distances), which compares the next positions of every distance 16 at a time.
+    fn rep_may_hit(&mut self, pos: u64) -> bool {
+        // The optimal parse changes its distances at nearly every position: there a mask would rarely be read
+        // twice.
+        if self.params.lazy_steps.is_none() {
+            return true;
+        }
+        if pos < self.rep_mask_at || pos - self.rep_mask_at >= REP_SPAN {
+            self.rep_mask_at = pos;
+            self.rep_mask = self.rep_hit_mask(pos);
+        }
+        (self.rep_mask >> (pos - self.rep_mask_at)) & 1 != 0
+    }
+
+    /// Bit `i` set where some distance that [`Self::collect_reps`] tries has its first four bytes equal at
+    /// `pos + i` (every bit where that cannot be computed: near the stream's end, or a distance longer than
+    /// `pos`, which becomes valid further on).
+    fn rep_hit_mask(&self, pos: u64) -> u64 {
+        let p = pos as usize;
+        if p + WORD_HITS_READ > self.data.len() {
+            return u64::MAX;
+        }
+        let mut mask = 0;
+        for back in rep_tries(&self.reps) {
+            if back < 1 {
+                continue;
+            }
+            if back as u64 > pos {
+                return u64::MAX;
+            }
+            mask |= word_hits(self.data, p, p - back as usize);
+        }
+        mask
     }
 
     /// Adds the continuations of `prev` (the path's previous match, `None`: none) that match at least 2 bytes: a
@@ -679,7 +767,28 @@ impl<'a> SegmentParser<'a> {
 
 #[cfg(test)]
 mod tests {
-    use super::{first_deep, last_deep};
+    use super::{first_deep, last_deep, word_hits};
+
+    #[test]
+    fn word_hits_matches_a_byte_scan() {
+        let mut x = 11u64;
+        let data: Vec<u8> = (0..4000)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                b"ACGT"[(x % 4) as usize] // Four letters: four-byte agreements are common.
+            })
+            .collect();
+        for a in (100..3900).step_by(37) {
+            for back in [1usize, 2, 3, 5, 16, 63, 64, 65, 79, 80, 81, 99] {
+                let b = a - back;
+                let slow =
+                    (0..64).filter(|&i| data[a + i..a + i + 4] == data[b + i..b + i + 4]).fold(0u64, |m, i| m | 1 << i);
+                assert_eq!(word_hits(&data, a, b), slow, "a {a} back {back}");
+            }
+        }
+    }
 
     #[test]
     fn first_deep_matches_a_byte_scan() {

@@ -154,13 +154,4 @@ impl SegmentParser<'_> {
         let sum: u64 = self.data[p..p + exact].iter().map(|&b| prices.lit[b as usize] as u64).sum();
         sum + (len as usize - exact) as u64 * sum / exact as u64
     }
-
-    /// Puts `back` first among the recent distances.
-    fn remember_rep(&mut self, back: u64) {
-        if let Some(at) = self.reps.iter().position(|&r| r == back) {
-            self.reps.remove(at);
-        }
-        self.reps.insert(0, back);
-        self.reps.truncate(self.params.rep_count);
-    }
 }
