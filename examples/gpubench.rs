@@ -177,7 +177,7 @@ fn bench_full(gpu: &GpuEngine, data: &ArchiveData, reference: Option<&[u8]>, run
             gpu.full_decode(variant, None)?;
         }
         let mut times = Vec::with_capacity(runs);
-        let (mut chase, mut resolve, mut copy) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut chase, mut resolve, mut copy, mut bucket) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for run in 0..runs {
             // Poison, decode, and (for the full variant) re-check every timed run bit-exact.
             let r = gpu.full_decode(variant, Some((run as u8).wrapping_mul(37) ^ 0x5A))?;
@@ -185,6 +185,7 @@ fn bench_full(gpu: &GpuEngine, data: &ArchiveData, reference: Option<&[u8]>, run
             chase.extend(r.chase_ms.map(f64::from));
             resolve.extend(r.resolve_ms.map(f64::from));
             copy.extend(r.copy_ms.map(f64::from));
+            bucket.extend(r.bucket_ms.map(f64::from));
             if variant == FullVariant::Full {
                 gpu.full_output(&mut host)?;
                 let bad = count_bad_blocks(data, &host, reference);
@@ -205,6 +206,11 @@ fn bench_full(gpu: &GpuEngine, data: &ArchiveData, reference: Option<&[u8]>, run
             let c = percentile(&sorted(copy), 0.5);
             println!("  {:<24} median {c:9.3} ms  (bucketing and per-level copies, inside {name})", "copy");
             result["copy_median_ms"] = json!(c);
+        }
+        if !bucket.is_empty() {
+            let c = percentile(&sorted(bucket), 0.5);
+            println!("  {:<24} median {c:9.3} ms  (of which the bucketing: level_starts, level_order)", "bucketing");
+            result["bucket_median_ms"] = json!(c);
         }
         if !chase.is_empty() {
             let c = percentile(&sorted(chase), 0.5);

@@ -1889,8 +1889,12 @@ struct CopyPiece {
     u32 phase;   // a wrapping fill: the piece's first byte's offset in the period
     bool rc;
 };
-__device__ __forceinline__ CopyPiece copy_piece(const Ctx& c, const u64* desc, u32 i) {
-    const ulonglong2 d = *(const ulonglong2*)(desc + 2 * (u64)i);
+__device__ __forceinline__ ulonglong2 load_desc(const u64* desc, u32 i) {
+    return *(const ulonglong2*)(desc + 2 * (u64)i);
+}
+// The piece of descriptor d without its wrap: no loads, so a warp's descriptor loads all go out before any of
+// them is needed (a wrap test between them, with its loads, made each wait for the one before).
+__device__ __forceinline__ CopyPiece piece_of(ulonglong2 d) {
     CopyPiece p;
     p.dst = d.x & ((1ull << DESC_DST_BITS) - 1);
     p.len = (u32)(d.x >> DESC_DST_BITS) & 0xFFu;
@@ -1898,14 +1902,21 @@ __device__ __forceinline__ CopyPiece copy_piece(const Ctx& c, const u64* desc, u
     p.period = 0;
     p.phase = 0;
     p.src = d.y;
-    if (d.x & DESC_WRAP) {
-        // dist < k0 + len <= 2^20: the period fits a u32. (A distance of 0 never passes the parse; it would copy
-        // the match's own bytes, not divide by zero.)
-        const PieceMatch m = piece_match(c, d.y);
-        p.src = m.base;
-        p.period = (u32)match_dist(m.bk);
-        p.phase = p.period != 0 ? m.k0 % p.period : 0u;
-    }
+    return p;
+}
+// A DESC_WRAP piece (d.y is its piece id): its period and phase from its match, the slow way.
+__device__ __noinline__ void unwrap_piece(const Ctx& c, CopyPiece& p, u64 piece) {
+    // dist < k0 + len <= 2^20: the period fits a u32. (A distance of 0 never passes the parse; it would copy
+    // the match's own bytes, not divide by zero.)
+    const PieceMatch m = piece_match(c, piece);
+    p.src = m.base;
+    p.period = (u32)match_dist(m.bk);
+    p.phase = p.period != 0 ? m.k0 % p.period : 0u;
+}
+__device__ __forceinline__ CopyPiece copy_piece(const Ctx& c, const u64* desc, u32 i) {
+    const ulonglong2 d = load_desc(desc, i);
+    CopyPiece p = piece_of(d);
+    if (d.x & DESC_WRAP) unwrap_piece(c, p, d.y);
     return p;
 }
 __device__ __forceinline__ u64 piece_source(const CopyPiece& p, u32 j) {
@@ -1922,14 +1933,19 @@ __device__ __forceinline__ u64 piece_source(const CopyPiece& p, u32 j) {
 #define COPY_UNROLL 4
 template <bool L2>
 __device__ __forceinline__ void copy_pieces(const Ctx& c, const u64* desc, u32 i0, u32 end, u32 stride, u32 lane) {
-    CopyPiece p[COPY_UNROLL];
-    u32 v[COPY_UNROLL][4];
+    ulonglong2 d[COPY_UNROLL];
 #pragma unroll
     for (u32 r = 0; r < COPY_UNROLL; r++) {
         const u32 i = i0 + r * stride;
-        if (i < end) p[r] = copy_piece(c, desc, i);
-        else p[r].len = 0;
+        d[r] = i < end ? load_desc(desc, i) : make_ulonglong2(0ull, 0ull);  // length 0: no piece
     }
+    CopyPiece p[COPY_UNROLL];
+#pragma unroll
+    for (u32 r = 0; r < COPY_UNROLL; r++) p[r] = piece_of(d[r]);
+#pragma unroll
+    for (u32 r = 0; r < COPY_UNROLL; r++)
+        if (d[r].x & DESC_WRAP) unwrap_piece(c, p[r], d[r].y);
+    u32 v[COPY_UNROLL][4];
 #pragma unroll
     for (u32 r = 0; r < COPY_UNROLL; r++)
 #pragma unroll

@@ -305,6 +305,9 @@ pub struct FullRun {
     /// synchronisation).
     pub levels: Option<LevelReport>,
     pub copy_ms: Option<f32>,
+    /// `Resolve::Levels`: the device ms of the first epoch's bucketing alone (`level_starts` and `level_order`),
+    /// inside `copy_ms`.
+    pub bucket_ms: Option<f32>,
 }
 
 /// What `Resolve::Levels` did in one complete decode: the shape the next optimisation is chosen by.
@@ -1530,16 +1533,16 @@ impl Device {
                     .map_err(gpu("resolve launch"))?;
             }
         }
-        let copy_start = match levels {
-            true => Some(new_event()?),
-            false => None,
+        let (copy_start, order_end) = match levels {
+            true => (Some(new_event()?), Some(new_event()?)),
+            false => (None, None),
         };
-        let level_report = match (&copy_start, &chase_start) {
-            (Some(copy), Some(chase)) => Some(self.resolve_by_levels(
+        let level_report = match (&copy_start, &order_end, &chase_start) {
+            (Some(copy), Some(order), Some(chase)) => Some(self.resolve_by_levels(
                 &c,
                 full,
                 level_passes.unwrap_or((0, LEVEL_CAP, EPOCH_MIN_PIECES, TAIL_MAX_PIECES, CHASE_SHARE, true)),
-                (copy, chase),
+                (copy, order, chase),
             )?),
             _ => None,
         };
@@ -1551,10 +1554,11 @@ impl Device {
             None => Ok(None),
         };
         let (chase_ms, resolve_ms) = (since(&chase_start)?, since(&resolve_start)?);
-        let copy_ms = match (&copy_start, &chase_start) {
-            (Some(copy), Some(chase)) => Some(copy.elapsed_ms(chase).map_err(gpu("event timing"))?),
-            _ => None,
+        let between = |a: &Option<CudaEvent>, b: &Option<CudaEvent>| match (a, b) {
+            (Some(a), Some(b)) => a.elapsed_ms(b).map(Some).map_err(gpu("event timing")),
+            _ => Ok(None),
         };
+        let (copy_ms, bucket_ms) = (between(&copy_start, &chase_start)?, between(&copy_start, &order_end)?);
         let status = stream.clone_dtoh(&full.status).map_err(gpu("status copy"))?[0];
         if let Some(fault) = KernelFault::from_status(status) {
             return Ok(Err(fault));
@@ -1576,7 +1580,16 @@ impl Device {
         let used = if rounds == 0 && !levels { 0 } else { left.iter().take_while(|&&c| c != 0).count() as u32 + 1 };
         self.last_full = Some(variant);
         self.index_ready = index_ptr != 0;
-        Ok(Ok(FullRun { device_ms, rounds: used, left, chase_ms, resolve_ms, levels: level_report, copy_ms }))
+        Ok(Ok(FullRun {
+            device_ms,
+            rounds: used,
+            left,
+            chase_ms,
+            resolve_ms,
+            levels: level_report,
+            copy_ms,
+            bucket_ms,
+        }))
     }
 
     /// `Resolve::Levels` after the parse, in epochs (one-launch search: up to [`LEVEL_EPOCHS`]; passes: one): the
@@ -1584,13 +1597,13 @@ impl Device {
     /// ([`copy_runs`]: a `copy_grid` launch per run of dense levels, or a `copy_level` launch per dense level, and
     /// a `copy_tail` launch per run of sparse ones); then, while many pieces are over the cap, `level_rebase` and
     /// the next epoch, and after the last one `chase_unleveled` for what is still left. `copy_start` is recorded
-    /// before the bucketing, `chase_start` before the chase.
+    /// before the bucketing, `order_end` after the first epoch's, `chase_start` before the chase.
     fn resolve_by_levels(
         &self,
         c: &KernelCtx,
         full: &FullBuffers,
         (passes, cap, epoch_min, tail_max, chase_share, grid): (u32, u32, u64, u32, u32, bool),
-        (copy_start, chase_start): (&CudaEvent, &CudaEvent),
+        (copy_start, order_end, chase_start): (&CudaEvent, &CudaEvent, &CudaEvent),
     ) -> Result<LevelReport> {
         if self.unit_log > 20 {
             return Err(Error::Gpu("match levels need slices of at most 2^20 bytes".into()));
@@ -1713,6 +1726,9 @@ impl Device {
                     .arg(&list_cap)
                     .launch(first)
                     .map_err(gpu("level order"))?;
+            }
+            if epoch == 0 {
+                order_end.record(stream).map_err(gpu("event"))?;
             }
             // More pieces than the descriptors hold: level_order reported it (E_WORKLIST), and nothing is copied.
             if starts_host[LEVELS] > u64::from(list_cap) {
