@@ -111,6 +111,9 @@ impl SegmentParser<'_> {
     /// The candidate at `pos` that saves the most against literals, if any saves anything. `prev` and
     /// `last_end` describe the last match, whose continuations are tried within [`CONTINUATION_GAP`] literals
     /// and in the same slice (as the encoder codes them).
+    // Inlined: called at nearly every position, and as a call its `prev` argument went through memory, written
+    // just before and read back wider than written (a store-forwarding stall on every call).
+    #[inline(always)]
     fn best_at(
         &mut self,
         pos: u64,
