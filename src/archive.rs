@@ -286,22 +286,42 @@ impl Archive {
         }
         let log = self.data.header.block_log;
         let (first, last) = (start >> log, (end - 1) >> log);
-        let taken = self.seq_window.lock().unwrap_or_else(|p| p.into_inner()).take();
-        // A window that does not reach `first` is replaced by the decoder itself (it starts at `first`).
-        let mut window = taken.unwrap_or_else(|| SeqWindow::new(first, (self.seq_window_bytes >> log).max(1)));
-        // Blocks still in the window are handed out again, not decoded.
-        let reused = match window.get(first) {
-            Some(_) => window.next_id().min(last + 1) - first,
-            None => 0,
-        };
-        let mut handed = 0u64;
-        let result = self.cpu.decode_sequential_with(&mut window, first, last + 1, true, |id, block| {
-            handed += 1;
+        self.decode_blocks_sequential(first, last + 1, |id, block| {
             let block = block?;
             let block_start = self.data.block_start(id);
             let from = start.saturating_sub(block_start) as usize;
             let to = (end - block_start).min(block.len() as u64) as usize;
             sink(&block[from..to])
+        })
+    }
+
+    /// Hands blocks `first..end` (whole, in order) to `on_block` from the CPU's sequential decoder, continuing
+    /// the archive's window as [`Archive::decode_range_sequential`] does; each block is the one the window keeps
+    /// (see [`CpuEngine::decode_sequential_blocks`]), so a caller that keeps it shares it rather than copying.
+    pub fn decode_blocks_sequential(
+        &self,
+        first: u64,
+        end: u64,
+        on_block: impl FnMut(u64, Result<&Block>) -> Result<()>,
+    ) -> Result<()> {
+        let end = end.min(self.data.block_count());
+        if first >= end {
+            return Ok(());
+        }
+        let log = self.data.header.block_log;
+        let taken = self.seq_window.lock().unwrap_or_else(|p| p.into_inner()).take();
+        // A window that does not reach `first` is replaced by the decoder itself (it starts at `first`).
+        let mut window = taken.unwrap_or_else(|| SeqWindow::new(first, (self.seq_window_bytes >> log).max(1)));
+        // Blocks still in the window are handed out again, not decoded.
+        let reused = match window.get(first) {
+            Some(_) => window.next_id().min(end) - first,
+            None => 0,
+        };
+        let mut handed = 0u64;
+        let mut on_block = on_block;
+        let result = self.cpu.decode_sequential_blocks(&mut window, first, end, true, |id, block| {
+            handed += 1;
+            on_block(id, block)
         });
         *self.seq_window.lock().unwrap_or_else(|p| p.into_inner()) = Some(window);
         self.cache.record_decodes(self.cpu.name(), handed.saturating_sub(reused));

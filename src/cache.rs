@@ -163,6 +163,19 @@ impl Block {
         Arc::as_ptr(&self.window) as usize
     }
 
+    /// The buffer of a block that owns its window alone (no other view of it alive), for reuse; the block
+    /// itself otherwise. The sequential decoder recycles its window's blocks with this once a stream run's cache
+    /// has let them go.
+    pub fn into_buffer(self) -> std::result::Result<Vec<u8>, Block> {
+        if self.start != 0 || self.len != self.window.bytes.len() {
+            return Err(self);
+        }
+        match Arc::try_unwrap(self.window) {
+            Ok(mut window) => Ok(std::mem::take(&mut window.bytes)),
+            Err(window) => Err(Block { len: window.bytes.len(), window, start: 0 }),
+        }
+    }
+
     /// A copy of this block in a window of its own.
     fn copied(&self) -> Block {
         Block::from(&self[..])

@@ -17,6 +17,7 @@ use std::collections::VecDeque;
 use rayon::prelude::*;
 
 use super::copy_from;
+use crate::cache::Block;
 use crate::codec::resolve::DecodedBlocks;
 
 /// Evicted byte buffers kept for reuse: about one batch on a large machine.
@@ -29,7 +30,8 @@ const PACKED_UNITS: usize = 1;
 enum Held {
     /// The block failed to decode: sources in it are resolved through its tokens (and fail again).
     Failed,
-    Bytes(Vec<u8>),
+    /// A block as the decoder handed it out (a stream run's cache may hold it too: shared, not copied).
+    Bytes(Block),
     Packed(Packed),
 }
 
@@ -142,7 +144,7 @@ pub struct SeqWindow {
     settled: usize,
     /// Memory held, in quarter blocks.
     units: usize,
-    /// Buffers of evicted or packed blocks, reused by the next batch.
+    /// Buffers of evicted or packed blocks that nothing else holds, reused by the next batch.
     spare: Vec<Vec<u8>>,
 }
 
@@ -171,8 +173,17 @@ impl SeqWindow {
     /// Block `id`'s bytes, if held and good (unpacked into a copy when the window keeps it packed).
     pub fn get(&self, id: u64) -> Option<Cow<'_, [u8]>> {
         match self.held(id)? {
-            Held::Bytes(bytes) => Some(Cow::Borrowed(bytes)),
+            Held::Bytes(bytes) => Some(Cow::Borrowed(&bytes[..])),
             Held::Packed(packed) => Some(Cow::Owned(packed.to_vec())),
+            Held::Failed => None,
+        }
+    }
+
+    /// Block `id`, if held and good: shared when the window keeps it as bytes, else unpacked into a new block.
+    pub fn block(&self, id: u64) -> Option<Block> {
+        match self.held(id)? {
+            Held::Bytes(block) => Some(block.clone()),
+            Held::Packed(packed) => Some(Block::from(packed.to_vec())),
             Held::Failed => None,
         }
     }
@@ -195,7 +206,7 @@ impl SeqWindow {
     /// smaller than the window, the usual case for a mount's stream runs and fills) never packs, which saved
     /// the 4 % of a fresh mount's sequential read that `Packed::new` took (atha_chr1, `perf`); once the window is
     /// full, every block leaving the newest quarter is packed as before, so it reaches just as far back.
-    pub(super) fn push_all(&mut self, first: u64, blocks: impl IntoIterator<Item = Option<Vec<u8>>>, parallel: bool) {
+    pub(super) fn push_all(&mut self, first: u64, blocks: impl IntoIterator<Item = Option<Block>>, parallel: bool) {
         debug_assert_eq!(first, self.next_id());
         for block in blocks {
             let held = block.map_or(Held::Failed, Held::Bytes);
@@ -221,7 +232,7 @@ impl SeqWindow {
                 }
             };
             let blocks = &mut self.blocks.make_contiguous()[from..to];
-            let freed: Vec<Vec<u8>> = if parallel {
+            let freed: Vec<Block> = if parallel {
                 blocks.par_iter_mut().filter_map(pack).collect()
             } else {
                 blocks.iter_mut().filter_map(pack).collect()
@@ -241,9 +252,17 @@ impl SeqWindow {
         }
     }
 
-    fn recycle(&mut self, buffers: impl IntoIterator<Item = Vec<u8>>) {
-        let room = SPARE_BUFFERS.saturating_sub(self.spare.len());
-        self.spare.extend(buffers.into_iter().take(room));
+    /// Keeps the buffers of `blocks` that nothing else holds (a stream run's cache may still serve the others)
+    /// for the next batch, up to [`SPARE_BUFFERS`].
+    fn recycle(&mut self, blocks: impl IntoIterator<Item = Block>) {
+        for block in blocks {
+            if self.spare.len() >= SPARE_BUFFERS {
+                break;
+            }
+            if let Ok(buffer) = block.into_buffer() {
+                self.spare.push(buffer);
+            }
+        }
     }
 }
 
@@ -292,7 +311,7 @@ mod tests {
     #[test]
     fn window_keeps_the_most_recent_blocks() {
         let mut w = SeqWindow::new(10, 2);
-        w.push_all(10, [Some(vec![1, 2, 3]), None, Some(vec![7, 8])], false);
+        w.push_all(10, [Some(Block::from(vec![1, 2, 3])), None, Some(Block::from(vec![7, 8]))], false);
         let mut out = [0u8; 2];
         assert!(!w.copy_out(10, 0, &mut out), "evicted");
         assert!(!w.copy_out(11, 0, &mut out), "failed block");
@@ -309,7 +328,7 @@ mod tests {
         for parallel in [false, true] {
             let mut w = SeqWindow::new(0, 8);
             for chunk in blocks.chunks(3).enumerate() {
-                w.push_all(chunk.0 as u64 * 3, chunk.1.iter().cloned().map(Some), parallel);
+                w.push_all(chunk.0 as u64 * 3, chunk.1.iter().map(|b| Some(Block::from(&b[..]))), parallel);
                 assert!(w.units <= 8 * BYTES_UNITS);
             }
             assert_eq!((w.first_id(), w.next_id()), (40 - 26, 40));
@@ -323,7 +342,7 @@ mod tests {
         }
         // Blocks that are not pure bases stay bytes and cost a whole block each.
         let mut w = SeqWindow::new(0, 8);
-        w.push_all(0, (0..40u8).map(|i| Some(vec![b'N', i])), true);
+        w.push_all(0, (0..40u8).map(|i| Some(Block::from(vec![b'N', i]))), true);
         assert_eq!((w.first_id(), w.next_id()), (32, 40));
         assert_eq!(w.get(35).as_deref(), Some(&[b'N', 35][..]));
     }
