@@ -18,7 +18,7 @@
 use std::collections::HashMap;
 use std::mem::MaybeUninit;
 use std::ops::Range;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -220,14 +220,14 @@ impl Archive {
         let to = file.piece_stream_range(range.end - 1).end;
         let mut code = vec![0u8; (to - from) as usize];
         self.read_structure(from, &mut code)?;
-        range
-            .into_par_iter()
-            .map(|i| {
-                let r = file.piece_stream_range(i);
-                let bytes = &code[(r.start - from) as usize..(r.end - from) as usize];
-                file.table.decode_piece(i, bytes).map_err(|e| self.genome_error(id, e.into()))
-            })
-            .collect()
+        spread(range.len(), |k| {
+            let i = range.start + k;
+            let r = file.piece_stream_range(i);
+            let bytes = &code[(r.start - from) as usize..(r.end - from) as usize];
+            file.table.decode_piece(i, bytes).map_err(|e| self.genome_error(id, e.into()))
+        })
+        .into_iter()
+        .collect()
     }
 
     /// A structure that does not validate is corrupt data of that file: say which file (a bad block under it
@@ -524,15 +524,18 @@ impl Archive {
             return Ok(());
         }
         let (p0, p1) = (pieces.start, pieces.end - 1);
-        let span = {
-            let g0 = self.decode_pieces(id, file, p0..p0 + 1)?;
-            let g1 = if p1 == p0 { Vec::new() } else { self.decode_pieces(id, file, p1..p1 + 1)? };
-            let last = g1.first().unwrap_or(&g0[0]);
-            file.base_span((p0, &g0[0]), (p1, last), from, end)
-        };
+        // The range's first and last pieces (the span of bases needs both) at once, and kept for the rebuild:
+        // the stream decoded them one after the other and then again (~3 ms of atha_chr1 before its first byte).
+        let ends_at = if p1 > p0 { vec![p0, p1] } else { vec![p0] };
+        let ends = spread(ends_at.len(), |k| self.decode_pieces(id, file, ends_at[k]..ends_at[k] + 1))
+            .into_iter()
+            .collect::<Result<Vec<Vec<Genome>>>>()?;
+        let ends: Vec<(usize, Genome)> = ends_at.into_iter().zip(ends.into_iter().flatten()).collect();
+        let (first, last) = (&ends[0], &ends[ends.len() - 1]);
+        let span = file.base_span((first.0, &first.1), (last.0, &last.1), from, end);
         std::thread::scope(|scope| {
             let (tx, rx) = std::sync::mpsc::sync_channel(1);
-            let batches = pieces.clone().step_by(STREAM_PIECES).map(move |b| b..(b + STREAM_PIECES).min(pieces.end));
+            let batches = stream_batches(p0 + 1..p1);
             std::thread::Builder::new()
                 .name("acx-pieces".to_string())
                 .spawn_scoped(scope, move || {
@@ -545,7 +548,7 @@ impl Archive {
                     }
                 })
                 .map_err(|e| Error::InvalidArgument(format!("cannot start the structure thread: {e}")))?;
-            let mut rebuild = Rebuild::new(file, rx, from..end, span.start);
+            let mut rebuild = Rebuild::new(file, rx, ends, from..end, span.start);
             if span.end > span.start {
                 self.decode_range_streaming(file.bases_start + span.start, span.end - span.start, &mut |bytes| {
                     rebuild.bases.extend_from_slice(bytes);
@@ -562,6 +565,8 @@ impl Archive {
 struct Rebuild<'a> {
     file: &'a GenomeFile,
     pieces: std::sync::mpsc::Receiver<Result<(usize, Vec<Genome>)>>,
+    /// The range's first and last pieces, decoded before the stream started (the span of bases needs them).
+    ends: Vec<(usize, Genome)>,
     /// Batches received and not passed yet: (first piece, its decoded pieces).
     held: std::collections::VecDeque<(usize, Vec<Genome>)>,
     /// Bases from file base `bases_from` on.
@@ -578,12 +583,14 @@ impl<'a> Rebuild<'a> {
     fn new(
         file: &'a GenomeFile,
         pieces: std::sync::mpsc::Receiver<Result<(usize, Vec<Genome>)>>,
+        ends: Vec<(usize, Genome)>,
         range: Range<u64>,
         bases_from: u64,
     ) -> Rebuild<'a> {
         Rebuild {
             file,
             pieces,
+            ends,
             held: Default::default(),
             bases: Vec::new(),
             bases_from,
@@ -595,7 +602,7 @@ impl<'a> Rebuild<'a> {
 
     /// Receives batches from the structure thread until one holds piece `i`.
     fn receive(&mut self, i: usize) -> Result<()> {
-        while held_piece(&self.held, i).is_none() {
+        while held_piece(&self.ends, &self.held, i).is_none() {
             let batch = self.pieces.recv().map_err(|_| {
                 Error::InvalidArgument(format!("genome piece {i} never came from the structure thread"))
             })??;
@@ -607,7 +614,6 @@ impl<'a> Rebuild<'a> {
     /// Rebuilds and hands to `sink` every chunk of original bytes whose bases are all in (with `flush`: the rest
     /// of the range, whose bases must then all be in), in parallel, then drops the bases used up.
     fn emit(&mut self, flush: bool, sink: &mut dyn FnMut(&[u8]) -> Result<()>) -> Result<()> {
-        use rayon::prelude::*;
         let have_to = self.bases_from + self.bases.len() as u64;
         // The ready chunks: (piece, local offset, length, bases from, bases to), file-relative bases.
         let mut ready = Vec::new();
@@ -618,7 +624,7 @@ impl<'a> Rebuild<'a> {
             let take = (self.end.min(bytes.end) - at).min(STREAM_CHUNK);
             let local = at - bytes.start;
             self.receive(i)?;
-            let (c0, c1) = held_piece(&self.held, i).map_or((0, 0), |g| g.base_range(local, take));
+            let (c0, c1) = held_piece(&self.ends, &self.held, i).map_or((0, 0), |g| g.base_range(local, take));
             if base0 + c1 > have_to || base0 + c0 < self.bases_from {
                 if flush {
                     return Err(Error::InvalidArgument(format!(
@@ -637,24 +643,22 @@ impl<'a> Rebuild<'a> {
             return Ok(());
         }
         self.outs.resize_with(self.outs.len().max(ready.len()), Vec::new);
-        let (held, bases, bases_from, file) = (&self.held, &self.bases, self.bases_from, self.file);
-        let rebuilt: Vec<Result<usize>> = ready
-            .par_iter()
-            .zip(self.outs.par_iter_mut())
-            .map(|(&(i, local, take, b0, b1), out)| {
-                let piece = held_piece(held, i).ok_or_else(|| {
-                    Error::InvalidArgument(format!("genome piece {i} is not among the batches received"))
-                })?;
-                let chunk = [&bases[(b0 - bases_from) as usize..(b1 - bases_from) as usize]];
-                let c0 = b0 - file.table.bases_of(i).start;
-                out.clear();
-                out.reserve(take);
-                let n = piece.write_at(local, &mut out.spare_capacity_mut()[..take], BaseChunks::new(c0, &chunk))?;
-                // SAFETY: `write_at` initialised the first `n` bytes of the spare capacity, `n ≤ take`.
-                unsafe { out.set_len(n) };
-                Ok(n)
-            })
-            .collect();
+        let (ends, held, bases, bases_from, file) = (&self.ends, &self.held, &self.bases, self.bases_from, self.file);
+        // On threads of their own, not the rayon pool: this runs on the thread that hands out the sequential
+        // decoder's blocks, and the pool is busy with the rest of the decoder's batch until it runs out.
+        let rebuilt: Vec<Result<usize>> = spread_mut(&mut self.outs[..ready.len()], |k, out| {
+            let (i, local, take, b0, b1) = ready[k];
+            let piece = held_piece(ends, held, i)
+                .ok_or_else(|| Error::InvalidArgument(format!("genome piece {i} is not among the batches received")))?;
+            let chunk = [&bases[(b0 - bases_from) as usize..(b1 - bases_from) as usize]];
+            let c0 = b0 - file.table.bases_of(i).start;
+            out.clear();
+            out.reserve(take);
+            let n = piece.write_at(local, &mut out.spare_capacity_mut()[..take], BaseChunks::new(c0, &chunk))?;
+            // SAFETY: `write_at` initialised the first `n` bytes of the spare capacity, `n ≤ take`.
+            unsafe { out.set_len(n) };
+            Ok(n)
+        });
         let mut used_to = self.bases_from;
         for ((&(_, _, take, _, b1), n), out) in ready.iter().zip(rebuilt).zip(&self.outs) {
             let n = n?;
@@ -680,13 +684,75 @@ impl<'a> Rebuild<'a> {
     }
 }
 
-/// Decoded piece `i`, if one of the batches `held` holds it.
-fn held_piece(held: &std::collections::VecDeque<(usize, Vec<Genome>)>, i: usize) -> Option<&Genome> {
-    held.iter().find_map(|(first, g)| g.get(i.checked_sub(*first)?))
+/// Decoded piece `i`, if it is one of the range's `ends` or one of the batches `held` holds it.
+fn held_piece<'g>(
+    ends: &'g [(usize, Genome)],
+    held: &'g std::collections::VecDeque<(usize, Vec<Genome>)>,
+    i: usize,
+) -> Option<&'g Genome> {
+    ends.iter()
+        .find(|(at, _)| *at == i)
+        .map(|(_, g)| g)
+        .or_else(|| held.iter().find_map(|(first, g)| g.get(i.checked_sub(*first)?)))
 }
 
 /// Pieces a stream decodes ahead at a time, in parallel (a batch holds tens of MB of decoded structure).
 const STREAM_PIECES: usize = 16;
+
+/// The batches a stream's structure thread decodes pieces `range` in: two pieces first, then twice as many each
+/// time up to [`STREAM_PIECES`]. Why: the rebuild waits for a batch's first piece until the whole batch is decoded,
+/// and the first batch of 16 pieces held back atha_chr1's first rebuilt byte by all 15 pieces' decodes (50 ms
+/// on the loaded 2-core machine; its first piece comes decoded with the span).
+fn stream_batches(range: Range<usize>) -> impl Iterator<Item = Range<usize>> {
+    let mut next = (range.start, 2usize);
+    std::iter::from_fn(move || {
+        let (at, n) = next;
+        if at >= range.end {
+            return None;
+        }
+        let batch = at..(at + n).min(range.end);
+        next = (batch.end, (n * 2).min(STREAM_PIECES));
+        Some(batch)
+    })
+}
+
+/// `f(k, &mut items[k])` for every item, on up to as many threads as the rayon pool has (the calling thread one of
+/// them), each claiming the next item; the results in item order. Why threads of their own rather than the pool:
+/// structure pieces and rebuilt chunks are wanted while the sequential decoder's batch keeps every pool thread
+/// until it runs out (up to 32 blocks a thread), and work queued behind it waited: with 8 pool threads, rebuilds
+/// of 0.25 ms queued 16–23 ms during a fresh mount's read of atha_chr1 (`examples/stream_bench`). Starting a
+/// thread costs tens of µs, against milliseconds for a 2 MiB piece. A thread that cannot start leaves its share
+/// to the others.
+fn spread_mut<T: Send, R: Send>(items: &mut [T], f: impl Fn(usize, &mut T) -> R + Sync) -> Vec<R> {
+    let n = items.len();
+    let threads = n.min(rayon::current_num_threads());
+    if threads <= 1 {
+        return items.iter_mut().enumerate().map(|(k, item)| f(k, item)).collect();
+    }
+    let slots: Vec<Mutex<(&mut T, Option<R>)>> = items.iter_mut().map(|item| Mutex::new((item, None))).collect();
+    let claimed = AtomicUsize::new(0);
+    let work = || loop {
+        let k = claimed.fetch_add(1, Ordering::Relaxed);
+        let Some(slot) = slots.get(k) else { break };
+        let mut slot = slot.lock().unwrap_or_else(|p| p.into_inner());
+        slot.1 = Some(f(k, slot.0));
+    };
+    std::thread::scope(|scope| {
+        for _ in 1..threads {
+            if std::thread::Builder::new().name("acx-spread".to_string()).spawn_scoped(scope, work).is_err() {
+                break;
+            }
+        }
+        work();
+    });
+    // Every item was claimed once and its result set (a panic in `f` would have ended the scope above with it).
+    slots.into_iter().filter_map(|slot| slot.into_inner().unwrap_or_else(|p| p.into_inner()).1).collect()
+}
+
+/// [`spread_mut`] over the indices `0..n`.
+fn spread<R: Send>(n: usize, f: impl Fn(usize) -> R + Sync) -> Vec<R> {
+    spread_mut(&mut vec![(); n], |k, _| f(k))
+}
 
 /// Pieces a sequential reader has decoded ahead of the one it reached (see [`Archive::read_pieces_ahead`]): 16
 /// MiB of original bytes at the default piece size, a few MB of decoded structure.
