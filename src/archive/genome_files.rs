@@ -22,8 +22,6 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use rayon::prelude::*;
-
 use super::{Archive, READ_BATCH_BLOCKS};
 use crate::error::{Error, Result};
 use crate::format::tree::{EntryId, EntryKind, TRANSFORM_GENOME};
@@ -156,9 +154,18 @@ impl Archive {
     /// Piece `i` of an opened file, decoded on first use (its code read through the block cache) and counted
     /// against [`OPEN_STRUCTURE_BYTES`].
     fn genome_piece(&self, f: &Opened, i: usize) -> Result<Arc<Genome>> {
+        self.genome_piece_from(f, i, |pos, buf| self.read_stream(pos, buf))
+    }
+
+    /// [`Archive::genome_piece`] with its code (if not decoded yet) read by `read(pos, buf)`.
+    fn genome_piece_from(
+        &self,
+        f: &Opened,
+        i: usize,
+        read: impl FnOnce(u64, &mut [u8]) -> Result<()>,
+    ) -> Result<Arc<Genome>> {
         let started = Instant::now();
-        let (g, fresh) =
-            f.file.piece(i, |pos, buf| self.read_stream(pos, buf)).map_err(|e| self.genome_error(f.id, e))?;
+        let (g, fresh) = f.file.piece(i, read).map_err(|e| self.genome_error(f.id, e))?;
         let mut open = self.genomes.open.lock().unwrap_or_else(|p| p.into_inner());
         if fresh {
             self.genomes.pieces_decoded.fetch_add(1, Ordering::Relaxed);
@@ -327,9 +334,43 @@ impl Archive {
 
     /// Decodes and keeps `pieces` (file, piece) in parallel, ahead of the reads that will want them; errors are
     /// left to those reads, which decode their pieces themselves.
+    ///
+    /// The code of each file's pieces is read in one pass ([`Archive::read_structure`]: the sequential decoder,
+    /// on the calling thread too), not piece by piece through the random path: that one decodes on the rayon
+    /// pool, where a stream run's batch holds every thread until it runs out, and its structure blocks resolve
+    /// their sources through tokens.
     fn decode_pieces_ahead(&self, pieces: Vec<(&Opened, usize)>) {
-        pieces.into_par_iter().for_each(|(f, i)| {
-            let _ = self.genome_piece(f, i);
+        // Each file's span of code (its pieces lie in order in its structure).
+        let mut spans: Vec<(EntryId, Range<u64>)> = Vec::new();
+        for &(f, i) in &pieces {
+            let r = f.file.piece_stream_range(i);
+            match spans.iter_mut().find(|(id, _)| *id == f.id) {
+                Some((_, span)) => *span = span.start.min(r.start)..span.end.max(r.end),
+                None => spans.push((f.id, r)),
+            }
+        }
+        let code: Vec<(EntryId, u64, Vec<u8>)> = spans
+            .into_iter()
+            .filter_map(|(id, span)| {
+                let mut code = vec![0u8; usize::try_from(span.end - span.start).ok()?];
+                // An error is left to the reads (the piece is then read through the random path below).
+                self.read_structure(span.start, &mut code).ok().map(|()| (id, span.start, code))
+            })
+            .collect();
+        spread(pieces.len(), |k| {
+            let (f, i) = pieces[k];
+            let r = f.file.piece_stream_range(i);
+            let read = code
+                .iter()
+                .find(|(id, _, _)| *id == f.id)
+                .and_then(|(_, from, code)| code.get((r.start - from) as usize..(r.end - from) as usize));
+            let _ = match read {
+                Some(bytes) => self.genome_piece_from(f, i, |_, buf| {
+                    buf.copy_from_slice(bytes);
+                    Ok(())
+                }),
+                None => self.genome_piece(f, i),
+            };
         });
     }
 

@@ -659,9 +659,10 @@ impl<B: Backend> AcxFs<B> {
         }
     }
 
-    /// Asks the backend, on the rayon pool, to prepare mapped file `id` up to [`PREPARE_AHEAD_BYTES`] beyond `read_end`
-    /// (where a read just ended) while the handle's sequential detector (fed by [`AcxFs::follow_stream`]) sees a
-    /// stream, once the reader has used up half of what was prepared before (one request per 8 MiB, not one per read).
+    /// Asks the backend, on a thread of its own, to prepare mapped file `id` up to [`PREPARE_AHEAD_BYTES`] beyond
+    /// `read_end` (where a read just ended) while the handle's sequential detector (fed by [`AcxFs::follow_stream`])
+    /// sees a stream, once the reader has used up half of what was prepared before (one request per 8 MiB, not one
+    /// per read).
     /// Why: a genome file's reads need its structure pieces (~1.4 ms to decode 2 MiB of atha-like FASTA on one core
     /// here), and a reader that decoded them when it got there served the 340 MB generated genome from the daemon's
     /// cache at 1.0 GB/s against 3.2 GB/s with the pieces held (`examples/serve_bench`, 2 cores).
@@ -685,7 +686,12 @@ impl<B: Backend> AcxFs<B> {
             start..slot.prepared_to
         };
         let backend = Arc::clone(&self.backend);
-        rayon::spawn(move || backend.prepare_ahead(id, range.start, range.end - range.start));
+        // On a thread of its own, not the rayon pool: a stream run's sequential decoder keeps every pool thread
+        // until its batch runs out, and the pieces the reader is about to need waited behind it. Should the
+        // thread not start, the reads decode their pieces themselves.
+        let _ = std::thread::Builder::new()
+            .name("acx-prepare".to_string())
+            .spawn(move || backend.prepare_ahead(id, range.start, range.end - range.start));
     }
 
     /// Rebuilds `len` bytes of mapped file `id` from `offset` into `out` (empty) in pieces of
@@ -701,6 +707,13 @@ impl<B: Backend> AcxFs<B> {
         // nothing on the 2-core machine (`mount-bench.sh --seq`, serving alone: 1311 and 1649 MB/s with pieces,
         // 1576 and 1275 without; nullfs 1400-2100 between runs).
         if !self.options.parallel_rebuild || rayon::current_num_threads() < PARALLEL_REBUILD_MIN_CORES {
+            return false;
+        }
+        // Nor while a stream run decodes: its sequential decoder keeps every pool thread busy until its batch
+        // runs out (up to 32 blocks a thread), and the pieces queued behind it. With 8 pool threads, the fresh
+        // read of atha_chr1 saw rebuilds of 0.25 ms wait 16–23 ms (`examples/stream_bench`), the 18–20 ms read
+        // latency p90 of the H200's fresh mount with decoder=cpu; on this thread the rebuild takes ~0.2 ms per MiB.
+        if self.streams.decoding() {
             return false;
         }
         // Into `out`'s spare capacity, not zero-filled first: filling 1 MiB took 11 µs on the calling thread before

@@ -137,6 +137,11 @@ impl StreamRuns {
         self.max_live > 0
     }
 
+    /// Whether some run's producer is still running (decoding, or paced between batches).
+    pub fn decoding(&self) -> bool {
+        self.live.load(Ordering::Acquire) > 0
+    }
+
     /// Block `id` if it is cached (decoded by a run or by a random read), without refreshing it.
     pub fn cached(&self, id: u64) -> Option<Block> {
         self.cache.peek(id)
