@@ -130,7 +130,7 @@ fn zero_bytes(v: u64) -> u64 {
 
 /// Whether all eight bytes of `w` are upper-case `A`, `C`, `G` or `T`.
 #[inline]
-fn all_acgt(w: u64) -> bool {
+pub fn all_acgt(w: u64) -> bool {
     let is = |c: u8| zero_bytes(w ^ (c as u64 * BYTES_01));
     is(b'A') | is(b'C') | is(b'G') | is(b'T') == BYTES_80
 }
