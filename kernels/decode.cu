@@ -1563,20 +1563,20 @@ extern "C" __global__ void resolve_chase(Ctx c, const u64* list, const u64* klis
 // every match byte is written once, coalesced. The levels are found on the device from the parsed tokens, by
 // `level_ordered` (one launch: tasks in stream order, lanes retry until their sources have levels) or by `level_pass`
 // passes (each sets the level of every match whose source matches all have one and lists the rest for the next).
-// `level_order` then lists every match's pieces of RESOLVE_PIECE bytes by level (a copy descriptor each),
-// `copy_grid` copies a run of consecutive dense levels in one cooperative launch with a grid barrier between levels
-// (`copy_level`, a launch per level, where that launch is refused), `copy_tail` a run of consecutive sparse levels
-// in one CTA, and `chase_unleveled` resolves the rest byte by byte. A match's level is not bounded by max_depth, which bounds bytes: a source that
-// overlaps a deeper match by one byte still takes its level, and chains of such overlaps reach levels above 100 (match
-// bytes above level 24: atha_chr1 8 %, a 185 MB generated genome 1.5 %). So levels stop at a cap: a match above it gets
+// `level_order` then lists every match's pieces of RESOLVE_PIECE bytes by level, `copy_level` copies one dense
+// level's pieces (a warp per piece; with ACEAPEX_GPU_GRID_COPY=1 `copy_grid` copies a run of consecutive dense
+// levels in one cooperative launch, a grid barrier between levels), `copy_tail` a run of consecutive sparse levels
+// in one CTA, and `chase_unleveled` resolves the rest byte by byte. A match's level is not bounded by max_depth,
+// which bounds bytes: a source that overlaps a deeper match by one byte still takes its level, and chains of such
+// overlaps reach levels above 100 (match bytes above level 24: atha_chr1 8 %, a 185 MB generated genome 1.5 %). So levels stop at a cap: a match above it gets
 // LEVEL_OVER, and so does every match whose source overlaps one. Those get levels in the next epoch (level_rebase marks
 // the copied matches LEVEL_DONE, final like literals, and the search runs again over the rest); what the last epoch
 // leaves is chased. This path does not check the depth bound: the bytes it produces are the archive's whatever the
 // depth; the seek paths and the CPU decoder check it.
 //
 // level[g], a u16 per token (g = tok_off[e] + t): 0 while unknown, else the level or LEVEL_OVER. hist[l]:
-// pieces of level l (bucket 0: LEVEL_OVER), order_start[l]: the first of them in `desc`, order_start[LEVELS]:
-// the end. A piece id is e << 32 | t << 13 | its number (t < 2^19 and numbers < 2^13: units are at most 2^20
+// pieces of level l (bucket 0: LEVEL_OVER), order_start[l]: the first of them in `order`, order_start[LEVELS]:
+// the end. A piece is e << 32 | t << 13 | its number (t < 2^19 and numbers < 2^13: units are at most 2^20
 // bytes, matches at least 2). Levels were one byte, capped at 250, until session 18: the 4.65 GB generated
 // archive chains 1802 levels deep, and each epoch over the cap cost a search, a bucketing and a rebase of every
 // match; 4095 levels take such chains in one search.
@@ -1766,24 +1766,10 @@ extern "C" __global__ void level_starts(const u32* hist, u32* order_start, u32* 
     if (x == LEVEL_SCAN_THREADS - 1) order_start[LEVELS] = at;
 }
 
-// A piece's copy descriptor (session 19), written by level_order so that a copy needs one metadata load per piece
-// before its source loads (the piece ids it replaced cost three dependent loads: order, tok_off, then mpos/tpos/
-// back): two u64, 16-byte aligned.
-//   a = destination of the piece's first byte (bits 0..39) | its length (bits 40..47, 1..RESOLVE_PIECE)
-//       | DESC_WRAP | DESC_RC;
-//   b = the source of its first byte (a forward copy reads upward from it, a reverse complement downward), or for
-//       DESC_WRAP the piece id (e << 32 | t << PIECE_T_SHIFT | number), from which the copy finds the match.
-// DESC_WRAP marks a piece of a periodic fill that reaches the match's own start (dist < k0 + length): its source
-// wraps with period dist, which the descriptor has no room for. Such pieces are rare and take the slow way.
-// Destinations need fewer than 2^40 bytes (the host checks the stream size).
-#define DESC_DST_BITS 40
-#define DESC_WRAP (1ull << 62)
-#define DESC_RC (1ull << 63)
-
-// Lists the pieces of every match in its level's bucket (desc, as a descriptor each), walking the matches as
-// level_pass's pass 0. The lanes of a warp with the same bucket take their slots with one atomic.
+// Lists the pieces of every match in its level's bucket of `order`, walking the matches as level_pass's pass 0.
+// The lanes of a warp with the same bucket take their slots with one atomic.
 extern "C" __global__ void level_order(Ctx c, u32 n, const u32* task_off, u32 ntasks, const level_t* level, u32* cursor,
-                                       u64* desc, u32 cap) {
+                                       u64* order, u32 cap) {
     if (failed(c)) return;
     const u32 warps_per_cta = blockDim.x / 32;
     const u32 nwarps = gridDim.x * warps_per_cta;
@@ -1796,14 +1782,7 @@ extern "C" __global__ void level_order(Ctx c, u32 n, const u32* task_off, u32 nt
         const bool has = t < c.meta[(u64)e * META_WORDS + 2] && level[g] != LEVEL_DONE;
         u32 l = has ? level[g] : LEVELS;  // LEVELS: no match in this lane
         if (l == LEVEL_OVER) l = 0;
-        u32 ms = 0, len = 0;
-        u64 bk = 0;
-        if (has) {
-            ms = c.mpos[g];
-            len = c.tpos[g + 1] - ms;
-            bk = c.back[g];
-        }
-        const u32 np = pieces_of(len);
+        const u32 np = has ? pieces_of(c.tpos[g + 1] - c.mpos[g]) : 0;
         // This lane's offset among the pieces of its bucket's lanes, and their total (at the bucket's first lane).
         const u32 peers = __match_any_sync(FULL_MASK, l);
         u32 before = 0, total = 0;
@@ -1818,21 +1797,9 @@ extern "C" __global__ void level_order(Ctx c, u32 n, const u32* task_off, u32 nt
         u32 at = 0;
         if (has && lane == leader) at = atomicAdd(&cursor[l], total);
         at = __shfl_sync(FULL_MASK, at, leader) + before;
-        const u64 dst = ((u64)e << c.unit_log) + ms;
-        const u64 dist = match_dist(bk);
-        const u64 base = dst - dist;  // the parse checked dist <= match start
-        const bool rc = match_rc(bk);
         for (u32 i = 0; i < np; i++) {
-            if (at + i >= cap) {
-                report(c.status, E_WORKLIST, e);
-                break;
-            }
-            const u32 k0 = i * RESOLVE_PIECE, plen = min(len - k0, (u32)RESOLVE_PIECE);
-            const bool wrap = !rc && dist < (u64)(k0 + plen);
-            ulonglong2 d;
-            d.x = (dst + k0) | ((u64)plen << DESC_DST_BITS) | (rc ? DESC_RC : 0ull) | (wrap ? DESC_WRAP : 0ull);
-            d.y = wrap ? ((u64)e << 32) | ((u64)t << PIECE_T_SHIFT) | i : rc ? base - k0 : base + k0;
-            *(ulonglong2*)(desc + 2 * (u64)(at + i)) = d;
+            if (at + i < cap) order[at + i] = ((u64)e << 32) | ((u64)t << PIECE_T_SHIFT) | i;
+            else report(c.status, E_WORKLIST, e);
         }
     }
 }
@@ -1861,8 +1828,7 @@ extern "C" __global__ void level_rebase(Ctx c, u32 n, const u32* task_off, u32 n
     }
 }
 
-// A piece's match: its destination, source base (see source_of), back word, and length (the slow way of a
-// DESC_WRAP piece).
+// A piece's match: its destination, source base (see source_of), back word, and length.
 struct PieceMatch {
     u64 dst, base, bk;
     u32 len, k0;
@@ -1881,126 +1847,95 @@ __device__ __forceinline__ PieceMatch piece_match(const Ctx& c, u64 piece) {
     return m;
 }
 
-// A piece to copy, from its descriptor: byte j (< len) of it goes to dst + j from piece_source(p, j).
-struct CopyPiece {
-    u64 dst, src;
-    u32 len;     // 0: no piece (past the level's end)
-    u32 period;  // a wrapping periodic fill: its distance (src is then the match's base), else 0
-    u32 phase;   // a wrapping fill: the piece's first byte's offset in the period
-    bool rc;
-};
-__device__ __forceinline__ ulonglong2 load_desc(const u64* desc, u32 i) {
-    return *(const ulonglong2*)(desc + 2 * (u64)i);
-}
-// The piece of descriptor d without its wrap: no loads, so a warp's descriptor loads all go out before any of
-// them is needed (a wrap test between them, with its loads, made each wait for the one before).
-__device__ __forceinline__ CopyPiece piece_of(ulonglong2 d) {
-    CopyPiece p;
-    p.dst = d.x & ((1ull << DESC_DST_BITS) - 1);
-    p.len = (u32)(d.x >> DESC_DST_BITS) & 0xFFu;
-    p.rc = (d.x & DESC_RC) != 0;
-    p.period = 0;
-    p.phase = 0;
-    p.src = d.y;
-    return p;
-}
-// A DESC_WRAP piece (d.y is its piece id): its period and phase from its match, the slow way.
-__device__ __noinline__ void unwrap_piece(const Ctx& c, CopyPiece& p, u64 piece) {
-    // dist < k0 + len <= 2^20: the period fits a u32. (A distance of 0 never passes the parse; it would copy
-    // the match's own bytes, not divide by zero.)
-    const PieceMatch m = piece_match(c, piece);
-    p.src = m.base;
-    p.period = (u32)match_dist(m.bk);
-    p.phase = p.period != 0 ? m.k0 % p.period : 0u;
-}
-__device__ __forceinline__ CopyPiece copy_piece(const Ctx& c, const u64* desc, u32 i) {
-    const ulonglong2 d = load_desc(desc, i);
-    CopyPiece p = piece_of(d);
-    if (d.x & DESC_WRAP) unwrap_piece(c, p, d.y);
-    return p;
-}
-__device__ __forceinline__ u64 piece_source(const CopyPiece& p, u32 j) {
-    if (p.period != 0) return p.src + (p.phase + j) % p.period;
-    return p.rc ? p.src - j : p.src + j;
-}
-
-// One warp copies pieces i0, i0 + stride, ... (COPY_UNROLL of them, those below `end`): every descriptor load of
-// the round goes out first, then every source load, then the stores. Lane i takes bytes i, i + 32, i + 64 and
-// i + 96 of a piece, so each load and store instruction covers 32 consecutive bytes of one piece (session 17:
-// 2-8 % faster than 4 consecutive bytes a lane; session 18 run 3: groups of 4 lanes a piece touched 8 pieces'
-// lines an instruction, ~7 us a level). `L2` loads the sources through L2 only (ld.global.cg): copy_grid's CTAs
-// read bytes other SMs wrote in the same launch, which a stale L1 line must not answer.
-#define COPY_UNROLL 4
+// One warp copies one piece of 128 bytes: lane i takes bytes i, i + 32, i + 64 and i + 96, so that each load and
+// store instruction of the warp covers 32 consecutive bytes (session 17: 2-8 % faster full decodes than 4
+// consecutive bytes a lane). `L2` loads the sources through L2 only (ld.global.cg): copy_grid's CTAs read bytes
+// other SMs wrote in the same launch, which a stale L1 line must not answer. (Session 19 tried descriptors of
+// 16 bytes written by level_order, with 4 pieces a warp: 78 registers instead of 28, and the 4.65 GB archive's
+// copies took 26.5 ms instead of ~18, H200 run 1.)
 template <bool L2>
-__device__ __forceinline__ void copy_pieces(const Ctx& c, const u64* desc, u32 i0, u32 end, u32 stride, u32 lane) {
-    ulonglong2 d[COPY_UNROLL];
+__device__ __forceinline__ void copy_piece(const Ctx& c, u64 piece, u32 lane) {
+    const PieceMatch m = piece_match(c, piece);
+    u32 v[4];
 #pragma unroll
-    for (u32 r = 0; r < COPY_UNROLL; r++) {
-        const u32 i = i0 + r * stride;
-        d[r] = i < end ? load_desc(desc, i) : make_ulonglong2(0ull, 0ull);  // length 0: no piece
+    for (u32 j = 0; j < 4; j++) {
+        const u32 k = m.k0 + lane + 32 * j;
+        if (k < m.len) {
+            const u8* s = c.bytes + source_of(m.base, m.bk, k);
+            v[j] = L2 ? (u32)__ldcg(s) : (u32)*s;
+        }
     }
-    CopyPiece p[COPY_UNROLL];
 #pragma unroll
-    for (u32 r = 0; r < COPY_UNROLL; r++) p[r] = piece_of(d[r]);
-#pragma unroll
-    for (u32 r = 0; r < COPY_UNROLL; r++)
-        if (d[r].x & DESC_WRAP) unwrap_piece(c, p[r], d[r].y);
-    u32 v[COPY_UNROLL][4];
-#pragma unroll
-    for (u32 r = 0; r < COPY_UNROLL; r++)
-#pragma unroll
-        for (u32 j = 0; j < 4; j++) {
-            const u32 k = lane + 32 * j;
-            if (k < p[r].len) {
-                const u8* s = c.bytes + piece_source(p[r], k);
-                v[r][j] = L2 ? (u32)__ldcg(s) : (u32)*s;
-            }
-        }
-#pragma unroll
-    for (u32 r = 0; r < COPY_UNROLL; r++)
-#pragma unroll
-        for (u32 j = 0; j < 4; j++) {
-            const u32 k = lane + 32 * j;
-            if (k < p[r].len) c.bytes[p[r].dst + k] = (u8)(p[r].rc ? complement(v[r][j]) : v[r][j]);
-        }
+    for (u32 j = 0; j < 4; j++) {
+        const u32 k = m.k0 + lane + 32 * j;
+        if (k < m.len) c.bytes[m.dst + k] = (u8)(match_rc(m.bk) ? complement(v[j]) : v[j]);
+    }
 }
 
-// Copies one dense level: its pieces are desc entries first .. first + items (the host has the histogram, so it
-// passes them and no thread waits for order_start). Warps stride over the pieces COPY_UNROLL at a time. The
-// sources are final: lower levels, or for a periodic fill bytes before the match that are.
-extern "C" __global__ void copy_level(Ctx c, const u64* desc, u32 first, u32 items) {
+// Copies one dense level, a warp per piece: its pieces are order[first .. first + items) (the host has the
+// histogram, so it passes them and no thread waits for order_start), all in flight at once. The sources are
+// final: lower levels, or for a periodic fill bytes before the match that are.
+extern "C" __global__ void copy_level(Ctx c, const u64* order, u32 first, u32 items) {
     if (failed(c)) return;
     const u32 warps_per_cta = blockDim.x / 32;
     const u32 nwarps = gridDim.x * warps_per_cta;
     const u32 lane = threadIdx.x & 31;
-    const u32 end = first + items;
-    for (u32 i0 = first + blockIdx.x * warps_per_cta + threadIdx.x / 32; i0 < end; i0 += nwarps * COPY_UNROLL)
-        copy_pieces<false>(c, desc, i0, end, nwarps, lane);
+    for (u32 w = blockIdx.x * warps_per_cta + threadIdx.x / 32; w < items; w += nwarps)
+        copy_piece<false>(c, order[first + w], lane);
 }
 
 // Copies the sparse levels la ..= lb (the host sends levels of fewer than TAIL_MAX_PIECES pieces) with one CTA in
 // one launch (session 18): the high levels of a deep archive hold a few pieces each (atha_chr1: 76 of its 107
 // levels under 64 pieces; four 100 MB generated genomes: 202 of 270 under 512), and a launch per level costs
 // about 3.5 us (the 4.65 GB generated archive: 1802 levels, 42 ms of copies, session 17 run 3). Within one CTA a
-// level ends at a __syncthreads(), which also makes its bytes visible to the next level's loads.
+// level ends at a __syncthreads(), which also makes its bytes visible to the next level's loads. A warp copies
+// TAIL_UNROLL pieces at once, lanes interleaved as in copy_piece: every load and store instruction covers 32
+// consecutive bytes of one piece. (Session 18 run 3 had groups of 4 lanes per piece instead: each instruction
+// touched 8 pieces' lines, and a level cost ~7 us on atha.) All metadata loads of a round go out together,
+// then all source loads, then the stores.
 #define TAIL_THREADS 512
+#define TAIL_UNROLL 4
 extern "C" __global__ void __launch_bounds__(TAIL_THREADS)
-    copy_tail(Ctx c, const u64* desc, const u32* order_start, u32 la, u32 lb) {
+    copy_tail(Ctx c, const u64* order, const u32* order_start, u32 la, u32 lb) {
     if (failed(c)) return;  // the same for every thread: nothing else runs
     constexpr u32 warps = TAIL_THREADS / 32;
     const u32 warp = threadIdx.x / 32, lane = threadIdx.x & 31;
     for (u32 l = la; l <= lb; l++) {
-        const u32 end = order_start[l + 1];
-        for (u32 i0 = order_start[l] + warp; i0 < end; i0 += warps * COPY_UNROLL)
-            copy_pieces<false>(c, desc, i0, end, warps, lane);
+        const u32 begin = order_start[l], end = order_start[l + 1];
+        for (u32 i0 = begin + warp; i0 < end; i0 += warps * TAIL_UNROLL) {
+            PieceMatch m[TAIL_UNROLL];
+            u32 v[TAIL_UNROLL][4];
+#pragma unroll
+            for (u32 r = 0; r < TAIL_UNROLL; r++) {
+                const u32 i = i0 + r * warps;
+                m[r] = i < end ? piece_match(c, order[i]) : PieceMatch{0, 0, 0, 0, 0};
+            }
+#pragma unroll
+            for (u32 r = 0; r < TAIL_UNROLL; r++)
+#pragma unroll
+                for (u32 j = 0; j < 4; j++) {
+                    const u32 k = m[r].k0 + lane + 32 * j;
+                    v[r][j] = k < m[r].len ? (u32)c.bytes[source_of(m[r].base, m[r].bk, k)] : 0u;
+                }
+#pragma unroll
+            for (u32 r = 0; r < TAIL_UNROLL; r++) {
+                const bool rc = match_rc(m[r].bk);
+#pragma unroll
+                for (u32 j = 0; j < 4; j++) {
+                    const u32 k = m[r].k0 + lane + 32 * j;
+                    if (k < m[r].len) c.bytes[m[r].dst + k] = (u8)(rc ? complement(v[r][j]) : v[r][j]);
+                }
+            }
+        }
         __syncthreads();
     }
 }
 
-// Waits until the barrier counter reaches `target` (every CTA adds one per barrier): the grid barrier of copy_grid, whose CTAs are co-resident (cooperative launch).
-// The fences make every thread's earlier stores visible to every CTA after the barrier (the same steps as
-// cooperative_groups' grid sync). A barrier that waits past ~2^22 polls reports E_BARRIER, and after any fault
-// the waits end, so a broken launch ends instead of spinning.
+// Waits until the barrier counter reaches `target` (every CTA adds one per barrier): the grid barrier of
+// copy_grid, whose CTAs are co-resident (cooperative launch). The fences make every thread's earlier stores
+// visible to every CTA after the barrier (the same steps as cooperative_groups' grid sync). A barrier that waits
+// past ~2^22 polls reports E_BARRIER, and after any fault the waits end, so a broken launch ends instead of
+// spinning.
 __device__ __forceinline__ void grid_barrier(const Ctx& c, u32* counter, u32 target) {
     __syncthreads();
     if (threadIdx.x == 0) {
@@ -2018,14 +1953,13 @@ __device__ __forceinline__ void grid_barrier(const Ctx& c, u32* counter, u32 tar
     __syncthreads();
 }
 
-// Copies the dense levels la ..= lb in one cooperative launch (session 19): every warp of the grid strides over a
-// level's pieces, then a grid barrier, then the next level. The 4.65 GB generated archive had ~1000 dense levels
-// at ~11 us each as a launch per level (session 18): a barrier costs a few hundred ns of atomics and polls
-// instead of a launch's gap and ramp. `barrier` counts the arrivals of every copy_grid launch of this decode,
-// `arrived` of those before this one.
+// Copies the dense levels la ..= lb in one cooperative launch (session 19; ACEAPEX_GPU_GRID_COPY=1): every warp
+// of the grid strides over a level's pieces, then a grid barrier, then the next level, instead of a launch per
+// level. `barrier` counts the arrivals of every copy_grid launch of this decode, `arrived` of those before this
+// one.
 #define GRID_THREADS 512
 extern "C" __global__ void __launch_bounds__(GRID_THREADS)
-    copy_grid(Ctx c, const u64* desc, const u32* order_start, u32 la, u32 lb, u32* barrier, u32 arrived) {
+    copy_grid(Ctx c, const u64* order, const u32* order_start, u32 la, u32 lb, u32* barrier, u32 arrived) {
     constexpr u32 warps = GRID_THREADS / 32;
     const u32 nwarps = gridDim.x * warps;
     const u32 gw = blockIdx.x * warps + threadIdx.x / 32, lane = threadIdx.x & 31;
@@ -2036,8 +1970,7 @@ extern "C" __global__ void __launch_bounds__(GRID_THREADS)
     for (u32 l = la; l <= lb; l++) {
         if (!skip) {
             const u32 end = order_start[l + 1];
-            for (u32 i0 = order_start[l] + gw; i0 < end; i0 += nwarps * COPY_UNROLL)
-                copy_pieces<true>(c, desc, i0, end, nwarps, lane);
+            for (u32 i = order_start[l] + gw; i < end; i += nwarps) copy_piece<true>(c, order[i], lane);
         }
         if (l < lb) {
             target += gridDim.x;
@@ -2051,7 +1984,7 @@ extern "C" __global__ void __launch_bounds__(GRID_THREADS)
 // copy for each). A thread per byte follows its sources through the tokens (at most max_depth hops) to a
 // literal or a copied match's byte, which are final. It writes only bytes of the chased matches and reads only
 // final ones, so its threads need no ordering.
-extern "C" __global__ void chase_unleveled(Ctx c, const u64* desc, const u32* order_start, const level_t* level,
+extern "C" __global__ void chase_unleveled(Ctx c, const u64* order, const u32* order_start, const level_t* level,
                                            u32 copied) {
     if (failed(c)) return;
     const u32 n0 = order_start[1] - order_start[0];
@@ -2060,12 +1993,11 @@ extern "C" __global__ void chase_unleveled(Ctx c, const u64* desc, const u32* or
     const u64 mask = (1ull << c.unit_log) - 1;
     for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (u64)gridDim.x * blockDim.x) {
         const u32 q = (u32)(i / RESOLVE_PIECE);
-        const CopyPiece m = copy_piece(c, desc, q < n0 ? order_start[0] + q : above + (q - n0));
-        const u32 j = (u32)(i % RESOLVE_PIECE);
-        if (j >= m.len) continue;
-        const u64 dst = m.dst + j;
-        u64 p = piece_source(m, j);
-        bool flip = m.rc;
+        const PieceMatch m = piece_match(c, order[q < n0 ? order_start[0] + q : above + (q - n0)]);
+        const u32 k = m.k0 + (u32)(i % RESOLVE_PIECE);
+        if (k >= m.len) continue;
+        u64 p = source_of(m.base, m.bk, k);
+        bool flip = match_rc(m.bk);
         for (u32 hops = 1;; hops++) {
             const u64 b = p >> c.unit_log;
             const u64 pb = c.tok_off[b];
@@ -2078,7 +2010,7 @@ extern "C" __global__ void chase_unleveled(Ctx c, const u64* desc, const u32* or
             const u32 pl = o < pms || pt + 1 == ntok ? 0u : level[pb + pt];
             if ((pl != LEVEL_OVER && pl <= copied) || pl == LEVEL_DONE) {
                 const u32 v = c.bytes[p];
-                c.bytes[dst] = (u8)(flip ? complement(v) : v);
+                c.bytes[m.dst + k] = (u8)(flip ? complement(v) : v);
                 break;
             }
             const u64 pd = c.back[pb + pt];

@@ -44,13 +44,11 @@ const WORKLIST_BYTES: u64 = 512 << 20;
 const RESUME_WORDS: usize = 65;
 /// Bytes of a deferred match per list entry of the full decode's resolve rounds (kernel RESOLVE_PIECE).
 const RESOLVE_PIECE: u64 = 128;
-/// Threads of `copy_tail`'s one CTA (kernel TAIL_THREADS), of each CTA of `copy_grid` (GRID_THREADS), and pieces a
-/// warp copies at once (COPY_UNROLL).
+/// Threads of `copy_tail`'s one CTA (kernel TAIL_THREADS) and pieces a warp of it copies at once (TAIL_UNROLL),
+/// and threads of each CTA of `copy_grid` (GRID_THREADS).
 const TAIL_THREADS: u32 = 512;
+const TAIL_UNROLL: u32 = 4;
 const GRID_THREADS: u32 = 512;
-const COPY_UNROLL: u32 = 4;
-/// Bits of a copy descriptor's destination (kernel DESC_DST_BITS): the stream of a levels decode must be shorter.
-const DESC_DST_BITS: u32 = 40;
 /// Level buckets of `Resolve::Levels` (kernel LEVELS; levels are u16 per token), and the level value of matches
 /// over the cap (LEVEL_OVER).
 const LEVELS: usize = 4096;
@@ -90,11 +88,11 @@ fn level_epochs() -> u32 {
 pub const LEVEL_CAP: u32 = LEVELS as u32 - 1;
 /// Levels with at least this many pieces are dense: a run of them is copied by the whole GPU (`copy_grid`, or a
 /// `copy_level` launch each); each run of consecutive levels with fewer is copied by one `copy_tail` launch, one
-/// CTA whose warps take COPY_UNROLL pieces each a round (kernels/decode.cu): two rounds and a barrier cost less
+/// CTA whose warps take TAIL_UNROLL pieces each a round (kernels/decode.cu): two rounds and a barrier cost less
 /// than a launch. ACEAPEX_GPU_TAIL_MAX=N sets it to
 /// compare; 0 turns the tail off (a launch per level, session 17's copies). On the 4.65 GB generated archive
 /// (session 18 run 3, four lanes a piece) 128 / 512 / 2048 decoded in 37.7 / 41.1 / 69.1 ms.
-const TAIL_MAX_PIECES: u32 = 2 * COPY_UNROLL * TAIL_THREADS / 32;
+const TAIL_MAX_PIECES: u32 = 2 * TAIL_UNROLL * TAIL_THREADS / 32;
 
 fn tail_max_pieces() -> u32 {
     static MAX: OnceLock<u32> = OnceLock::new();
@@ -137,11 +135,13 @@ fn level_starts_host(hist: &[u32]) -> Vec<u64> {
     starts
 }
 
-/// Whether runs of dense levels are copied by one cooperative `copy_grid` launch each (the default) or by a
-/// `copy_level` launch per level (ACEAPEX_GPU_GRID_COPY=0, to compare).
+/// Whether runs of dense levels are copied by a `copy_level` launch per level (the default) or by one cooperative
+/// `copy_grid` launch each (ACEAPEX_GPU_GRID_COPY=1, to compare). The launches are not what the 4.65 GB
+/// generated archive's copies wait for: 1730 `copy_level` launches or 3 `copy_grid` launches took the same 45.9 ms
+/// (session 19 run 1, H200, with copy descriptors that were later dropped).
 fn grid_copy() -> bool {
     static ON: OnceLock<u32> = OnceLock::new();
-    env_knob(&ON, "ACEAPEX_GPU_GRID_COPY", 1, |v| v <= 1) == 1
+    env_knob(&ON, "ACEAPEX_GPU_GRID_COPY", 0, |v| v <= 1) == 1
 }
 
 /// CTAs per SM of a `copy_grid` launch (at most what fits at once: the grid barrier needs every CTA resident):
@@ -369,7 +369,7 @@ impl Resolve {
         epoch_min: EPOCH_MIN_PIECES,
         tail_max: TAIL_MAX_PIECES,
         chase_share: CHASE_SHARE,
-        grid: true,
+        grid: false,
     };
 
     /// ACEAPEX_GPU_RESOLVE=chase, =rounds or =levels:PASSES for comparison (ACEAPEX_GPU_RESOLVE_ROUNDS=1 before
@@ -429,8 +429,7 @@ struct FullBuffers {
     ntasks: u32,
     counters_init: Vec<u32>,
     /// `Resolve::Levels`: the level of every token (0: none yet), pieces per level, where each level's pieces
-    /// start among the copy descriptors (`lists[2]`, allocated twice as long for their two words), and the next free
-    /// slot of each while they are listed.
+    /// start in the order (`lists[2]`), and the next free slot of each while they are listed.
     level: CudaSlice<u16>,
     level_hist: CudaSlice<u32>,
     order_start: CudaSlice<u32>,
@@ -1348,8 +1347,7 @@ impl Device {
                 [
                     stream.alloc::<u64>(list_cap as usize).map_err(gpu("alloc lists"))?,
                     stream.alloc::<u64>(list_cap as usize).map_err(gpu("alloc lists"))?,
-                    // The levels' copy descriptors, two words a piece.
-                    stream.alloc::<u64>(2 * list_cap as usize).map_err(gpu("alloc lists"))?,
+                    stream.alloc::<u64>(list_cap as usize).map_err(gpu("alloc lists"))?,
                     stream.alloc::<u64>(list_cap as usize).map_err(gpu("alloc lists"))?,
                 ],
             )
@@ -1608,9 +1606,6 @@ impl Device {
         if self.unit_log > 20 {
             return Err(Error::Gpu("match levels need slices of at most 2^20 bytes".into()));
         }
-        if (self.nunits << self.unit_log) >> DESC_DST_BITS != 0 {
-            return Err(Error::Gpu("match levels need a stream of less than 2^40 bytes".into()));
-        }
         let stream = &self.stream;
         let n = self.nunits as u32;
         let level = self.ptr(&full.level);
@@ -1621,7 +1616,7 @@ impl Device {
         let task_off = self.ptr(&full.task_off);
         let barrier = self.ptr(&full.grid_barrier);
         let lists: Vec<u64> = full.lists.iter().map(|l| self.ptr(l)).collect();
-        let desc = lists[2];
+        let order = lists[2];
         let (ntasks, list_cap) = (full.ntasks, full.list_cap);
         let warps_per_cta = (CTA_THREADS / 32) as u64;
         let first = LaunchConfig {
@@ -1643,7 +1638,7 @@ impl Device {
         // copy_grid(Ctx, u64*, u32*, u32, u32, u32*, u32) (a cooperative launch of GRID_THREADS a CTA, every CTA
         // resident) and chase_unleveled(Ctx, u64*, u32*, u16*, u32); `level` holds a u16 per token, lists[0] and
         // [1] list_cap entries each (at least one per match plus one per RESOLVE_PIECE stream bytes: every match's
-        // pieces), lists[2] list_cap descriptors of two words, list_counts LEVEL_PASSES_MAX entries (level_ordered's
+        // pieces), lists[2] (the order) as many, list_counts LEVEL_PASSES_MAX entries (level_ordered's
         // ticket is list_counts[0], zeroed before the decode), the histogram LEVELS, the cursors LEVELS + 1 and the
         // starts LEVELS + 1. Levels passed are at most the cap < LEVELS, and copy_level's pieces lie below the
         // total the host checked against list_cap.
@@ -1722,7 +1717,7 @@ impl Device {
                     .arg(&ntasks)
                     .arg(&level)
                     .arg(&cursor)
-                    .arg(&desc)
+                    .arg(&order)
                     .arg(&list_cap)
                     .launch(first)
                     .map_err(gpu("level order"))?;
@@ -1730,7 +1725,7 @@ impl Device {
             if epoch == 0 {
                 order_end.record(stream).map_err(gpu("event"))?;
             }
-            // More pieces than the descriptors hold: level_order reported it (E_WORKLIST), and nothing is copied.
+            // More pieces than the order holds: level_order reported it (E_WORKLIST), and nothing is copied.
             if starts_host[LEVELS] > u64::from(list_cap) {
                 chase_start.record(stream).map_err(gpu("event"))?;
                 return Ok(report);
@@ -1745,7 +1740,7 @@ impl Device {
                             stream
                                 .launch_builder(&self.kernels.copy_tail)
                                 .arg(c)
-                                .arg(&desc)
+                                .arg(&order)
                                 .arg(&starts)
                                 .arg(&la)
                                 .arg(&lb)
@@ -1762,7 +1757,7 @@ impl Device {
                         stream
                             .launch_builder(&self.kernels.copy_grid)
                             .arg(c)
-                            .arg(&desc)
+                            .arg(&order)
                             .arg(&starts)
                             .arg(&la)
                             .arg(&lb)
@@ -1783,16 +1778,16 @@ impl Device {
                     }
                 }
                 for l in la..=lb {
-                    // A warp per COPY_UNROLL pieces: a level of few pieces launches few CTAs.
+                    // A warp per piece: a level of few pieces launches few CTAs.
                     let (at, pieces) = (starts_host[l as usize] as u32, hist_host[l as usize]);
-                    let grid = grid_for(u64::from(pieces).div_ceil(u64::from(COPY_UNROLL)), warps_per_cta, 132 * 16);
+                    let grid = grid_for(u64::from(pieces), warps_per_cta, 132 * 16);
                     report.level_launches += 1;
                     // SAFETY: as above.
                     unsafe {
                         stream
                             .launch_builder(&self.kernels.copy_level)
                             .arg(c)
-                            .arg(&desc)
+                            .arg(&order)
                             .arg(&at)
                             .arg(&pieces)
                             .launch(LaunchConfig { grid_dim: (grid, 1, 1), ..first })
@@ -1833,7 +1828,7 @@ impl Device {
                 stream
                     .launch_builder(&self.kernels.chase_unleveled)
                     .arg(c)
-                    .arg(&desc)
+                    .arg(&order)
                     .arg(&starts)
                     .arg(&level)
                     .arg(&copied)
@@ -2133,9 +2128,8 @@ mod tests {
         assert_eq!(kernel_define("LEVELS"), LEVELS as u64);
         assert_eq!(kernel_define("LEVEL_SCAN_THREADS"), u64::from(LEVEL_SCAN_THREADS));
         assert_eq!(kernel_define("TAIL_THREADS"), u64::from(TAIL_THREADS));
+        assert_eq!(kernel_define("TAIL_UNROLL"), u64::from(TAIL_UNROLL));
         assert_eq!(kernel_define("GRID_THREADS"), u64::from(GRID_THREADS));
-        assert_eq!(kernel_define("COPY_UNROLL"), u64::from(COPY_UNROLL));
-        assert_eq!(kernel_define("DESC_DST_BITS"), u64::from(DESC_DST_BITS));
         assert_eq!(kernel_define("LEVEL_OVER"), u64::from(LEVEL_OVER));
         assert_eq!(kernel_define("LEVEL_DONE"), u64::from(LEVEL_DONE));
         assert_eq!(kernel_define("CODE_SMEM_BYTES"), u64::from(CODE_SMEM_BYTES));
