@@ -279,6 +279,17 @@ impl CtxStats {
         });
     }
 
+    /// Adds `other`'s statistics (of other slices of the same chunk) to these: counts add exactly, so slices
+    /// can be counted in parallel and merged in any order.
+    pub fn merge(mut self, other: CtxStats) -> CtxStats {
+        for (a, b) in self.counts.iter_mut().zip(&other.counts).chain(self.order0.iter_mut().zip(&other.order0)) {
+            for (x, y) in a.iter_mut().zip(b) {
+                *x += y;
+            }
+        }
+        self
+    }
+
     /// Picks the order whose model codes the eligible literals in the fewest bytes, tables included, if that
     /// beats the groups' order-0 tables by more than `min_gain` bytes; and builds its model.
     pub fn choose(&self, min_gain: f64) -> Option<Arc<CtxModel>> {

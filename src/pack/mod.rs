@@ -559,6 +559,9 @@ impl Drop for ScanDone<'_> {
 /// Bytes the long-match scan of the first chunk covers between two publications to the parses beside it.
 const SCAN_STEP: u64 = 256 << 10;
 
+/// Table groups per task of the parallel context statistics (each task's partial statistics take 2 MiB).
+const CTX_GROUPS_PER_TASK: usize = 4;
+
 /// A context model must save at least this many bytes over the LIT tables to be used.
 const CTX_MIN_GAIN_BYTES: f64 = 64.0;
 
@@ -939,12 +942,23 @@ impl Encoder<'_> {
         if std::env::var_os("ACEAPEX_NO_LIT_CONTEXTS").is_some() || !cut.iter().flatten().any(|s| eligible(&s)) {
             return None;
         }
-        let mut stats = CtxStats::new(groups, lanes);
-        for (g, group) in cut.chunks(per_group).enumerate() {
-            for s in group.iter().flatten().filter(eligible) {
-                stats.add_slice(g, &s.literals, 3 * (s.tokens.len() - 1) + 1);
-            }
-        }
+        // Groups counted in parallel, a few partial statistics merged (each holds the highest order's 4^8
+        // contexts: 2 MiB): one thread counting a whole chunk was a serial ~3 % of a genome pack, on the last
+        // chunk with nothing beside it. Counts add exactly, so the model is the same.
+        let stats = cut
+            .par_chunks(per_group)
+            .enumerate()
+            .with_min_len(CTX_GROUPS_PER_TASK)
+            .fold(
+                || CtxStats::new(groups, lanes),
+                |mut stats, (g, group)| {
+                    for s in group.iter().flatten().filter(eligible) {
+                        stats.add_slice(g, &s.literals, 3 * (s.tokens.len() - 1) + 1);
+                    }
+                    stats
+                },
+            )
+            .reduce_with(CtxStats::merge)?;
         stats.choose(CTX_MIN_GAIN_BYTES)
     }
 }
