@@ -340,6 +340,17 @@ impl Archive {
     /// pool, where a stream run's batch holds every thread until it runs out, and its structure blocks resolve
     /// their sources through tokens.
     fn decode_pieces_ahead(&self, pieces: Vec<(&Opened, usize)>) {
+        // Pieces held already are only marked as just used (no code read for them: a reader's preparation asks
+        // for pieces it mostly holds, every 8 MiB); those being decoded are left to that decode.
+        let (pieces, held): (Vec<_>, Vec<_>) = pieces.into_iter().partition(|&(f, i)| f.file.wants_piece(i));
+        for (f, i) in held {
+            if !f.file.decoding_piece(i) {
+                let _ = self.genome_piece(f, i);
+            }
+        }
+        if pieces.is_empty() {
+            return;
+        }
         // Each file's span of code (its pieces lie in order in its structure).
         let mut spans: Vec<(EntryId, Range<u64>)> = Vec::new();
         for &(f, i) in &pieces {

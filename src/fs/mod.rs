@@ -310,7 +310,13 @@ pub struct AcxFs<B: Backend> {
     fills: Mutex<HashMap<EntryId, Arc<Run>>>,
     /// Corrupt blocks already logged (each is logged once; bounded so a ruined archive cannot grow it).
     logged_corrupt: Mutex<HashSet<u64>>,
+    /// The thread that runs [`Backend::prepare_ahead`] (started on first use, ends with the filesystem): ranges
+    /// to prepare go to it.
+    preparer: Mutex<Option<Preparer>>,
 }
+
+/// Where [`AcxFs::prepare_ahead`] sends the ranges its thread prepares: (file, file bytes).
+type Preparer = std::sync::mpsc::Sender<(EntryId, Range<u64>)>;
 
 const MAX_LOGGED_CORRUPT: usize = 4096;
 /// A mapped file's read at least this long, its blocks cached, is rebuilt in pieces of [`REBUILD_PIECE_BYTES`] on
@@ -361,6 +367,7 @@ impl<B: Backend> AcxFs<B> {
             streams,
             fills: Mutex::new(HashMap::new()),
             logged_corrupt: Mutex::new(HashSet::new()),
+            preparer: Mutex::new(None),
             options,
         }
     }
@@ -685,13 +692,27 @@ impl<B: Backend> AcxFs<B> {
             }
             start..slot.prepared_to
         };
-        let backend = Arc::clone(&self.backend);
         // On a thread of its own, not the rayon pool: a stream run's sequential decoder keeps every pool thread
-        // until its batch runs out, and the pieces the reader is about to need waited behind it. Should the
-        // thread not start, the reads decode their pieces themselves.
-        let _ = std::thread::Builder::new()
-            .name("acx-prepare".to_string())
-            .spawn(move || backend.prepare_ahead(id, range.start, range.end - range.start));
+        // until its batch runs out, and the pieces the reader is about to need waited behind it. One thread for
+        // the filesystem's lifetime rather than one per request: a thread's start, every 8 MiB, cost ~3 % of
+        // serving atha_chr1 from the daemon's cache (`examples/serve_bench`, CPU time). Should the thread not
+        // start, the reads decode their pieces themselves.
+        let mut preparer = lock(&self.preparer);
+        if preparer.is_none() {
+            let (tx, rx) = std::sync::mpsc::channel::<(EntryId, Range<u64>)>();
+            let backend = Arc::clone(&self.backend);
+            let spawned = std::thread::Builder::new().name("acx-prepare".to_string()).spawn(move || {
+                for (id, range) in rx {
+                    backend.prepare_ahead(id, range.start, range.end - range.start);
+                }
+            });
+            if spawned.is_ok() {
+                *preparer = Some(tx);
+            }
+        }
+        if let Some(tx) = &*preparer {
+            let _ = tx.send((id, range));
+        }
     }
 
     /// Rebuilds `len` bytes of mapped file `id` from `offset` into `out` (empty) in pieces of

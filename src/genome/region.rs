@@ -186,6 +186,15 @@ impl GenomeFile {
         matches!(self.pieces.get(i).map(|s| s.try_lock()), Some(Err(std::sync::TryLockError::WouldBlock)))
     }
 
+    /// Whether piece `i` is neither held nor being decoded now (without waiting for a decode under way).
+    pub fn wants_piece(&self, i: usize) -> bool {
+        match self.pieces.get(i).map(|s| s.try_lock()) {
+            Some(Ok(slot)) => slot.is_none(),
+            Some(Err(std::sync::TryLockError::Poisoned(p))) => p.into_inner().is_none(),
+            Some(Err(std::sync::TryLockError::WouldBlock)) | None => false,
+        }
+    }
+
     /// Whether piece `i` is decoded and held now.
     pub fn holds_piece(&self, i: usize) -> bool {
         self.pieces.get(i).is_some_and(|s| s.lock().unwrap_or_else(|p| p.into_inner()).is_some())
