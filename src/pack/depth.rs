@@ -55,7 +55,7 @@ impl<'a> DepthPass<'a> {
     }
 
     /// Checks the block starting at `start` and rewrites its tokens where a match would go too deep.
-    pub fn apply(&mut self, start: u64, block: BlockTokens) -> BlockTokens {
+    pub fn apply(&mut self, start: u64, block: &BlockTokens) -> BlockTokens {
         let mut out = BlockTokens {
             tokens: Vec::with_capacity(block.tokens.len()),
             literals: Vec::with_capacity(block.literals.len()),
@@ -159,7 +159,7 @@ mod tests {
         let block = BlockTokens { tokens, literals: unit.to_vec() };
         let mut depth = vec![0u8; data.len()];
         let mut pass = DepthPass::new(&data, &mut depth, 5);
-        let fixed = pass.apply(0, block);
+        let fixed = pass.apply(0, &block);
         assert_eq!(pass.max_seen, 5);
         let (out, depth) = replay(&data, fixed);
         assert_eq!(out, data);
@@ -187,7 +187,7 @@ mod tests {
         for max in [1u8, 2, 5, 16] {
             let mut depth = vec![0u8; data.len()];
             let mut pass = DepthPass::new(&data, &mut depth, max);
-            let fixed = pass.apply(0, block.clone());
+            let fixed = pass.apply(0, &block);
             assert!(pass.forced > 0);
             assert_eq!(pass.max_seen, max);
             assert!(fixed.tokens.iter().any(|t| t.rc && t.match_len > 0));
@@ -213,7 +213,7 @@ mod tests {
         let mut depth = vec![0u8; data.len()];
         depth[10] = 3;
         let mut pass = DepthPass::new(&data, &mut depth, 3);
-        let fixed = pass.apply(n as u64, block);
+        let fixed = pass.apply(n as u64, &block);
         assert_eq!(pass.forced, 1);
         let expect = [
             Token { lit_len: 0, match_len: 9, back: 1, rc: true },
@@ -235,7 +235,7 @@ mod tests {
         };
         let mut depth = vec![0u8; data.len()];
         let mut pass = DepthPass::new(&data, &mut depth, 1);
-        let fixed = pass.apply(0, block.clone());
+        let fixed = pass.apply(0, &block);
         assert_eq!(fixed, block);
         assert_eq!(pass.forced, 0);
         assert_eq!(pass.max_seen, 1);

@@ -793,8 +793,7 @@ impl<'a> Packing<'a> {
         }
         lap(&mut times.reparse);
         let blocks: Vec<BlockTokens> = per_segment.into_iter().flatten().collect();
-        let blocks =
-            blocks.into_iter().enumerate().map(|(i, b)| self.depth.apply(start + i as u64 * block, b)).collect();
+        let blocks = blocks.iter().enumerate().map(|(i, b)| self.depth.apply(start + i as u64 * block, b)).collect();
         lap(&mut times.depth);
         blocks
     }
@@ -811,21 +810,29 @@ impl<'a> Packing<'a> {
         long: &[LongMatch],
         skip_last: bool,
     ) -> u64 {
+        let bare = |&(s, e): &(u64, u64)| is_bare_bases(&self.data[s as usize..e as usize]);
+        // Only segments that are not bare bases are parsed again (a skipped last one never is: see parse_chunk),
+        // and a second parse reads the depths before its segment, never after: the trial depth pass stops after
+        // the last segment that may be parsed again, and is not run at all when none may (a chunk of bare bases:
+        // a serial pass over the whole chunk that fed nothing).
+        let Some(last) = segments.iter().rposition(|seg| !bare(seg)) else {
+            return 0;
+        };
         let checkpoint = self.depth.checkpoint();
         let block = 1u64 << self.opts.block_log;
         let mut redo = Vec::new();
-        for (k, seg) in per_segment.iter().enumerate() {
+        for (k, seg) in per_segment.iter().enumerate().take(last + 1) {
             if skip_last && k + 1 == segments.len() {
                 redo.push(k);
                 continue;
             }
             let forced_before = self.depth.forced;
             for (i, b) in seg.iter().enumerate() {
-                self.depth.apply(segments[k].0 + i as u64 * block, b.clone());
+                self.depth.apply(segments[k].0 + i as u64 * block, b);
             }
             let forced = self.depth.forced - forced_before;
             let (s, e) = segments[k];
-            if (k > 0 || forced * REPARSE_FORCED_RATIO > e - s) && !is_bare_bases(&self.data[s as usize..e as usize]) {
+            if (k > 0 || forced * REPARSE_FORCED_RATIO > e - s) && !bare(&segments[k]) {
                 redo.push(k);
             }
         }
