@@ -153,11 +153,10 @@ fn bench_full(gpu: &GpuEngine, data: &ArchiveData, reference: Option<&[u8]>, run
     if let Some(l) = &first.levels {
         let bands: Vec<String> = l.bands.iter().map(|(lo, n, p)| format!("{lo}+: {n} ({p})")).collect();
         println!(
-            "  levels: {} epochs, {} copy_level + {} copy_grid + {} copy_tail launches; first epoch's levels (pieces) \
-             by pieces a level: {}",
+            "  levels: {} epochs, {} copy_level + {} copy_tail launches; first epoch's levels (pieces) by pieces a \
+             level: {}",
             l.epochs,
             l.level_launches,
-            l.grid_launches,
             l.tail_launches,
             bands.join(", ")
         );

@@ -83,7 +83,6 @@ typedef unsigned long long u64;
 #define E_WORKLIST 10    // worklist or token pool capacity exceeded
 #define E_RANGES 11      // range list capacity exceeded
 #define E_VALUE 12       // a length value out of range
-#define E_BARRIER 13     // a grid barrier of copy_grid waited too long
 
 // Variant switches for the time breakdown (parse_k<K> `mode`).
 #define MODE_FULL 0
@@ -1563,12 +1562,11 @@ extern "C" __global__ void resolve_chase(Ctx c, const u64* list, const u64* klis
 // every match byte is written once, coalesced. The levels are found on the device from the parsed tokens, by
 // `level_ordered` (one launch: tasks in stream order, lanes retry until their sources have levels) or by `level_pass`
 // passes (each sets the level of every match whose source matches all have one and lists the rest for the next).
-// `level_order` then lists every match's pieces of RESOLVE_PIECE bytes by level, `copy_level` copies one dense
-// level's pieces (a warp per piece; with ACEAPEX_GPU_GRID_COPY=1 `copy_grid` copies a run of consecutive dense
-// levels in one cooperative launch, a grid barrier between levels), `copy_tail` a run of consecutive sparse levels
-// in one CTA, and `chase_unleveled` resolves the rest byte by byte. A match's level is not bounded by max_depth,
-// which bounds bytes: a source that overlaps a deeper match by one byte still takes its level, and chains of such
-// overlaps reach levels above 100 (match bytes above level 24: atha_chr1 8 %, a 185 MB generated genome 1.5 %). So levels stop at a cap: a match above it gets
+// `level_order` then lists every match's pieces of RESOLVE_PIECE bytes by level, `copy_level` copies one dense level's
+// pieces (a warp per piece), `copy_tail` a run of consecutive sparse levels in one launch, and `chase_unleveled`
+// resolves the rest byte by byte. A match's level is not bounded by max_depth, which bounds bytes: a source that
+// overlaps a deeper match by one byte still takes its level, and chains of such overlaps reach levels above 100 (match
+// bytes above level 24: atha_chr1 8 %, a 185 MB generated genome 1.5 %). So levels stop at a cap: a match above it gets
 // LEVEL_OVER, and so does every match whose source overlaps one. Those get levels in the next epoch (level_rebase marks
 // the copied matches LEVEL_DONE, final like literals, and the search runs again over the rest); what the last epoch
 // leaves is chased. This path does not check the depth bound: the bytes it produces are the archive's whatever the
@@ -1847,41 +1845,36 @@ __device__ __forceinline__ PieceMatch piece_match(const Ctx& c, u64 piece) {
     return m;
 }
 
-// One warp copies one piece of 128 bytes: lane i takes bytes i, i + 32, i + 64 and i + 96, so that each load and
-// store instruction of the warp covers 32 consecutive bytes (session 17: 2-8 % faster full decodes than 4
-// consecutive bytes a lane). `L2` loads the sources through L2 only (ld.global.cg): copy_grid's CTAs read bytes
-// other SMs wrote in the same launch, which a stale L1 line must not answer. (Session 19 tried descriptors of
-// 16 bytes written by level_order, with 4 pieces a warp: 78 registers instead of 28, and the 4.65 GB archive's
-// copies took 26.5 ms instead of ~18, H200 run 1.)
-template <bool L2>
-__device__ __forceinline__ void copy_piece(const Ctx& c, u64 piece, u32 lane) {
-    const PieceMatch m = piece_match(c, piece);
-    u32 v[4];
-#pragma unroll
-    for (u32 j = 0; j < 4; j++) {
-        const u32 k = m.k0 + lane + 32 * j;
-        if (k < m.len) {
-            const u8* s = c.bytes + source_of(m.base, m.bk, k);
-            v[j] = L2 ? (u32)__ldcg(s) : (u32)*s;
-        }
-    }
-#pragma unroll
-    for (u32 j = 0; j < 4; j++) {
-        const u32 k = m.k0 + lane + 32 * j;
-        if (k < m.len) c.bytes[m.dst + k] = (u8)(match_rc(m.bk) ? complement(v[j]) : v[j]);
-    }
-}
-
-// Copies one dense level, a warp per piece: its pieces are order[first .. first + items) (the host has the
-// histogram, so it passes them and no thread waits for order_start), all in flight at once. The sources are
-// final: lower levels, or for a periodic fill bytes before the match that are.
+// Copies one dense level's pieces, order[first .. first + items) (the host has the histogram, so it passes them
+// and no thread waits for order_start): a warp per piece of 128 bytes, every piece of the level in flight at once.
+// Lane i takes bytes i, i + 32, i + 64 and i + 96 of the piece, so that each load and store instruction of the
+// warp covers 32 consecutive bytes (session 17: 2-8 % faster full decodes than 4 consecutive bytes a lane). The
+// sources are final: lower levels, or for a periodic fill bytes before the match that are.
+// Session 19 measured two other ways and kept neither (H200, the 4.65 GB generated archive, whose copies take
+// ~18.5 ms this way): a 16-byte descriptor per piece written by level_order (destination, source, length) with 4
+// pieces a warp, so that a copy waits for one metadata load instead of three dependent ones: 78 registers a
+// thread instead of 28, and copies of 26.5 ms (run 1); and one cooperative launch per run of dense levels with a
+// grid barrier between levels instead of a launch each (2 CTAs of 512 threads an SM): 23.5 ms (run 3). These
+// copies are bound by the pieces in flight (one a warp, every SM full), not by the ~1700 launches.
 extern "C" __global__ void copy_level(Ctx c, const u64* order, u32 first, u32 items) {
     if (failed(c)) return;
     const u32 warps_per_cta = blockDim.x / 32;
     const u32 nwarps = gridDim.x * warps_per_cta;
     const u32 lane = threadIdx.x & 31;
-    for (u32 w = blockIdx.x * warps_per_cta + threadIdx.x / 32; w < items; w += nwarps)
-        copy_piece<false>(c, order[first + w], lane);
+    for (u32 w = blockIdx.x * warps_per_cta + threadIdx.x / 32; w < items; w += nwarps) {
+        const PieceMatch m = piece_match(c, order[first + w]);
+        u32 v[4];
+#pragma unroll
+        for (u32 j = 0; j < 4; j++) {
+            const u32 k = m.k0 + lane + 32 * j;
+            v[j] = k < m.len ? c.bytes[source_of(m.base, m.bk, k)] : 0u;
+        }
+#pragma unroll
+        for (u32 j = 0; j < 4; j++) {
+            const u32 k = m.k0 + lane + 32 * j;
+            if (k < m.len) c.bytes[m.dst + k] = (u8)(match_rc(m.bk) ? complement(v[j]) : v[j]);
+        }
+    }
 }
 
 // Copies the sparse levels la ..= lb (the host sends levels of fewer than TAIL_MAX_PIECES pieces) with one CTA in
@@ -1889,7 +1882,7 @@ extern "C" __global__ void copy_level(Ctx c, const u64* order, u32 first, u32 it
 // levels under 64 pieces; four 100 MB generated genomes: 202 of 270 under 512), and a launch per level costs
 // about 3.5 us (the 4.65 GB generated archive: 1802 levels, 42 ms of copies, session 17 run 3). Within one CTA a
 // level ends at a __syncthreads(), which also makes its bytes visible to the next level's loads. A warp copies
-// TAIL_UNROLL pieces at once, lanes interleaved as in copy_piece: every load and store instruction covers 32
+// TAIL_UNROLL pieces at once, lanes interleaved as in copy_level: every load and store instruction covers 32
 // consecutive bytes of one piece. (Session 18 run 3 had groups of 4 lanes per piece instead: each instruction
 // touched 8 pieces' lines, and a level cost ~7 us on atha.) All metadata loads of a round go out together,
 // then all source loads, then the stores.
@@ -1928,54 +1921,6 @@ extern "C" __global__ void __launch_bounds__(TAIL_THREADS)
             }
         }
         __syncthreads();
-    }
-}
-
-// Waits until the barrier counter reaches `target` (every CTA adds one per barrier): the grid barrier of
-// copy_grid, whose CTAs are co-resident (cooperative launch). The fences make every thread's earlier stores
-// visible to every CTA after the barrier (the same steps as cooperative_groups' grid sync). A barrier that waits
-// past ~2^22 polls reports E_BARRIER, and after any fault the waits end, so a broken launch ends instead of
-// spinning.
-__device__ __forceinline__ void grid_barrier(const Ctx& c, u32* counter, u32 target) {
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        __threadfence();
-        atomicAdd(counter, 1u);
-        for (u32 polls = 0; *(volatile u32*)counter < target; polls++) {
-            if ((polls & 1023) == 1023 && failed(c)) break;
-            if (polls == (1u << 22)) {
-                report(c.status, E_BARRIER, 0);
-                break;
-            }
-        }
-        __threadfence();
-    }
-    __syncthreads();
-}
-
-// Copies the dense levels la ..= lb in one cooperative launch (session 19; ACEAPEX_GPU_GRID_COPY=1): every warp
-// of the grid strides over a level's pieces, then a grid barrier, then the next level, instead of a launch per
-// level. `barrier` counts the arrivals of every copy_grid launch of this decode, `arrived` of those before this
-// one.
-#define GRID_THREADS 512
-extern "C" __global__ void __launch_bounds__(GRID_THREADS)
-    copy_grid(Ctx c, const u64* order, const u32* order_start, u32 la, u32 lb, u32* barrier, u32 arrived) {
-    constexpr u32 warps = GRID_THREADS / 32;
-    const u32 nwarps = gridDim.x * warps;
-    const u32 gw = blockIdx.x * warps + threadIdx.x / 32, lane = threadIdx.x & 31;
-    // Every CTA takes the same path through the levels and barriers, fault or not: a CTA that left early would
-    // hold the others at the next barrier.
-    const bool skip = failed(c);
-    u32 target = arrived;
-    for (u32 l = la; l <= lb; l++) {
-        if (!skip) {
-            const u32 end = order_start[l + 1];
-            for (u32 i = order_start[l] + gw; i < end; i += nwarps) copy_piece<true>(c, order[i], lane);
-        }
-        if (l < lb) {
-            target += gridDim.x;
-            grid_barrier(c, barrier, target);
-        }
     }
 }
 

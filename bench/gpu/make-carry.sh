@@ -47,5 +47,14 @@ if command -v samtools >/dev/null && command -v bgzip >/dev/null; then
     cp -L "$(ldconfig -p | awk -v l="$l" '$1 == l {print $NF; exit}')" "$carry/lib/$l"
   done
 fi
+# squashfuse and mksquashfs with their libraries, for suite.sh's mountseq (the squashfs (zstd) anchor of the
+# sequential read, as bench/mount-bench.sh has it here).
+if command -v squashfuse >/dev/null && command -v mksquashfs >/dev/null; then
+  mkdir -p "$carry/bin" "$carry/lib"
+  install -m 755 "$(command -v squashfuse)" "$(command -v mksquashfs)" "$carry/bin/"
+  for l in libfuse3.so.3 liblzo2.so.2 liblz4.so.1 libzstd.so.1 liblzma.so.5 libz.so.1; do
+    cp -L "$(ldconfig -p | awk -v l="$l" '$1 == l {print $NF; exit}')" "$carry/lib/$l"
+  done
+fi
 echo "$commit" >"$carry/COMMIT"
 echo "carry/ at $commit: $(du -sm "$carry" | cut -f1) MiB (the device takes 64 MiB a call)"

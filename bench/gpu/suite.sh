@@ -6,8 +6,10 @@
 #            latency, and `cat --decoder gpu|cpu` md5; BIG_VARIANTS="VAR=VALUE ..." repeats the full decode
 #            with each variable set (ACEAPEX_GPU_* variants; A=1,B=2 sets two).
 #   mountseq sequential `dd bs=1M` through aceapex-mount with decoder=gpu and decoder=cpu (all host cores) beside
-#            the empty FUSE filesystem (carry/nullfs) serving the same size, fresh mount and dropped page cache each
-#            run, on atha (genome mode) and on one file of the 'big' archive when that part ran first; with
+#            the empty FUSE filesystem (carry/nullfs) serving the same size and squashfuse over the same file in
+#            squashfs (zstd) (atha only, where carry/bin has them), fresh mount and dropped page cache each run,
+#            MOUNTSEQ_RUNS runs (default 5) and a summary line of medians and ratios, on atha (genome mode) and on
+#            one file of the 'big' archive when that part ran first (MOUNTSEQ_BIG=0: atha only); with
 #            MOUNTSEQ_TRACE=1 the daemons log where each stream run spent its time (-o trace).
 #   bigpack  generate a 10 GiB FASTA input (examples/gen_genomes: mutated copies of carry/atha.fa, 10 files of
 #            1 GiB) and pack it at the default level inside a 24 GiB memory cgroup when the machine allows one
@@ -170,29 +172,49 @@ if want mountseq && [ -x carry/aceapex-mount ] && [ -x carry/nullfs ]; then
   [ -f "$a" ] || ./carry/aceapex pack carry/atha.fa -o "$a" -q
   mnt=/tmp/gpu-suite-mnt
   mkdir -p "$mnt"
-  # seq_read LABEL FILE: one timed dd of FILE after dropping the page cache; prints MB/s.
+  # seq_read LABEL FILE: one timed dd of FILE after dropping the page cache; prints MB/s and keeps the time in
+  # $seq_us (a 30 MB file reads in ~30 ms: milliseconds alone were too coarse for a ratio).
   seq_read() {
     sync; echo 3 >/proc/sys/vm/drop_caches 2>/dev/null || true
     local t0 size; t0=$(date +%s%N); size=$(stat -c %s "$2")
     timeout 300 dd if="$2" of=/dev/null bs=1M status=none || rc=1
-    local ms; ms=$(ms_since "$t0")
-    say "### mountseq $1: $size bytes in $ms ms = $(( size / 1000 / (ms > 0 ? ms : 1) )) MB/s"
+    seq_us=$(( ($(date +%s%N) - t0) / 1000 ))
+    say "### mountseq $1: $size bytes in $((seq_us / 1000)).$(printf %03d $((seq_us % 1000))) ms = $(( size / (seq_us > 0 ? seq_us : 1) )) MB/s"
   }
   wait_mounted() { for _ in $(seq 1 200); do mountpoint -q "$mnt" && return 0; sleep 0.05; done; return 1; }
+  # median_mbs SIZE US...: the median of the runs' MB/s.
+  median_mbs() {
+    local size=$1; shift
+    for us in "$@"; do echo $(( size / (us > 0 ? us : 1) )); done | sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'
+  }
   targets=("$a:atha.fa")
   f="genome$(printf %03d $((${BIG_FILES:-4} - 1))).fa"
-  [ -f "$work/big-gen.acx" ] && targets+=("$work/big-gen.acx:big-gen/$f")
+  [ -f "$work/big-gen.acx" ] && [ "${MOUNTSEQ_BIG:-1}" = 1 ] && targets+=("$work/big-gen.acx:big-gen/$f")
+  # The squashfs (zstd) anchor, where make-carry.sh brought squashfuse: atha only (as bench/mount-bench.sh).
+  sq() { LD_LIBRARY_PATH="$PWD/carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"; }
+  if [ -x carry/bin/squashfuse ] && [ -x carry/bin/mksquashfs ]; then
+    mkdir -p "$work/sq-in"; cp carry/atha.fa "$work/sq-in/atha.fa"; rm -f "$work/atha.sqfs"
+    sq ./carry/bin/mksquashfs "$work/sq-in" "$work/atha.sqfs" -comp zstd -quiet -no-progress >/dev/null || rc=1
+  fi
   for t in "${targets[@]}"; do
     arc=${t%%:*} path=${t#*:}
     size=$(./carry/aceapex ls -l "$arc" | awk -v p="$path" '$NF == p {print $(NF-3)}' | head -1)
-    for r in 1 2 3; do
+    declare -A times=()
+    for r in $(seq 1 "${MOUNTSEQ_RUNS:-5}"); do
       ./carry/nullfs "$mnt" "${size:-1G}" 2>>"$log" &
       pid=$!
-      wait_mounted && seq_read "nullfs ${size}B run $r" "$mnt/null.bin"
+      wait_mounted && seq_read "nullfs ${size}B run $r" "$mnt/null.bin" && times[nullfs]+=" $seq_us"
       fusermount3 -u "$mnt" 2>/dev/null || umount "$mnt"; wait "$pid"
+      if [ "$path" = atha.fa ] && [ -f "$work/atha.sqfs" ]; then
+        sq ./carry/bin/squashfuse -f "$work/atha.sqfs" "$mnt" 2>>"$log" &
+        pid=$!
+        wait_mounted && seq_read "squashfuse (zstd) atha.fa run $r" "$mnt/atha.fa" && times[squashfuse]+=" $seq_us"
+        fusermount3 -u "$mnt" 2>/dev/null || umount "$mnt"; wait "$pid"
+      fi
       # MOUNTSEQ_VARIANTS="VAR=VALUE ...": decoder=gpu again with each variable set (A=1,B=2 sets two).
       for dec in gpu cpu ${MOUNTSEQ_VARIANTS:+$MOUNTSEQ_VARIANTS}; do
         local_env=()
+        label=$dec
         case "$dec" in *=*) IFS=, read -r -a local_env <<<"$dec"; dec=gpu ;; esac
         # trace: each stream run logs, per 8 MiB segment and at its end, its decoder time, hand-over time, pacing
         # and the readers' waits (src/fs/stream.rs); the stats line says how many runs the read started.
@@ -201,11 +223,21 @@ if want mountseq && [ -x carry/aceapex-mount ] && [ -x carry/nullfs ]; then
         env "${local_env[@]}" ${MOUNTSEQ_TRACE:+ACEAPEX_LOG=info,aceapex::engine::gpu=debug} \
           ./carry/aceapex-mount "$arc" "$mnt" -f -o "decoder=$dec${MOUNTSEQ_TRACE:+,trace}" 2>>"$log" &
         pid=$!
-        wait_mounted && seq_read "decoder=$dec ${local_env[*]} $path run $r" "$mnt/$path"
+        wait_mounted && seq_read "decoder=$dec ${local_env[*]} $path run $r" "$mnt/$path" && times[$label]+=" $seq_us"
         python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); print("### mountseq stats:", json.dumps(s["streams"]["runs"]), "fs:", json.dumps({k: s["fs"][k] for k in ("reads", "streamed_bytes", "read_latency")}), "structure:", json.dumps(s["archive_stats"].get("genome_structure")))' "$mnt/.aceapex/stats" 2>&1 | tee -a "$log"
         kill -INT "$pid"; wait "$pid"
       done
     done
+    # One line per target: the median MB/s of each row and its ratio to the empty filesystem's median.
+    null=$(median_mbs "${size:-1}" ${times[nullfs]:-})
+    line="### mountseq summary $path (median of ${MOUNTSEQ_RUNS:-5} fresh runs, MB/s): nullfs $null"
+    for k in "${!times[@]}"; do
+      [ "$k" = nullfs ] && continue
+      m=$(median_mbs "${size:-1}" ${times[$k]})
+      line+="; $k $m ($(awk -v a="$m" -v b="$null" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}')x)"
+    done
+    say "$line"
+    unset times
   done
 fi
 if want faidx && [ -x carry/bin/samtools ] && [ -x carry/aceapex-mount ]; then

@@ -44,11 +44,9 @@ const WORKLIST_BYTES: u64 = 512 << 20;
 const RESUME_WORDS: usize = 65;
 /// Bytes of a deferred match per list entry of the full decode's resolve rounds (kernel RESOLVE_PIECE).
 const RESOLVE_PIECE: u64 = 128;
-/// Threads of `copy_tail`'s one CTA (kernel TAIL_THREADS) and pieces a warp of it copies at once (TAIL_UNROLL),
-/// and threads of each CTA of `copy_grid` (GRID_THREADS).
+/// Threads of `copy_tail`'s one CTA (kernel TAIL_THREADS) and pieces a warp copies at once (TAIL_UNROLL).
 const TAIL_THREADS: u32 = 512;
 const TAIL_UNROLL: u32 = 4;
-const GRID_THREADS: u32 = 512;
 /// Level buckets of `Resolve::Levels` (kernel LEVELS; levels are u16 per token), and the level value of matches
 /// over the cap (LEVEL_OVER).
 const LEVELS: usize = 4096;
@@ -86,10 +84,9 @@ fn level_epochs() -> u32 {
 /// generated archive copied 1802 levels over 8 epochs of a cap of 250 (session 17 run 3). On the 1.16 GB
 /// generated archive a cap of 24 / 64 / 128 / 250 decoded in 11.9 / 10.3 / 9.9 / 9.5 ms (H200, session 16 run 4).
 pub const LEVEL_CAP: u32 = LEVELS as u32 - 1;
-/// Levels with at least this many pieces are dense: a run of them is copied by the whole GPU (`copy_grid`, or a
-/// `copy_level` launch each); each run of consecutive levels with fewer is copied by one `copy_tail` launch, one
-/// CTA whose warps take TAIL_UNROLL pieces each a round (kernels/decode.cu): two rounds and a barrier cost less
-/// than a launch. ACEAPEX_GPU_TAIL_MAX=N sets it to
+/// Levels with at least this many pieces get a `copy_level` launch of their own; each run of consecutive levels
+/// with fewer is copied by one `copy_tail` launch, one CTA whose warps take TAIL_UNROLL pieces each a round
+/// (kernels/decode.cu): two rounds and a barrier cost less than a launch. ACEAPEX_GPU_TAIL_MAX=N sets it to
 /// compare; 0 turns the tail off (a launch per level, session 17's copies). On the 4.65 GB generated archive
 /// (session 18 run 3, four lanes a piece) 128 / 512 / 2048 decoded in 37.7 / 41.1 / 69.1 ms.
 const TAIL_MAX_PIECES: u32 = 2 * TAIL_UNROLL * TAIL_THREADS / 32;
@@ -99,30 +96,30 @@ fn tail_max_pieces() -> u32 {
     env_knob(&MAX, "ACEAPEX_GPU_TAIL_MAX", TAIL_MAX_PIECES, |_| true)
 }
 
-/// A copy launch's levels, `first ..= last`: dense ones (`copy_grid`, or a `copy_level` launch each) or a tail run
-/// of sparse ones (`copy_tail`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum CopyRun {
-    Dense(u32, u32),
-    Tail(u32, u32),
-}
-
-/// The copy launches of levels 1 ..= `max_level` from the pieces per level: runs of consecutive levels of the same
-/// kind, dense (at least `tail_max` pieces) or sparse. `tail_max == 0`: every level is dense.
-fn copy_runs(hist: &[u32], max_level: u32, tail_max: u32) -> Vec<CopyRun> {
-    let mut out: Vec<CopyRun> = Vec::new();
+/// The copy launches of levels 1 ..= `max_level` from the pieces per level: `(first, last)` level pairs, a
+/// single level of at least `tail_max` pieces or a run of consecutive sparser ones. `tail_max == 0`: a launch
+/// per level.
+fn copy_launches(hist: &[u32], max_level: u32, tail_max: u32) -> Vec<(u32, u32)> {
+    let mut out: Vec<(u32, u32)> = Vec::new();
+    let mut run: Option<u32> = None;
     for l in 1..=max_level {
-        let dense = tail_max == 0 || hist.get(l as usize).copied().unwrap_or(0) >= tail_max;
-        match out.last_mut() {
-            Some(CopyRun::Dense(_, last)) if dense => *last = l,
-            Some(CopyRun::Tail(_, last)) if !dense => *last = l,
-            _ => out.push(if dense { CopyRun::Dense(l, l) } else { CopyRun::Tail(l, l) }),
+        let pieces = hist.get(l as usize).copied().unwrap_or(0);
+        if tail_max == 0 || pieces >= tail_max {
+            if let Some(first) = run.take() {
+                out.push((first, l - 1));
+            }
+            out.push((l, l));
+        } else if run.is_none() {
+            run = Some(l);
         }
+    }
+    if let Some(first) = run {
+        out.push((first, max_level));
     }
     out
 }
 
-/// Where each level's pieces start among the descriptors, as `level_starts` computes them on the device: the
+/// Where each level's pieces start in the order, as `level_starts` computes them on the device: the
 /// exclusive prefix sums of `hist` (bucket 0, the pieces over the cap, first), and the total at `[LEVELS]`.
 fn level_starts_host(hist: &[u32]) -> Vec<u64> {
     let mut starts = Vec::with_capacity(LEVELS + 1);
@@ -134,19 +131,6 @@ fn level_starts_host(hist: &[u32]) -> Vec<u64> {
     starts.push(at);
     starts
 }
-
-/// Whether runs of dense levels are copied by a `copy_level` launch per level (the default) or by one cooperative
-/// `copy_grid` launch each (ACEAPEX_GPU_GRID_COPY=1, to compare). The launches are not what the 4.65 GB
-/// generated archive's copies wait for: 1730 `copy_level` launches or 3 `copy_grid` launches took the same 45.9 ms
-/// (session 19 run 1, H200, with copy descriptors that were later dropped).
-fn grid_copy() -> bool {
-    static ON: OnceLock<u32> = OnceLock::new();
-    env_knob(&ON, "ACEAPEX_GPU_GRID_COPY", 0, |v| v <= 1) == 1
-}
-
-/// CTAs per SM of a `copy_grid` launch (at most what fits at once: the grid barrier needs every CTA resident):
-/// ACEAPEX_GPU_GRID_CTAS=N to compare.
-const GRID_CTAS_PER_SM: u32 = 2;
 
 /// With CHASE_SHARE = N > 0, the levels above the lowest `l` whose higher levels hold at most 1/N of all pieces
 /// (and at least MIN_CHASED) are chased with the matches over the cap instead of copied level by level. That paid
@@ -317,10 +301,8 @@ pub struct LevelReport {
     pub copied: u32,
     /// Epochs run (searches).
     pub epochs: u32,
-    /// Copy launches: `copy_level` (a dense level each), `copy_grid` (a run of dense levels each) and `copy_tail`
-    /// (a run of sparse levels each).
+    /// Copy launches: `copy_level` (a dense level each) and `copy_tail` (a run of sparse levels each).
     pub level_launches: u32,
-    pub grid_launches: u32,
     pub tail_launches: u32,
     /// The first epoch's levels by pieces per level: `(lowest piece count of the band, levels, pieces)`.
     pub bands: Vec<(u32, u32, u64)>,
@@ -351,14 +333,13 @@ pub enum Resolve {
     Rounds,
     /// Match levels up to `cap` (at most [`LEVEL_CAP`]): found by `passes` launches of `level_pass` (the cap is then
     /// the pass count), or with `passes` = 0 by one launch of `level_ordered` (the default); then `level_order`, the
-    /// copies (levels of at least `tail_max` pieces are dense: with `grid` a `copy_grid` launch per run of them,
-    /// else a `copy_level` launch each; a `copy_tail` launch per run of sparser consecutive levels; `tail_max` 0:
-    /// every level dense), and `chase_unleveled` for the matches over the cap and
+    /// copies (a `copy_level` launch per level of at least `tail_max` pieces, a `copy_tail` launch per run of sparser
+    /// consecutive levels; `tail_max` 0: a launch per level), and `chase_unleveled` for the matches over the cap and
     /// the sparse high levels holding at most 1/`chase_share` of the pieces (0: none): every match byte copied once, no
     /// stamps. Unlike the others it does not check the depth bound (kernels/decode.cu). `epoch_min`: pieces over the
     /// cap after an epoch below which they are chased instead of searched again ([`EPOCH_MIN_PIECES`] by default; 0
     /// runs every epoch there is work for).
-    Levels { passes: u32, cap: u32, epoch_min: u64, tail_max: u32, chase_share: u32, grid: bool },
+    Levels { passes: u32, cap: u32, epoch_min: u64, tail_max: u32, chase_share: u32 },
 }
 
 impl Resolve {
@@ -369,7 +350,6 @@ impl Resolve {
         epoch_min: EPOCH_MIN_PIECES,
         tail_max: TAIL_MAX_PIECES,
         chase_share: CHASE_SHARE,
-        grid: false,
     };
 
     /// ACEAPEX_GPU_RESOLVE=chase, =rounds or =levels:PASSES for comparison (ACEAPEX_GPU_RESOLVE_ROUNDS=1 before
@@ -387,7 +367,6 @@ impl Resolve {
                     epoch_min: EPOCH_MIN_PIECES,
                     tail_max: tail_max_pieces(),
                     chase_share: chase_share(),
-                    grid: grid_copy(),
                 }
             }
             _ => Resolve::Levels {
@@ -395,7 +374,6 @@ impl Resolve {
                 epoch_min: EPOCH_MIN_PIECES,
                 tail_max: tail_max_pieces(),
                 chase_share: chase_share(),
-                grid: grid_copy(),
                 cap: std::env::var("ACEAPEX_GPU_LEVEL_CAP")
                     .ok()
                     .and_then(|v| v.parse().ok())
@@ -434,8 +412,6 @@ struct FullBuffers {
     level_hist: CudaSlice<u32>,
     order_start: CudaSlice<u32>,
     order_cursor: CudaSlice<u32>,
-    /// `copy_grid`'s barrier counter, zeroed per decode; each launch starts from the arrivals of those before.
-    grid_barrier: CudaSlice<u32>,
 }
 
 /// Scratch of the seek path, sized at open.
@@ -494,7 +470,6 @@ struct Kernels {
     level_rebase: CudaFunction,
     copy_level: CudaFunction,
     copy_tail: CudaFunction,
-    copy_grid: CudaFunction,
     chase_unleveled: CudaFunction,
 }
 
@@ -593,29 +568,8 @@ pub struct Device {
     /// ACEAPEX_GPU_SEEK_PROFILE=1: seeks are launched without graphs, with an event after every stage, and the
     /// time between events is summed here by stage (total ms, batches); `marks` holds the current batch's events.
     profile: Option<SeekProfile>,
-    /// CTAs of a `copy_grid` launch (all resident at once: SMs × what fits, at most GRID_CTAS_PER_SM or
-    /// ACEAPEX_GPU_GRID_CTAS), 0 where cooperative launches are not supported; and whether the driver refused one,
-    /// after which dense levels get a launch each.
-    grid_ctas: u32,
-    grid_refused: std::cell::Cell<bool>,
     /// Name and compute capability, for the log line.
     pub description: String,
-}
-
-/// CTAs of a `copy_grid` launch on this GPU: every SM × the CTAs of GRID_THREADS that fit on one at once, at most
-/// GRID_CTAS_PER_SM (ACEAPEX_GPU_GRID_CTAS); 0 without cooperative launches.
-fn grid_ctas(ctx: &CudaContext, copy_grid: &CudaFunction) -> u32 {
-    use cudarc::driver::sys::CUdevice_attribute as A;
-    static PER_SM: OnceLock<u32> = OnceLock::new();
-    let want = env_knob(&PER_SM, "ACEAPEX_GPU_GRID_CTAS", GRID_CTAS_PER_SM, |v| (1..=32).contains(&v));
-    let sms = ctx.attribute(A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT).unwrap_or(0).max(0) as u32;
-    let cooperative = ctx.attribute(A::CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH).unwrap_or(0) == 1;
-    let fits = copy_grid.occupancy_max_active_blocks_per_multiprocessor(GRID_THREADS, 0, None).unwrap_or(0);
-    if cooperative {
-        sms * fits.min(want)
-    } else {
-        0
-    }
 }
 
 fn gpu<E: std::fmt::Debug>(what: &'static str) -> impl FnOnce(E) -> Error {
@@ -773,7 +727,6 @@ impl Device {
             level_rebase: load("level_rebase")?,
             copy_level: load("copy_level")?,
             copy_tail: load("copy_tail")?,
-            copy_grid: load("copy_grid")?,
             chase_unleveled: load("chase_unleveled")?,
         };
         // A stream of our own: graphs cannot be captured on the legacy default stream.
@@ -821,7 +774,6 @@ impl Device {
         // SAFETY: as in `alloc_host`: device copies write these buffers before the host reads them.
         let pin = || unsafe { ctx.alloc_pinned_with_flags::<u8>(STREAM_PIN_MIN, 0) }.map_err(gpu("pinned alloc"));
         let stream_bufs = Some([pin()?, pin()?]);
-        let grid_ctas = grid_ctas(&ctx, &kernels.copy_grid);
         Ok(Device {
             description: format!("{name} (sm_{major}{minor})"),
             ctx,
@@ -864,8 +816,6 @@ impl Device {
             resolve: Resolve::from_env(),
             chase_index: std::env::var("ACEAPEX_GPU_CHASE_INDEX").as_deref() != Ok("0"),
             profile: std::env::var_os("ACEAPEX_GPU_SEEK_PROFILE").map(|_| SeekProfile::default()),
-            grid_ctas,
-            grid_refused: std::cell::Cell::new(false),
         })
     }
 
@@ -1375,7 +1325,6 @@ impl Device {
             level_hist: stream.alloc_zeros::<u32>(LEVELS).map_err(gpu("alloc"))?,
             order_start: stream.alloc_zeros::<u32>(LEVELS + 1).map_err(gpu("alloc"))?,
             order_cursor: stream.alloc_zeros::<u32>(LEVELS + 1).map_err(gpu("alloc"))?,
-            grid_barrier: stream.alloc_zeros::<u32>(1).map_err(gpu("alloc"))?,
         });
         Ok(())
     }
@@ -1396,8 +1345,8 @@ impl Device {
         };
         let chase = resolve == Some(Resolve::Chase);
         let level_passes = match resolve {
-            Some(Resolve::Levels { passes, cap, epoch_min, tail_max, chase_share, grid }) => {
-                Some((passes.min(LEVEL_PASSES_MAX), cap.clamp(1, LEVEL_CAP), epoch_min, tail_max, chase_share, grid))
+            Some(Resolve::Levels { passes, cap, epoch_min, tail_max, chase_share }) => {
+                Some((passes.min(LEVEL_PASSES_MAX), cap.clamp(1, LEVEL_CAP), epoch_min, tail_max, chase_share))
             }
             _ => None,
         };
@@ -1429,7 +1378,6 @@ impl Device {
         if levels {
             stream.memset_zeros(&mut full.level).map_err(gpu("reset"))?;
             stream.memset_zeros(&mut full.level_hist).map_err(gpu("reset"))?;
-            stream.memset_zeros(&mut full.grid_barrier).map_err(gpu("reset"))?;
         }
         let full = self.full.as_ref().expect("ensured above");
         // Levels resolve without stamps, so the parse does not write them.
@@ -1539,7 +1487,7 @@ impl Device {
             (Some(copy), Some(order), Some(chase)) => Some(self.resolve_by_levels(
                 &c,
                 full,
-                level_passes.unwrap_or((0, LEVEL_CAP, EPOCH_MIN_PIECES, TAIL_MAX_PIECES, CHASE_SHARE, true)),
+                level_passes.unwrap_or((0, LEVEL_CAP, EPOCH_MIN_PIECES, TAIL_MAX_PIECES, CHASE_SHARE)),
                 (copy, order, chase),
             )?),
             _ => None,
@@ -1592,15 +1540,15 @@ impl Device {
 
     /// `Resolve::Levels` after the parse, in epochs (one-launch search: up to [`LEVEL_EPOCHS`]; passes: one): the
     /// level search, one synchronisation to learn the pieces per level, the bucketing, and the copies
-    /// ([`copy_runs`]: a `copy_grid` launch per run of dense levels, or a `copy_level` launch per dense level, and
-    /// a `copy_tail` launch per run of sparse ones); then, while many pieces are over the cap, `level_rebase` and
-    /// the next epoch, and after the last one `chase_unleveled` for what is still left. `copy_start` is recorded
-    /// before the bucketing, `order_end` after the first epoch's, `chase_start` before the chase.
+    /// ([`copy_launches`]: a `copy_level` launch per dense level, a `copy_tail` launch per run of sparse ones);
+    /// then, while many pieces are over the cap, `level_rebase` and the next epoch, and after the last one
+    /// `chase_unleveled` for what is still left. `copy_start` is recorded before the bucketing, `order_end` after
+    /// the first epoch's, `chase_start` before the chase.
     fn resolve_by_levels(
         &self,
         c: &KernelCtx,
         full: &FullBuffers,
-        (passes, cap, epoch_min, tail_max, chase_share, grid): (u32, u32, u64, u32, u32, bool),
+        (passes, cap, epoch_min, tail_max, chase_share): (u32, u32, u64, u32, u32),
         (copy_start, order_end, chase_start): (&CudaEvent, &CudaEvent, &CudaEvent),
     ) -> Result<LevelReport> {
         if self.unit_log > 20 {
@@ -1614,7 +1562,6 @@ impl Device {
         let cursor = self.ptr(&full.order_cursor);
         let counts = self.ptr(&full.list_counts);
         let task_off = self.ptr(&full.task_off);
-        let barrier = self.ptr(&full.grid_barrier);
         let lists: Vec<u64> = full.lists.iter().map(|l| self.ptr(l)).collect();
         let order = lists[2];
         let (ntasks, list_cap) = (full.ntasks, full.list_cap);
@@ -1626,22 +1573,15 @@ impl Device {
         };
         let later = LaunchConfig { grid_dim: (132 * 16, 1, 1), ..first };
         let tail = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (TAIL_THREADS, 1, 1), shared_mem_bytes: 0 };
-        let whole =
-            LaunchConfig { grid_dim: (self.grid_ctas, 1, 1), block_dim: (GRID_THREADS, 1, 1), shared_mem_bytes: 0 };
-        // copy_grid's barrier counter counts every arrival of this decode: each launch waits from where the last
-        // one left it.
-        let mut arrivals = 0u32;
         // SAFETY (every launch below): arguments match level_pass(Ctx, u32, u32*, u32, u32, u32, u32, u16*, u32*,
         // u64*, u64*, u32*, u32), level_ordered(Ctx, u32, u32*, u32, u32, u16*, u32*, u32*), level_starts(u32*,
         // u32*, u32*) (one CTA of LEVEL_SCAN_THREADS), level_order(Ctx, u32, u32*, u32, u16*, u32*, u64*, u32),
-        // copy_level(Ctx, u64*, u32, u32), copy_tail(Ctx, u64*, u32*, u32, u32) (one CTA of TAIL_THREADS),
-        // copy_grid(Ctx, u64*, u32*, u32, u32, u32*, u32) (a cooperative launch of GRID_THREADS a CTA, every CTA
-        // resident) and chase_unleveled(Ctx, u64*, u32*, u16*, u32); `level` holds a u16 per token, lists[0] and
-        // [1] list_cap entries each (at least one per match plus one per RESOLVE_PIECE stream bytes: every match's
-        // pieces), lists[2] (the order) as many, list_counts LEVEL_PASSES_MAX entries (level_ordered's
-        // ticket is list_counts[0], zeroed before the decode), the histogram LEVELS, the cursors LEVELS + 1 and the
-        // starts LEVELS + 1. Levels passed are at most the cap < LEVELS, and copy_level's pieces lie below the
-        // total the host checked against list_cap.
+        // copy_level(Ctx, u64*, u32, u32), copy_tail(Ctx, u64*, u32*, u32, u32) (one CTA of TAIL_THREADS) and
+        // chase_unleveled(Ctx, u64*, u32*, u16*, u32); `level` holds a u16 per token, the lists list_cap entries
+        // each (at least one per match plus one per RESOLVE_PIECE stream bytes: every match's pieces),
+        // list_counts LEVEL_PASSES_MAX entries (level_ordered's ticket is list_counts[0], zeroed before the
+        // decode), the histogram LEVELS, the cursors LEVELS + 1 and the starts LEVELS + 1. Levels passed are at
+        // most the cap < LEVELS, and copy_level's pieces lie below the total the host checked against list_cap.
         // Epochs (the one-launch search only): each searches the levels of the matches not copied yet, above
         // those that are (LEVEL_DONE), and copies its levels; what the last leaves is chased.
         let epochs = if passes == 0 { level_epochs() } else { 1 };
@@ -1730,60 +1670,14 @@ impl Device {
                 chase_start.record(stream).map_err(gpu("event"))?;
                 return Ok(report);
             }
-            for run in copy_runs(&hist_host, copied, tail_max) {
-                let (la, lb) = match run {
-                    CopyRun::Tail(la, lb) => {
-                        // One CTA copies the run's levels in order.
-                        report.tail_launches += 1;
-                        // SAFETY: as above.
-                        unsafe {
-                            stream
-                                .launch_builder(&self.kernels.copy_tail)
-                                .arg(c)
-                                .arg(&order)
-                                .arg(&starts)
-                                .arg(&la)
-                                .arg(&lb)
-                                .launch(tail)
-                                .map_err(gpu("level tail copy"))?;
-                        }
-                        continue;
-                    }
-                    CopyRun::Dense(la, lb) => (la, lb),
-                };
-                if grid && la < lb && self.grid_ctas > 0 && !self.grid_refused.get() {
-                    // SAFETY: as above.
-                    let launched = unsafe {
-                        stream
-                            .launch_builder(&self.kernels.copy_grid)
-                            .arg(c)
-                            .arg(&order)
-                            .arg(&starts)
-                            .arg(&la)
-                            .arg(&lb)
-                            .arg(&barrier)
-                            .arg(&arrivals)
-                            .launch_cooperative(whole)
-                    };
-                    match launched {
-                        Ok(_) => {
-                            report.grid_launches += 1;
-                            arrivals += (lb - la) * self.grid_ctas;
-                            continue;
-                        }
-                        Err(e) => {
-                            tracing::warn!("GPU: cooperative copy launch refused ({e:?}); copying a level a launch");
-                            self.grid_refused.set(true);
-                        }
-                    }
-                }
-                for l in la..=lb {
-                    // A warp per piece: a level of few pieces launches few CTAs.
-                    let (at, pieces) = (starts_host[l as usize] as u32, hist_host[l as usize]);
-                    let grid = grid_for(u64::from(pieces), warps_per_cta, 132 * 16);
-                    report.level_launches += 1;
-                    // SAFETY: as above.
-                    unsafe {
+            for (la, lb) in copy_launches(&hist_host, copied, tail_max) {
+                // SAFETY: as above.
+                unsafe {
+                    if la == lb && hist_host[la as usize] >= tail_max {
+                        // A warp per piece: a level of few pieces launches few CTAs.
+                        let (at, pieces) = (starts_host[la as usize] as u32, hist_host[la as usize]);
+                        let grid = grid_for(u64::from(pieces), warps_per_cta, 132 * 16);
+                        report.level_launches += 1;
                         stream
                             .launch_builder(&self.kernels.copy_level)
                             .arg(c)
@@ -1792,7 +1686,19 @@ impl Device {
                             .arg(&pieces)
                             .launch(LaunchConfig { grid_dim: (grid, 1, 1), ..first })
                             .map_err(gpu("level copy"))?;
+                        continue;
                     }
+                    // One CTA copies the run's levels in order.
+                    report.tail_launches += 1;
+                    stream
+                        .launch_builder(&self.kernels.copy_tail)
+                        .arg(c)
+                        .arg(&order)
+                        .arg(&starts)
+                        .arg(&la)
+                        .arg(&lb)
+                        .launch(tail)
+                        .map_err(gpu("level tail copy"))?;
                 }
             }
             report.copied += copied;
@@ -2097,17 +2003,16 @@ mod tests {
 
     /// Dense levels get a launch each; the sparse levels between them are copied a run per launch.
     #[test]
-    fn copy_runs_group_levels_of_one_kind() {
-        use CopyRun::{Dense, Tail};
+    fn copy_launches_group_sparse_levels_into_runs() {
         let mut hist = vec![0u32; LEVELS];
         hist[1..=8].copy_from_slice(&[900, 500, 40, 30, 700, 10, 5, 1]);
-        assert_eq!(copy_runs(&hist, 8, 100), vec![Dense(1, 2), Tail(3, 4), Dense(5, 5), Tail(6, 8)]);
-        assert_eq!(copy_runs(&hist, 8, 0), vec![Dense(1, 8)], "every level dense");
-        assert_eq!(copy_runs(&hist, 8, u32::MAX), vec![Tail(1, 8)], "one tail run");
-        assert_eq!(copy_runs(&hist, 3, 600), vec![Dense(1, 1), Tail(2, 3)], "up to max_level");
-        assert_eq!(copy_runs(&hist, 0, 100), vec![], "no levels");
+        assert_eq!(copy_launches(&hist, 8, 100), vec![(1, 1), (2, 2), (3, 4), (5, 5), (6, 8)]);
+        assert_eq!(copy_launches(&hist, 8, 0), (1..=8).map(|l| (l, l)).collect::<Vec<_>>(), "runs off");
+        assert_eq!(copy_launches(&hist, 8, u32::MAX), vec![(1, 8)], "one run");
+        assert_eq!(copy_launches(&hist, 0, 100), vec![], "no levels");
     }
 
+    /// Constants the host sizes buffers and launches by must be the kernel's own.
     #[test]
     fn level_starts_are_the_kernels_prefix_sums() {
         let mut hist = vec![0u32; LEVELS];
@@ -2129,7 +2034,6 @@ mod tests {
         assert_eq!(kernel_define("LEVEL_SCAN_THREADS"), u64::from(LEVEL_SCAN_THREADS));
         assert_eq!(kernel_define("TAIL_THREADS"), u64::from(TAIL_THREADS));
         assert_eq!(kernel_define("TAIL_UNROLL"), u64::from(TAIL_UNROLL));
-        assert_eq!(kernel_define("GRID_THREADS"), u64::from(GRID_THREADS));
         assert_eq!(kernel_define("LEVEL_OVER"), u64::from(LEVEL_OVER));
         assert_eq!(kernel_define("LEVEL_DONE"), u64::from(LEVEL_DONE));
         assert_eq!(kernel_define("CODE_SMEM_BYTES"), u64::from(CODE_SMEM_BYTES));
