@@ -38,6 +38,31 @@ pub const DEFAULT_WINDOW_BYTES: u64 = 64 << 20;
 /// (threads idle while it finishes) costs little, few enough that a batch's memory stays small.
 const BATCH_PER_THREAD: usize = 32;
 
+/// Whether `ACEAPEX_TRACE` asks for the sequential decoder's trace (`seq`, or `all`): one line per batch, at info
+/// level, with its wall time, the calling thread's waits for blocks and its time in the caller's sink (where a
+/// batch's time goes on a machine with many cores: decoding, or handing out). Read once.
+fn seq_trace() -> bool {
+    static TRACE: OnceLock<bool> = OnceLock::new();
+    *TRACE.get_or_init(|| std::env::var("ACEAPEX_TRACE").is_ok_and(|v| v.split(',').any(|w| w == "seq" || w == "all")))
+}
+
+/// What [`seq_trace`] reports of one batch.
+struct BatchTrace {
+    started: std::time::Instant,
+    waited: std::time::Duration,
+    sink: std::time::Duration,
+}
+
+impl BatchTrace {
+    fn new() -> BatchTrace {
+        BatchTrace {
+            started: std::time::Instant::now(),
+            waited: std::time::Duration::ZERO,
+            sink: std::time::Duration::ZERO,
+        }
+    }
+}
+
 /// Decodes blocks on the CPU: the reference every other engine is checked against.
 pub struct CpuEngine {
     data: Arc<ArchiveData>,
@@ -196,6 +221,7 @@ impl CpuEngine {
         let spare = window.take_spare(count);
         let batch = Batch::new(first, count, &*window, spare);
         let mut handed = 0usize;
+        let mut trace = seq_trace().then(BatchTrace::new);
         let result = rayon::in_place_scope(|scope| {
             // One task per pool thread: the calling thread works too, but it also hands blocks to `on_block`
             // (a write to a pipe or a file), during which the pool carries on.
@@ -210,11 +236,21 @@ impl CpuEngine {
                     }
                     if !self.work_one(&batch) {
                         // Every block is claimed: the one we need is being decoded by another thread.
-                        break batch.wait(&slot.done);
+                        let since = trace.as_ref().map(|_| std::time::Instant::now());
+                        let done = batch.wait(&slot.done);
+                        if let (Some(t), Some(since)) = (trace.as_mut(), since) {
+                            t.waited += since.elapsed();
+                        }
+                        break done;
                     }
                 };
                 let block = finished.as_ref().map_err(|fault| fault.clone().into_error(&self.data));
-                if let Err(e) = on_block(first + i as u64, block) {
+                let since = trace.as_ref().map(|_| std::time::Instant::now());
+                let sunk = on_block(first + i as u64, block);
+                if let (Some(t), Some(since)) = (trace.as_mut(), since) {
+                    t.sink += since.elapsed();
+                }
+                if let Err(e) = sunk {
                     batch.stop.store(true, Ordering::Relaxed);
                     return Err(e);
                 }
@@ -224,6 +260,16 @@ impl CpuEngine {
         });
         let blocks = batch.slots.into_iter().take(handed).map(|slot| slot.done.into_inner().and_then(|done| done.ok()));
         window.push_all(first, blocks, threads > 0);
+        if let Some(t) = trace {
+            tracing::info!(
+                "sequential batch {first}..{end} ({threads} pool tasks and the calling thread): {:.2} ms, of which the \
+                 calling thread waited {:.2} ms for blocks other threads were decoding and spent {:.2} ms handing \
+                 blocks out",
+                t.started.elapsed().as_secs_f64() * 1e3,
+                t.waited.as_secs_f64() * 1e3,
+                t.sink.as_secs_f64() * 1e3
+            );
+        }
         result
     }
 
