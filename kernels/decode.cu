@@ -1855,45 +1855,28 @@ __device__ __forceinline__ PieceMatch piece_match(const Ctx& c, u64 piece) {
 // pieces a warp, so that a copy waits for one metadata load instead of three dependent ones: 78 registers a
 // thread instead of 28, and copies of 26.5 ms (run 1); and one cooperative launch per run of dense levels with a
 // grid barrier between levels instead of a launch each (2 CTAs of 512 threads an SM): 23.5 ms (run 3). These
-// copies are bound by the pieces in flight (one a warp, every SM full), not by the ~1700 launches.
-// P pieces a warp (ACEAPEX_GPU_COPY_PIECES, session 19: 1 by default; 2 keeps more pieces in flight at the cost
-// of registers), the warps' P pieces of a round `nwarps` apart; their metadata loads go out together, then their
-// source loads, then the stores, as in copy_tail.
-template <u32 P>
-__device__ __forceinline__ void copy_level_pieces(const Ctx& c, const u64* order, u32 first, u32 items) {
+// copies are bound by the pieces in flight (one a warp, every SM full), not by the ~1700 launches; but two pieces
+// a warp (44 registers: 40 warps an SM, 80 pieces in flight) lost too: a 1.1 GB generated archive decoded in
+// 13.3 ms against 10.5 (run 4).
+extern "C" __global__ void copy_level(Ctx c, const u64* order, u32 first, u32 items) {
     if (failed(c)) return;
     const u32 warps_per_cta = blockDim.x / 32;
     const u32 nwarps = gridDim.x * warps_per_cta;
     const u32 lane = threadIdx.x & 31;
-    for (u32 w = blockIdx.x * warps_per_cta + threadIdx.x / 32; w < items; w += nwarps * P) {
-        PieceMatch m[P];
-        u32 v[P][4];
+    for (u32 w = blockIdx.x * warps_per_cta + threadIdx.x / 32; w < items; w += nwarps) {
+        const PieceMatch m = piece_match(c, order[first + w]);
+        u32 v[4];
 #pragma unroll
-        for (u32 r = 0; r < P; r++) {
-            const u32 i = w + r * nwarps;
-            m[r] = i < items ? piece_match(c, order[first + i]) : PieceMatch{0, 0, 0, 0, 0};
+        for (u32 j = 0; j < 4; j++) {
+            const u32 k = m.k0 + lane + 32 * j;
+            v[j] = k < m.len ? c.bytes[source_of(m.base, m.bk, k)] : 0u;
         }
 #pragma unroll
-        for (u32 r = 0; r < P; r++)
-#pragma unroll
-            for (u32 j = 0; j < 4; j++) {
-                const u32 k = m[r].k0 + lane + 32 * j;
-                v[r][j] = k < m[r].len ? c.bytes[source_of(m[r].base, m[r].bk, k)] : 0u;
-            }
-#pragma unroll
-        for (u32 r = 0; r < P; r++)
-#pragma unroll
-            for (u32 j = 0; j < 4; j++) {
-                const u32 k = m[r].k0 + lane + 32 * j;
-                if (k < m[r].len) c.bytes[m[r].dst + k] = (u8)(match_rc(m[r].bk) ? complement(v[r][j]) : v[r][j]);
-            }
+        for (u32 j = 0; j < 4; j++) {
+            const u32 k = m.k0 + lane + 32 * j;
+            if (k < m.len) c.bytes[m.dst + k] = (u8)(match_rc(m.bk) ? complement(v[j]) : v[j]);
+        }
     }
-}
-extern "C" __global__ void copy_level(Ctx c, const u64* order, u32 first, u32 items) {
-    copy_level_pieces<1>(c, order, first, items);
-}
-extern "C" __global__ void copy_level_p2(Ctx c, const u64* order, u32 first, u32 items) {
-    copy_level_pieces<2>(c, order, first, items);
 }
 
 // Copies the sparse levels la ..= lb (the host sends levels of fewer than TAIL_MAX_PIECES pieces) with one CTA in

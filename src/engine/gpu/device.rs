@@ -132,14 +132,6 @@ fn level_starts_host(hist: &[u32]) -> Vec<u64> {
     starts
 }
 
-/// Pieces a warp of `copy_level` copies at once: 1 (28 registers a thread, every SM full of warps) or, with
-/// ACEAPEX_GPU_COPY_PIECES=2, 2 (`copy_level_p2`, 44 registers: 40 warps an SM with 80 pieces in flight instead of
-/// 64 with 64). The copies of the dense levels are bound by the pieces in flight (session 19).
-fn warp_pieces() -> u32 {
-    static PIECES: OnceLock<u32> = OnceLock::new();
-    env_knob(&PIECES, "ACEAPEX_GPU_COPY_PIECES", 1, |p| p == 1 || p == 2)
-}
-
 /// With CHASE_SHARE = N > 0, the levels above the lowest `l` whose higher levels hold at most 1/N of all pieces
 /// (and at least MIN_CHASED) are chased with the matches over the cap instead of copied level by level. That paid
 /// while every level was a launch (session 16). With the tail runs (session 18, H200 runs 4 and 5) copying every
@@ -346,9 +338,8 @@ pub enum Resolve {
     /// the sparse high levels holding at most 1/`chase_share` of the pieces (0: none): every match byte copied once, no
     /// stamps. Unlike the others it does not check the depth bound (kernels/decode.cu). `epoch_min`: pieces over the
     /// cap after an epoch below which they are chased instead of searched again ([`EPOCH_MIN_PIECES`] by default; 0
-    /// runs every epoch there is work for). `warp_pieces`: pieces a warp of `copy_level` copies at once (1, or 2:
-    /// `copy_level_p2`).
-    Levels { passes: u32, cap: u32, epoch_min: u64, tail_max: u32, chase_share: u32, warp_pieces: u32 },
+    /// runs every epoch there is work for).
+    Levels { passes: u32, cap: u32, epoch_min: u64, tail_max: u32, chase_share: u32 },
 }
 
 impl Resolve {
@@ -359,7 +350,6 @@ impl Resolve {
         epoch_min: EPOCH_MIN_PIECES,
         tail_max: TAIL_MAX_PIECES,
         chase_share: CHASE_SHARE,
-        warp_pieces: 1,
     };
 
     /// ACEAPEX_GPU_RESOLVE=chase, =rounds or =levels:PASSES for comparison (ACEAPEX_GPU_RESOLVE_ROUNDS=1 before
@@ -377,7 +367,6 @@ impl Resolve {
                     epoch_min: EPOCH_MIN_PIECES,
                     tail_max: tail_max_pieces(),
                     chase_share: chase_share(),
-                    warp_pieces: warp_pieces(),
                 }
             }
             _ => Resolve::Levels {
@@ -385,7 +374,6 @@ impl Resolve {
                 epoch_min: EPOCH_MIN_PIECES,
                 tail_max: tail_max_pieces(),
                 chase_share: chase_share(),
-                warp_pieces: warp_pieces(),
                 cap: std::env::var("ACEAPEX_GPU_LEVEL_CAP")
                     .ok()
                     .and_then(|v| v.parse().ok())
@@ -481,7 +469,6 @@ struct Kernels {
     level_order: CudaFunction,
     level_rebase: CudaFunction,
     copy_level: CudaFunction,
-    copy_level_p2: CudaFunction,
     copy_tail: CudaFunction,
     chase_unleveled: CudaFunction,
 }
@@ -739,7 +726,6 @@ impl Device {
             level_order: load("level_order")?,
             level_rebase: load("level_rebase")?,
             copy_level: load("copy_level")?,
-            copy_level_p2: load("copy_level_p2")?,
             copy_tail: load("copy_tail")?,
             chase_unleveled: load("chase_unleveled")?,
         };
@@ -1359,14 +1345,9 @@ impl Device {
         };
         let chase = resolve == Some(Resolve::Chase);
         let level_passes = match resolve {
-            Some(Resolve::Levels { passes, cap, epoch_min, tail_max, chase_share, warp_pieces }) => Some((
-                passes.min(LEVEL_PASSES_MAX),
-                cap.clamp(1, LEVEL_CAP),
-                epoch_min,
-                tail_max,
-                chase_share,
-                warp_pieces.clamp(1, 2),
-            )),
+            Some(Resolve::Levels { passes, cap, epoch_min, tail_max, chase_share }) => {
+                Some((passes.min(LEVEL_PASSES_MAX), cap.clamp(1, LEVEL_CAP), epoch_min, tail_max, chase_share))
+            }
             _ => None,
         };
         let levels = level_passes.is_some();
@@ -1506,7 +1487,7 @@ impl Device {
             (Some(copy), Some(order), Some(chase)) => Some(self.resolve_by_levels(
                 &c,
                 full,
-                level_passes.unwrap_or((0, LEVEL_CAP, EPOCH_MIN_PIECES, TAIL_MAX_PIECES, CHASE_SHARE, 1)),
+                level_passes.unwrap_or((0, LEVEL_CAP, EPOCH_MIN_PIECES, TAIL_MAX_PIECES, CHASE_SHARE)),
                 (copy, order, chase),
             )?),
             _ => None,
@@ -1567,7 +1548,7 @@ impl Device {
         &self,
         c: &KernelCtx,
         full: &FullBuffers,
-        (passes, cap, epoch_min, tail_max, chase_share, warp_pieces): (u32, u32, u64, u32, u32, u32),
+        (passes, cap, epoch_min, tail_max, chase_share): (u32, u32, u64, u32, u32),
         (copy_start, order_end, chase_start): (&CudaEvent, &CudaEvent, &CudaEvent),
     ) -> Result<LevelReport> {
         if self.unit_log > 20 {
@@ -1595,8 +1576,8 @@ impl Device {
         // SAFETY (every launch below): arguments match level_pass(Ctx, u32, u32*, u32, u32, u32, u32, u16*, u32*,
         // u64*, u64*, u32*, u32), level_ordered(Ctx, u32, u32*, u32, u32, u16*, u32*, u32*), level_starts(u32*,
         // u32*, u32*) (one CTA of LEVEL_SCAN_THREADS), level_order(Ctx, u32, u32*, u32, u16*, u32*, u64*, u32),
-        // copy_level and copy_level_p2(Ctx, u64*, u32, u32), copy_tail(Ctx, u64*, u32*, u32, u32) (one CTA of
-        // TAIL_THREADS) and chase_unleveled(Ctx, u64*, u32*, u16*, u32); `level` holds a u16 per token, the lists list_cap entries
+        // copy_level(Ctx, u64*, u32, u32), copy_tail(Ctx, u64*, u32*, u32, u32) (one CTA of TAIL_THREADS) and
+        // chase_unleveled(Ctx, u64*, u32*, u16*, u32); `level` holds a u16 per token, the lists list_cap entries
         // each (at least one per match plus one per RESOLVE_PIECE stream bytes: every match's pieces),
         // list_counts LEVEL_PASSES_MAX entries (level_ordered's ticket is list_counts[0], zeroed before the
         // decode), the histogram LEVELS, the cursors LEVELS + 1 and the starts LEVELS + 1. Levels passed are at
@@ -1695,13 +1676,10 @@ impl Device {
                     if la == lb && hist_host[la as usize] >= tail_max {
                         // A warp per piece: a level of few pieces launches few CTAs.
                         let (at, pieces) = (starts_host[la as usize] as u32, hist_host[la as usize]);
-                        let grid =
-                            grid_for(u64::from(pieces).div_ceil(u64::from(warp_pieces)), warps_per_cta, 132 * 16);
-                        let kernel =
-                            if warp_pieces == 2 { &self.kernels.copy_level_p2 } else { &self.kernels.copy_level };
+                        let grid = grid_for(u64::from(pieces), warps_per_cta, 132 * 16);
                         report.level_launches += 1;
                         stream
-                            .launch_builder(kernel)
+                            .launch_builder(&self.kernels.copy_level)
                             .arg(c)
                             .arg(&order)
                             .arg(&at)

@@ -744,28 +744,26 @@ mod tests {
             }
             // Levels: one pass (most matches chased), 24 passes, one ordered launch with a cap of 1 and of 2 in
             // epochs whatever is left (one or two levels each, up to LEVEL_EPOCHS, then the chase), a launch per
-            // level with the sparse high ones chased (tail_max 0), every level copied by launches (a piece a warp
-            // and two), levels of 64 pieces or more launched between tail runs of sparser ones, every level in one
-            // tail run, and the default. (passes, cap, epoch_min, tail_max, chase_share, warp_pieces):
+            // level with the sparse high ones chased (tail_max 0), every level copied by launches, levels of 64
+            // pieces or more launched between tail runs of sparser ones, every level in one tail run, and the
+            // default. (passes, cap, epoch_min, tail_max, chase_share):
             let cap = device::LEVEL_CAP;
             let levels = [
-                (1, 1, u64::MAX, 0, 256, 1),
-                (24, 24, u64::MAX, 0, 256, 2),
-                (0, 1, 0, 128, 256, 1),
-                (0, 2, 0, 128, 0, 2),
-                (0, cap, 0, 0, 256, 1),
-                (0, cap, 0, 0, 0, 1),
-                (0, cap, 0, 0, 0, 2),
-                (0, cap, 0, 64, 0, 2),
-                (0, cap, 0, u32::MAX, 0, 1),
+                (1, 1, u64::MAX, 0, 256),
+                (24, 24, u64::MAX, 0, 256),
+                (0, 1, 0, 128, 256),
+                (0, 2, 0, 128, 0),
+                (0, cap, 0, 0, 256),
+                (0, cap, 0, 0, 0),
+                (0, cap, 0, 64, 0),
+                (0, cap, 0, u32::MAX, 0),
             ]
-            .map(|(passes, cap, epoch_min, tail_max, chase_share, warp_pieces)| Resolve::Levels {
+            .map(|(passes, cap, epoch_min, tail_max, chase_share)| Resolve::Levels {
                 passes,
                 cap,
                 epoch_min,
                 tail_max,
                 chase_share,
-                warp_pieces,
             });
             let levels = levels.into_iter().chain([Resolve::DEFAULT]);
             for resolve in [Resolve::Chase, Resolve::Rounds].into_iter().chain(levels) {
