@@ -26,7 +26,7 @@ use super::{Archive, READ_BATCH_BLOCKS};
 use crate::error::{Error, Result};
 use crate::format::tree::{EntryId, EntryKind, TRANSFORM_GENOME};
 use crate::genome::read::{as_uninit, BaseChunks};
-use crate::genome::region::GenomeFile;
+use crate::genome::region::{GenomeFile, PieceState};
 use crate::genome::Genome;
 
 /// Original bytes of a streamed genome file rebuilt as one chunk (see [`Archive::stream_genome_file`]).
@@ -342,12 +342,17 @@ impl Archive {
     fn decode_pieces_ahead(&self, pieces: Vec<(&Opened, usize)>) {
         // Pieces held already are only marked as just used (no code read for them: a reader's preparation asks
         // for pieces it mostly holds, every 8 MiB); those being decoded are left to that decode.
-        let (pieces, held): (Vec<_>, Vec<_>) = pieces.into_iter().partition(|&(f, i)| f.file.wants_piece(i));
-        for (f, i) in held {
-            if !f.file.decoding_piece(i) {
-                let _ = self.genome_piece(f, i);
+        let mut wanted = Vec::with_capacity(pieces.len());
+        for (f, i) in pieces {
+            match f.file.piece_state(i) {
+                Some(PieceState::Empty) => wanted.push((f, i)),
+                Some(PieceState::Held) => {
+                    let _ = self.genome_piece(f, i);
+                }
+                Some(PieceState::Decoding) | None => {}
             }
         }
+        let pieces = wanted;
         if pieces.is_empty() {
             return;
         }
@@ -450,9 +455,7 @@ impl Archive {
         };
         let Ok(f) = self.genome_file(id, *offset, *size) else { return 0 };
         let before = self.genome_pieces_decoded();
-        self.decode_pieces_ahead(
-            f.file.pieces_of(off, len).filter(|&i| !f.file.decoding_piece(i)).map(|i| (&f, i)).collect(),
-        );
+        self.decode_pieces_ahead(f.file.pieces_of(off, len).map(|i| (&f, i)).collect());
         self.genome_pieces_decoded() - before
     }
 

@@ -50,6 +50,16 @@ pub fn region_len(bases: u64) -> u64 {
 /// while the piece is decoded, so that concurrent first readers of one piece decode it once.
 type PieceSlot = Mutex<Option<Arc<Genome>>>;
 
+/// A structure piece's slot as [`GenomeFile::piece_state`] finds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PieceState {
+    /// Not decoded, and nobody decoding it.
+    Empty,
+    Held,
+    /// A reader holds the slot while it decodes the piece.
+    Decoding,
+}
+
 /// An opened genome-mode file: its piece table, where its bases start and where its structure lies in the
 /// stream, and the pieces decoded so far.
 #[derive(Debug)]
@@ -180,18 +190,14 @@ impl GenomeFile {
         b0..b1.max(b0)
     }
 
-    /// Whether piece `i` is being decoded now (its reader holds the slot). Does not wait for that decode, unlike
-    /// [`GenomeFile::holds_piece`].
-    pub fn decoding_piece(&self, i: usize) -> bool {
-        matches!(self.pieces.get(i).map(|s| s.try_lock()), Some(Err(std::sync::TryLockError::WouldBlock)))
-    }
-
-    /// Whether piece `i` is neither held nor being decoded now (without waiting for a decode under way).
-    pub fn wants_piece(&self, i: usize) -> bool {
-        match self.pieces.get(i).map(|s| s.try_lock()) {
-            Some(Ok(slot)) => slot.is_none(),
-            Some(Err(std::sync::TryLockError::Poisoned(p))) => p.into_inner().is_none(),
-            Some(Err(std::sync::TryLockError::WouldBlock)) | None => false,
+    /// What piece `i`'s slot holds now, without waiting for a decode under way (unlike
+    /// [`GenomeFile::holds_piece`]); `None` past the last piece.
+    pub fn piece_state(&self, i: usize) -> Option<PieceState> {
+        let held = |slot: &Option<Arc<Genome>>| if slot.is_some() { PieceState::Held } else { PieceState::Empty };
+        match self.pieces.get(i)?.try_lock() {
+            Ok(slot) => Some(held(&slot)),
+            Err(std::sync::TryLockError::Poisoned(p)) => Some(held(&p.into_inner())),
+            Err(std::sync::TryLockError::WouldBlock) => Some(PieceState::Decoding),
         }
     }
 

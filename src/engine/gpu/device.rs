@@ -1495,16 +1495,15 @@ impl Device {
         self.events.1.record(&stream).map_err(gpu("event"))?;
         stream.synchronize().map_err(gpu("full decode"))?;
         let device_ms = self.events.0.elapsed_ms(&self.events.1).map_err(gpu("event timing"))?;
-        let since = |start: &Option<CudaEvent>| match start {
-            Some(event) => event.elapsed_ms(&self.events.1).map(Some).map_err(gpu("event timing")),
-            None => Ok(None),
-        };
-        let (chase_ms, resolve_ms) = (since(&chase_start)?, since(&resolve_start)?);
-        let between = |a: &Option<CudaEvent>, b: &Option<CudaEvent>| match (a, b) {
+        // Device ms from event `a` to event `b`, where both were recorded.
+        let between = |a: Option<&CudaEvent>, b: Option<&CudaEvent>| match (a, b) {
             (Some(a), Some(b)) => a.elapsed_ms(b).map(Some).map_err(gpu("event timing")),
             _ => Ok(None),
         };
-        let (copy_ms, bucket_ms) = (between(&copy_start, &chase_start)?, between(&copy_start, &order_end)?);
+        let end = Some(&self.events.1);
+        let (chase_ms, resolve_ms) = (between(chase_start.as_ref(), end)?, between(resolve_start.as_ref(), end)?);
+        let copy_ms = between(copy_start.as_ref(), chase_start.as_ref())?;
+        let bucket_ms = between(copy_start.as_ref(), order_end.as_ref())?;
         let status = stream.clone_dtoh(&full.status).map_err(gpu("status copy"))?[0];
         if let Some(fault) = KernelFault::from_status(status) {
             return Ok(Err(fault));
