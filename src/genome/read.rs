@@ -31,6 +31,7 @@ use std::mem::MaybeUninit;
 use std::ptr;
 
 use super::layout::{LineKind, Term};
+use super::mask::RunList;
 use super::Genome;
 use crate::error::DecodeError;
 
@@ -308,23 +309,22 @@ struct ResidueWriter<'g, 'b> {
 
 const NONE: (u64, u64) = (u64::MAX, u64::MAX);
 
+/// Run `k` of `runs`, or [`NONE`] past the last.
+fn run_or_none(runs: &RunList, k: usize) -> (u64, u64) {
+    if k < runs.len() {
+        runs.get(k)
+    } else {
+        NONE
+    }
+}
+
 impl ResidueWriter<'_, '_> {
     fn exc_span(&self) -> (u64, u64) {
-        let runs = &self.genome.exceptions.runs;
-        if self.exc < runs.len() {
-            runs.get(self.exc)
-        } else {
-            NONE
-        }
+        run_or_none(&self.genome.exceptions.runs, self.exc)
     }
 
     fn case_span(&self) -> (u64, u64) {
-        let runs = &self.genome.case.runs;
-        if self.case < runs.len() {
-            runs.get(self.case)
-        } else {
-            NONE
-        }
+        run_or_none(&self.genome.case.runs, self.case)
     }
 
     /// Writes residues `[r, r + n)` (`n > 0`, all on one line) in case: the bases or exception bytes, then the
