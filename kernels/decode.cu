@@ -1735,6 +1735,156 @@ extern "C" __global__ void level_ordered(Ctx c, u32 n, const u32* task_off, u32 
         if (h[i] != 0) atomicAdd(&hist[i], h[i]);
 }
 
+// ---- Full decode by copies in stream order (Resolve::Flow, session 20) ----
+//
+// One launch after the parse copies every match: no levels, no buckets, no host synchronisation, no chase. Warps
+// take tasks of 32 consecutive matches of one unit by ticket, in stream order (as level_ordered), and a lane's match
+// is copied as soon as every match its source overlaps has been: `done` holds a flag per token (a u16, the levels'
+// buffer), set after the copy and a fence. A lane that must wait keeps its place in the walk over its source's
+// matches and goes on from there at the next try. Every source lies before its match (the parse checked it) and
+// tickets are taken in stream order by running warps, so the earliest match not copied yet can always be copied:
+// the launch ends. Sources are loaded through L2 (ld.global.cg): an SM's L1 may hold a line from before another
+// SM copied into it. The copies of the levels path need a launch per dense level and a sort of every piece by
+// level first (the 4.65 GB generated archive: 1808 levels; level search, bucketing and copies 26.8 of its 37.7 ms,
+// session 19); here the dependency is waited for per match, where it exists.
+#define FLOW_DONE 1
+
+// Walks the matches that overlap the source bytes [s0, s1) from token `pt` of unit `b` (first token `pb`, `ntok`
+// tokens): true once past s1 (every source byte is a literal or a copied match's byte), false at the first match
+// not copied yet, where the walk stays for the next try. Every step moves to the next token or unit: it ends.
+__device__ __forceinline__ bool flow_sources_done(const Ctx& c, const level_t* done, u64 s0, u64 s1, u64* b, u64* pb,
+                                                  u32* ntok, u32* pt) {
+    for (;;) {
+        const u64 ub = *b << c.unit_log;
+        if (ub + c.tpos[*pb + *pt] >= s1) return true;
+        if (*pt + 1 < *ntok) {
+            const u64 m0 = ub + c.mpos[*pb + *pt], m1 = ub + c.tpos[*pb + *pt + 1];
+            if (m0 < m1 && m1 > s0 && m0 < s1 && *(volatile const level_t*)&done[*pb + *pt] != FLOW_DONE)
+                return false;
+            (*pt)++;
+        } else {
+            if (++*b >= c.nunits) return true;
+            *pb = c.tok_off[*b];
+            *ntok = c.meta[*b * META_WORDS + 2] + 1;
+            *pt = 0;
+        }
+    }
+}
+
+// The warp copies the matches of the lanes in `go` (each lane's dst, source base, back word and length), G at a
+// time: per round 128 bytes of each of the G matches, every load of the round issued before its stores, lane i
+// taking bytes i, i + 32, i + 64 and i + 96 so that each instruction covers 32 consecutive bytes of one match.
+template <int G>
+__device__ __forceinline__ void flow_copy(const Ctx& c, u32 go, u64 dst, u64 base, u64 bk, u32 len, u32 lane) {
+    while (go != 0) {
+        u64 d[G], s[G], k2[G];
+        u32 l[G];
+#pragma unroll
+        for (u32 g = 0; g < G; g++) {
+            const u32 m = go != 0 ? __ffs(go) - 1 : 0u;
+            const bool has = go != 0;
+            go &= go - 1;
+            d[g] = __shfl_sync(FULL_MASK, dst, m);
+            s[g] = __shfl_sync(FULL_MASK, base, m);
+            k2[g] = __shfl_sync(FULL_MASK, bk, m);
+            l[g] = has ? __shfl_sync(FULL_MASK, len, m) : 0u;
+        }
+        u32 most = 0;
+#pragma unroll
+        for (u32 g = 0; g < G; g++) most = max(most, l[g]);
+        for (u32 k0 = 0; k0 < most; k0 += 128) {
+            u32 v[G][4];
+#pragma unroll
+            for (u32 g = 0; g < G; g++)
+#pragma unroll
+                for (u32 j = 0; j < 4; j++) {
+                    const u32 k = k0 + lane + 32 * j;
+                    v[g][j] = k < l[g] ? (u32)__ldcg(c.bytes + source_of(s[g], k2[g], k)) : 0u;
+                }
+#pragma unroll
+            for (u32 g = 0; g < G; g++)
+#pragma unroll
+                for (u32 j = 0; j < 4; j++) {
+                    const u32 k = k0 + lane + 32 * j;
+                    if (k < l[g]) c.bytes[d[g] + k] = (u8)(match_rc(k2[g]) ? complement(v[g][j]) : v[g][j]);
+                }
+        }
+    }
+}
+
+// Every match of the stream, copied once its sources are final (see above). task_unit[w]: the unit of task w;
+// task_off[e]: the first task of unit e; `ticket`: zeroed by the host.
+template <int G>
+__device__ __forceinline__ void copy_flow(const Ctx& c, const u32* task_unit, const u32* task_off, u32 ntasks,
+                                          level_t* done, u32* ticket) {
+    const u32 lane = threadIdx.x & 31;
+    const u64 mask = (1ull << c.unit_log) - 1;
+    for (;;) {
+        u32 w = 0;
+        if (lane == 0) w = atomicAdd(ticket, 1u);
+        w = __shfl_sync(FULL_MASK, w, 0);
+        if (w >= ntasks || failed(c)) break;
+        const u32 e = task_unit[w];
+        const u32 t = (w - task_off[e]) * 32 + lane;
+        const u64 tb = c.tok_off[e];
+        bool todo = t < c.meta[(u64)e * META_WORDS + 2];
+        u64 dst = 0, base = 0, bk = 0, s0 = 0, s1 = 0, b = 0, pb = 0;
+        u32 len = 0, ntok = 1, pt = 0;
+        if (todo) {
+            const u32 ms = c.mpos[tb + t];
+            len = c.tpos[tb + t + 1] - ms;
+            bk = c.back[tb + t];
+            dst = ((u64)e << c.unit_log) + ms;
+            base = dst - match_dist(bk);  // the parse checked dist <= match start
+            // The source bytes, as in match_level: a reverse complement reads base down to base - (len - 1), a
+            // forward match base .. base + len, of which only what lies before dst is another match's.
+            s0 = match_rc(bk) ? base - (len - 1) : base;
+            s1 = match_rc(bk) ? base + 1 : min(base + len, dst);
+            b = s0 >> c.unit_log;
+            pb = c.tok_off[b];
+            ntok = c.meta[b * META_WORDS + 2] + 1;
+            pt = last_le(c.tpos + pb, 0, ntok, (u32)(s0 & mask));
+        }
+        for (u32 tries = 0; __any_sync(FULL_MASK, todo); tries++) {
+            const bool ready = todo && flow_sources_done(c, done, s0, s1, &b, &pb, &ntok, &pt);
+            const u32 go = __ballot_sync(FULL_MASK, ready);
+            if (go != 0) {
+                // Acquire: the flags this warp's lanes read come before the source bytes any lane loads.
+                __syncwarp();
+                __threadfence();
+                flow_copy<G>(c, go, dst, base, bk, len, lane);
+                // Release: every lane's bytes reach L2 before the flags.
+                __syncwarp();
+                __threadfence();
+                if (ready) {
+                    *(volatile level_t*)&done[tb + t] = FLOW_DONE;
+                    todo = false;
+                }
+                continue;
+            }
+            if (tries > 2) __nanosleep(100);
+            // Cannot happen on a parse that passed its checks; a failed one stops everything (the whole warp: the
+            // ticket's shuffle needs every lane).
+            if ((tries & 63) == 63 && __any_sync(FULL_MASK, failed(c) || tries > (1u << 22))) {
+                if (todo) report(c.status, E_DEPTH, e);
+                break;
+            }
+        }
+    }
+}
+extern "C" __global__ void copy_flow1(Ctx c, const u32* task_unit, const u32* task_off, u32 ntasks, level_t* done,
+                                      u32* ticket) {
+    copy_flow<1>(c, task_unit, task_off, ntasks, done, ticket);
+}
+extern "C" __global__ void copy_flow2(Ctx c, const u32* task_unit, const u32* task_off, u32 ntasks, level_t* done,
+                                      u32* ticket) {
+    copy_flow<2>(c, task_unit, task_off, ntasks, done, ticket);
+}
+extern "C" __global__ void copy_flow4(Ctx c, const u32* task_unit, const u32* task_off, u32 ntasks, level_t* done,
+                                      u32* ticket) {
+    copy_flow<4>(c, task_unit, task_off, ntasks, done, ticket);
+}
+
 // One CTA of LEVEL_SCAN_THREADS threads: order_start[l] = the pieces of the buckets below l (bucket 0,
 // LEVEL_OVER, first), and cursor[l] = order_start[l] for level_order. Each thread sums LEVELS /
 // LEVEL_SCAN_THREADS buckets, the sums are scanned in shared memory, and each thread writes its buckets' starts.

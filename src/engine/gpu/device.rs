@@ -148,6 +148,10 @@ fn chase_share() -> u32 {
     env_knob(&SHARE, "ACEAPEX_GPU_CHASE_SHARE", CHASE_SHARE, |_| true)
 }
 const MIN_CHASED: u64 = 1024;
+/// Ready matches a warp of `copy_flow` copies at once ([`Resolve::Flow`]; ACEAPEX_GPU_RESOLVE=flow:G picks one of
+/// FLOW_GROUPS): kernels copy_flow1, copy_flow2 and copy_flow4 (48 registers a thread for 2, 76 for 4).
+const FLOW_GROUP: u32 = 2;
+const FLOW_GROUPS: [u32; 3] = [1, 2, 4];
 /// Most passes ACEAPEX_GPU_RESOLVE=levels:PASSES may ask for (the lists' counts are sized for them).
 const LEVEL_PASSES_MAX: u32 = 64;
 /// The `levels` key of a resident seek's launch sequence (resident.rs) in `run_seek` and its graphs.
@@ -340,6 +344,10 @@ pub enum Resolve {
     /// cap after an epoch below which they are chased instead of searched again ([`EPOCH_MIN_PIECES`] by default; 0
     /// runs every epoch there is work for).
     Levels { passes: u32, cap: u32, epoch_min: u64, tail_max: u32, chase_share: u32 },
+    /// Every match copied in one launch of `copy_flow<group>` (session 20): tasks of 32 matches in stream order, a
+    /// match copied as soon as the matches its source overlaps are, `group` ready matches a warp at once (1, 2 or
+    /// 4). No levels, no buckets, no host synchronisation; like `Levels` it does not check the depth bound.
+    Flow { group: u32 },
 }
 
 impl Resolve {
@@ -358,6 +366,13 @@ impl Resolve {
         let passes = |v: &str| v.parse::<u32>().ok().filter(|p| (1..=LEVEL_PASSES_MAX).contains(p));
         match std::env::var("ACEAPEX_GPU_RESOLVE").as_deref() {
             Ok("chase") => Resolve::Chase,
+            Ok(v) if v == "flow" || v.starts_with("flow:") => Resolve::Flow {
+                group: v
+                    .strip_prefix("flow:")
+                    .and_then(|g| g.parse().ok())
+                    .filter(|g| FLOW_GROUPS.contains(g))
+                    .unwrap_or(FLOW_GROUP),
+            },
             Ok("rounds") => Resolve::Rounds,
             Ok(v) if v.strip_prefix("levels:").and_then(passes).is_some() => {
                 let p = v.strip_prefix("levels:").and_then(passes).unwrap_or(LEVEL_PASSES_MAX);
@@ -402,8 +417,9 @@ struct FullBuffers {
     lists: [CudaSlice<u64>; 4],
     list_counts: CudaSlice<u32>,
     list_cap: u32,
-    /// First copy task (32 matches) of each block, and the number of tasks.
+    /// First copy task (32 matches) of each block, the block of each task, and the number of tasks.
     task_off: CudaSlice<u32>,
+    task_unit: CudaSlice<u32>,
     ntasks: u32,
     counters_init: Vec<u32>,
     /// `Resolve::Levels`: the level of every token (0: none yet), pieces per level, where each level's pieces
@@ -471,6 +487,8 @@ struct Kernels {
     copy_level: CudaFunction,
     copy_tail: CudaFunction,
     chase_unleveled: CudaFunction,
+    /// `copy_flow<G>` for each of FLOW_GROUPS, in that order.
+    copy_flow: [CudaFunction; 3],
 }
 
 /// A captured seek sequence.
@@ -728,6 +746,7 @@ impl Device {
             copy_level: load("copy_level")?,
             copy_tail: load("copy_tail")?,
             chase_unleveled: load("chase_unleveled")?,
+            copy_flow: [load("copy_flow1")?, load("copy_flow2")?, load("copy_flow4")?],
         };
         // A stream of our own: graphs cannot be captured on the legacy default stream.
         let stream = ctx.new_stream().map_err(gpu("stream"))?;
@@ -1264,14 +1283,23 @@ impl Device {
         let stream = &self.stream;
         let mut tok_off = Vec::with_capacity(n);
         let mut task_off = Vec::with_capacity(n);
+        let mut task_unit = Vec::new();
         let (mut acc, mut tasks) = (0u64, 0u64);
-        for row in self.meta_host.words.chunks_exact(prep::META_WORDS) {
+        for (unit, row) in self.meta_host.words.chunks_exact(prep::META_WORDS).enumerate() {
             tok_off.push(acc);
             task_off.push(tasks as u32);
             acc += row[2] as u64 + 1;
-            tasks += (row[2] as u64).div_ceil(32);
+            let unit_tasks = (row[2] as u64).div_ceil(32);
+            tasks += unit_tasks;
+            if tasks > u64::from(u32::MAX) {
+                return Err(Error::Gpu("too many matches for one full decode".into()));
+            }
+            task_unit.extend(std::iter::repeat_n(unit as u32, unit_tasks as usize));
         }
         let ntasks = u32::try_from(tasks).map_err(|_| Error::Gpu("too many matches for one full decode".into()))?;
+        if task_unit.is_empty() {
+            task_unit.push(0); // a buffer of one: no allocation of zero bytes
+        }
         let ids: Vec<u32> = (0..n as u32).collect();
         let mut counters_init = vec![0u32; self.counters_len()];
         counters_init[0] = n as u32;
@@ -1319,6 +1347,7 @@ impl Device {
                 .map_err(gpu("alloc"))?,
             list_cap,
             task_off: stream.clone_htod(&task_off).map_err(gpu("upload"))?,
+            task_unit: stream.clone_htod(&task_unit).map_err(gpu("upload"))?,
             ntasks,
             counters_init,
             level: stream.alloc_zeros::<u16>(tokens + 1).map_err(gpu("alloc levels"))?,
@@ -1351,6 +1380,14 @@ impl Device {
             _ => None,
         };
         let levels = level_passes.is_some();
+        // Resolve::Flow: the copy_flow kernel of its group.
+        let flow = match resolve {
+            Some(Resolve::Flow { group }) => {
+                let at = |g: u32| FLOW_GROUPS.iter().position(|&x| x == g);
+                at(group).or(at(FLOW_GROUP))
+            }
+            _ => None,
+        };
         // The chase's token index is rebuilt from this decode's tokens inside the timed region (index_tokens);
         // only its buffer is kept between decodes.
         let index_ptr = match chase && self.chase_index {
@@ -1375,13 +1412,13 @@ impl Device {
             unsafe { cudarc::driver::result::memset_d8_async(p, byte, full.bytes.num_bytes(), stream.cu_stream()) }
                 .map_err(gpu("poison"))?;
         }
-        if levels {
+        if levels || flow.is_some() {
             stream.memset_zeros(&mut full.level).map_err(gpu("reset"))?;
             stream.memset_zeros(&mut full.level_hist).map_err(gpu("reset"))?;
         }
         let full = self.full.as_ref().expect("ensured above");
-        // Levels resolve without stamps, so the parse does not write them.
-        let c = self.full_ctx(full, variant == FullVariant::Full && !levels);
+        // Levels and the flow resolve without stamps, so the parse does not write them.
+        let c = self.full_ctx(full, variant == FullVariant::Full && !levels && flow.is_none());
         let lists: Vec<u64> = full.lists.iter().map(|l| self.ptr(l)).collect();
         let trim = u32::from(self.resolve_trim);
         let counts_ptr = self.ptr(&full.list_counts);
@@ -1396,10 +1433,10 @@ impl Device {
         let rounds = match resolve {
             Some(Resolve::Chase) => 1,
             Some(Resolve::Rounds) => self.max_depth + 1,
-            Some(Resolve::Levels { .. }) | None => 0,
+            Some(Resolve::Levels { .. } | Resolve::Flow { .. }) | None => 0,
         };
         let new_event = || self.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(gpu("event"));
-        let chase_start = match chase || levels {
+        let chase_start = match chase || levels || flow.is_some() {
             true => Some(new_event()?),
             false => None,
         };
@@ -1479,10 +1516,33 @@ impl Device {
                     .map_err(gpu("resolve launch"))?;
             }
         }
-        let (copy_start, order_end) = match levels {
-            true => (Some(new_event()?), Some(new_event()?)),
-            false => (None, None),
+        let (copy_start, order_end) = match (levels, flow) {
+            (true, _) => (Some(new_event()?), Some(new_event()?)),
+            (false, Some(_)) => (Some(new_event()?), None),
+            (false, None) => (None, None),
         };
+        if let (Some(k), Some(copy), Some(end)) = (flow, &copy_start, &chase_start) {
+            copy.record(&stream).map_err(gpu("event"))?;
+            let (task_unit, level, ticket) = (self.ptr(&full.task_unit), self.ptr(&full.level), counts_ptr);
+            // Enough warps to fill every SM, striding over the tasks by ticket.
+            let cfg = LaunchConfig { grid_dim: (132 * 16, 1, 1), block_dim: (CTA_THREADS, 1, 1), shared_mem_bytes: 0 };
+            // SAFETY: arguments match copy_flow<G>(Ctx, u32*, u32*, u32, u16*, u32*): task_unit and task_off hold
+            // ntasks and nunits entries (ensure_full), `level` a u16 per token (zeroed above), the ticket is
+            // list_counts[0] (zeroed above); `c` is the full decode's context.
+            unsafe {
+                stream
+                    .launch_builder(&self.kernels.copy_flow[k])
+                    .arg(&c)
+                    .arg(&task_unit)
+                    .arg(&task_ptr)
+                    .arg(&ntasks)
+                    .arg(&level)
+                    .arg(&ticket)
+                    .launch(cfg)
+                    .map_err(gpu("flow copy"))?;
+            }
+            end.record(&stream).map_err(gpu("event"))?;
+        }
         let level_report = match (&copy_start, &order_end, &chase_start) {
             (Some(copy), Some(order), Some(chase)) => Some(self.resolve_by_levels(
                 &c,
@@ -1511,8 +1571,9 @@ impl Device {
         // list_counts[r]: pieces of matches still unresolved after round r. Without the chase, none may be
         // left after the last round; the chase resolves round 0's list or reports a fault.
         let mut left = stream.clone_dtoh(&full.list_counts).map_err(gpu("status copy"))?;
-        if levels {
-            // The passes' lists: what each pass left without a level (the last pass marks it over the cap).
+        if levels || flow.is_some() {
+            // The passes' lists: what each pass left without a level (the last pass marks it over the cap); the
+            // flow keeps no lists.
             left.truncate(level_passes.map_or(0, |(p, ..)| p) as usize);
         } else {
             left.truncate(rounds as usize);
@@ -1522,7 +1583,11 @@ impl Device {
         }
         // The launches that did work: round 0 (or the level search), then the chase or the rounds (passes) up to
         // the first that found nothing.
-        let used = if rounds == 0 && !levels { 0 } else { left.iter().take_while(|&&c| c != 0).count() as u32 + 1 };
+        let used = if rounds == 0 && !levels && flow.is_none() {
+            0
+        } else {
+            left.iter().take_while(|&&c| c != 0).count() as u32 + 1
+        };
         self.last_full = Some(variant);
         self.index_ready = index_ptr != 0;
         Ok(Ok(FullRun {
