@@ -24,6 +24,7 @@
 #            samtools faidx of the bgzip'd original on local disk, three runs each, outputs compared (carry/bin
 #            and carry/lib from make-carry.sh: samtools, bgzip and the libraries the image lacks).
 #   tests    the engine's own tests on the GPU (carry/libtests engine::gpu).
+#   ncu      Nsight Compute counters of the full decode's kernels (NCU_ARCHIVE, NCU_KERNELS, NCU_COUNT, NCU_ENV).
 # Expects carry/ as bench/gpu/make-carry.sh leaves it: aceapex, aceapex-mount, gen_genomes, gpubench, nullfs,
 # libtests, atha.fa(.gz), fly11/ (the 11 corpus files, .gz or not).
 . "$(dirname "$0")/steps.sh"
@@ -283,6 +284,18 @@ if want faidx && [ -x carry/bin/samtools ] && [ -x carry/aceapex-mount ]; then
       kill -INT "$pid"; wait "$pid"
     done
   done
+fi
+if want ncu; then
+  # Hardware counters of the full decode's kernels (Nsight Compute; the clocks left alone): the archive of the
+  # 'big' part (run it first) or NCU_ARCHIVE, kernels matching NCU_KERNELS, NCU_COUNT launches of each, the
+  # decode's environment from NCU_ENV ("VAR=VALUE ..."). The report goes to $OUT/ncu.txt.
+  a="${NCU_ARCHIVE:-$work/big-gen.acx}"
+  # shellcheck disable=SC2086 # NCU_ENV is a list of assignments
+  run 400 env ${NCU_ENV:-} ncu --clock-control none --section SpeedOfLight --section WarpStateStats \
+    --section Occupancy --section MemoryWorkloadAnalysis --section LaunchStats --section SchedulerStats \
+    -k "regex:${NCU_KERNELS:-parse_k|copy_flow}" --launch-count "${NCU_COUNT:-4}" \
+    ./carry/gpubench "$a" --no-reference --runs 1 --ranges 0 --latency 0 --contig 0 >"$out/ncu.txt" 2>&1 || rc=1
+  grep -E "^  [a-z_0-9]+.*\(|Duration|Registers Per|Achieved Occupancy|Memory Throughput|DRAM Throughput|L2 Cache Throughput|Compute \(SM\) Throughput|Stall|Warp Cycles Per Issued|One or More Eligible" "$out/ncu.txt" | head -150 | tee -a "$log"
 fi
 say "### suite parts [$parts] rc=$rc"
 exit "$rc"
