@@ -17,15 +17,12 @@
 //! (exception runs, cut by a chunk end, very wide) is written piecewise, exception runs as fills of their byte,
 //! and its lowercase runs are lowercased in place afterwards.
 //!
-//! Measured with `examples/serve_bench --rebuild-only` (the rebuild alone, 1 MiB reads, best of 39 passes, 2-core
-//! machine shared with builds): atha_chr1 3.8 → 5.7 GB per CPU-second, the 340 MB generated genome 3.7 → 5.6.
-//! Before, about half of the time went to lowercasing runs in place after the line was stored (per run, with
-//! length-dependent branches, and stalled on loads across the 16-byte stores just made) and a quarter to two
-//! `memcpy` calls per line.
-//!
-//! The bases come as [`BaseChunks`]: consecutive slices, e.g. decoded blocks shared out of a cache, so that a
-//! read copies every byte once, from the cached block into the reply. The output may be uninitialised memory
-//! (a reply buffer's spare capacity): the writer only ever writes it, and reports how far it is initialised.
+//! On a CPU with AVX2 the same lines go in 32-byte moves instead (two for a line of 60 residues, their mask bits
+//! spread to bytes by one shuffle): the whole writer is compiled a second time for it ([`Genome::write_lines`]
+//! inlined into a `#[target_feature]` function) and chosen per read. atha_chr1's rebuild alone: 5.68 → 6.15 GB per
+//! CPU-second (`examples/serve_bench --rebuild-only`, medians of 15 passes, two runs each, 2-core AMD EPYC); the
+//! same with AVX-512 (one 64-byte move a line, letters found by one compare into a mask) measured 6.4, but its
+//! intrinsics need Rust 1.89, above this crate's `rust-version`.
 
 use std::mem::MaybeUninit;
 use std::ptr;
@@ -152,13 +149,13 @@ impl<'a> BaseCursor<'a> {
         }
     }
 
-    /// The next `n` (> 0) bases, one line's, and as many more as make `n` a multiple of 16, if they are all in
-    /// the current chunk, `n` is at most [`FAST_LINE_MAX`] and the output has that much room too: what the
-    /// line copies below may read and write in whole words (their excess lands in output bytes written next,
-    /// and is read from bases that exist). Not consumed (see [`BaseCursor::skip`]).
+    /// The next `n` (> 0) bases, one line's, and as many more as make `n` a multiple of `step` (16, or 32 for the
+    /// AVX2 copies), if they are all in the current chunk, `n` is at most [`FAST_LINE_MAX`] and the output has
+    /// that much room too: what the line copies below may read and write in whole words (their excess lands in
+    /// output bytes written next, and is read from bases that exist). Not consumed (see [`BaseCursor::skip`]).
     #[inline(always)]
-    fn padded_line(&self, n: usize, out: &Out<'_>) -> Option<&'a [u8]> {
-        let padded = n.next_multiple_of(16);
+    fn padded_line(&self, n: usize, step: usize, out: &Out<'_>) -> Option<&'a [u8]> {
+        let padded = n.next_multiple_of(step);
         let chunk = *self.chunks.get(self.chunk)?;
         (n <= FAST_LINE_MAX && out.buf.len() - out.at >= padded).then_some(())?;
         chunk.get(self.pos..self.pos + padded)
@@ -245,6 +242,87 @@ fn copy_line_lowercase_sse2(src: &[u8], n: usize, mask: LineMask, out: &mut Out<
     out.at += n;
 }
 
+/// [`copy_line`] in 32-byte AVX2 moves: `src` holds `n` rounded up to 32 bytes, and so does the output from
+/// `out.at`; the last move may write up to 31 bytes past the line, into output bytes written next.
+///
+/// # Safety
+/// The CPU must have AVX2 (see [`wide_lines`]).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn copy_line_avx2(src: &[u8], n: usize, out: &mut Out<'_>) {
+    use std::arch::x86_64::*;
+    let padded = n.next_multiple_of(32);
+    assert!(src.len() >= padded && out.buf.len() - out.at >= padded);
+    // SAFETY: the caller guarantees AVX2. `src` and `out.buf[at..]` both have `padded` bytes (asserted just
+    // above; `at ≤ buf.len()` by `Out`'s invariant), and every load and store is 32 bytes at `j < padded`, `j` a
+    // multiple of 32; one is a `&` and the other a `&mut`, so they do not overlap; `MaybeUninit<u8>` has the
+    // layout of `u8`; the loads and stores are unaligned ones.
+    unsafe {
+        let dst = out.buf.as_mut_ptr().add(out.at).cast::<u8>();
+        let mut j = 0;
+        while j < n {
+            _mm256_storeu_si256(dst.add(j).cast(), _mm256_loadu_si256(src.as_ptr().add(j).cast()));
+            j += 32;
+        }
+    }
+    out.at += n;
+}
+
+/// [`copy_line_lowercase`] in AVX2, 32 bytes at a time: the mask's 32 bits broadcast and spread to bytes by one
+/// shuffle (byte `i` takes mask byte `i / 8`), each byte tested against its own bit, and ANDed with the bytes that
+/// are `A..=Z` and with 0x20. `src` holds `n` (≤ 128) rounded up to 32 bytes, and so does the output from
+/// `out.at`.
+///
+/// # Safety
+/// The CPU must have AVX2 (see [`wide_lines`]).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn copy_line_lowercase_avx2(src: &[u8], n: usize, mask: LineMask, out: &mut Out<'_>) {
+    use std::arch::x86_64::*;
+    let padded = n.next_multiple_of(32);
+    assert!(n <= 128 && src.len() >= padded && out.buf.len() - out.at >= padded);
+    // SAFETY: the caller guarantees AVX2. `src` and `out.buf[at..]` both have `padded` bytes (asserted just
+    // above; `at ≤ buf.len()` by `Out`'s invariant), and every load and store is 32 bytes at `j < padded`, `j` a
+    // multiple of 32 (so `j / 64 < 2` indexes `mask`, and `j % 64` is 0 or 32); one is a `&` and the other a
+    // `&mut`, so they do not overlap; `MaybeUninit<u8>` has the layout of `u8`; the loads and stores are
+    // unaligned ones.
+    unsafe {
+        let dst = out.buf.as_mut_ptr().add(out.at).cast::<u8>();
+        // Within each 128-bit lane (the shuffle's reach) the broadcast holds all four mask bytes: lane 0 takes
+        // bytes 0 and 1, lane 1 bytes 2 and 3.
+        let spread = _mm256_setr_epi8(
+            0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3,
+        );
+        let bit_of_byte = _mm256_set1_epi64x(i64::from_le_bytes([1, 2, 4, 8, 16, 32, 64, 128]));
+        let case_bit = _mm256_set1_epi8(0x20);
+        // Signed compares: bytes of 0x80 and above are negative, below 'A'.
+        let (below_a, above_z) = (_mm256_set1_epi8(b'A' as i8 - 1), _mm256_set1_epi8(b'Z' as i8 + 1));
+        let mut j = 0;
+        while j < n {
+            let x = _mm256_loadu_si256(src.as_ptr().add(j).cast());
+            let m = _mm256_set1_epi32((mask[j / 64] >> (j % 64)) as u32 as i32);
+            let m = _mm256_shuffle_epi8(m, spread);
+            let lower = _mm256_cmpeq_epi8(_mm256_and_si256(m, bit_of_byte), bit_of_byte);
+            let upper = _mm256_and_si256(_mm256_cmpgt_epi8(x, below_a), _mm256_cmpgt_epi8(above_z, x));
+            let add = _mm256_and_si256(_mm256_and_si256(lower, upper), case_bit);
+            _mm256_storeu_si256(dst.add(j).cast(), _mm256_or_si256(x, add));
+            j += 32;
+        }
+    }
+    out.at += n;
+}
+
+/// Whether this CPU has what [`Genome::write_lines_avx2`] uses (AVX2), detected once.
+#[cfg(target_arch = "x86_64")]
+fn wide_lines() -> bool {
+    std::is_x86_feature_detected!("avx2")
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn wide_lines() -> bool {
+    false
+}
+
 /// Per value `b` of eight bits of a line's lowercase mask, the word with 0x20 in byte `i` where bit `i` of `b` is
 /// set: what [`copy_line_lowercase_words`] adds to the uppercase letters among those eight bytes.
 static CASE_BYTES: [u64; 256] = {
@@ -328,14 +406,34 @@ impl ResidueWriter<'_, '_> {
     }
 
     /// Writes residues `[r, r + n)` (`n > 0`, all on one line) in case: the bases or exception bytes, then the
-    /// lowercase runs that meet them. Calls come in increasing, contiguous residue order.
+    /// lowercase runs that meet them. Calls come in increasing, contiguous residue order. With `WIDE` (only in
+    /// [`Genome::write_lines_avx2`], on a CPU with AVX2) the common line goes in 32-byte moves.
     #[inline(always)]
-    fn line(&mut self, r: u64, n: u64, out: &mut Out<'_>) {
+    fn line<const WIDE: bool>(&mut self, r: u64, n: u64, out: &mut Out<'_>) {
         let at = out.at;
         let end = r + n;
         if end <= self.exc_span.0 {
             // The common case: no exception run meets these residues, they are bases.
-            if let Some(src) = self.bases.padded_line(n as usize, out) {
+            #[cfg(target_arch = "x86_64")]
+            if WIDE {
+                if let Some(src) = self.bases.padded_line(n as usize, 32, out) {
+                    self.bases.skip(n as usize);
+                    if self.case_span.0 < end && n <= 128 {
+                        let mask = self.case_mask(r, end);
+                        // SAFETY: `WIDE` is set only inside `write_lines_avx2`, which runs only where the CPU
+                        // has AVX2 (`wide_lines`); `src` holds `n` rounded up to 32 bytes.
+                        unsafe { copy_line_lowercase_avx2(src, n as usize, mask, out) };
+                        return;
+                    }
+                    // SAFETY: as above.
+                    unsafe { copy_line_avx2(src, n as usize, out) };
+                    if self.case_span.0 < end {
+                        self.apply_case(r, end, at, out);
+                    }
+                    return;
+                }
+            }
+            if let Some(src) = self.bases.padded_line(n as usize, 16, out) {
                 self.bases.skip(n as usize);
                 if self.case_span.0 < end && n <= 128 {
                     let mask = self.case_mask(r, end);
@@ -501,6 +599,18 @@ impl Genome {
     /// written: `out[..n]` is initialised (`n < out.len()` only at the end of the file). Refused, with nothing
     /// written, when `bases` is not that range.
     pub fn write_at(&self, off: u64, out: &mut [MaybeUninit<u8>], bases: BaseChunks<'_>) -> Result<usize, DecodeError> {
+        self.write_at_with(off, out, bases, true)
+    }
+
+    /// [`Genome::write_at`], with the AVX2 line copies only if `wide` (and the CPU has them): the tests read every
+    /// case both ways.
+    pub(crate) fn write_at_with(
+        &self,
+        off: u64,
+        out: &mut [MaybeUninit<u8>],
+        bases: BaseChunks<'_>,
+        wide: bool,
+    ) -> Result<usize, DecodeError> {
         let len = (out.len() as u64).min(self.total_len().saturating_sub(off));
         let (b0, b1) = self.base_range(off, len);
         if bases.len() != b1 - b0 || (b1 > b0 && bases.start != b0) {
@@ -514,7 +624,44 @@ impl Genome {
             });
         }
         let Some(start) = self.layout.locate(off).filter(|_| len > 0) else { return Ok(0) };
-        let len = len as usize;
+        let out = &mut out[..len as usize];
+        #[cfg(target_arch = "x86_64")]
+        if wide && wide_lines() {
+            // SAFETY: `wide_lines` found AVX2 on this CPU.
+            return Ok(unsafe { self.write_lines_avx2(off, start, out, bases) });
+        }
+        let _ = wide;
+        Ok(self.write_lines::<false>(off, start, out, bases))
+    }
+
+    /// [`Genome::write_lines`] with the common line in 32-byte moves.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 ([`wide_lines`]).
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn write_lines_avx2(
+        &self,
+        off: u64,
+        start: super::layout::Position,
+        out: &mut [MaybeUninit<u8>],
+        bases: BaseChunks<'_>,
+    ) -> usize {
+        self.write_lines::<true>(off, start, out, bases)
+    }
+
+    /// Writes all of `out` (the read's bytes from `off`, which lies at `start`, up to the end of the file) from
+    /// `bases` (checked by [`Genome::write_at`]); returns the bytes written. Inlined into each of its callers so
+    /// that the line copies are compiled with their target's instructions.
+    #[inline(always)]
+    fn write_lines<const WIDE: bool>(
+        &self,
+        off: u64,
+        start: super::layout::Position,
+        out: &mut [MaybeUninit<u8>],
+        bases: BaseChunks<'_>,
+    ) -> usize {
+        let len = out.len();
         let r0 = self.layout.residue_at_or_after(off);
         let mut writer = ResidueWriter {
             genome: self,
@@ -526,7 +673,7 @@ impl Genome {
         };
         writer.exc_span = writer.exc_span();
         writer.case_span = writer.case_span();
-        let mut out = Out { buf: &mut out[..len], at: 0 };
+        let mut out = Out { buf: out, at: 0 };
 
         let runs = self.layout.runs();
         let (mut run, mut line, mut col) = (start.run, start.line, start.col);
@@ -534,7 +681,7 @@ impl Genome {
             let r = &runs[run];
             let want = (len - out.at) as u64;
             if r.kind == LineKind::Sequence {
-                (line, col) = self.write_sequence_lines(run, line, col, want, &mut writer, &mut out);
+                (line, col) = self.write_sequence_lines::<WIDE>(run, line, col, want, &mut writer, &mut out);
             } else if col < r.width {
                 // Column 0 is the '>', column c ≥ 1 is text byte c − 1.
                 let n = (r.width - col).min(want);
@@ -561,13 +708,14 @@ impl Genome {
                 (run, line, col) = (run + 1, 0, 0);
             }
         }
-        Ok(out.at)
+        out.at
     }
 
     /// Writes sequence run `run` from line `line`, column `col`, as much of it as fits in `want` bytes, line by
     /// line: each line's residues in case through `writer`, then its terminator. Returns the line and column
     /// after them (`line == count` at the end of the run).
-    fn write_sequence_lines(
+    #[inline(always)]
+    fn write_sequence_lines<const WIDE: bool>(
         &self,
         run: usize,
         mut line: u64,
@@ -586,7 +734,7 @@ impl Genome {
         if col > 0 {
             if col < width {
                 let n = (width - col).min(left);
-                writer.line(residue, n, out);
+                writer.line::<WIDE>(residue, n, out);
                 (residue, col, left) = (residue + n, col + n, left - n);
             }
             if left > 0 {
@@ -605,7 +753,7 @@ impl Genome {
         if full > 0 {
             if width > 0 {
                 for _ in 0..full {
-                    writer.line(residue, width, out);
+                    writer.line::<WIDE>(residue, width, out);
                     out.put_term(term);
                     residue += width;
                 }
@@ -621,7 +769,7 @@ impl Genome {
         if left > 0 {
             let n = width.min(left);
             if n > 0 {
-                writer.line(residue, n, out);
+                writer.line::<WIDE>(residue, n, out);
             }
             let t = (left - n) as usize;
             out.put(&term.bytes()[..t]);

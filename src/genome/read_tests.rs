@@ -12,8 +12,15 @@ use super::{as_uninit, copy_line_lowercase, copy_line_lowercase_words, lowercase
 use crate::genome::{split, Genome, Split};
 
 /// Reads `[off, off + len)` with the bases of `s` cut at `cuts` (positions relative to the read's first base,
-/// taken modulo its base count), into spare capacity; returns the bytes.
+/// taken modulo its base count), into spare capacity; returns the bytes. Reads both with the AVX2 line copies
+/// (where the CPU has them) and without, and checks that both give the same bytes.
 fn read_chunked(s: &Split, off: u64, len: usize, cuts: &[usize]) -> Vec<u8> {
+    let narrow = read_chunked_with(s, off, len, cuts, false);
+    assert_eq!(read_chunked_with(s, off, len, cuts, true), narrow, "wide and narrow copies differ: {len} at {off}");
+    narrow
+}
+
+fn read_chunked_with(s: &Split, off: u64, len: usize, cuts: &[usize], wide: bool) -> Vec<u8> {
     let (b0, b1) = s.genome.base_range(off, len as u64);
     let bases = &s.bases[b0 as usize..b1 as usize];
     let mut at: Vec<usize> = cuts.iter().map(|&c| if bases.is_empty() { 0 } else { c % (bases.len() + 1) }).collect();
@@ -22,7 +29,8 @@ fn read_chunked(s: &Split, off: u64, len: usize, cuts: &[usize]) -> Vec<u8> {
     at.sort_unstable();
     let chunks: Vec<&[u8]> = at.windows(2).map(|w| &bases[w[0]..w[1]]).collect();
     let mut out: Vec<u8> = Vec::with_capacity(len);
-    let n = s.genome.write_at(off, &mut out.spare_capacity_mut()[..len], BaseChunks::new(b0, &chunks)).unwrap();
+    let n =
+        s.genome.write_at_with(off, &mut out.spare_capacity_mut()[..len], BaseChunks::new(b0, &chunks), wide).unwrap();
     assert!(n <= len);
     // SAFETY: `write_at` initialised the first `n` bytes of the spare capacity.
     unsafe { out.set_len(n) };
@@ -30,15 +38,20 @@ fn read_chunked(s: &Split, off: u64, len: usize, cuts: &[usize]) -> Vec<u8> {
 }
 
 /// The same read into an initialised buffer full of a byte no FASTA has: nothing beyond `n` may change, and
-/// everything before it must be overwritten.
+/// everything before it must be overwritten (both with and without the AVX2 line copies).
 fn read_over_garbage(g: &Genome, bases: &[u8], off: u64, len: usize) -> Vec<u8> {
     let (b0, b1) = g.base_range(off, len as u64);
     let chunks = [&bases[b0 as usize..b1 as usize]];
-    let mut out = vec![0xffu8; len + 3];
-    let n = g.write_at(off, as_uninit(&mut out[..len]), BaseChunks::new(b0, &chunks)).unwrap();
-    assert!(out[n..].iter().all(|&b| b == 0xff), "bytes past the read changed");
-    out.truncate(n);
-    out
+    let mut outs = Vec::new();
+    for wide in [false, true] {
+        let mut out = vec![0xffu8; len + 3];
+        let n = g.write_at_with(off, as_uninit(&mut out[..len]), BaseChunks::new(b0, &chunks), wide).unwrap();
+        assert!(out[n..].iter().all(|&b| b == 0xff), "bytes past the read changed (wide: {wide})");
+        out.truncate(n);
+        outs.push(out);
+    }
+    assert_eq!(outs[0], outs[1], "wide and narrow copies differ: {len} at {off}");
+    outs.pop().unwrap_or_default()
 }
 
 fn check_all_ranges(input: &[u8]) {
@@ -124,19 +137,32 @@ fn line_copies_lowercase_exactly_the_masked_letters() {
                 let want: Vec<u8> =
                     (0..n).map(|i| if mask >> i & 1 == 1 { src[i].to_ascii_lowercase() } else { src[i] }).collect();
                 let halves = [mask as u64, (mask >> 64) as u64];
-                for (which, copy) in [
+                let mut copies = vec![
                     ("dispatched", copy_line_lowercase as fn(&[u8], usize, [u64; 2], &mut Out<'_>)),
                     ("words", copy_line_lowercase_words),
-                ] {
+                ];
+                #[cfg(target_arch = "x86_64")]
+                if super::wide_lines() {
+                    copies.push(("avx2", avx2_copy));
+                }
+                for (which, copy) in copies {
                     let mut buf = vec![0u8; 144];
                     let mut out = Out { buf: as_uninit(&mut buf), at: 0 };
-                    copy(&src[..n.next_multiple_of(16)], n, halves, &mut out);
+                    copy(&src[..n.next_multiple_of(64)], n, halves, &mut out);
                     assert_eq!(out.at, n);
                     assert_eq!(&buf[..n], &want[..], "{which}: width {n}, mask {mask:#x}");
                 }
             }
         }
     }
+}
+
+/// [`super::copy_line_lowercase_avx2`] behind a safe signature, for a test that runs only where the CPU has it.
+#[cfg(target_arch = "x86_64")]
+fn avx2_copy(src: &[u8], n: usize, mask: [u64; 2], out: &mut Out<'_>) {
+    assert!(super::wide_lines());
+    // SAFETY: the CPU has AVX2 (asserted just above).
+    unsafe { super::copy_line_lowercase_avx2(src, n, mask, out) }
 }
 
 /// Soft-masked FASTA with lines of every width around the copies' edges (16-byte moves, 64- and 128-bit masks,
