@@ -148,10 +148,6 @@ fn chase_share() -> u32 {
     env_knob(&SHARE, "ACEAPEX_GPU_CHASE_SHARE", CHASE_SHARE, |_| true)
 }
 const MIN_CHASED: u64 = 1024;
-/// Ready matches a warp of `copy_flow` copies at once ([`Resolve::Flow`]; ACEAPEX_GPU_RESOLVE=flow:G picks one of
-/// FLOW_GROUPS): kernels copy_flow1, copy_flow2 and copy_flow4 (48 registers a thread for 2, 76 for 4).
-const FLOW_GROUP: u32 = 2;
-const FLOW_GROUPS: [u32; 3] = [1, 2, 4];
 /// Most passes ACEAPEX_GPU_RESOLVE=levels:PASSES may ask for (the lists' counts are sized for them).
 const LEVEL_PASSES_MAX: u32 = 64;
 /// The `levels` key of a resident seek's launch sequence (resident.rs) in `run_seek` and its graphs.
@@ -344,15 +340,18 @@ pub enum Resolve {
     /// cap after an epoch below which they are chased instead of searched again ([`EPOCH_MIN_PIECES`] by default; 0
     /// runs every epoch there is work for).
     Levels { passes: u32, cap: u32, epoch_min: u64, tail_max: u32, chase_share: u32 },
-    /// Every match copied in one launch of `copy_flow<group>` (session 20): tasks of 32 matches in stream order, a
-    /// match copied as soon as the matches its source overlaps are, `group` ready matches a warp at once (1, 2 or
-    /// 4). No levels, no buckets, no host synchronisation; like `Levels` it does not check the depth bound.
-    Flow { group: u32 },
+    /// The default since session 20: every match copied in one launch of `copy_flow`, tasks of 32 matches in
+    /// stream order, a match copied as soon as the matches its source overlaps are. No levels, no buckets, no host
+    /// synchronisation; like `Levels` it does not check the depth bound.
+    Flow,
 }
 
 impl Resolve {
-    /// The default: match levels found in one launch, levels up to LEVEL_CAP (ACEAPEX_GPU_LEVEL_CAP).
-    pub const DEFAULT: Resolve = Resolve::Levels {
+    /// The default: [`Resolve::Flow`].
+    pub const DEFAULT: Resolve = Resolve::Flow;
+
+    /// Session 19's default, for comparison: match levels found in one launch, levels up to LEVEL_CAP.
+    pub const LEVELS: Resolve = Resolve::Levels {
         passes: 0,
         cap: LEVEL_CAP,
         epoch_min: EPOCH_MIN_PIECES,
@@ -360,19 +359,12 @@ impl Resolve {
         chase_share: CHASE_SHARE,
     };
 
-    /// ACEAPEX_GPU_RESOLVE=chase, =rounds or =levels:PASSES for comparison (ACEAPEX_GPU_RESOLVE_ROUNDS=1 before
-    /// session 14), ACEAPEX_GPU_LEVEL_CAP=C for the default's cap; anything else keeps the default.
+    /// ACEAPEX_GPU_RESOLVE=chase, =rounds, =levels or =levels:PASSES for comparison (ACEAPEX_GPU_RESOLVE_ROUNDS=1
+    /// before session 14), ACEAPEX_GPU_LEVEL_CAP=C for the cap of `levels`; anything else keeps the default.
     fn from_env() -> Resolve {
         let passes = |v: &str| v.parse::<u32>().ok().filter(|p| (1..=LEVEL_PASSES_MAX).contains(p));
         match std::env::var("ACEAPEX_GPU_RESOLVE").as_deref() {
             Ok("chase") => Resolve::Chase,
-            Ok(v) if v == "flow" || v.starts_with("flow:") => Resolve::Flow {
-                group: v
-                    .strip_prefix("flow:")
-                    .and_then(|g| g.parse().ok())
-                    .filter(|g| FLOW_GROUPS.contains(g))
-                    .unwrap_or(FLOW_GROUP),
-            },
             Ok("rounds") => Resolve::Rounds,
             Ok(v) if v.strip_prefix("levels:").and_then(passes).is_some() => {
                 let p = v.strip_prefix("levels:").and_then(passes).unwrap_or(LEVEL_PASSES_MAX);
@@ -384,7 +376,7 @@ impl Resolve {
                     chase_share: chase_share(),
                 }
             }
-            _ => Resolve::Levels {
+            Ok("levels") => Resolve::Levels {
                 passes: 0,
                 epoch_min: EPOCH_MIN_PIECES,
                 tail_max: tail_max_pieces(),
@@ -395,6 +387,7 @@ impl Resolve {
                     .filter(|c| (1..=LEVEL_CAP).contains(c))
                     .unwrap_or(LEVEL_CAP),
             },
+            _ => Resolve::Flow,
         }
     }
 }
@@ -487,8 +480,7 @@ struct Kernels {
     copy_level: CudaFunction,
     copy_tail: CudaFunction,
     chase_unleveled: CudaFunction,
-    /// `copy_flow<G>` for each of FLOW_GROUPS, in that order.
-    copy_flow: [CudaFunction; 3],
+    copy_flow: CudaFunction,
 }
 
 /// A captured seek sequence.
@@ -746,7 +738,7 @@ impl Device {
             copy_level: load("copy_level")?,
             copy_tail: load("copy_tail")?,
             chase_unleveled: load("chase_unleveled")?,
-            copy_flow: [load("copy_flow1")?, load("copy_flow2")?, load("copy_flow4")?],
+            copy_flow: load("copy_flow")?,
         };
         // A stream of our own: graphs cannot be captured on the legacy default stream.
         let stream = ctx.new_stream().map_err(gpu("stream"))?;
@@ -1380,14 +1372,7 @@ impl Device {
             _ => None,
         };
         let levels = level_passes.is_some();
-        // Resolve::Flow: the copy_flow kernel of its group.
-        let flow = match resolve {
-            Some(Resolve::Flow { group }) => {
-                let at = |g: u32| FLOW_GROUPS.iter().position(|&x| x == g);
-                at(group).or(at(FLOW_GROUP))
-            }
-            _ => None,
-        };
+        let flow = resolve == Some(Resolve::Flow);
         // The chase's token index is rebuilt from this decode's tokens inside the timed region (index_tokens);
         // only its buffer is kept between decodes.
         let index_ptr = match chase && self.chase_index {
@@ -1412,13 +1397,13 @@ impl Device {
             unsafe { cudarc::driver::result::memset_d8_async(p, byte, full.bytes.num_bytes(), stream.cu_stream()) }
                 .map_err(gpu("poison"))?;
         }
-        if levels || flow.is_some() {
+        if levels || flow {
             stream.memset_zeros(&mut full.level).map_err(gpu("reset"))?;
             stream.memset_zeros(&mut full.level_hist).map_err(gpu("reset"))?;
         }
         let full = self.full.as_ref().expect("ensured above");
         // Levels and the flow resolve without stamps, so the parse does not write them.
-        let c = self.full_ctx(full, variant == FullVariant::Full && !levels && flow.is_none());
+        let c = self.full_ctx(full, variant == FullVariant::Full && !levels && !flow);
         let lists: Vec<u64> = full.lists.iter().map(|l| self.ptr(l)).collect();
         let trim = u32::from(self.resolve_trim);
         let counts_ptr = self.ptr(&full.list_counts);
@@ -1433,10 +1418,10 @@ impl Device {
         let rounds = match resolve {
             Some(Resolve::Chase) => 1,
             Some(Resolve::Rounds) => self.max_depth + 1,
-            Some(Resolve::Levels { .. } | Resolve::Flow { .. }) | None => 0,
+            Some(Resolve::Levels { .. } | Resolve::Flow) | None => 0,
         };
         let new_event = || self.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(gpu("event"));
-        let chase_start = match chase || levels || flow.is_some() {
+        let chase_start = match chase || levels || flow {
             true => Some(new_event()?),
             false => None,
         };
@@ -1518,20 +1503,20 @@ impl Device {
         }
         let (copy_start, order_end) = match (levels, flow) {
             (true, _) => (Some(new_event()?), Some(new_event()?)),
-            (false, Some(_)) => (Some(new_event()?), None),
-            (false, None) => (None, None),
+            (false, true) => (Some(new_event()?), None),
+            (false, false) => (None, None),
         };
-        if let (Some(k), Some(copy), Some(end)) = (flow, &copy_start, &chase_start) {
+        if let (true, Some(copy), Some(end)) = (flow, &copy_start, &chase_start) {
             copy.record(&stream).map_err(gpu("event"))?;
             let (task_unit, level, ticket) = (self.ptr(&full.task_unit), self.ptr(&full.level), counts_ptr);
             // Enough warps to fill every SM, striding over the tasks by ticket.
             let cfg = LaunchConfig { grid_dim: (132 * 16, 1, 1), block_dim: (CTA_THREADS, 1, 1), shared_mem_bytes: 0 };
-            // SAFETY: arguments match copy_flow<G>(Ctx, u32*, u32*, u32, u16*, u32*): task_unit and task_off hold
+            // SAFETY: arguments match copy_flow(Ctx, u32*, u32*, u32, u16*, u32*): task_unit and task_off hold
             // ntasks and nunits entries (ensure_full), `level` a u16 per token (zeroed above), the ticket is
             // list_counts[0] (zeroed above); `c` is the full decode's context.
             unsafe {
                 stream
-                    .launch_builder(&self.kernels.copy_flow[k])
+                    .launch_builder(&self.kernels.copy_flow)
                     .arg(&c)
                     .arg(&task_unit)
                     .arg(&task_ptr)
@@ -1571,7 +1556,7 @@ impl Device {
         // list_counts[r]: pieces of matches still unresolved after round r. Without the chase, none may be
         // left after the last round; the chase resolves round 0's list or reports a fault.
         let mut left = stream.clone_dtoh(&full.list_counts).map_err(gpu("status copy"))?;
-        if levels || flow.is_some() {
+        if levels || flow {
             // The passes' lists: what each pass left without a level (the last pass marks it over the cap); the
             // flow keeps no lists.
             left.truncate(level_passes.map_or(0, |(p, ..)| p) as usize);
@@ -1583,11 +1568,8 @@ impl Device {
         }
         // The launches that did work: round 0 (or the level search), then the chase or the rounds (passes) up to
         // the first that found nothing.
-        let used = if rounds == 0 && !levels && flow.is_none() {
-            0
-        } else {
-            left.iter().take_while(|&&c| c != 0).count() as u32 + 1
-        };
+        let used =
+            if rounds == 0 && !levels && !flow { 0 } else { left.iter().take_while(|&&c| c != 0).count() as u32 + 1 };
         self.last_full = Some(variant);
         self.index_ready = index_ptr != 0;
         Ok(Ok(FullRun {

@@ -765,9 +765,7 @@ mod tests {
                 tail_max,
                 chase_share,
             });
-            // The flow copies (one launch, in stream order), each group size.
-            let flows = [1, 2, 4].map(|group| Resolve::Flow { group });
-            let levels = levels.into_iter().chain([Resolve::DEFAULT]).chain(flows);
+            let levels = levels.into_iter().chain([Resolve::LEVELS, Resolve::DEFAULT]);
             for resolve in [Resolve::Chase, Resolve::Rounds].into_iter().chain(levels) {
                 engine.set_resolve(resolve).unwrap();
                 engine.full_decode(FullVariant::Full, Some(0xA5)).unwrap();
