@@ -59,7 +59,7 @@ pub struct LdmParams {
     pub sample_log: u32,
     /// `2^table_log` buckets.
     pub table_log: u32,
-    /// `2^bucket_log` entries per bucket.
+    /// `2^bucket_log` entries per bucket (at most 5: a lookup's hits are a 32-bit mask).
     pub bucket_log: u32,
 }
 
@@ -71,8 +71,17 @@ const POS_MASK: u64 = (1 << POS_BITS) - 1;
 pub const MAX_BACK_EXTEND: u64 = 1 << 16;
 /// Forward verification stops here; a longer repeat is found again by the next sample point.
 const MAX_FORWARD: usize = 1 << 20;
-/// Sample points collected (and their buckets prefetched) before they are visited.
-const BATCH: usize = 32;
+/// How many sample points ahead of the one being visited have their buckets prefetched. Collecting sample
+/// points [`STEP`] positions at a time and then visiting down to this many keeps about that many fetches in flight
+/// at an even pace. Measured on atha_chr1's bases alone (the scan over 30 M positions, its 64 MiB table, min of 2):
+/// STEP / AHEAD 8/16 0.63 s, 16/16 0.63, 4/12 0.66, 64/16 0.92, 8/64 0.92; the former batches of 32 points,
+/// collected and then all visited, 0.91 (the fetches went out in bursts larger than the core can keep in flight).
+const AHEAD: usize = 16;
+/// Positions whose sample points are collected before the visits catch up (see [`AHEAD`]).
+const STEP: usize = 8;
+/// Slots of the ring of pending sample points: a power of two of at least [`AHEAD`] + 2 [`STEP`] (two points a
+/// position).
+const RING: usize = 64;
 /// Recently recorded matches remembered to skip re-verifying the same alignment.
 const RECENT: usize = 8;
 
@@ -131,6 +140,8 @@ pub struct Ldm {
 
 impl Ldm {
     pub fn new(params: LdmParams) -> Ldm {
+        // The packer's own parameters (ldm_params), never input: a larger bucket is a packer bug.
+        assert!(params.bucket_log <= 5, "long-distance bucket_log {} exceeds 5", params.bucket_log);
         let out_factor = (1..params.window).fold(1u64, |f, _| f.wrapping_mul(HASH_BASE));
         let bytes = byte_table();
         Ldm {
@@ -181,51 +192,64 @@ impl Ldm {
         let sample_shift = 64 - self.params.sample_log;
         let sample_log = self.params.sample_log;
         let sampled = move |mixed: u64| sample_log == 0 || mixed >> sample_shift == 0;
-        // Sample points are visited in batches, in order; collecting a batch first lets the buckets be
-        // prefetched, since every visit is otherwise a cache miss. A point is (position, mixed hash, reverse).
-        let mut batch: Vec<(u64, u64, bool)> = Vec::with_capacity(BATCH);
+        // Sample points are collected [`STEP`] positions at a time without a branch on the hash (which one in
+        // four windows passes: every such branch was a likely misprediction), their buckets prefetched as they
+        // are found, and visited in order once [`AHEAD`] later points are in flight (every visit is otherwise a
+        // cache miss). A point is (position, mixed hash, reverse); `ring[queued % RING]` is the next free slot,
+        // `ring[visited % RING]` the next point to visit.
+        let mut ring = [(0u64, 0u64, false); RING];
+        let (mut queued, mut visited) = (0usize, 0usize);
+        let mut visit_next = |ldm: &mut Ldm, (at, mixed, reverse): (u64, u64, bool)| {
+            let found = if reverse {
+                [ldm.visit_rc(data, at, mixed, &recent), None]
+            } else {
+                ldm.visit(data, at, mixed, &recent)
+            };
+            for m in found.into_iter().flatten() {
+                recent[recent_next % RECENT] = m;
+                recent_next += 1;
+                out.push(m);
+            }
+        };
         let mut p = start;
         loop {
-            let mixed = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
-            if sampled(mixed) {
-                self.prefetch_bucket(mixed);
-                batch.push((p, mixed, false));
-            }
-            let mixed_rc = h_rc.wrapping_mul(0xff51_afd7_ed55_8ccd);
-            // A window that is its own reverse complement would find itself forward already.
-            if rc && mixed_rc != mixed && sampled(mixed_rc) {
-                self.prefetch_bucket(mixed_rc);
-                batch.push((p, mixed_rc, true));
-            }
-            p += 1;
-            if batch.len() >= BATCH || p >= end {
-                for &(at, mixed, reverse) in &batch {
-                    let found = if reverse {
-                        [self.visit_rc(data, at, mixed, &recent), None]
-                    } else {
-                        self.visit(data, at, mixed, &recent)
-                    };
-                    for m in found.into_iter().flatten() {
-                        recent[recent_next % RECENT] = m;
-                        recent_next += 1;
-                        out.push(m);
+            let stop = (p + STEP as u64).min(end);
+            while p < stop {
+                let mixed = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+                let take = sampled(mixed);
+                ring[queued % RING] = (p, mixed, false);
+                self.prefetch_bucket_if(mixed, take);
+                queued += take as usize;
+                if rc {
+                    let mixed_rc = h_rc.wrapping_mul(0xff51_afd7_ed55_8ccd);
+                    // A window that is its own reverse complement would find itself forward already.
+                    let take = mixed_rc != mixed && sampled(mixed_rc);
+                    ring[queued % RING] = (p, mixed_rc, true);
+                    self.prefetch_bucket_if(mixed_rc, take);
+                    queued += take as usize;
+                }
+                p += 1;
+                if p < end {
+                    let (old, new) = (data[p as usize - 1] as usize, data[p as usize + w - 1] as usize);
+                    h = h
+                        .wrapping_sub(self.bytes[old].wrapping_mul(self.out_factor))
+                        .wrapping_mul(HASH_BASE)
+                        .wrapping_add(self.bytes[new]);
+                    if rc {
+                        h_rc = h_rc
+                            .wrapping_sub(self.rc_bytes[old])
+                            .wrapping_mul(HASH_BASE_INV)
+                            .wrapping_add(self.rc_bytes[new].wrapping_mul(self.out_factor));
                     }
                 }
-                batch.clear();
+            }
+            let keep = if p < end { AHEAD } else { 0 };
+            while queued - visited > keep {
+                visit_next(self, ring[visited % RING]);
+                visited += 1;
             }
             if p >= end {
                 break;
-            }
-            let (old, new) = (data[p as usize - 1] as usize, data[p as usize + w - 1] as usize);
-            h = h
-                .wrapping_sub(self.bytes[old].wrapping_mul(self.out_factor))
-                .wrapping_mul(HASH_BASE)
-                .wrapping_add(self.bytes[new]);
-            if rc {
-                h_rc = h_rc
-                    .wrapping_sub(self.rc_bytes[old])
-                    .wrapping_mul(HASH_BASE_INV)
-                    .wrapping_add(self.rc_bytes[new].wrapping_mul(self.out_factor));
             }
         }
         self.recent = recent;
@@ -241,11 +265,11 @@ impl Ldm {
         let check = check_of(mixed);
         let w = self.params.window as u64;
         let mut best: Option<LongMatch> = None;
-        for slot in bucket..bucket + (1usize << self.params.bucket_log) {
+        let (_, mut hits) = self.probe(bucket, check);
+        while hits != 0 {
+            let slot = bucket + hits.trailing_zeros() as usize;
+            hits &= hits - 1;
             let e = self.table[slot];
-            if e == 0 || e & !POS_MASK != check {
-                continue;
-            }
             // The source window is [src, src + w): the match reads it backwards from its last byte.
             let last = (e & POS_MASK) - 1 + w - 1;
             if last >= p {
@@ -279,6 +303,34 @@ impl Ldm {
         Some(LongMatch { start: p - bwd, back: p - last - 2 * bwd, len: fwd + bwd, rc: true })
     }
 
+    /// The bucket at slot `bucket`: the index of its oldest entry (the first with the lowest position; an empty
+    /// one counts as oldest), and a bit per entry that is not empty and has the check bits `check`, in slot order.
+    /// Buckets of four, the size every level uses, without a branch (the loop's branches on hash bits were
+    /// mispredicted about once a visit).
+    #[inline]
+    fn probe(&self, bucket: usize, check: u64) -> (usize, u32) {
+        let hit = |e: u64| (e != 0 && e & !POS_MASK == check) as u32;
+        let four = self.table.get(bucket..bucket + 4).and_then(|s| <&[u64; 4]>::try_from(s).ok());
+        if let (2, Some(&[a, b, c, d])) = (self.params.bucket_log, four) {
+            let pos = [a & POS_MASK, b & POS_MASK, c & POS_MASK, d & POS_MASK];
+            let low = if pos[1] < pos[0] { 1 } else { 0 };
+            let high = if pos[3] < pos[2] { 3 } else { 2 };
+            let oldest = if pos[high] < pos[low] { high } else { low };
+            return (oldest, hit(a) | hit(b) << 1 | hit(c) << 2 | hit(d) << 3);
+        }
+        let len = 1usize << self.params.bucket_log;
+        let mut oldest = 0;
+        let mut hits = 0;
+        for k in 0..len {
+            let e = self.table[bucket + k];
+            if e & POS_MASK < self.table[bucket + oldest] & POS_MASK {
+                oldest = k;
+            }
+            hits |= hit(e) << k;
+        }
+        (oldest, hits)
+    }
+
     /// First table slot of the bucket for a mixed window hash: bits 40 and up (sample points have the top
     /// `sample_log` bits clear).
     #[inline]
@@ -286,36 +338,34 @@ impl Ldm {
         ((mixed.rotate_left(24) & ((1 << self.params.table_log) - 1)) as usize) << self.params.bucket_log
     }
 
+    /// Prefetches the bucket of `mixed` when `take`, else the table's first line (already cached): a choice of
+    /// address, not a branch.
     #[inline]
-    fn prefetch_bucket(&self, mixed: u64) {
+    fn prefetch_bucket_if(&self, mixed: u64, take: bool) {
         #[cfg(target_arch = "x86_64")]
         {
             use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            let ptr = self.table[self.bucket_of(mixed)..].as_ptr() as *const i8;
+            let slot = self.bucket_of(mixed) & (take as usize).wrapping_neg();
+            let ptr = self.table[slot..].as_ptr() as *const i8;
             // SAFETY: `ptr` points into the live table; a prefetch has no architectural side effects.
             unsafe { _mm_prefetch(ptr, _MM_HINT_T0) };
         }
         #[cfg(not(target_arch = "x86_64"))]
-        let _ = mixed;
+        let _ = (mixed, take);
     }
 
     /// Looks sample point `p` up, then inserts it. Returns the two longest verified repeats with different
     /// sources not already covered by a recently recorded one: the second is often an older, shallower copy
     /// the parser can fall back to when the newest one is too deep (FORMAT.md §1 depth bound).
     fn visit(&mut self, data: &[u8], p: u64, mixed: u64, recent: &[LongMatch; RECENT]) -> [Option<LongMatch>; 2] {
-        let bucket_len = 1usize << self.params.bucket_log;
         let bucket = self.bucket_of(mixed);
         let check = check_of(mixed);
         let mut best: [Option<LongMatch>; 2] = [None, None];
-        let mut oldest = bucket;
-        for slot in bucket..bucket + bucket_len {
+        let (oldest, mut hits) = self.probe(bucket, check);
+        while hits != 0 {
+            let slot = bucket + hits.trailing_zeros() as usize;
+            hits &= hits - 1;
             let e = self.table[slot];
-            if e & POS_MASK < self.table[oldest] & POS_MASK {
-                oldest = slot;
-            }
-            if e == 0 || e & !POS_MASK != check {
-                continue;
-            }
             let src = (e & POS_MASK) - 1;
             let back = p - src;
             if recent
@@ -332,7 +382,7 @@ impl Ldm {
                 }
             }
         }
-        self.table[oldest] = check | (p + 1);
+        self.table[bucket + oldest] = check | (p + 1);
         best
     }
 
