@@ -218,16 +218,17 @@ impl CpuEngine {
         on_block: &mut impl FnMut(u64, Result<&Block>) -> Result<()>,
     ) -> Result<()> {
         let count = (end - first) as usize;
-        let spare = window.take_spare(count);
-        let batch = Batch::new(first, count, &*window, spare, |id| self.data.block_len(id) as usize);
-        let mut handed = 0usize;
         let mut trace = seq_trace().then(BatchTrace::new);
+        let spare = window.take_spare(count);
+        let batch = Batch::new(first, count, &*window, spare);
+        let mut handed = 0usize;
         let result = rayon::in_place_scope(|scope| {
             // One task per pool thread: the calling thread works too, but it also hands blocks to `on_block`
             // (a write to a pipe or a file), during which the pool carries on.
             for _ in 0..threads.min(count) {
                 scope.spawn(|_| while self.work_one(&batch) {});
             }
+            batch.allocate(|id| self.data.block_len(id) as usize);
             for i in 0..count {
                 let slot = &batch.slots[i];
                 let finished = loop {
@@ -285,7 +286,7 @@ impl CpuEngine {
         let guard = PublishOnUnwind { batch, slot, id };
         let parsed = slot.parsed.get_or_init(|| parse_block(&self.data, id));
         batch.publish();
-        let mut buf = std::mem::take(&mut *slot.buffer.lock().unwrap_or_else(|p| p.into_inner()));
+        let mut buf = batch.take_buffer(slot);
         buf.resize(self.data.block_len(id) as usize, 0);
         let decoded = parsed.as_ref().map_err(Clone::clone).and_then(|p| {
             let sources = ChainDecoded(batch, &*self.decoded);
@@ -424,9 +425,19 @@ impl DecodedBlocks for RunWindow<'_, '_> {
 struct Slot {
     parsed: OnceLock<std::result::Result<ParsedBlock, BlockFault>>,
     done: OnceLock<std::result::Result<Block, BlockFault>>,
-    /// The buffer the block is decoded into, allocated with the batch (see [`Batch::new`]); taken by the thread
-    /// that claims the block.
-    buffer: Mutex<Vec<u8>>,
+    /// The buffer the block is decoded into (see [`Batch::allocate`]).
+    buffer: Mutex<SlotBuffer>,
+}
+
+/// Where a slot's buffer stands.
+#[derive(Default)]
+enum SlotBuffer {
+    /// Not allocated yet: the thread that claims the block allocates its own.
+    #[default]
+    Later,
+    Ready(Vec<u8>),
+    /// Taken by the thread that claimed the block.
+    Taken,
 }
 
 /// The blocks `first ..` of the sequential decoder being decoded by several threads, and the window before them.
@@ -445,30 +456,16 @@ struct Batch<'w> {
 }
 
 impl<'w> Batch<'w> {
-    /// The batch of blocks `first..first + count`, each with its buffer of `block_len(id)` bytes' capacity:
-    /// evicted window buffers (`spare`) first, then new ones, all allocated here, in block order, by the calling
-    /// thread. Why not by the decoding threads as they claim blocks: blocks allocated by whichever pool thread
-    /// decoded them lie in that thread's allocator arena, consecutive blocks far apart, and rebuilding a genome
-    /// file from such blocks (a mount serving it from its cache) ran 4 % slower than from blocks allocated in
-    /// order (`examples/serve_bench`, MB per CPU-second, medians of 10 alternating runs: 5148 against 5377).
-    fn new(
-        first: u64,
-        count: usize,
-        window: &'w SeqWindow,
-        mut spare: Vec<Vec<u8>>,
-        block_len: impl Fn(u64) -> usize,
-    ) -> Batch<'w> {
+    /// The batch of blocks `first..first + count`, the first slots given the evicted window buffers of `spare`
+    /// (the others get theirs from [`Batch::allocate`]).
+    fn new(first: u64, count: usize, window: &'w SeqWindow, spare: Vec<Vec<u8>>) -> Batch<'w> {
+        let mut spare = spare.into_iter();
         let slots = (0..count)
-            .map(|i| {
-                let len = block_len(first + i as u64);
-                let buffer = match spare.pop() {
-                    Some(mut buf) => {
-                        buf.clear();
-                        buf.reserve(len);
-                        buf
-                    }
-                    None => Vec::with_capacity(len),
-                };
+            .map(|_| {
+                let buffer = spare.next().map_or(SlotBuffer::Later, |mut buf| {
+                    buf.clear();
+                    SlotBuffer::Ready(buf)
+                });
                 Slot { buffer: Mutex::new(buffer), ..Slot::default() }
             })
             .collect();
@@ -480,6 +477,37 @@ impl<'w> Batch<'w> {
             window,
             lock: Mutex::new(()),
             changed: Condvar::new(),
+        }
+    }
+
+    /// Allocates, in block order on the calling thread, the buffers of the slots that have none and that no
+    /// thread has claimed yet (`block_len(id)` bytes' capacity each); the decoding threads fault the pages in as
+    /// they write them. Why not each decoding thread for the block it claims: blocks allocated by whichever pool
+    /// thread decoded them lie in that thread's allocator arena, consecutive blocks far apart, and rebuilding a
+    /// genome file from such blocks (a mount serving it from its cache, which keeps them) ran 4 % slower than
+    /// from blocks allocated in order (`examples/serve_bench`, MB per CPU-second, medians of 10 alternating
+    /// runs: 5148 against 5377). Why after the pool tasks have started rather than before: growing an arena
+    /// takes a system call per 16 KiB block (glibc extends a thread's heap by exactly what it needs), 0.1–0.4 ms
+    /// per batch of 64 during which every decoding thread waited (`ACEAPEX_TRACE=seq`, 2-core machine).
+    fn allocate(&self, block_len: impl Fn(u64) -> usize) {
+        for (i, slot) in self.slots.iter().enumerate() {
+            if self.next.load(Ordering::Relaxed) > i || self.stop.load(Ordering::Relaxed) {
+                continue;
+            }
+            let mut buffer = slot.buffer.lock().unwrap_or_else(|p| p.into_inner());
+            if matches!(*buffer, SlotBuffer::Later) {
+                *buffer = SlotBuffer::Ready(Vec::with_capacity(block_len(self.first + i as u64)));
+            }
+        }
+    }
+
+    /// The buffer for slot `slot`, whose block the calling thread just claimed: the one allocated for it, or a
+    /// new one.
+    fn take_buffer(&self, slot: &Slot) -> Vec<u8> {
+        let mut buffer = slot.buffer.lock().unwrap_or_else(|p| p.into_inner());
+        match std::mem::replace(&mut *buffer, SlotBuffer::Taken) {
+            SlotBuffer::Ready(buf) => buf,
+            SlotBuffer::Later | SlotBuffer::Taken => Vec::new(),
         }
     }
 
