@@ -128,20 +128,40 @@ pub fn encode_file(bytes: &[u8], piece_bytes: u64, mut sink: impl FnMut(&[u8])) 
 
 /// [`encode_file`] without the bases, the pieces modelled in parallel (the packer's first look at a file).
 pub fn encode_file_parallel(bytes: &[u8], piece_bytes: u64) -> Option<Encoded> {
+    encode_file_parallel_keeping(bytes, piece_bytes, false).map(|(e, _)| e)
+}
+
+/// [`encode_file_parallel`] that, with `keep`, also returns the bases, a vector per piece in file order (empty
+/// vectors without `keep`). Why: the packer keeps a small file's bases from its first look instead of modelling
+/// the file a second time when it builds its stream.
+pub fn encode_file_parallel_keeping(bytes: &[u8], piece_bytes: u64, keep: bool) -> Option<(Encoded, Vec<Vec<u8>>)> {
     use rayon::prelude::*;
     if bytes.len() as u64 > MAX_TOTAL_LEN {
         return None;
     }
-    let parts: Option<Vec<(PieceEntry, Vec<u8>)>> = cut(bytes, piece_bytes)
+    let parts: Option<Vec<ModelledPiece>> = cut(bytes, piece_bytes)
         .into_par_iter()
         .map(|r| {
-            let g = split_into(&bytes[r], |_| {})?;
+            // Room for every byte of the piece (its bases are fewer): growing the vector copied it about twice.
+            let mut bases = if keep { Vec::with_capacity(r.len()) } else { Vec::new() };
+            let g = if keep {
+                split_into(&bytes[r], |b| bases.extend_from_slice(b))?
+            } else {
+                split_into(&bytes[r], |_| {})?
+            };
             let code = serial::encode(&g);
-            Some((entry_of(&g, &code), code))
+            Some((entry_of(&g, &code), code, bases))
         })
         .collect();
-    let (entries, codes): (Vec<_>, Vec<_>) = parts?.into_iter().unzip();
-    Some(assemble(&entries, &codes))
+    let mut entries = Vec::new();
+    let mut codes = Vec::new();
+    let mut kept = Vec::new();
+    for (entry, code, bases) in parts? {
+        entries.push(entry);
+        codes.push(code);
+        kept.push(bases);
+    }
+    Some((assemble(&entries, &codes), kept))
 }
 
 /// A piece modelled by [`encode_file_batched`]: its entry, its code and its bases.

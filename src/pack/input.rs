@@ -38,9 +38,29 @@ pub enum Piece {
     /// Zero bytes that belong to no file: they start the genome-mode structures on a table-group boundary.
     Zeros(u64),
     /// A FASTA file on disk in genome mode: its region is the head and the file's `bases` (FORMAT.md §2.6),
-    /// produced again from the file when the stream is built. Its structure, `structure_len` bytes with xxh3
-    /// `structure_hash`, is a [`Piece::Generated`] at `structure_offset`, after every file's bytes.
-    Genome { path: PathBuf, size: u64, bases: u64, structure_offset: u64, structure_len: u64, structure_hash: u64 },
+    /// `kept` from the file's first look when they fit [`Examine::keep_bases`], else produced again from the file
+    /// when the stream is built. Its structure, `structure_len` bytes with xxh3 `structure_hash`, is a
+    /// [`Piece::Generated`] at `structure_offset`, after every file's bytes.
+    Genome {
+        path: PathBuf,
+        size: u64,
+        bases: u64,
+        structure_offset: u64,
+        structure_len: u64,
+        structure_hash: u64,
+        kept: Option<KeptBases>,
+    },
+}
+
+/// A genome-mode file's bases as its first look produced them, a vector per structure piece in file order.
+#[derive(Clone, PartialEq, Eq)]
+pub struct KeptBases(pub std::sync::Arc<Vec<Vec<u8>>>);
+
+impl std::fmt::Debug for KeptBases {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let bytes: usize = self.0.iter().map(Vec::len).sum();
+        write!(f, "KeptBases({} pieces, {bytes} bytes)", self.0.len())
+    }
 }
 
 impl Piece {
@@ -67,8 +87,9 @@ pub struct Gathered {
     pub total_len: u64,
 }
 
-/// Computes a FASTA index for a file's bytes; the packer passes [`crate::pack::fai::fasta_index`].
-pub type IndexFn<'a> = &'a dyn Fn(&[u8]) -> Option<Vec<u8>>;
+/// Computes a FASTA index for a file's bytes; the packer passes [`crate::pack::fai::fasta_index`]. It runs beside
+/// the genome model's first look at the file.
+pub type IndexFn<'a> = &'a (dyn Fn(&[u8]) -> Option<Vec<u8>> + Sync);
 
 /// How regular files are examined while gathering.
 #[derive(Clone, Copy)]
@@ -80,6 +101,10 @@ pub struct Examine<'a> {
     /// Bytes of a table group (`2^(block_log + group_log)`): the genome-mode structures start on a group
     /// boundary when the zero padding that takes is cheap (see [`place_structures`]). 0 or 1: never padded.
     pub group_bytes: u64,
+    /// Bytes of genome-mode bases (counted as the files' sizes, in entry order, while they fit) kept from the
+    /// first look at each file ([`Piece::Genome`]'s `kept`), so that building the stream does not model those
+    /// files again (atha_chr1: a second pass over its 30 MB, ~60 ms of CPU that began the pack). 0: none.
+    pub keep_bases: u64,
 }
 
 /// Walks `inputs` and returns their entries and stream pieces. Every regular file that starts with '>' is
@@ -104,9 +129,10 @@ pub fn gather(inputs: &[PathBuf], examine: Examine<'_>) -> Result<Gathered> {
     let mut stack: Vec<StackItem> = Vec::new();
     push_children(&mut stack, 0, top);
     let mut structures = Vec::new();
+    let mut keep_budget = examine.keep_bases;
     while let Some(item) = stack.pop() {
         let id = g.entries.len() as EntryId;
-        let kids = add_entry(&mut g, &item, examine, &mut structures)?;
+        let kids = add_entry(&mut g, &item, examine, &mut structures, &mut keep_budget)?;
         push_children(&mut stack, id, kids);
     }
     place_structures(&mut g, structures, examine.group_bytes);
@@ -198,6 +224,7 @@ fn add_entry(
     item: &StackItem,
     examine: Examine<'_>,
     structures: &mut Vec<PendingStructure>,
+    keep_budget: &mut u64,
 ) -> Result<Vec<(Vec<u8>, PathBuf)>> {
     let (parent, path) = (item.parent, item.path.as_path());
     let meta = std::fs::symlink_metadata(path).map_err(|e| Error::io(path, e))?;
@@ -241,11 +268,15 @@ fn add_entry(
         return Err(Error::Input { path: path.to_path_buf(), detail: format!("is {what}; refusing to archive it") });
     }
     let size = meta.len();
-    let fasta = examine_fasta(path, size, examine)?;
+    let keep = size <= *keep_budget;
+    let fasta = examine_fasta(path, size, examine, keep)?;
     let sidecar_name = [entry.name.as_slice(), b".fai"].concat();
     let (mode, mtime_sec, mtime_nsec) = (entry.mode, entry.mtime_sec, entry.mtime_nsec);
     let piece = match fasta.genome {
-        Some((structure, bases)) => {
+        Some((structure, bases, kept)) => {
+            if kept.is_some() {
+                *keep_budget -= size;
+            }
             entry.kind = EntryKind::File { offset: g.total_len, size, transform: TRANSFORM_GENOME };
             let piece = Piece::Genome {
                 path: path.to_path_buf(),
@@ -255,6 +286,7 @@ fn add_entry(
                 structure_offset: 0,
                 structure_len: structure.len() as u64,
                 structure_hash: xxhash_rust::xxh3::xxh3_64(&structure),
+                kept: kept.map(|k| KeptBases(std::sync::Arc::new(k))),
             };
             structures.push((g.pieces.len(), structure));
             piece
@@ -287,16 +319,21 @@ fn add_entry(
     Ok(Vec::new())
 }
 
-/// What examining a file found: its FASTA index, and its genome-mode structure with the base count.
+/// What examining a file found: its FASTA index, and its genome-mode structure with the base count (and the bases,
+/// a vector per piece, when kept).
 #[derive(Default)]
 struct Fasta {
     index: Option<Vec<u8>>,
-    genome: Option<(Vec<u8>, u64)>,
+    genome: Option<Split>,
 }
 
-/// Maps a regular file that starts with '>' and asks for its FASTA index and, if enabled, its genome-mode split
-/// (counted here, not kept: the bases are produced again when the stream is built). Empty files are never FASTA.
-fn examine_fasta(path: &Path, size: u64, examine: Examine<'_>) -> Result<Fasta> {
+/// A genome-mode split: the structure, the base count, and the bases (a vector per piece) when kept.
+type Split = (Vec<u8>, u64, Option<Vec<Vec<u8>>>);
+
+/// Maps a regular file that starts with '>' and asks for its FASTA index and, if enabled, its genome-mode split,
+/// the two side by side (the index is one thread's pass over the file). The bases are kept with `keep`, else only
+/// counted (and produced again when the stream is built). Empty files are never FASTA.
+fn examine_fasta(path: &Path, size: u64, examine: Examine<'_>, keep: bool) -> Result<Fasta> {
     if size == 0 {
         return Ok(Fasta::default());
     }
@@ -307,17 +344,19 @@ fn examine_fasta(path: &Path, size: u64, examine: Examine<'_>) -> Result<Fasta> 
     if !map.starts_with(b">") {
         return Ok(Fasta::default());
     }
-    let index = (examine.index)(&map);
-    let genome = if examine.genome { genome_split(&map) } else { None };
+    let (index, genome) =
+        rayon::join(|| (examine.index)(&map), || if examine.genome { genome_split(&map, keep) } else { None });
     Ok(Fasta { index, genome })
 }
 
 /// The genome-mode structure (a piece table and its pieces, [`crate::genome::pieces`]) and base count of FASTA
-/// bytes, when the model is exact and pays. The pieces are modelled in parallel.
-fn genome_split(bytes: &[u8]) -> Option<(Vec<u8>, u64)> {
-    let e = crate::genome::pieces::encode_file_parallel(bytes, crate::genome::pieces::piece_bytes())?;
+/// bytes, when the model is exact and pays, with the bases when `keep`. The pieces are modelled in parallel.
+fn genome_split(bytes: &[u8], keep: bool) -> Option<Split> {
+    let (e, kept) =
+        crate::genome::pieces::encode_file_parallel_keeping(bytes, crate::genome::pieces::piece_bytes(), keep)?;
     let fits = e.structure.len() as u64 <= region::MAX_STRUCTURE_LEN;
-    (fits && crate::genome::pays(e.bases, e.structure.len() as u64)).then_some((e.structure, e.bases))
+    (fits && crate::genome::pays(e.bases, e.structure.len() as u64))
+        .then(|| (e.structure, e.bases, keep.then_some(kept)))
 }
 
 /// A directory's children as (name, path), sorted by name bytes.
@@ -344,7 +383,7 @@ mod tests {
     }
 
     fn plain() -> Examine<'static> {
-        Examine { index: &no_index, genome: false, group_bytes: 0 }
+        Examine { index: &no_index, genome: false, group_bytes: 0, keep_bases: 0 }
     }
 
     fn file_names(g: &Gathered) -> Vec<String> {
@@ -408,7 +447,7 @@ mod tests {
         std::fs::write(d.join("b.fa"), b">y\nACGT\n").unwrap();
         std::fs::write(d.join("b.fa.fai"), b"mine").unwrap();
         let index = |b: &[u8]| Some(format!("idx{}", b.len()).into_bytes());
-        let g = gather(&[d], Examine { index: &index, genome: false, group_bytes: 0 }).unwrap();
+        let g = gather(&[d], Examine { index: &index, genome: false, group_bytes: 0, keep_bases: 0 }).unwrap();
         assert_eq!(file_names(&g), ["", "d", "a.fa", "a.fa.fai", "b.fa", "b.fa.fai"]);
         assert_eq!(g.entries[3].flags, FLAG_SIDECAR);
         assert_eq!(g.entries[3].kind, EntryKind::File { offset: 8, size: 4, transform: 0 });
@@ -434,7 +473,11 @@ mod tests {
         let fasta = small_fasta();
         std::fs::write(top.join("a.fa"), &fasta).unwrap();
         std::fs::write(top.join("b.txt"), b">not fasta: a header and no sequence line break").unwrap();
-        let g = gather(std::slice::from_ref(&top), Examine { index: &no_index, genome: true, group_bytes: 0 }).unwrap();
+        let g = gather(
+            std::slice::from_ref(&top),
+            Examine { index: &no_index, genome: true, group_bytes: 0, keep_bases: 0 },
+        )
+        .unwrap();
         let EntryKind::File { offset: 0, size, transform: TRANSFORM_GENOME } = g.entries[2].kind else {
             panic!("a.fa not in genome mode: {:?}", g.entries[2].kind);
         };
@@ -451,6 +494,19 @@ mod tests {
         assert_eq!((structure_offset, structure_len), (region_len + 47, structure.len() as u64));
         assert_eq!(g.pieces[2], Piece::Generated(structure));
         assert_eq!(g.total_len, region_len + 47 + structure_len);
+        // The bases kept from the first look build the same stream as the file modelled again.
+        let Piece::Genome { kept: None, .. } = &g.pieces[0] else {
+            panic!("kept beyond the budget: {:?}", g.pieces[0])
+        };
+        let examine = Examine { index: &no_index, genome: true, group_bytes: 0, keep_bases: fasta.len() as u64 };
+        let kept = gather(std::slice::from_ref(&top), examine).unwrap();
+        let Piece::Genome { kept: Some(k), .. } = &kept.pieces[0] else { panic!("not kept: {:?}", kept.pieces[0]) };
+        assert_eq!(k.0.concat(), crate::genome::split(&fasta).unwrap().bases);
+        let build = |g: &Gathered| {
+            let stream = crate::pack::stream::LogicalStream::build(&g.pieces, g.total_len, dir.path()).unwrap();
+            stream.bytes().to_vec()
+        };
+        assert_eq!(build(&kept), build(&g));
         // Genome mode off: stored.
         let g = gather(std::slice::from_ref(&top), plain()).unwrap();
         assert!(matches!(g.entries[2].kind, EntryKind::File { transform: 0, .. }));
@@ -465,7 +521,7 @@ mod tests {
         std::fs::write(top.join("a.fa"), &fasta).unwrap();
         std::fs::write(top.join("b.fa"), &fasta[..fasta.len() - 21]).unwrap();
         std::fs::write(top.join("c.txt"), b"plain").unwrap();
-        let examine = |group_bytes| Examine { index: &no_index, genome: true, group_bytes };
+        let examine = |group_bytes| Examine { index: &no_index, genome: true, group_bytes, keep_bases: 0 };
         // Groups of 64 bytes: a few bytes of padding are cheap, so the structures start on a boundary.
         let g = gather(std::slice::from_ref(&top), examine(64)).unwrap();
         let [Piece::Genome { bases: a_bases, structure_offset: a_at, structure_len: a_len, .. }, Piece::Genome { bases: b_bases, structure_offset: b_at, structure_len: b_len, .. }, Piece::Disk { size: 5, .. }, Piece::Zeros(pad), Piece::Generated(a), Piece::Generated(b)] =

@@ -361,7 +361,10 @@ pub fn pack(inputs: &[PathBuf], output: &Path, opts: &PackOptions) -> Result<Pac
     let started = Instant::now();
     // Genome-mode structures start on a table-group boundary when that is cheap (input::place_structures).
     let group_bytes = 1u64 << (opts.block_log + opts.group_log);
-    let examine = input::Examine { index: &fai::fasta_index, genome: opts.genome, group_bytes };
+    // Genome-mode bases up to a quarter of the memory bound are kept from the first look at their files: they are
+    // dropped once the stream is built, before the workers' tables and the chunks' buffers exist.
+    let examine =
+        input::Examine { index: &fai::fasta_index, genome: opts.genome, group_bytes, keep_bases: opts.memory / 4 };
     let gathered = input::gather(inputs, examine)?;
     let files =
         gathered.entries.iter().filter(|e| matches!(e.kind, crate::format::tree::EntryKind::File { .. })).count();

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use xxhash_rust::xxh3::xxh3_64;
 
 use crate::error::{Error, Result};
-use crate::pack::input::Piece;
+use crate::pack::input::{KeptBases, Piece};
 
 /// The concatenated bytes of all regular files, in entry order.
 pub struct LogicalStream {
@@ -85,9 +85,12 @@ fn concatenate(pieces: &[&Piece], scratch_dir: &Path) -> Result<File> {
             Piece::Zeros(len) => {
                 std::io::copy(&mut std::io::repeat(0).take(*len), &mut out).map_err(|e| Error::io(&tmp_path, e))?;
             }
-            Piece::Genome { path, size, bases, structure_offset, structure_len, structure_hash } => {
+            Piece::Genome { path, size, bases, structure_offset, structure_len, structure_hash, kept } => {
                 let structure = Structure { offset: *structure_offset, len: *structure_len, hash: *structure_hash };
-                write_genome_region(path, *size, *bases, structure, &mut out)?
+                match kept {
+                    Some(kept) => write_kept_region(path, *bases, structure, kept, &mut out)?,
+                    None => write_genome_region(path, *size, *bases, structure, &mut out)?,
+                }
             }
         }
     }
@@ -139,6 +142,28 @@ fn write_genome_region(path: &Path, size: u64, bases: u64, structure: Structure,
         encoded.is_some_and(|e| e.structure.len() as u64 == structure.len && xxh3_64(&e.structure) == structure.hash);
     if !same || written != bases {
         return Err(changed());
+    }
+    Ok(())
+}
+
+/// Writes a genome-mode file's region from the bases kept by its first look (which produced its structure from the
+/// same bytes, so nothing can have changed in between): the head, then the bases.
+fn write_kept_region(
+    path: &Path,
+    bases: u64,
+    structure: Structure,
+    kept: &KeptBases,
+    out: &mut impl Write,
+) -> Result<()> {
+    let total: u64 = kept.0.iter().map(|b| b.len() as u64).sum();
+    if total != bases {
+        // The pieces and the count come from the same first look: a mismatch is a packer bug.
+        return Err(Error::Input { path: path.to_path_buf(), detail: format!("kept {total} bases of {bases}") });
+    }
+    let head = crate::genome::region::head(structure.offset, structure.len as usize);
+    out.write_all(&head).map_err(|e| Error::io(path, e))?;
+    for piece in kept.0.iter() {
+        out.write_all(piece).map_err(|e| Error::io(path, e))?;
     }
     Ok(())
 }
