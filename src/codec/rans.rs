@@ -712,9 +712,32 @@ pub fn encode_with_contexts(
     let mut states = vec![STATE_LOW; lanes];
     // Each symbol emits at most one word; most emit none.
     let mut words: Vec<u16> = Vec::with_capacity(symbols.len() / 2 + lanes);
+    // One lane (the default) keeps its state in a register: indexed in the vector, the state went through memory
+    // from one symbol to the next (the vector might change under the word pushes as far as the compiler knows),
+    // a store and a load in the chain that bounds the encoder.
+    if lanes == 1 {
+        encode_lanes::<true>(symbols, segments, tail, &mut states, &mut words);
+    } else {
+        encode_lanes::<false>(symbols, segments, tail, &mut states, &mut words);
+    }
+    words.reverse();
+    Encoded { states, words }
+}
+
+/// The body of [`encode_with_contexts`]: codes the symbols from the last to the first into `states` (one per
+/// lane, `states.len()` a power of two) and `words`; `ONE`: a single lane, held in a local.
+fn encode_lanes<const ONE: bool>(
+    symbols: &[u8],
+    segments: &[(usize, &Table)],
+    tail: Option<(&CtxModel, &[u32])>,
+    states: &mut [u32],
+    words: &mut Vec<u16>,
+) {
+    let lanes = states.len();
+    let mut single = states[0];
     let mut put = |i: usize, f: u32, c: u32| {
         assert!(f != 0, "rANS encode: symbol {} (index {i}) has frequency 0 in its table", symbols[i]);
-        let x = &mut states[i & (lanes - 1)];
+        let x = if ONE { &mut single } else { &mut states[i & (lanes - 1)] };
         // In u64: for f = 4096 the bound is 2^32, which no state reaches (a certain symbol costs nothing).
         if *x as u64 >= (f as u64) << (32 - SCALE_BITS) {
             words.push(*x as u16);
@@ -741,8 +764,9 @@ pub fn encode_with_contexts(
         }
         end = start;
     }
-    words.reverse();
-    Encoded { states, words }
+    if ONE {
+        states[0] = single;
+    }
 }
 
 /// Streaming decoder over one slice's rANS stream. Feed it the slice's segments in order with [`Decoder::decode`],
