@@ -825,9 +825,12 @@ __device__ __forceinline__ void parse_units(const Ctx& c, u32 level, u32 mode) {
             load_code_tables(c, loaded, sm);
             __syncwarp();
         }
-        u8* stamps = c.stamps ? c.stamps + ((u64)e << c.unit_log) : nullptr;
+        // The seek path keeps an entry's tokens and bytes in its slot e; the full decode (no slot map) keeps them
+        // at the unit's own place, and its worklist may list the units in any order (see ensure_full).
+        const u64 slot = c.slot_of_unit ? e : id;
+        u8* stamps = c.stamps ? c.stamps + (slot << c.unit_log) : nullptr;
         u32* resume = c.resume ? c.resume + (u64)e * RESUME_WORDS : nullptr;
-        parse_one<W>(c, g, id, c.tok_off[e], c.bytes + ((u64)e << c.unit_log), stamps, mode, resume, sm);
+        parse_one<W>(c, g, id, c.tok_off[slot], c.bytes + (slot << c.unit_log), stamps, mode, resume, sm);
         if (g.lane == 0 && c.slot_of_unit) c.slot_of_unit[id] = e;
     }
 }
@@ -955,6 +958,11 @@ __device__ __forceinline__ void literal_units(const Ctx& c, u32 parsed_level) {
 
 // One entry point per lane count K (the host loads the one its archive's header names).
 extern "C" __global__ void parse_k1(Ctx c, u32 level, u32 mode) { parse_units<1>(c, level, mode); }
+// K = 1 held to 64 registers (8 CTAs of 128 threads an SM instead of 7; a few spills), for comparison
+// (ACEAPEX_GPU_PARSE_BOUNDED=1): the parse is latency-bound on its loads at 36 % occupancy (session 20 run 2).
+extern "C" __global__ void __launch_bounds__(128, 8) parse_k1_bounded(Ctx c, u32 level, u32 mode) {
+    parse_units<1>(c, level, mode);
+}
 extern "C" __global__ void parse_k2(Ctx c, u32 level, u32 mode) { parse_units<2>(c, level, mode); }
 extern "C" __global__ void parse_k4(Ctx c, u32 level, u32 mode) { parse_units<4>(c, level, mode); }
 extern "C" __global__ void parse_k8(Ctx c, u32 level, u32 mode) { parse_units<8>(c, level, mode); }

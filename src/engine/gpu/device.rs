@@ -664,6 +664,27 @@ pub fn compile_check(arch: &'static str) -> std::result::Result<usize, String> {
     compile_fresh(arch, None).map(|p| p.to_src().len())
 }
 
+/// The order in which the full decode's parse takes the units (its worklist): within each table group, the units
+/// with the most rANS symbols first. A warp parses 32 units at once (K = 1) and runs as long as its longest one, so
+/// units of like length side by side keep its lanes busy (session 20 run 2: 14 of 32 lanes active in stream
+/// order), and staying within a group keeps the lanes on one group's decode tables, which L1 then holds.
+/// ACEAPEX_GPU_PARSE_ORDER=stream keeps stream order, for comparison.
+fn parse_order(meta: &[u32], group_shift: u32) -> Vec<u32> {
+    let mut ids: Vec<u32> = (0..(meta.len() / prep::META_WORDS) as u32).collect();
+    if std::env::var("ACEAPEX_GPU_PARSE_ORDER").as_deref() == Ok("stream") {
+        return ids;
+    }
+    let symbols = |u: u32| {
+        let row = &meta[u as usize * prep::META_WORDS..][..prep::META_WORDS];
+        3 * u64::from(row[2]) + 1 + u64::from(row[3])
+    };
+    let per_group = 1usize << group_shift.min(31);
+    for group in ids.chunks_mut(per_group) {
+        group.sort_by_key(|&u| std::cmp::Reverse(symbols(u)));
+    }
+    ids
+}
+
 /// The highest level `Resolve::Levels` copies, from the pieces per level (`hist[0]`: over the cap): the lowest
 /// whose higher levels hold at most 1/`share` of all pieces, or MIN_CHASED; with `share` 0 the highest.
 /// (Copying at most 64 levels was tried: fly ×11, whose pieces sit in 208 levels, 3.32 → 2.93 ms, but the 1.16
@@ -713,7 +734,10 @@ impl Device {
         };
         let load = |n: &str| module.load_function(n).map_err(gpu("kernel missing"));
         let kernels = Kernels {
-            parse: load(&format!("parse_k{}", data.header.rans_lanes))?,
+            parse: match (data.header.rans_lanes, std::env::var_os("ACEAPEX_GPU_PARSE_BOUNDED").is_some()) {
+                (1, true) => load("parse_k1_bounded")?,
+                (k, _) => load(&format!("parse_k{k}"))?,
+            },
             parse_seek: if std::env::var_os("ACEAPEX_GPU_SEEK_GROUP").is_some() {
                 load(&format!("parse_k{}", data.header.rans_lanes))?
             } else {
@@ -1292,7 +1316,7 @@ impl Device {
         if task_unit.is_empty() {
             task_unit.push(0); // a buffer of one: no allocation of zero bytes
         }
-        let ids: Vec<u32> = (0..n as u32).collect();
+        let ids = parse_order(&self.meta_host.words, self.group_shift);
         let mut counters_init = vec![0u32; self.counters_len()];
         counters_init[0] = n as u32;
         let tokens = acc.max(1) as usize;
@@ -2059,6 +2083,20 @@ mod tests {
     }
 
     /// Constants the host sizes buffers and launches by must be the kernel's own.
+    #[test]
+    fn the_parse_takes_each_group_longest_first() {
+        // Six units in groups of four (group_shift 2): symbols 3 nmatch + 1 + nlit = 4, 11, 2, 11 | 9, 1.
+        let rows = [(1, 0), (2, 4), (0, 1), (3, 1), (2, 2), (0, 0)];
+        let mut meta = vec![0u32; rows.len() * prep::META_WORDS];
+        for (u, (nmatch, nlit)) in rows.into_iter().enumerate() {
+            meta[u * prep::META_WORDS + 2] = nmatch;
+            meta[u * prep::META_WORDS + 3] = nlit;
+        }
+        // Ties keep stream order (a stable sort); no unit leaves its group.
+        assert_eq!(parse_order(&meta, 2), vec![1, 3, 0, 2, 4, 5]);
+        assert_eq!(parse_order(&[], 2), Vec::<u32>::new());
+    }
+
     #[test]
     fn level_starts_are_the_kernels_prefix_sums() {
         let mut hist = vec![0u32; LEVELS];
