@@ -958,11 +958,6 @@ __device__ __forceinline__ void literal_units(const Ctx& c, u32 parsed_level) {
 
 // One entry point per lane count K (the host loads the one its archive's header names).
 extern "C" __global__ void parse_k1(Ctx c, u32 level, u32 mode) { parse_units<1>(c, level, mode); }
-// K = 1 held to 64 registers (8 CTAs of 128 threads an SM instead of 7; a few spills), for comparison
-// (ACEAPEX_GPU_PARSE_BOUNDED=1): the parse is latency-bound on its loads at 36 % occupancy (session 20 run 2).
-extern "C" __global__ void __launch_bounds__(128, 8) parse_k1_bounded(Ctx c, u32 level, u32 mode) {
-    parse_units<1>(c, level, mode);
-}
 extern "C" __global__ void parse_k2(Ctx c, u32 level, u32 mode) { parse_units<2>(c, level, mode); }
 extern "C" __global__ void parse_k4(Ctx c, u32 level, u32 mode) { parse_units<4>(c, level, mode); }
 extern "C" __global__ void parse_k8(Ctx c, u32 level, u32 mode) { parse_units<8>(c, level, mode); }

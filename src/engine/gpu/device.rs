@@ -664,16 +664,23 @@ pub fn compile_check(arch: &'static str) -> std::result::Result<usize, String> {
     compile_fresh(arch, None).map(|p| p.to_src().len())
 }
 
-/// The order in which the full decode's parse takes the units (its worklist): within each table group, the units
-/// with the most rANS symbols first. A warp parses 32 units at once (K = 1) and runs as long as its longest one, so
-/// units of like length side by side keep its lanes busy (session 20 run 2: 14 of 32 lanes active in stream
-/// order), and staying within a group keeps the lanes on one group's decode tables, which L1 then holds.
-/// ACEAPEX_GPU_PARSE_ORDER=stream keeps stream order, for comparison.
+/// The order in which the full decode's parse takes the units (its worklist): stream order, or with
+/// ACEAPEX_GPU_PARSE_ORDER=grouped, within each table group the units with the most rANS symbols first (a warp
+/// parses 32 units at once with K = 1 and runs as long as its longest one; session 20 run 2 saw 14 of 32 lanes
+/// active). Measured in run 3 (9dd1d03, H200): grouped was 1-2 % faster on atha and fly ×11 but 4 % slower on
+/// the 4.65 GB archive (20.57 against 19.72 ms: its entropy decode gained, its literal and token stores lost), so
+/// stream order stays the default.
 fn parse_order(meta: &[u32], group_shift: u32) -> Vec<u32> {
     let mut ids: Vec<u32> = (0..(meta.len() / prep::META_WORDS) as u32).collect();
-    if std::env::var("ACEAPEX_GPU_PARSE_ORDER").as_deref() == Ok("stream") {
+    if std::env::var("ACEAPEX_GPU_PARSE_ORDER").as_deref() != Ok("grouped") {
         return ids;
     }
+    sort_groups_longest_first(&mut ids, meta, group_shift);
+    ids
+}
+
+/// Sorts `ids` (every unit, in stream order) within each table group by rANS symbols, most first.
+fn sort_groups_longest_first(ids: &mut [u32], meta: &[u32], group_shift: u32) {
     let symbols = |u: u32| {
         let row = &meta[u as usize * prep::META_WORDS..][..prep::META_WORDS];
         3 * u64::from(row[2]) + 1 + u64::from(row[3])
@@ -682,7 +689,6 @@ fn parse_order(meta: &[u32], group_shift: u32) -> Vec<u32> {
     for group in ids.chunks_mut(per_group) {
         group.sort_by_key(|&u| std::cmp::Reverse(symbols(u)));
     }
-    ids
 }
 
 /// The highest level `Resolve::Levels` copies, from the pieces per level (`hist[0]`: over the cap): the lowest
@@ -734,10 +740,7 @@ impl Device {
         };
         let load = |n: &str| module.load_function(n).map_err(gpu("kernel missing"));
         let kernels = Kernels {
-            parse: match (data.header.rans_lanes, std::env::var_os("ACEAPEX_GPU_PARSE_BOUNDED").is_some()) {
-                (1, true) => load("parse_k1_bounded")?,
-                (k, _) => load(&format!("parse_k{k}"))?,
-            },
+            parse: load(&format!("parse_k{}", data.header.rans_lanes))?,
             parse_seek: if std::env::var_os("ACEAPEX_GPU_SEEK_GROUP").is_some() {
                 load(&format!("parse_k{}", data.header.rans_lanes))?
             } else {
@@ -2084,7 +2087,7 @@ mod tests {
 
     /// Constants the host sizes buffers and launches by must be the kernel's own.
     #[test]
-    fn the_parse_takes_each_group_longest_first() {
+    fn grouped_parse_order_takes_each_group_longest_first() {
         // Six units in groups of four (group_shift 2): symbols 3 nmatch + 1 + nlit = 4, 11, 2, 11 | 9, 1.
         let rows = [(1, 0), (2, 4), (0, 1), (3, 1), (2, 2), (0, 0)];
         let mut meta = vec![0u32; rows.len() * prep::META_WORDS];
@@ -2093,8 +2096,10 @@ mod tests {
             meta[u * prep::META_WORDS + 3] = nlit;
         }
         // Ties keep stream order (a stable sort); no unit leaves its group.
-        assert_eq!(parse_order(&meta, 2), vec![1, 3, 0, 2, 4, 5]);
-        assert_eq!(parse_order(&[], 2), Vec::<u32>::new());
+        let mut ids: Vec<u32> = (0..6).collect();
+        sort_groups_longest_first(&mut ids, &meta, 2);
+        assert_eq!(ids, vec![1, 3, 0, 2, 4, 5]);
+        assert_eq!(parse_order(&meta, 2), (0..6).collect::<Vec<u32>>());
     }
 
     #[test]
