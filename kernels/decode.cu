@@ -11,7 +11,10 @@
 // their final offsets):
 //
 //  * Full decode (device-resident throughput): the parser over every unit writes literals to their stream
-//    positions, tokens to flat arrays and a stamp per byte (literal: 1, match byte: 0). `resolve_round` 0 then
+//    positions and tokens to flat arrays; then by default one `copy_flow` launch copies every match in stream
+//    order once its sources are (see "Full decode by copies in stream order"). The alternatives, kept for
+//    comparison: match levels (`level_ordered`, `copy_level`, ...), and stamps per byte (literal: 1, match byte:
+//    0, written by the parser only for them) with `resolve_round` 0 and the chase: `resolve_round` 0 then
 //    resolves every match byte whose source byte is final (stamp = 1 + depth), byte-parallel per warp, reading
 //    sources other warps finished earlier in the same launch; what it leaves goes on a list in pieces of at most
 //    RESOLVE_PIECE bytes, and `resolve_chase` resolves each of those bytes by following its matches through the
