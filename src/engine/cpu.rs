@@ -61,6 +61,19 @@ impl BatchTrace {
             sink: std::time::Duration::ZERO,
         }
     }
+
+    /// Runs `f`, and when tracing adds its wall time to the duration `pick` chooses.
+    fn time<R>(
+        trace: &mut Option<BatchTrace>,
+        pick: fn(&mut BatchTrace) -> &mut std::time::Duration,
+        f: impl FnOnce() -> R,
+    ) -> R {
+        let Some(t) = trace else { return f() };
+        let since = std::time::Instant::now();
+        let r = f();
+        *pick(t) += since.elapsed();
+        r
+    }
 }
 
 /// Decodes blocks on the CPU: the reference every other engine is checked against.
@@ -237,20 +250,11 @@ impl CpuEngine {
                     }
                     if !self.work_one(&batch) {
                         // Every block is claimed: the one we need is being decoded by another thread.
-                        let since = trace.as_ref().map(|_| std::time::Instant::now());
-                        let done = batch.wait(&slot.done);
-                        if let (Some(t), Some(since)) = (trace.as_mut(), since) {
-                            t.waited += since.elapsed();
-                        }
-                        break done;
+                        break BatchTrace::time(&mut trace, |t| &mut t.waited, || batch.wait(&slot.done));
                     }
                 };
                 let block = finished.as_ref().map_err(|fault| fault.clone().into_error(&self.data));
-                let since = trace.as_ref().map(|_| std::time::Instant::now());
-                let sunk = on_block(first + i as u64, block);
-                if let (Some(t), Some(since)) = (trace.as_mut(), since) {
-                    t.sink += since.elapsed();
-                }
+                let sunk = BatchTrace::time(&mut trace, |t| &mut t.sink, || on_block(first + i as u64, block));
                 if let Err(e) = sunk {
                     batch.stop.store(true, Ordering::Relaxed);
                     return Err(e);
