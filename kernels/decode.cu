@@ -441,6 +441,259 @@ __device__ __forceinline__ void load_lit_table(const Ctx& c, u64 grp, LitTables*
     warp_copy16((uint4*)t->fc, (const uint4*)(g + CT_FC + CT_LIT_FC), 256 / 4);
 }
 
+// ---- K = 1: a thread per slice, its literals in registers (the full decode's and the seek's literal phase) ----
+//
+// With one rANS state per slice, a slice's literals are one serial chain: each step's slot needs the state the
+// step before left. So the time of a decode of few slices (atha_chr1: 7,504 slices, ~3,600 literals each) is the
+// length of that chain in cycles, not a throughput: session 20's K = 1 literal loop took ~740 cycles a literal
+// there (entropy alone 1.35 ms on an H200). This loop keeps every memory access off the chain:
+//  * the context model is in shared memory when its order is at most K1_CTX_ORDER (else global, through L1), and
+//    the four rows a literal's successor context can have (consecutive: ((ctx << 2) | s) & mask) are loaded
+//    while the literal itself decodes, so the next step only selects one by the base just decoded;
+//  * the word stream is read through a 64-bit bit buffer refilled from two aligned 32-bit words loaded two
+//    refills (~16 literals) ahead (WordReader1);
+//  * the next token's literal start and offset are loaded one token ahead, and literals are gathered into
+//    aligned 8-byte words (a lane's stores go to its own slice: a store per literal was a transaction each).
+// A CTA of the K = 1 parse loads the tables of its first slice's group into shared memory (K1Tables); a slice of
+// another group (a CTA straddling a group boundary, or a grid-stride loop's later entries) reads them from global
+// memory, with the same results.
+#define K1_CTX_ORDER 5
+#define K1_CTX_MAX (1u << (2 * K1_CTX_ORDER))
+
+struct K1Tables {
+    uint2 ctx[K1_CTX_MAX];  // the context model (xtab rows) of `group`, when its order <= K1_CTX_ORDER
+    u32 lit[4096];          // `group`'s LIT decode table (dtab layout)
+    CodeTables code;        // `group`'s LL, ML and OF tables (the compact layout parse_one reads)
+    u64 group;              // the table group loaded (~0: none)
+    u32 ctx_first;          // xtab index of the model in `ctx` (NO_SLOT: none)
+};
+
+// The whole CTA loads group `grp`'s tables into `k` (the caller syncs the CTA after).
+__device__ __forceinline__ void load_k1_tables(const Ctx& c, u64 grp, K1Tables* k) {
+    const u32 n = blockDim.x, i0 = threadIdx.x;
+    const uint4* lit = (const uint4*)(c.dtab + grp * 4 * 4096 + 3 * 4096);
+    for (u32 i = i0; i < 4096 / 4; i += n) ((uint4*)k->lit)[i] = lit[i];
+    const uint4* code = (const uint4*)(c.ctab + grp * CT_WORDS);
+    for (u32 i = i0; i < 3 * 4096 / 16; i += n) ((uint4*)k->code.syms)[i] = code[i];
+    for (u32 i = i0; i < CT_LIT_FC; i += n) k->code.fc[i] = c.ctab[grp * CT_WORDS + CT_FC + i];
+    const u32* g = c.xgrp + 2 * grp;
+    const u32 order = g[0], first = g[1];
+    const bool fits = order >= 1 && order <= K1_CTX_ORDER;
+    if (fits)
+        for (u32 i = i0; i < (1u << (2 * order)); i += n) k->ctx[i] = c.xtab[first + i];
+    if (i0 == 0) {
+        k->group = grp;
+        k->ctx_first = fits ? first : NO_SLOT;
+    }
+}
+
+// The rANS word stream of one K = 1 slice: a bit buffer that always holds at least the next two words, refilled
+// from aligned 32-bit loads issued two refills before their bits are needed. Reads at or past the stream's end
+// load 0 (the payload buffer is padded, so an aligned word that starts before the end lies inside it).
+struct WordReader1 {
+    const u8* p;    // the next aligned 32-bit word to load
+    const u8* end;  // end of the word stream
+    u64 buf;        // unread bits, LSB first
+    u32 nbits;      // valid bits in buf (>= 32 between takes)
+    u32 q0, q1;     // the next two aligned words
+    u32 left;       // words not taken yet
+
+    __device__ __forceinline__ u32 ld(const u8* a) const { return a < end ? *(const u32*)a : 0u; }
+    __device__ __forceinline__ void init(const u8* words, u32 nwords, u32 pos) {
+        const u8* a = words + 2ull * pos;
+        end = words + 2ull * nwords;
+        left = nwords - pos;
+        const u8* a0 = (const u8*)((u64)a & ~3ull);
+        const u32 sh = 8u * (u32)((u64)a & 3u);
+        buf = (u64)(ld(a0) >> sh);
+        nbits = 32 - sh;
+        buf |= (u64)ld(a0 + 4) << nbits;
+        nbits += 32;
+        q0 = ld(a0 + 8);
+        q1 = ld(a0 + 12);
+        p = a0 + 16;
+    }
+    // Renormalises `x` (FORMAT.md §3.4: below 2^16 it takes the next word); a word past the stream sets `bad`.
+    __device__ __forceinline__ void renorm(u32* x, bool* bad) {
+        if (*x < 65536u) {
+            *bad |= left == 0;
+            *x = (*x << 16) | ((u32)buf & 0xFFFFu);
+            left--;
+            buf >>= 16;
+            nbits -= 16;
+            if (nbits < 32) {
+                buf |= (u64)q0 << nbits;
+                nbits += 32;
+                q0 = q1;
+                q1 = ld(p);
+                p += 4;
+            }
+        }
+    }
+};
+
+// Where a K = 1 slice's literals go: literal l to unit offset obase + l while l < end_l (token t's run), the next
+// token's offset and run end loaded a token ahead. `lw` gathers the literals of the aligned 8-byte word `lwa` of
+// the unit (NO_SLOT: none yet); the word's bytes that are not literals get zeros (they are match bytes of this
+// unit, which nothing else writes during the parse and every resolution writes later; see literal_phase).
+enum K1Place { K1_NONE, K1_WORDS, K1_STAMPS };
+struct LiteralSink1 {
+    const u32* tp;
+    const u32* li;
+    u32 ntok, nlit, t, obase, end_l, n_tp, n_end, lwa;
+    u64 lw;
+
+    __device__ __forceinline__ void init(const u32* tp_, const u32* li_, u32 ntok_, u32 nlit_) {
+        tp = tp_;
+        li = li_;
+        ntok = ntok_;
+        nlit = nlit_;
+        t = 0;
+        obase = tp[0];  // li[0] = 0
+        end_l = ntok > 1 ? li[1] : nlit;
+        n_tp = ntok > 1 ? tp[1] : 0u;
+        n_end = ntok > 2 ? li[2] : nlit;
+        lwa = NO_SLOT;
+        lw = 0;
+    }
+    // The unit offset of literal l (l < nlit, l increasing; the parse checked the sums, so a token holds it).
+    __device__ __forceinline__ u32 offset(u32 l) {
+        while (l >= end_l) {
+            t++;
+            obase = n_tp - end_l;
+            end_l = n_end;
+            n_tp = t + 1 < ntok ? tp[t + 1] : 0u;
+            n_end = t + 2 < ntok ? li[t + 2] : nlit;
+        }
+        return obase + l;
+    }
+    template <K1Place P>
+    __device__ __forceinline__ void put(u8* bytes, u8* stamps, u32 l, u32 sym) {
+        if constexpr (P == K1_NONE) return;
+        const u32 o = offset(l);
+        if constexpr (P == K1_STAMPS) {
+            bytes[o] = (u8)sym;
+            stamps[o] = 1;  // a literal: depth 0
+        } else {
+            if ((o & ~7u) != lwa) {
+                if (lwa != NO_SLOT) *(u64*)(bytes + lwa) = lw;
+                lwa = o & ~7u;
+                lw = 0;
+            }
+            lw |= (u64)sym << (8 * (o & 7u));
+        }
+    }
+    template <K1Place P>
+    __device__ __forceinline__ void flush(u8* bytes) {
+        if constexpr (P == K1_WORDS) {
+            if (lwa != NO_SLOT) *(u64*)(bytes + lwa) = lw;
+        }
+    }
+};
+
+// Context-coded literals (FORMAT.md §3.5) of a K = 1 slice: `T` the model's rows (shared or global memory), the
+// context starting at 0. SMEM: T is shared and 16-byte aligned, so the four successor rows are two 16-byte loads.
+template <bool SMEM, K1Place P>
+__device__ __forceinline__ void k1_context_literals(const uint2* T, u32 mask, u32 nlit, u32* xp, WordReader1& wr,
+                                                    LiteralSink1& sink, u8* bytes, u8* stamps, bool* bad) {
+    u32 x = *xp, ctx = 0;
+    uint2 e = T[0];
+    for (u32 l = 0; l < nlit; l++) {
+        const u32 nb = (ctx << 2) & mask;  // the successors' rows: nb .. nb + 3 (mask = 4^k - 1, k >= 1)
+        uint2 r0, r1, r2, r3;
+        if constexpr (SMEM) {
+            const uint4 a = ((const uint4*)T)[nb >> 1], b = ((const uint4*)T)[(nb >> 1) + 1];
+            r0 = make_uint2(a.x, a.y);
+            r1 = make_uint2(a.z, a.w);
+            r2 = make_uint2(b.x, b.y);
+            r3 = make_uint2(b.z, b.w);
+        } else {
+            r0 = T[nb];
+            r1 = T[nb + 1];
+            r2 = T[nb + 2];
+            r3 = T[nb + 3];
+        }
+        const u32 slot = x & 4095u;
+        const u32 c1 = e.x & 0xFFFFu, c2 = e.x >> 16, c3 = e.y;
+        const bool m1 = slot >= c1, m2 = slot >= c2, m3 = slot >= c3;
+        // The base's slot range [lo, hi) (a base of frequency 0 has an empty one and is never chosen).
+        const u32 lo = m2 ? (m3 ? c3 : c2) : (m1 ? c1 : 0u);
+        const u32 hi = m2 ? (m3 ? 4096u : c3) : (m1 ? c2 : c1);
+        const u32 s = (u32)m1 + (u32)m2 + (u32)m3;
+        x = (hi - lo) * (x >> 12) + slot - lo;
+        wr.renorm(&x, bad);
+        ctx = nb | s;
+        e = m2 ? (m3 ? r3 : r2) : (m1 ? r1 : r0);
+        sink.put<P>(bytes, stamps, l, (0x54474341u >> (8u * s)) & 0xFFu);  // "ACGT"[s]
+    }
+    *xp = x;
+}
+
+// LIT-table literals of a K = 1 slice: `L` the group's 4096 slot entries (dtab layout, shared or global).
+template <K1Place P>
+__device__ __forceinline__ void k1_table_literals(const u32* L, u32 nlit, u32* xp, WordReader1& wr,
+                                                  LiteralSink1& sink, u8* bytes, u8* stamps, bool* bad) {
+    u32 x = *xp;
+    for (u32 l = 0; l < nlit; l++) {
+        const u32 slot = x & 4095u;
+        const u32 e = L[slot];
+        if (e == 0xFFFFFFFFu) {
+            *bad = true;
+            break;
+        }
+        x = (((e >> 8) & 0xFFFu) + 1) * (x >> 12) + slot - (e >> 20);
+        wr.renorm(&x, bad);
+        sink.put<P>(bytes, stamps, l, e & 0xFFu);
+    }
+    *xp = x;
+}
+
+template <K1Place P>
+__device__ __forceinline__ void k1_literals(const Ctx& c, u32 id, bool lit_ctx, u32 nlit, u32* x, WordReader1& wr,
+                                            LiteralSink1& sink, u8* bytes, u8* stamps, const K1Tables* k1, bool* bad) {
+    const u64 grp = id >> c.group_shift;
+    const bool local = k1 != nullptr && k1->group == grp;
+    if (lit_ctx) {
+        const LitModel lm = lit_model_of(c, id);
+        if (local && k1->ctx_first != NO_SLOT)
+            k1_context_literals<true, P>(k1->ctx, lm.mask, nlit, x, wr, sink, bytes, stamps, bad);
+        else
+            k1_context_literals<false, P>(lm.t, lm.mask, nlit, x, wr, sink, bytes, stamps, bad);
+    } else {
+        const u32* L = local ? k1->lit : c.dtab + grp * 4 * 4096 + 3 * 4096;
+        k1_table_literals<P>(L, nlit, x, wr, sink, bytes, stamps, bad);
+    }
+}
+
+// The literal phase of a K = 1 slice (symbols [3 nmatch + 1, N) of its stream, from the state `x` and word
+// position `pos` the code phase left; with K = 1 the code phase takes no literal): each literal to its unit offset
+// in `bytes` (mode MODE_FULL), or decoded only (MODE_NO_LITERALS, MODE_ENTROPY_ONLY, which also leaves the token
+// arrays alone); then the end-of-stream checks.
+__device__ __forceinline__ void literal_phase_k1(const Ctx& c, u32 id, u32* tp, const u32* li, u8* bytes, u8* stamps,
+                                                  u32 mode, u32 x, u32 pos, const K1Tables* k1) {
+    const u32* m = c.meta + (u64)id * META_WORDS;
+    const u32 nmatch = m[2], nlit = m[3], nwords = m[4];
+    const u64 payload = (u64)m[0] | ((u64)m[1] << 32);
+    const bool lit_ctx = (m[6] & META_CTX) != 0;
+    WordReader1 wr;
+    wr.init(c.file + payload + (m[6] & META_HDR_MASK) + 4, nwords, pos);
+    LiteralSink1 sink;
+    bool bad = false;
+    if (mode == MODE_FULL) {
+        sink.init(tp, li, nmatch + 1, nlit);
+        if (stamps) {
+            k1_literals<K1_STAMPS>(c, id, lit_ctx, nlit, &x, wr, sink, bytes, stamps, k1, &bad);
+        } else {
+            k1_literals<K1_WORDS>(c, id, lit_ctx, nlit, &x, wr, sink, bytes, stamps, k1, &bad);
+            sink.flush<K1_WORDS>(bytes);
+        }
+    } else {
+        k1_literals<K1_NONE>(c, id, lit_ctx, nlit, &x, wr, sink, bytes, stamps, k1, &bad);
+        if (mode == MODE_ENTROPY_ONLY) tp[0] = nwords - wr.left;  // a visible result: the decode is not dead code
+    }
+    if (bad || x != 65536u || wr.left != 0) report(c.status, bad ? E_WORDS : E_FINAL, id);
+}
+
 template <int W>
 __device__ void literal_phase(const Ctx& c, const Group<W>& g, u32 id, const u32* tp, const u32* li, u8* bytes,
                               u8* stamps, u32 mode, u32 x, WordWindow<W>& ww, int pending);
@@ -450,7 +703,7 @@ __device__ void literal_phase(const Ctx& c, const Group<W>& g, u32 id, const u32
 // their unit offsets in `bytes` (a unit-local buffer of 2^unit_log bytes).
 template <int W>
 __device__ void parse_one(const Ctx& c, const Group<W>& g, u32 id, u64 tok_base, u8* bytes, u8* stamps, u32 mode,
-                          u32* resume, const CodeTables* sm) {
+                          u32* resume, const CodeTables* sm, const K1Tables* k1 = nullptr) {
     const u8* file = c.file;
     u64* status = c.status;
     const u32 lane = g.lane;
@@ -493,6 +746,8 @@ __device__ void parse_one(const Ctx& c, const Group<W>& g, u32 id, u64 tok_base,
             asm volatile("prefetch.global.L1 [%0];" ::"l"(file + payload + off));
     }
 
+    // K = 1: the CTA's tables in shared memory serve the slices of its group (see K1Tables).
+    if (W == 1 && k1 != nullptr && k1->group == (u64)(id >> c.group_shift)) sm = &k1->code;
     if (mode == MODE_TOKENS && !sm) prefetch_l1_shared(tab, 3 * 4096 * 4);  // the LL, ML and OF tables
 
     // Phase A: entropy-decode the LL, ML and OF codes (symbols [0, 3 nmatch + 1)) into the token arrays, and
@@ -510,7 +765,8 @@ __device__ void parse_one(const Ctx& c, const Group<W>& g, u32 id, u64 tok_base,
     int pending = -1;  // literal byte decoded in the last code step, or -1
 
     for (u64 j = 0; j < steps; j++) {
-        if (j == code_steps && mode != MODE_ENTROPY_ONLY) break;
+        // (With K = 1 the literals, also in MODE_ENTROPY_ONLY, are literal_phase_k1's.)
+        if (j == code_steps && (mode != MODE_ENTROPY_ONLY || W == 1)) break;
         u64 i = j * K + lane;
         bool act = lane < K && i < S;
         if (act && lit_ctx && i >= ncodes) {
@@ -551,6 +807,12 @@ __device__ void parse_one(const Ctx& c, const Group<W>& g, u32 id, u64 tok_base,
     if (g.any(bad)) {
         if (lane == 0) report(status, E_SYMBOL, id);
         return;
+    }
+    if constexpr (W == 1) {
+        if (mode == MODE_ENTROPY_ONLY) {
+            literal_phase_k1(c, id, tp, li, bytes, stamps, mode, x, ww.pos, k1);
+            return;
+        }
     }
     if (mode == MODE_ENTROPY_ONLY) {
         if (!g.all(x == 65536u) || ww.pos != nwords) {
@@ -666,7 +928,8 @@ __device__ void parse_one(const Ctx& c, const Group<W>& g, u32 id, u64 tok_base,
         return;
     }
     g.sync();
-    literal_phase<W>(c, g, id, tp, li, bytes, stamps, mode, x, ww, pending);
+    if constexpr (W == 1) literal_phase_k1(c, id, tp, li, bytes, stamps, mode, x, ww.pos, k1);
+    else literal_phase<W>(c, g, id, tp, li, bytes, stamps, mode, x, ww, pending);
 }
 
 // Phase C of a unit's parse: the literals (symbols [3 nmatch + 1, N) of the rANS stream, from the state `x` and
@@ -816,6 +1079,16 @@ __device__ __forceinline__ void parse_units(const Ctx& c, u32 level, u32 mode) {
     if (W == 32 && (mode & MODE_SMEM)) sm = (CodeTables*)((u8*)dyn_smem + (threadIdx.x / 32) * CODE_SMEM_BYTES);
     mode &= ~(u32)MODE_SMEM;
     u64 loaded = ~0ull;  // the group whose tables `sm` holds
+    const K1Tables* k1 = nullptr;
+    if constexpr (W == 1) {
+        // The tables of the CTA's first entry's group (see K1Tables; the grid and `end` are CTA-uniform).
+        __shared__ __align__(16) K1Tables k1s;
+        const u32 first = begin + blockIdx.x * blockDim.x;
+        if (first < end) load_k1_tables(c, c.worklist[first] >> c.group_shift, &k1s);
+        else if (threadIdx.x == 0) k1s.group = ~0ull;
+        __syncthreads();
+        k1 = &k1s;
+    }
     const Group<W> g;
     const u32 groups_per_cta = blockDim.x / W;
     const u32 group = blockIdx.x * groups_per_cta + threadIdx.x / W;
@@ -833,7 +1106,7 @@ __device__ __forceinline__ void parse_units(const Ctx& c, u32 level, u32 mode) {
         const u64 slot = c.slot_of_unit ? e : id;
         u8* stamps = c.stamps ? c.stamps + (slot << c.unit_log) : nullptr;
         u32* resume = c.resume ? c.resume + (u64)e * RESUME_WORDS : nullptr;
-        parse_one<W>(c, g, id, c.tok_off[slot], c.bytes + (slot << c.unit_log), stamps, mode, resume, sm);
+        parse_one<W>(c, g, id, c.tok_off[slot], c.bytes + (slot << c.unit_log), stamps, mode, resume, sm, k1);
         if (g.lane == 0 && c.slot_of_unit) c.slot_of_unit[id] = e;
     }
 }
@@ -954,8 +1227,12 @@ __device__ __forceinline__ void literal_units(const Ctx& c, u32 parsed_level) {
         const u32 p = rs[33 + g.lane];
         const u64 tb = c.tok_off[e];
         u8* stamps = c.stamps ? c.stamps + ((u64)e << c.unit_log) : nullptr;
-        literal_phase<W>(c, g, id, c.tpos + tb, c.lidx + tb, c.bytes + ((u64)e << c.unit_log), stamps, MODE_FULL,
-                         rs[1 + g.lane], ww, p == 0xFFFFFFFFu ? -1 : (int)p);
+        if constexpr (W == 1)  // K = 1 leaves no literal pending (see literal_phase_k1)
+            literal_phase_k1(c, id, c.tpos + tb, c.lidx + tb, c.bytes + ((u64)e << c.unit_log), stamps, MODE_FULL,
+                             rs[1], rs[0], nullptr);
+        else
+            literal_phase<W>(c, g, id, c.tpos + tb, c.lidx + tb, c.bytes + ((u64)e << c.unit_log), stamps,
+                             MODE_FULL, rs[1 + g.lane], ww, p == 0xFFFFFFFFu ? -1 : (int)p);
     }
 }
 
@@ -1247,6 +1524,38 @@ __device__ __forceinline__ u32 indexed_token(const u32* tp, const u32* row, u32 
     return t;
 }
 
+// Follows the byte at unit offset `o` of unit `b` (its token `t` among the unit's `nt` tokens at tok_off `tbase`)
+// through matches to a literal, at most max_depth hops, through the tokens of a full (resident) parse and their
+// token index; returns it, complemented once per reverse-complement hop (0 after a fault, which it reports).
+__device__ __forceinline__ u32 chase_from(const Ctx& c, const u32* index, u64 b, u64 tbase, u32 nt, u32 t, u32 o) {
+    const u64 mask = (1ull << c.unit_log) - 1;
+    const u32 per_unit_log = c.unit_log - TOKEN_BUCKET_LOG;
+    u64 p = (b << c.unit_log) + o;
+    bool flip = false;  // an odd number of reverse-complement hops so far
+    for (u32 hops = 0;; hops++) {
+        if (hops > 0) {
+            b = p >> c.unit_log;
+            tbase = c.tok_off[b];
+            nt = c.meta[b * META_WORDS + 2] + 1;
+            o = (u32)(p & mask);
+            t = indexed_token(c.tpos + tbase, index + (b << per_unit_log), nt, o);
+        }
+        const u32 ms = c.mpos[tbase + t];
+        if (o < ms || t + 1 == nt) {
+            const u32 v = c.bytes[p];
+            return flip ? complement(v) : v;
+        }
+        const u64 bkv = c.back[tbase + t];
+        if (hops == c.max_depth || match_dist(bkv) == 0) {
+            report(c.status, hops == c.max_depth ? E_DEPTH : E_BACK, b);
+            return 0;
+        }
+        flip ^= match_rc(bkv);
+        // >= 0 and < p: the parse checked dist <= match start (and dist + len - 1 <= it for a reverse complement).
+        p = source_of((b << c.unit_log) + ms - match_dist(bkv), bkv, o - ms);
+    }
+}
+
 extern "C" __global__ void chase_resident(Ctx c, const u32* ids, u32 n, u8* out, const u32* index) {
     const u64 total = (u64)n << c.unit_log;
     const u64 mask = (1ull << c.unit_log) - 1;
@@ -1273,36 +1582,37 @@ extern "C" __global__ void chase_resident(Ctx c, const u32* ids, u32 n, u8* out,
             if (probe <= off) k += step;
         }
         if (!unit_ok || off >= len) continue;  // past a short last unit
-        u32 t = t0 + k;
-        u64 b = id;
-        u64 p = (id << c.unit_log) + off;
-        u32 o = off;
-        u64 tbase = tb;
-        u32 nt = ntok;
-        bool flip = false;  // an odd number of reverse-complement hops so far
-        for (u32 hops = 0;; hops++) {
-            if (hops > 0) {
-                b = p >> c.unit_log;
-                tbase = c.tok_off[b];
-                nt = c.meta[b * META_WORDS + 2] + 1;
-                o = (u32)(p & mask);
-                t = indexed_token(c.tpos + tbase, index + (b << per_unit_log), nt, o);
-            }
-            const u32 ms = c.mpos[tbase + t];
-            if (o < ms || t + 1 == nt) {
-                const u32 v = c.bytes[p];
-                out[g] = flip ? complement(v) : v;
-                break;
-            }
-            const u64 bkv = c.back[tbase + t];
-            if (hops == c.max_depth || match_dist(bkv) == 0) {
-                report(c.status, hops == c.max_depth ? E_DEPTH : E_BACK, b);
-                break;
-            }
-            flip ^= match_rc(bkv);
-            // >= 0 and < p: the parse checked dist <= match start (and dist + len - 1 <= it for a reverse
-            // complement).
-            p = source_of((b << c.unit_log) + ms - match_dist(bkv), bkv, o - ms);
+        out[g] = (u8)chase_from(c, index, id, tb, ntok, t0 + k, off);
+    }
+}
+
+// ---- Full decode by a chase of every match byte (Resolve::Matches) ----
+//
+// After the parse (literals at their stream positions, every token in the flat arrays) and `index_tokens`, each
+// match byte is resolved on its own by chase_from: through its match to its source, and on through the tokens
+// while that is a match byte, to a literal, at most max_depth hops. It reads literal bytes only, which the parse
+// wrote before this launch, and writes each match byte once: no flags, fences or waits between warps, so the
+// decode's critical path is a chain of at most max_depth token lookups, not the chain of matches whose sources
+// overlap others (copy_flow waits for those: match levels of atha_chr1 reach 100 and more, so its 134 k matches
+// took 0.42 ms there while a 4.65 GB archive's 30 M took 10.5). A warp takes CHASE_MATCHES matches of a unit, one
+// after another, a lane per byte. task_unit / task_off: as copy_flow's (tasks of 32 matches of one unit).
+#define CHASE_MATCHES 8
+extern "C" __global__ void chase_matches(Ctx c, const u32* task_unit, const u32* task_off, u32 ntasks,
+                                         const u32* index) {
+    const u32 lane = threadIdx.x & 31;
+    const u32 per_task = 32 / CHASE_MATCHES;
+    const u64 nwork = (u64)ntasks * per_task;
+    const u64 nwarps = ((u64)gridDim.x * blockDim.x) >> 5;
+    for (u64 w = ((u64)blockIdx.x * blockDim.x + threadIdx.x) >> 5; w < nwork; w += nwarps) {
+        const u32 task = (u32)(w / per_task);
+        const u32 e = task_unit[task];
+        const u32 nm = c.meta[(u64)e * META_WORDS + 2];
+        const u32 t0 = (task - task_off[e]) * 32 + (u32)(w % per_task) * CHASE_MATCHES;
+        const u64 tb = c.tok_off[e];
+        u8* out = c.bytes + ((u64)e << c.unit_log);
+        for (u32 t = t0; t < min(t0 + CHASE_MATCHES, nm); t++) {
+            const u32 ms = c.mpos[tb + t], len = c.tpos[tb + t + 1] - ms;
+            for (u32 k = lane; k < len; k += 32) out[ms + k] = (u8)chase_from(c, index, e, tb, nm + 1, t, ms + k);
         }
     }
 }

@@ -33,6 +33,11 @@ const KERNEL_SOURCE: &str = include_str!("../../../kernels/decode.cu");
 
 /// Threads per CTA for the warp-per-item kernels.
 const CTA_THREADS: u32 = 128;
+/// Warps `chase_matches` gives each task of 32 matches (kernel 32 / CHASE_MATCHES).
+const CHASE_WARPS_PER_TASK: u64 = 4;
+/// Zero bytes after the uploaded payloads: the K = 1 literal phase reads the word stream by aligned 32-bit words,
+/// and the last of a slice may reach up to 3 bytes past the payloads' end (kernels/decode.cu `WordReader1`).
+const FILE_PAD: usize = 16;
 /// Grid of the seek kernels whose work count lives on the device (see `Device::later_grid`), and the largest
 /// grid of the first level.
 const LEVEL_GRID: u32 = 1024;
@@ -344,6 +349,10 @@ pub enum Resolve {
     /// stream order, a match copied as soon as the matches its source overlaps are. No levels, no buckets, no host
     /// synchronisation; like `Levels` it does not check the depth bound.
     Flow,
+    /// `index_tokens`, then one launch of `chase_matches`: every match byte chased on its own through the tokens to
+    /// its literal (at most max_depth hops, checked). Nothing waits for another warp, so the critical path is one
+    /// depth-bounded chase rather than copy_flow's chain of matches over matches (ACEAPEX_GPU_RESOLVE=matches).
+    Matches,
 }
 
 impl Resolve {
@@ -366,6 +375,7 @@ impl Resolve {
         match std::env::var("ACEAPEX_GPU_RESOLVE").as_deref() {
             Ok("chase") => Resolve::Chase,
             Ok("rounds") => Resolve::Rounds,
+            Ok("matches") => Resolve::Matches,
             Ok(v) if v.strip_prefix("levels:").and_then(passes).is_some() => {
                 let p = v.strip_prefix("levels:").and_then(passes).unwrap_or(LEVEL_PASSES_MAX);
                 Resolve::Levels {
@@ -481,6 +491,7 @@ struct Kernels {
     copy_tail: CudaFunction,
     chase_unleveled: CudaFunction,
     copy_flow: CudaFunction,
+    chase_matches: CudaFunction,
 }
 
 /// A captured seek sequence.
@@ -590,7 +601,7 @@ fn gpu<E: std::fmt::Debug>(what: &'static str) -> impl FnOnce(E) -> Error {
 /// with `pread`, so host memory stays bounded for any archive size.
 fn upload_payloads(stream: &Arc<CudaStream>, data: &ArchiveData, payload_end: usize) -> Result<CudaSlice<u8>> {
     const PIECE: usize = 64 << 20;
-    let mut file = stream.alloc_zeros::<u8>(payload_end.max(1)).map_err(gpu("allocating payloads"))?;
+    let mut file = stream.alloc_zeros::<u8>(payload_end + FILE_PAD).map_err(gpu("allocating payloads"))?;
     let mut host = vec![0u8; PIECE.min(payload_end)];
     let mut at = 0usize;
     while at < payload_end {
@@ -766,6 +777,7 @@ impl Device {
             copy_tail: load("copy_tail")?,
             chase_unleveled: load("chase_unleveled")?,
             copy_flow: load("copy_flow")?,
+            chase_matches: load("chase_matches")?,
         };
         // A stream of our own: graphs cannot be captured on the legacy default stream.
         let stream = ctx.new_stream().map_err(gpu("stream"))?;
@@ -1392,6 +1404,7 @@ impl Device {
             _ => None,
         };
         let chase = resolve == Some(Resolve::Chase);
+        let matches = resolve == Some(Resolve::Matches);
         let level_passes = match resolve {
             Some(Resolve::Levels { passes, cap, epoch_min, tail_max, chase_share }) => {
                 Some((passes.min(LEVEL_PASSES_MAX), cap.clamp(1, LEVEL_CAP), epoch_min, tail_max, chase_share))
@@ -1402,7 +1415,7 @@ impl Device {
         let flow = resolve == Some(Resolve::Flow);
         // The chase's token index is rebuilt from this decode's tokens inside the timed region (index_tokens);
         // only its buffer is kept between decodes.
-        let index_ptr = match chase && self.chase_index {
+        let index_ptr = match (chase && self.chase_index) || matches {
             true => self.token_index_ptr()?,
             false => 0u64,
         };
@@ -1430,7 +1443,7 @@ impl Device {
         }
         let full = self.full.as_ref().expect("ensured above");
         // Levels and the flow resolve without stamps, so the parse does not write them.
-        let c = self.full_ctx(full, variant == FullVariant::Full && !levels && !flow);
+        let c = self.full_ctx(full, variant == FullVariant::Full && !levels && !flow && !matches);
         let lists: Vec<u64> = full.lists.iter().map(|l| self.ptr(l)).collect();
         let trim = u32::from(self.resolve_trim);
         let counts_ptr = self.ptr(&full.list_counts);
@@ -1445,10 +1458,10 @@ impl Device {
         let rounds = match resolve {
             Some(Resolve::Chase) => 1,
             Some(Resolve::Rounds) => self.max_depth + 1,
-            Some(Resolve::Levels { .. } | Resolve::Flow) | None => 0,
+            Some(Resolve::Levels { .. } | Resolve::Flow | Resolve::Matches) | None => 0,
         };
         let new_event = || self.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(gpu("event"));
-        let chase_start = match chase || levels || flow {
+        let chase_start = match chase || levels || flow || matches {
             true => Some(new_event()?),
             false => None,
         };
@@ -1513,6 +1526,24 @@ impl Device {
             }
             if let Some(event) = &chase_start {
                 event.record(&stream).map_err(gpu("event"))?;
+            }
+            if matches {
+                // SAFETY (as above): chase_matches(Ctx, u32*, u32*, u32, u32*) with ntasks tasks in task_unit and
+                // task_off (ensure_full) and the index just built.
+                let task_unit = self.ptr(&full.task_unit);
+                let cfg = LaunchConfig {
+                    grid_dim: (grid_for(u64::from(ntasks) * CHASE_WARPS_PER_TASK, warps_per_cta, 1 << 20), 1, 1),
+                    ..cfg
+                };
+                stream
+                    .launch_builder(&self.kernels.chase_matches)
+                    .arg(&c)
+                    .arg(&task_unit)
+                    .arg(&task_ptr)
+                    .arg(&ntasks)
+                    .arg(&index_ptr)
+                    .launch(cfg)
+                    .map_err(gpu("match chase"))?;
             }
             if chase {
                 // Round 0 wrote its list to lists[0] (entries) and lists[2] (spans), counted in list_counts[0].
@@ -2119,6 +2150,7 @@ mod tests {
     fn host_constants_mirror_the_kernel_defines() {
         assert_eq!(kernel_define("RESUME_WORDS"), RESUME_WORDS as u64);
         assert_eq!(kernel_define("RESOLVE_PIECE"), RESOLVE_PIECE);
+        assert_eq!(32 / kernel_define("CHASE_MATCHES"), CHASE_WARPS_PER_TASK);
         assert_eq!(kernel_define("LEVELS"), LEVELS as u64);
         assert_eq!(kernel_define("LEVEL_SCAN_THREADS"), u64::from(LEVEL_SCAN_THREADS));
         assert_eq!(kernel_define("TAIL_THREADS"), u64::from(TAIL_THREADS));
