@@ -1594,23 +1594,23 @@ extern "C" __global__ void chase_resident(Ctx c, const u32* ids, u32 n, u8* out,
 // wrote before this launch, and writes each match byte once: no flags, fences or waits between warps, so the
 // decode's critical path is a chain of at most max_depth token lookups, not the chain of matches whose sources
 // overlap others (copy_flow waits for those: match levels of atha_chr1 reach 100 and more, so its 134 k matches
-// took 0.42 ms there while a 4.65 GB archive's 30 M took 10.5). A warp takes CHASE_MATCHES matches of a unit, one
-// after another, a lane per byte. task_unit / task_off: as copy_flow's (tasks of 32 matches of one unit).
-#define CHASE_MATCHES 8
+// took 0.42 ms there while a 4.65 GB archive's 30 M took 10.5). A warp takes `per_warp` (a power of two <= 32)
+// matches of a unit, one after another, a lane per byte. task_unit / task_off: as copy_flow's (tasks of 32
+// matches of one unit).
 extern "C" __global__ void chase_matches(Ctx c, const u32* task_unit, const u32* task_off, u32 ntasks,
-                                         const u32* index) {
+                                         const u32* index, u32 per_warp) {
     const u32 lane = threadIdx.x & 31;
-    const u32 per_task = 32 / CHASE_MATCHES;
+    const u32 per_task = 32 / per_warp;
     const u64 nwork = (u64)ntasks * per_task;
     const u64 nwarps = ((u64)gridDim.x * blockDim.x) >> 5;
     for (u64 w = ((u64)blockIdx.x * blockDim.x + threadIdx.x) >> 5; w < nwork; w += nwarps) {
         const u32 task = (u32)(w / per_task);
         const u32 e = task_unit[task];
         const u32 nm = c.meta[(u64)e * META_WORDS + 2];
-        const u32 t0 = (task - task_off[e]) * 32 + (u32)(w % per_task) * CHASE_MATCHES;
+        const u32 t0 = (task - task_off[e]) * 32 + (u32)(w % per_task) * per_warp;
         const u64 tb = c.tok_off[e];
         u8* out = c.bytes + ((u64)e << c.unit_log);
-        for (u32 t = t0; t < min(t0 + CHASE_MATCHES, nm); t++) {
+        for (u32 t = t0; t < min(t0 + per_warp, nm); t++) {
             const u32 ms = c.mpos[tb + t], len = c.tpos[tb + t + 1] - ms;
             for (u32 k = lane; k < len; k += 32) out[ms + k] = (u8)chase_from(c, index, e, tb, nm + 1, t, ms + k);
         }

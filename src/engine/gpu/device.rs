@@ -33,8 +33,14 @@ const KERNEL_SOURCE: &str = include_str!("../../../kernels/decode.cu");
 
 /// Threads per CTA for the warp-per-item kernels.
 const CTA_THREADS: u32 = 128;
-/// Warps `chase_matches` gives each task of 32 matches (kernel 32 / CHASE_MATCHES).
-const CHASE_WARPS_PER_TASK: u64 = 4;
+/// Matches a warp of `chase_matches` takes, one after another (a power of two up to 32, the matches of a task);
+/// ACEAPEX_GPU_CHASE_MATCHES=N sets it to compare.
+const CHASE_MATCHES: u32 = 8;
+
+fn chase_matches_per_warp() -> u32 {
+    static N: OnceLock<u32> = OnceLock::new();
+    env_knob(&N, "ACEAPEX_GPU_CHASE_MATCHES", CHASE_MATCHES, |n| n.is_power_of_two() && n <= 32)
+}
 /// Zero bytes after the uploaded payloads: the K = 1 literal phase reads the word stream by aligned 32-bit words,
 /// and the last of a slice may reach up to 3 bytes past the payloads' end (kernels/decode.cu `WordReader1`).
 const FILE_PAD: usize = 16;
@@ -1528,11 +1534,12 @@ impl Device {
                 event.record(&stream).map_err(gpu("event"))?;
             }
             if matches {
-                // SAFETY (as above): chase_matches(Ctx, u32*, u32*, u32, u32*) with ntasks tasks in task_unit and
-                // task_off (ensure_full) and the index just built.
+                // SAFETY (as above): chase_matches(Ctx, u32*, u32*, u32, u32*, u32) with ntasks tasks in task_unit
+                // and task_off (ensure_full), the index just built and a power of two <= 32 matches a warp.
                 let task_unit = self.ptr(&full.task_unit);
+                let per_warp = chase_matches_per_warp();
                 let cfg = LaunchConfig {
-                    grid_dim: (grid_for(u64::from(ntasks) * CHASE_WARPS_PER_TASK, warps_per_cta, 1 << 20), 1, 1),
+                    grid_dim: (grid_for(u64::from(ntasks) * u64::from(32 / per_warp), warps_per_cta, 1 << 20), 1, 1),
                     ..cfg
                 };
                 stream
@@ -1542,6 +1549,7 @@ impl Device {
                     .arg(&task_ptr)
                     .arg(&ntasks)
                     .arg(&index_ptr)
+                    .arg(&per_warp)
                     .launch(cfg)
                     .map_err(gpu("match chase"))?;
             }
@@ -2150,7 +2158,6 @@ mod tests {
     fn host_constants_mirror_the_kernel_defines() {
         assert_eq!(kernel_define("RESUME_WORDS"), RESUME_WORDS as u64);
         assert_eq!(kernel_define("RESOLVE_PIECE"), RESOLVE_PIECE);
-        assert_eq!(32 / kernel_define("CHASE_MATCHES"), CHASE_WARPS_PER_TASK);
         assert_eq!(kernel_define("LEVELS"), LEVELS as u64);
         assert_eq!(kernel_define("LEVEL_SCAN_THREADS"), u64::from(LEVEL_SCAN_THREADS));
         assert_eq!(kernel_define("TAIL_THREADS"), u64::from(TAIL_THREADS));
