@@ -514,21 +514,21 @@ struct WordReader1 {
         p = a0 + 16;
     }
     // Renormalises `x` (FORMAT.md §3.4: below 2^16 it takes the next word); a word past the stream sets `bad`.
+    // Branch-free: the 32 lanes of a warp decode 32 slices, and some lane takes a word in nearly every step, so a
+    // branch here ran its body for a few lanes in most steps (session 23 run 1: 16.8 of 32 lanes active).
     __device__ __forceinline__ void renorm(u32* x, bool* bad) {
-        if (*x < 65536u) {
-            *bad |= left == 0;
-            *x = (*x << 16) | ((u32)buf & 0xFFFFu);
-            left--;
-            buf >>= 16;
-            nbits -= 16;
-            if (nbits < 32) {
-                buf |= (u64)q0 << nbits;
-                nbits += 32;
-                q0 = q1;
-                q1 = ld(p);
-                p += 4;
-            }
-        }
+        const bool need = *x < 65536u;
+        *bad |= need && left == 0;
+        *x = need ? (*x << 16) | ((u32)buf & 0xFFFFu) : *x;
+        left -= need ? 1u : 0u;
+        buf = need ? buf >> 16 : buf;
+        nbits -= need ? 16u : 0u;
+        const bool refill = nbits < 32;
+        buf |= refill ? (u64)q0 << nbits : 0ull;
+        nbits += refill ? 32u : 0u;
+        q0 = refill ? q1 : q0;
+        if (refill) q1 = ld(p);
+        p += refill ? 4 : 0;
     }
 };
 
@@ -575,11 +575,12 @@ struct LiteralSink1 {
             bytes[o] = (u8)sym;
             stamps[o] = 1;  // a literal: depth 0
         } else {
-            if ((o & ~7u) != lwa) {
-                if (lwa != NO_SLOT) *(u64*)(bytes + lwa) = lw;
-                lwa = o & ~7u;
-                lw = 0;
-            }
+            // Predicated rather than branched, as WordReader1::renorm: a word is full every 8 literals of a lane.
+            const u32 wa = o & ~7u;
+            const bool next = wa != lwa;
+            if (next && lwa != NO_SLOT) *(u64*)(bytes + lwa) = lw;
+            lw = next ? 0ull : lw;
+            lwa = wa;
             lw |= (u64)sym << (8 * (o & 7u));
         }
     }
@@ -1583,37 +1584,6 @@ extern "C" __global__ void chase_resident(Ctx c, const u32* ids, u32 n, u8* out,
         }
         if (!unit_ok || off >= len) continue;  // past a short last unit
         out[g] = (u8)chase_from(c, index, id, tb, ntok, t0 + k, off);
-    }
-}
-
-// ---- Full decode by a chase of every match byte (Resolve::Matches) ----
-//
-// After the parse (literals at their stream positions, every token in the flat arrays) and `index_tokens`, each
-// match byte is resolved on its own by chase_from: through its match to its source, and on through the tokens
-// while that is a match byte, to a literal, at most max_depth hops. It reads literal bytes only, which the parse
-// wrote before this launch, and writes each match byte once: no flags, fences or waits between warps, so the
-// decode's critical path is a chain of at most max_depth token lookups, not the chain of matches whose sources
-// overlap others (copy_flow waits for those: match levels of atha_chr1 reach 100 and more, so its 134 k matches
-// took 0.42 ms there while a 4.65 GB archive's 30 M took 10.5). A warp takes `per_warp` (a power of two <= 32)
-// matches of a unit, one after another, a lane per byte. task_unit / task_off: as copy_flow's (tasks of 32
-// matches of one unit).
-extern "C" __global__ void chase_matches(Ctx c, const u32* task_unit, const u32* task_off, u32 ntasks,
-                                         const u32* index, u32 per_warp) {
-    const u32 lane = threadIdx.x & 31;
-    const u32 per_task = 32 / per_warp;
-    const u64 nwork = (u64)ntasks * per_task;
-    const u64 nwarps = ((u64)gridDim.x * blockDim.x) >> 5;
-    for (u64 w = ((u64)blockIdx.x * blockDim.x + threadIdx.x) >> 5; w < nwork; w += nwarps) {
-        const u32 task = (u32)(w / per_task);
-        const u32 e = task_unit[task];
-        const u32 nm = c.meta[(u64)e * META_WORDS + 2];
-        const u32 t0 = (task - task_off[e]) * 32 + (u32)(w % per_task) * per_warp;
-        const u64 tb = c.tok_off[e];
-        u8* out = c.bytes + ((u64)e << c.unit_log);
-        for (u32 t = t0; t < min(t0 + per_warp, nm); t++) {
-            const u32 ms = c.mpos[tb + t], len = c.tpos[tb + t + 1] - ms;
-            for (u32 k = lane; k < len; k += 32) out[ms + k] = (u8)chase_from(c, index, e, tb, nm + 1, t, ms + k);
-        }
     }
 }
 

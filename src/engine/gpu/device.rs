@@ -33,14 +33,6 @@ const KERNEL_SOURCE: &str = include_str!("../../../kernels/decode.cu");
 
 /// Threads per CTA for the warp-per-item kernels.
 const CTA_THREADS: u32 = 128;
-/// Matches a warp of `chase_matches` takes, one after another (a power of two up to 32, the matches of a task);
-/// ACEAPEX_GPU_CHASE_MATCHES=N sets it to compare.
-const CHASE_MATCHES: u32 = 8;
-
-fn chase_matches_per_warp() -> u32 {
-    static N: OnceLock<u32> = OnceLock::new();
-    env_knob(&N, "ACEAPEX_GPU_CHASE_MATCHES", CHASE_MATCHES, |n| n.is_power_of_two() && n <= 32)
-}
 /// Zero bytes after the uploaded payloads: the K = 1 literal phase reads the word stream by aligned 32-bit words,
 /// and the last of a slice may reach up to 3 bytes past the payloads' end (kernels/decode.cu `WordReader1`).
 const FILE_PAD: usize = 16;
@@ -355,10 +347,6 @@ pub enum Resolve {
     /// stream order, a match copied as soon as the matches its source overlaps are. No levels, no buckets, no host
     /// synchronisation; like `Levels` it does not check the depth bound.
     Flow,
-    /// `index_tokens`, then one launch of `chase_matches`: every match byte chased on its own through the tokens to
-    /// its literal (at most max_depth hops, checked). Nothing waits for another warp, so the critical path is one
-    /// depth-bounded chase rather than copy_flow's chain of matches over matches (ACEAPEX_GPU_RESOLVE=matches).
-    Matches,
 }
 
 impl Resolve {
@@ -381,7 +369,6 @@ impl Resolve {
         match std::env::var("ACEAPEX_GPU_RESOLVE").as_deref() {
             Ok("chase") => Resolve::Chase,
             Ok("rounds") => Resolve::Rounds,
-            Ok("matches") => Resolve::Matches,
             Ok(v) if v.strip_prefix("levels:").and_then(passes).is_some() => {
                 let p = v.strip_prefix("levels:").and_then(passes).unwrap_or(LEVEL_PASSES_MAX);
                 Resolve::Levels {
@@ -497,7 +484,6 @@ struct Kernels {
     copy_tail: CudaFunction,
     chase_unleveled: CudaFunction,
     copy_flow: CudaFunction,
-    chase_matches: CudaFunction,
 }
 
 /// A captured seek sequence.
@@ -783,7 +769,6 @@ impl Device {
             copy_tail: load("copy_tail")?,
             chase_unleveled: load("chase_unleveled")?,
             copy_flow: load("copy_flow")?,
-            chase_matches: load("chase_matches")?,
         };
         // A stream of our own: graphs cannot be captured on the legacy default stream.
         let stream = ctx.new_stream().map_err(gpu("stream"))?;
@@ -1410,7 +1395,6 @@ impl Device {
             _ => None,
         };
         let chase = resolve == Some(Resolve::Chase);
-        let matches = resolve == Some(Resolve::Matches);
         let level_passes = match resolve {
             Some(Resolve::Levels { passes, cap, epoch_min, tail_max, chase_share }) => {
                 Some((passes.min(LEVEL_PASSES_MAX), cap.clamp(1, LEVEL_CAP), epoch_min, tail_max, chase_share))
@@ -1421,7 +1405,7 @@ impl Device {
         let flow = resolve == Some(Resolve::Flow);
         // The chase's token index is rebuilt from this decode's tokens inside the timed region (index_tokens);
         // only its buffer is kept between decodes.
-        let index_ptr = match (chase && self.chase_index) || matches {
+        let index_ptr = match chase && self.chase_index {
             true => self.token_index_ptr()?,
             false => 0u64,
         };
@@ -1449,7 +1433,7 @@ impl Device {
         }
         let full = self.full.as_ref().expect("ensured above");
         // Levels and the flow resolve without stamps, so the parse does not write them.
-        let c = self.full_ctx(full, variant == FullVariant::Full && !levels && !flow && !matches);
+        let c = self.full_ctx(full, variant == FullVariant::Full && !levels && !flow);
         let lists: Vec<u64> = full.lists.iter().map(|l| self.ptr(l)).collect();
         let trim = u32::from(self.resolve_trim);
         let counts_ptr = self.ptr(&full.list_counts);
@@ -1464,10 +1448,10 @@ impl Device {
         let rounds = match resolve {
             Some(Resolve::Chase) => 1,
             Some(Resolve::Rounds) => self.max_depth + 1,
-            Some(Resolve::Levels { .. } | Resolve::Flow | Resolve::Matches) | None => 0,
+            Some(Resolve::Levels { .. } | Resolve::Flow) | None => 0,
         };
         let new_event = || self.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(gpu("event"));
-        let chase_start = match chase || levels || flow || matches {
+        let chase_start = match chase || levels || flow {
             true => Some(new_event()?),
             false => None,
         };
@@ -1532,26 +1516,6 @@ impl Device {
             }
             if let Some(event) = &chase_start {
                 event.record(&stream).map_err(gpu("event"))?;
-            }
-            if matches {
-                // SAFETY (as above): chase_matches(Ctx, u32*, u32*, u32, u32*, u32) with ntasks tasks in task_unit
-                // and task_off (ensure_full), the index just built and a power of two <= 32 matches a warp.
-                let task_unit = self.ptr(&full.task_unit);
-                let per_warp = chase_matches_per_warp();
-                let cfg = LaunchConfig {
-                    grid_dim: (grid_for(u64::from(ntasks) * u64::from(32 / per_warp), warps_per_cta, 1 << 20), 1, 1),
-                    ..cfg
-                };
-                stream
-                    .launch_builder(&self.kernels.chase_matches)
-                    .arg(&c)
-                    .arg(&task_unit)
-                    .arg(&task_ptr)
-                    .arg(&ntasks)
-                    .arg(&index_ptr)
-                    .arg(&per_warp)
-                    .launch(cfg)
-                    .map_err(gpu("match chase"))?;
             }
             if chase {
                 // Round 0 wrote its list to lists[0] (entries) and lists[2] (spans), counted in list_counts[0].
