@@ -515,7 +515,8 @@ struct WordReader1 {
     }
     // Renormalises `x` (FORMAT.md §3.4: below 2^16 it takes the next word); a word past the stream sets `bad`.
     // Branch-free: the 32 lanes of a warp decode 32 slices, and some lane takes a word in nearly every step, so a
-    // branch here ran its body for a few lanes in most steps (session 23 run 1: 16.8 of 32 lanes active).
+    // branch here ran its body for a few lanes in most steps (session 23 run 1: 16.8 of 32 lanes active; entropy
+    // alone on atha_chr1 1.06 -> 0.88 ms predicated, run 2).
     __device__ __forceinline__ void renorm(u32* x, bool* bad) {
         const bool need = *x < 65536u;
         *bad |= need && left == 0;
@@ -575,12 +576,13 @@ struct LiteralSink1 {
             bytes[o] = (u8)sym;
             stamps[o] = 1;  // a literal: depth 0
         } else {
-            // Predicated rather than branched, as WordReader1::renorm: a word is full every 8 literals of a lane.
-            const u32 wa = o & ~7u;
-            const bool next = wa != lwa;
-            if (next && lwa != NO_SLOT) *(u64*)(bytes + lwa) = lw;
-            lw = next ? 0ull : lw;
-            lwa = wa;
+            // A branch, not predication: predicated, the store and the word's reset cost the decode of atha_chr1
+            // 1.37 -> 1.44 ms (H200, session 23 runs 1 and 2), where predication won in WordReader1::renorm.
+            if ((o & ~7u) != lwa) {
+                if (lwa != NO_SLOT) *(u64*)(bytes + lwa) = lw;
+                lwa = o & ~7u;
+                lw = 0;
+            }
             lw |= (u64)sym << (8 * (o & 7u));
         }
     }
