@@ -456,7 +456,9 @@ __device__ __forceinline__ void load_lit_table(const Ctx& c, u64 grp, LitTables*
 //    aligned 8-byte words (a lane's stores go to its own slice: a store per literal was a transaction each).
 // A CTA of the K = 1 parse loads the tables of its first slice's group into shared memory (K1Tables); a slice of
 // another group (a CTA straddling a group boundary, or a grid-stride loop's later entries) reads them from global
-// memory, with the same results.
+// memory, with the same results. H200, session 23 run 3: atha_chr1's entropy decode 1.41 -> 0.88 ms, the 4.65 GB
+// generated archive's 3.83 -> 3.03 ms. What is left (~475 cycles a literal on atha) is divergence, not memory:
+// the 32 lanes of a warp are 32 slices at different points of their token walks and stores (docs/BENCH-GPU.md).
 #define K1_CTX_ORDER 5
 #define K1_CTX_MAX (1u << (2 * K1_CTX_ORDER))
 
@@ -535,8 +537,10 @@ struct WordReader1 {
 
 // Where a K = 1 slice's literals go: literal l to unit offset obase + l while l < end_l (token t's run), the next
 // token's offset and run end loaded a token ahead. `lw` gathers the literals of the aligned 8-byte word `lwa` of
-// the unit (NO_SLOT: none yet); the word's bytes that are not literals get zeros (they are match bytes of this
-// unit, which nothing else writes during the parse and every resolution writes later; see literal_phase).
+// the unit (NO_SLOT: none yet), stored a word at a time: a lane's stores each go to another slice, so a byte store
+// per literal cost a memory transaction each (the 4.65 GB generated archive's 222 M literals: 4.4 ms of its parse,
+// session 20). The word's bytes that are not literals get zeros: they belong to matches of this unit, which nothing
+// else writes during the parse and every resolution writes (or, for seeks, never reads) later.
 enum K1Place { K1_NONE, K1_WORDS, K1_STAMPS };
 struct LiteralSink1 {
     const u32* tp;
@@ -935,12 +939,13 @@ __device__ void parse_one(const Ctx& c, const Group<W>& g, u32 id, u64 tok_base,
     else literal_phase<W>(c, g, id, tp, li, bytes, stamps, mode, x, ww, pending);
 }
 
-// Phase C of a unit's parse: the literals (symbols [3 nmatch + 1, N) of the rANS stream, from the state `x` and
-// word position `ww` the code phase left, `pending` = this lane's literal decoded in the last code step or -1),
-// each written to its final offset; then the end-of-stream checks.
+// Phase C of a unit's parse for K > 1 (K = 1 is literal_phase_k1's): the literals (symbols [3 nmatch + 1, N) of
+// the rANS stream, from the state `x` and word position `ww` the code phase left, `pending` = this lane's literal
+// decoded in the last code step or -1), each written to its final offset; then the end-of-stream checks.
 template <int W>
 __device__ void literal_phase(const Ctx& c, const Group<W>& g, u32 id, const u32* tp, const u32* li, u8* bytes,
                               u8* stamps, u32 mode, u32 x, WordWindow<W>& ww, int pending) {
+    static_assert(W > 1, "K = 1 slices take literal_phase_k1");
     const u32 lane = g.lane;
     u64* status = c.status;
     const u32* m = c.meta + (u64)id * META_WORDS;
@@ -964,51 +969,8 @@ __device__ void literal_phase(const Ctx& c, const Group<W>& g, u32 id, const u32
     // window by shuffles; a lane whose token lies at or beyond the window's end walks forward in memory (runs of
     // literal-less tokens). The window is reloaded at the end of a step that moved the cursor, so the load
     // overlaps the next step's entropy decode instead of stalling the placement.
-    // With W = 1 the one lane keeps its token t1 (literal index li1, offset tp1) and the next token's literal
-    // index nx1 in registers, and loads only when a literal moves it to a later token.
-    u32 cursor = 0, wbase = 0, wm = 0, wt = 0;
-    u32 t1 = 0, tp1 = 0, li1 = 0, nx1 = 0xFFFFFFFFu;  // token 0 starts at offset 0 with literal 0
-    // With W = 1 and no stamps, literals are gathered into the aligned 8-byte word `lw` at unit offset `lwa`
-    // (NO_SLOT: none yet) and stored a word at a time: a lane's stores each go to another slice, so a byte store
-    // per literal cost a memory transaction each (the 4.65 GB generated archive's 222 M literals: 4.4 ms of its
-    // parse, session 20). The bytes of a word that are not literals get zeros: they belong to matches of this unit,
-    // which nothing else writes during the parse and every resolution writes (or, for seeks, never reads) later.
-    // Literal offsets only increase, so each word is stored once.
-    u64 lw = 0;
-    u32 lwa = NO_SLOT;
-    if (W == 1) {
-        nx1 = ntok > 1 ? li[1] : 0xFFFFFFFFu;
-    } else {
-        wm = lane < ntok ? li[lane] : 0xFFFFFFFFu;
-        wt = lane < ntok ? tp[lane] : 0u;
-    }
+    u32 cursor = 0, wbase = 0, wm = lane < ntok ? li[lane] : 0xFFFFFFFFu, wt = lane < ntok ? tp[lane] : 0u;
     auto place_step = [&](bool valid, u32 l, u32 sym) {
-        if constexpr (W == 1) {
-            if (!valid) return;
-            if (l >= nx1) {
-                do {
-                    t1++;
-                    li1 = nx1;
-                    nx1 = t1 + 1 < ntok ? li[t1 + 1] : 0xFFFFFFFFu;
-                } while (l >= nx1);
-                tp1 = tp[t1];
-            }
-            if (mode != MODE_NO_LITERALS) {
-                const u32 o = tp1 + (l - li1);
-                if (stamps) {
-                    bytes[o] = (u8)sym;
-                    stamps[o] = 1;  // a literal: depth 0
-                } else {
-                    if ((o & ~7u) != lwa) {
-                        if (lwa != NO_SLOT) *(u64*)(bytes + lwa) = lw;
-                        lwa = o & ~7u;
-                        lw = 0;
-                    }
-                    lw |= (u64)sym << (8 * (o & 7u));
-                }
-            }
-            return;
-        }
         u32 key = valid ? l : 0u;
         u32 lo = 0;
 #pragma unroll
@@ -1062,7 +1024,6 @@ __device__ void literal_phase(const Ctx& c, const Group<W>& g, u32 id, const u32
         place_step(act, (u32)(i - ncodes), sym);
         ww.take(g, act && x < 65536u, &x, &bad);
     }
-    if (W == 1 && lwa != NO_SLOT) *(u64*)(bytes + lwa) = lw;
     bool any_bad = g.any(bad);
     if (any_bad || !g.all(x == 65536u) || ww.pos != nwords) {
         if (lane == 0) report(status, any_bad ? E_WORDS : E_FINAL, id);
