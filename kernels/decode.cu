@@ -446,7 +446,7 @@ __device__ __forceinline__ void load_lit_table(const Ctx& c, u64 grp, LitTables*
 // With one rANS state per slice, a slice's literals are one serial chain: each step's slot needs the state the
 // step before left. So the time of a decode of few slices (atha_chr1: 7,504 slices, ~3,600 literals each) is the
 // length of that chain in cycles, not a throughput: session 20's K = 1 literal loop took ~740 cycles a literal
-// there (entropy alone 1.35 ms on an H200). This loop keeps every memory access off the chain:
+// there (entropy alone 1.35 ms on an H200). This loop issues its memory accesses ahead of the chain:
 //  * the context model is in shared memory when its order is at most K1_CTX_ORDER (else global, through L1), and
 //    the four rows a literal's successor context can have (consecutive: ((ctx << 2) | s) & mask) are loaded
 //    while the literal itself decodes, so the next step only selects one by the base just decoded;
@@ -457,8 +457,9 @@ __device__ __forceinline__ void load_lit_table(const Ctx& c, u64 grp, LitTables*
 // A CTA of the K = 1 parse loads the tables of its first slice's group into shared memory (K1Tables); a slice of
 // another group (a CTA straddling a group boundary, or a grid-stride loop's later entries) reads them from global
 // memory, with the same results. H200, session 23 run 3: atha_chr1's entropy decode 1.41 -> 0.88 ms, the 4.65 GB
-// generated archive's 3.83 -> 3.03 ms. What is left (~475 cycles a literal on atha) is divergence, not memory:
-// the 32 lanes of a warp are 32 slices at different points of their token walks and stores (docs/BENCH-GPU.md).
+// generated archive's 3.83 -> 3.03 ms. What is left on atha (run 5): 108 warp instructions a literal, ~4 cycles
+// apart with one warp per scheduler; the selects wait on the step's shared loads, and the word refill, the token
+// walk and the word store are branches some lane takes in most steps (docs/BENCH-GPU.md, session 23).
 #define K1_CTX_ORDER 5
 #define K1_CTX_MAX (1u << (2 * K1_CTX_ORDER))
 
