@@ -2,7 +2,8 @@
 # Builds carry/ for the device suite (bench/gpu/suite.sh) from a clean worktree of one commit, so that the
 # binaries measured on the H200 are exactly that commit and not the working tree.
 #
-# Usage: bash bench/gpu/make-carry.sh [COMMIT]   (default HEAD)
+# Usage: [BASE=COMMIT] bash bench/gpu/make-carry.sh [COMMIT]   (default HEAD)
+# With BASE set, carry/base/gpubench is BASE's gpubench too, for suite.sh's `ab` part (old and new in one run).
 # Leaves in carry/ (git-ignored): aceapex, aceapex-mount, gen_genomes, gpubench, nullfs, libtests (the lib test
 # binary, for `libtests engine::gpu`), all stripped, plus atha.fa.gz and fly11/*.fna.gz from ../shared/corpus
 # when it exists (kept compressed: the device takes at most 64 MiB a call, working tree included; suite.sh
@@ -55,6 +56,19 @@ if command -v squashfuse >/dev/null && command -v mksquashfs >/dev/null; then
   for l in libfuse3.so.3 liblzo2.so.2 liblz4.so.1 libzstd.so.1 liblzma.so.5 libz.so.1; do
     cp -L "$(ldconfig -p | awk -v l="$l" '$1 == l {print $NF; exit}')" "$carry/lib/$l"
   done
+fi
+if [ -n "${BASE:-}" ]; then
+  base="$(git -C "$repo" rev-parse "$BASE")"
+  bwt="$(mktemp -d "${TMPDIR:-/tmp}/acx-base.XXXXXX")"
+  git -C "$repo" worktree add -q --detach "$bwt" "$base"
+  # Its own target dir: BASE's build must not replace the artefacts of COMMIT above.
+  (cd "$bwt" && CARGO_TARGET_DIR="$target/base" cargo build --release --quiet --example gpubench)
+  mkdir -p "$carry/base"
+  strip -o "$carry/base/gpubench" "$target/base/release/examples/gpubench"
+  echo "$base" >"$carry/base/COMMIT"
+  git -C "$repo" worktree remove --force "$bwt"
+else
+  rm -rf "$carry/base"
 fi
 echo "$commit" >"$carry/COMMIT"
 echo "carry/ at $commit: $(du -sm "$carry" | cut -f1) MiB (the device takes 64 MiB a call)"

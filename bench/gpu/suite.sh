@@ -25,6 +25,9 @@
 #            and carry/lib from make-carry.sh: samtools, bgzip and the libraries the image lacks).
 #   tests    the engine's own tests on the GPU (carry/libtests engine::gpu).
 #   ncu      Nsight Compute counters of the full decode's kernels (NCU_ARCHIVE, NCU_KERNELS, NCU_COUNT, NCU_ENV).
+#   ab       the full decode of the genome part's archives (and big-gen.acx when the big part ran) by carry/base/gpubench
+#            (make-carry.sh with BASE=COMMIT) and carry/gpubench in turn, AB_ROUNDS rounds (default 2): the base
+#            commit and this one measured in the same run.
 # Expects carry/ as bench/gpu/make-carry.sh leaves it: aceapex, aceapex-mount, gen_genomes, gpubench, nullfs,
 # libtests, atha.fa(.gz), fly11/ (the 11 corpus files, .gz or not).
 . "$(dirname "$0")/steps.sh"
@@ -296,6 +299,21 @@ if want ncu; then
     -k "regex:${NCU_KERNELS:-parse_k|copy_flow}" --launch-count "${NCU_COUNT:-4}" \
     ./carry/gpubench "$a" --no-reference --runs 1 --ranges 0 --latency 0 --contig 0 >"$out/ncu.txt" 2>&1 || rc=1
   grep -E "^  [a-z_0-9]+.*\(|Duration|Registers Per|Achieved Occupancy|Memory Throughput|DRAM Throughput|L2 Cache Throughput|Compute \(SM\) Throughput|Stall|Warp Cycles Per Issued|One or More Eligible" "$out/ncu.txt" | head -150 | tee -a "$log"
+fi
+if want ab && [ -x carry/base/gpubench ]; then
+  for a in atha-genome atha-general fly11 big-gen; do
+    [ -f "$work/$a.acx" ] || continue
+    ref=(); [ "$a" = big-gen ] && ref=(--no-reference)
+    for r in $(seq 1 "${AB_ROUNDS:-2}"); do
+      for side in base new; do
+        bin=./carry/gpubench; c=${COMMIT:-?}
+        [ "$side" = base ] && { bin=./carry/base/gpubench; c=$(cat carry/base/COMMIT); }
+        say "### ab $a round $r: $side $c"
+        "$bin" "$work/$a.acx" "${ref[@]}" --runs 3 --ranges 10 --latency 10 --contig 1 2>&1 |
+          grep -E "median|full decode" | tee -a "$log" || rc=1
+      done
+    done
+  done
 fi
 say "### suite parts [$parts] rc=$rc"
 exit "$rc"
