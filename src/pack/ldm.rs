@@ -17,7 +17,7 @@
 //! looked up, never inserted, and the sampling by content still picks the same windows of both copies.
 
 use crate::codec::block::COMPLEMENT;
-use crate::pack::matcher::{common_len, rc_common_len};
+use crate::pack::matcher::{common_len, common_len_back, rc_common_len};
 
 /// A verified repeat: `len` bytes at `start` equal the bytes `back` earlier (forward), or, when `rc`, the reverse
 /// complement of the `len` bytes ending at `start − back` (read backwards). A reverse-complement repeat continued
@@ -392,10 +392,7 @@ impl Ldm {
         if fwd < self.params.window as u64 {
             return None;
         }
-        let mut bwd = 0u64;
-        while bwd < MAX_BACK_EXTEND && bwd < src && data[(p - bwd - 1) as usize] == data[(src - bwd - 1) as usize] {
-            bwd += 1;
-        }
+        let bwd = common_len_back(data, p as usize, src as usize, MAX_BACK_EXTEND as usize) as u64;
         Some(LongMatch { start: p - bwd, back: p - src, len: fwd + bwd, rc: false })
     }
 }

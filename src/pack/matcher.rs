@@ -121,6 +121,28 @@ pub fn common_len(data: &[u8], a: usize, b: usize, limit: usize) -> usize {
     n
 }
 
+/// Number of equal bytes just before `a` and just before `b` (`data[a − 1 − k] == data[b − 1 − k]` for every
+/// `k` below it; `b < a`), up to `limit` bytes (at most `b`). Eight bytes at a time: the long-distance matcher
+/// extends every repeat it verifies backwards over up to 64 KiB, byte by byte that was a tenth of its
+/// instructions.
+#[inline]
+pub fn common_len_back(data: &[u8], a: usize, b: usize, limit: usize) -> usize {
+    let limit = limit.min(b);
+    let mut n = 0;
+    while n + 8 <= limit {
+        let x = read_u64(data, a - n - 8) ^ read_u64(data, b - n - 8);
+        if x != 0 {
+            // Little-endian: the byte nearest the end is the most significant.
+            return n + (x.leading_zeros() / 8) as usize;
+        }
+        n += 8;
+    }
+    while n < limit && data[a - n - 1] == data[b - n - 1] {
+        n += 1;
+    }
+    n
+}
+
 const BYTES_01: u64 = u64::from_le_bytes([0x01; 8]);
 const BYTES_7F: u64 = u64::from_le_bytes([0x7f; 8]);
 const BYTES_80: u64 = u64::from_le_bytes([0x80; 8]);
@@ -619,6 +641,29 @@ mod tests {
         let fwd = ChainMatcher::new(&both, 0, both.len() as u64, PARAMS);
         assert_eq!(m.long_hash_rc(100), fwd.long_hash(0));
         let _ = &mut scalar;
+    }
+
+    #[test]
+    fn common_len_back_agrees_with_bytes() {
+        let mut x = 3u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        // Two letters: long agreements are common.
+        let data: Vec<u8> = (0..3000).map(|_| b"AC"[(next() % 2) as usize]).collect();
+        for _ in 0..20_000 {
+            let a = 1 + (next() % 2999) as usize;
+            let b = (next() % a as u64) as usize;
+            let limit = (next() % 100) as usize;
+            let slow = (0..limit.min(b)).take_while(|&k| data[a - 1 - k] == data[b - 1 - k]).count();
+            assert_eq!(common_len_back(&data, a, b, limit), slow, "a {a} b {b} limit {limit}");
+        }
+        let same = [7u8; 40];
+        assert_eq!(common_len_back(&same, 40, 30, 1000), 30);
+        assert_eq!(common_len_back(&same, 40, 30, 17), 17);
     }
 
     #[test]
