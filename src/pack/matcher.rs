@@ -307,8 +307,44 @@ impl<'a> ChainMatcher<'a> {
     }
 
     /// Indexes every position before `pos` not indexed yet.
+    // Inlined: called at every lookup (every second position on bare bases), nearly always to index one or two
+    // positions; the loops stay out of line.
+    #[inline]
     pub fn insert_until(&mut self, pos: u64) {
         let stop = pos.min((self.data.len().saturating_sub(TAIL_GUARD)) as u64).min(self.base + self.span as u64);
+        if self.next_insert >= stop {
+            return;
+        }
+        if self.params.short_depth == 0 && self.row_len == 2 {
+            self.insert_pairs(stop);
+        } else {
+            self.insert_rows(stop);
+        }
+    }
+
+    /// [`Self::insert_until`] of bare bases (no short chain, rows of two): the same entries as
+    /// [`Self::insert_rows`] writes, with the loop's state in locals and one bounds check per read. Why: the
+    /// general loop kept `next_insert` in memory and re-checked the short chain, the row length and every read,
+    /// about 80 instructions a position, and every position of a segment and of its window is indexed.
+    fn insert_pairs(&mut self, stop: u64) {
+        let (data, base, row_log) = (self.data, self.base, self.row_log);
+        let rows = &mut self.long_rows;
+        for at in self.next_insert..stop {
+            let p = at as usize;
+            // `stop` keeps TAIL_GUARD (16) bytes after every indexed position.
+            let w: &[u8; 16] = data[p..p + 16].try_into().expect("16 bytes");
+            let a = u64::from_le_bytes(w[..8].try_into().expect("8 bytes"));
+            let b = u32::from_le_bytes(w[8..12].try_into().expect("4 bytes")) as u64;
+            let (row, check) = hash12(a, b, row_log);
+            let tag = (at - base) as u32 + 1;
+            let entries: &mut [u32; 2] = (&mut rows[2 * row..2 * row + 2]).try_into().expect("a row of two");
+            *entries = [((check as u32) << ENTRY_POS_BITS) | tag, entries[0]];
+        }
+        self.next_insert = stop;
+    }
+
+    /// [`Self::insert_until`] at any depth: both tables, rows of any length.
+    fn insert_rows(&mut self, stop: u64) {
         while self.next_insert < stop {
             let p = self.next_insert as usize;
             let rel = (self.next_insert - self.base) as usize;
