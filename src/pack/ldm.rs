@@ -140,13 +140,18 @@ pub struct Ldm {
 
 impl Ldm {
     pub fn new(params: LdmParams) -> Ldm {
+        Self::zeroed_by(params, 1)
+    }
+
+    /// [`Ldm::new`], its table zeroed by up to `threads` threads ([`crate::pack::mem::zeroed_parallel`]).
+    pub fn zeroed_by(params: LdmParams, threads: usize) -> Ldm {
         // The packer's own parameters (ldm_params), never input: a larger bucket is a packer bug.
         assert!(params.bucket_log <= 5, "long-distance bucket_log {} exceeds 5", params.bucket_log);
         let out_factor = (1..params.window).fold(1u64, |f, _| f.wrapping_mul(HASH_BASE));
         let bytes = byte_table();
         Ldm {
             params,
-            table: crate::pack::mem::zeroed(1usize << (params.table_log + params.bucket_log)),
+            table: crate::pack::mem::zeroed_parallel(1usize << (params.table_log + params.bucket_log), threads),
             bytes,
             rc_bytes: std::array::from_fn(|b| bytes[COMPLEMENT[b] as usize]),
             out_factor,

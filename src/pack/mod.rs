@@ -380,9 +380,10 @@ pub fn pack(inputs: &[PathBuf], output: &Path, opts: &PackOptions) -> Result<Pac
     let level = level_params(opts.level, opts.block_log);
     // The long-distance table (up to a quarter of the memory bound) is zeroed while the stream is built: its
     // pages are faulted in and cleared one by one, a serial ~0.2 s for atha_chr1's 64 MiB, which ran alone
-    // before the first chunk's scan.
+    // before the first chunk's scan. The workers' threads share it (the stream takes a fraction of that).
+    let threads = worker_threads(opts, &level);
     let (stream, ldm) = std::thread::scope(|s| {
-        let table = s.spawn(|| Ldm::new(ldm_params(opts, &level, total_len)));
+        let table = s.spawn(|| Ldm::zeroed_by(ldm_params(opts, &level, total_len), threads));
         let stream = stream::LogicalStream::build(&gathered.pieces, total_len, &scratch_dir);
         (stream, table.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
     });
@@ -397,7 +398,7 @@ pub fn pack(inputs: &[PathBuf], output: &Path, opts: &PackOptions) -> Result<Pac
     };
     let mut writer = ArchiveWriter::create(output, header)?;
     let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(worker_threads(opts, &level))
+        .num_threads(threads)
         .build()
         .map_err(|e| Error::InvalidArgument(format!("thread pool: {e}")))?;
     let mut depth_map = stream::ScratchBytes::new(total_len, &scratch_dir)?;
