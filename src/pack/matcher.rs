@@ -412,27 +412,28 @@ impl<'a> ChainMatcher<'a> {
             _ => self.long_hash_rc(p),
         };
         let mut best = LONG_HASH_LEN as u32 - 1;
-        let (tags, n) = self.row_tags(row, check);
         let last = |tag: u32| self.base as usize + tag as usize - 1 + LONG_HASH_LEN - 1;
-        if n > 1 {
-            for &tag in &tags[..n] {
-                prefetch_byte(self.data, last(tag));
-            }
-        }
-        for &tag in &tags[..n] {
-            let e = last(tag);
-            if e >= p {
-                continue;
-            }
-            let len = rc_common_len(self.data, p, e, limit as usize) as u32;
-            if len > best {
-                best = len;
-                out.push(Candidate { back: (p - e) as u64, len, rc: true });
-                if len >= limit {
-                    break;
+        self.with_row_tags(row, check, |tags| {
+            if tags.len() > 1 {
+                for &tag in tags {
+                    prefetch_byte(self.data, last(tag));
                 }
             }
-        }
+            for &tag in tags {
+                let e = last(tag);
+                if e >= p {
+                    continue;
+                }
+                let len = rc_common_len(self.data, p, e, limit as usize) as u32;
+                if len > best {
+                    best = len;
+                    out.push(Candidate { back: (p - e) as u64, len, rc: true });
+                    if len >= limit {
+                        break;
+                    }
+                }
+            }
+        });
     }
 
     /// Asks the CPU to bring in the row that the lookup at `p` will read: lookups run at nearly every position
@@ -477,28 +478,44 @@ impl<'a> ChainMatcher<'a> {
     fn walk_row(&self, pos: u64, limit: u32, best: &mut u32, out: &mut Vec<Candidate>) {
         let p = pos as usize;
         let (row, check) = self.long_hash(p);
-        let (tags, n) = self.row_tags(row, check);
-        // Every source is a likely cache miss far back in the window: ask for all of them before comparing
-        // the first, so that the misses overlap instead of following one another.
-        if n > 1 {
-            for &tag in &tags[..n] {
-                prefetch_byte(self.data, self.base as usize + tag as usize - 1);
+        self.with_row_tags(row, check, |tags| {
+            // Every source is a likely cache miss far back in the window: ask for all of them before comparing
+            // the first, so that the misses overlap instead of following one another.
+            if tags.len() > 1 {
+                for &tag in tags {
+                    prefetch_byte(self.data, self.base as usize + tag as usize - 1);
+                }
             }
-        }
-        for &tag in &tags[..n] {
-            if self.try_source(p, tag, limit, best, out) {
-                break;
+            for &tag in tags {
+                if self.try_source(p, tag, limit, best, out) {
+                    break;
+                }
             }
+        });
+    }
+
+    /// Runs `f` on [`Self::row_tags`] of row `row`: of at most two for rows of two (bare bases, every lookup
+    /// of which builds the list), else of at most [`ROW`]. Why: a 16-entry list was zeroed and returned
+    /// through memory at every lookup, about a tenth of the matcher's instructions on bare bases.
+    #[inline]
+    fn with_row_tags<R>(&self, row: usize, check: u8, f: impl FnOnce(&[u32]) -> R) -> R {
+        if self.row_len == 2 {
+            let (tags, n) = self.row_tags::<2>(row, check);
+            f(&tags[..n])
+        } else {
+            let (tags, n) = self.row_tags::<ROW>(row, check);
+            f(&tags[..n])
         }
     }
 
     /// The positions (tags, `rel + 1`) of long-table row `row` whose check matches, newest first, stopping at
     /// the first empty entry, and how many there are: what the forward and the reverse-complement lookups walk.
+    /// `N` bounds the row's length ([`Self::with_row_tags`] picks it).
     #[inline]
-    fn row_tags(&self, row: usize, check: u8) -> ([u32; ROW], usize) {
-        let mut tags = [0u32; ROW];
+    fn row_tags<const N: usize>(&self, row: usize, check: u8) -> ([u32; N], usize) {
+        let mut tags = [0u32; N];
         let mut n = 0;
-        let depth = (self.params.long_depth as usize).min(self.row_len);
+        let depth = (self.params.long_depth as usize).min(self.row_len).min(N);
         for &e in &self.long_rows[row * self.row_len..row * self.row_len + depth] {
             if e == 0 {
                 break;
