@@ -570,19 +570,21 @@ mod tests {
         s.iter().rev().map(|&b| COMPLEMENT[b as usize]).collect()
     }
 
+    /// The tests' pseudo-random numbers (xorshift64), from `seed`.
+    fn xorshift(seed: u64) -> impl FnMut() -> u64 {
+        let mut x = seed;
+        move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        }
+    }
+
     #[test]
     fn finds_planted_inverted_repeats() {
-        let mut x = 99u64;
-        let mut bases = |n: usize| -> Vec<u8> {
-            (0..n)
-                .map(|_| {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    b"ACGT"[(x & 3) as usize]
-                })
-                .collect()
-        };
+        let mut next = xorshift(99);
+        let mut bases = |n: usize| -> Vec<u8> { (0..n).map(|_| b"ACGT"[(next() & 3) as usize]).collect() };
         let arm = bases(300);
         let mut data = bases(1000);
         let src_start = data.len();
@@ -634,13 +636,7 @@ mod tests {
     fn rc_common_len_words_agree_with_bytes() {
         // Mostly bases (long agreeing runs), some lower case and other bytes, which the word path hands back
         // to the byte loop.
-        let mut x = 5u64;
-        let mut next = || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = xorshift(5);
         let mut data: Vec<u8> = (0..4000).map(|_| b"ACGTACGTACGTacgN"[(next() % 16) as usize]).collect();
         // Plant inverted repeats so that long agreements occur.
         for _ in 0..40 {
@@ -668,15 +664,10 @@ mod tests {
 
     #[test]
     fn reverse_complement_hash_by_shuffles_matches_the_scalar_one() {
-        let mut x = 17u64;
+        let mut next = xorshift(17);
+        // Mostly bases, some other bytes (lower case, N, 0x00, 0xff, high-bit bytes with a base's nibble).
         let data: Vec<u8> = (0..20_000)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                // Mostly bases, some other bytes (lower case, N, 0x00, 0xff, high-bit bytes with a base's nibble).
-                b"ACGTACGTACGTACGTACGTACGTACGTACGTacgtNn\x00\xff\xc1\x94\x01\x13\x17\x24"[(x % 46) as usize]
-            })
+            .map(|_| b"ACGTACGTACGTACGTACGTACGTACGTACGTacgtNn\x00\xff\xc1\x94\x01\x13\x17\x24"[(next() % 46) as usize])
             .collect();
         let m = ChainMatcher::new(&data, 0, data.len() as u64, PARAMS);
         let mut scalar = ChainMatcher::new(&data, 0, data.len() as u64, PARAMS);
@@ -698,13 +689,7 @@ mod tests {
 
     #[test]
     fn common_len_back_agrees_with_bytes() {
-        let mut x = 3u64;
-        let mut next = || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = xorshift(3);
         // Two letters: long agreements are common.
         let data: Vec<u8> = (0..3000).map(|_| b"AC"[(next() % 2) as usize]).collect();
         for _ in 0..20_000 {
