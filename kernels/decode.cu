@@ -494,45 +494,49 @@ __device__ __forceinline__ void load_k1_tables(const Ctx& c, u64 grp, K1Tables* 
 // from aligned 32-bit loads issued two refills before their bits are needed. Reads at or past the stream's end
 // load 0 (the payload buffer is padded, so an aligned word that starts before the end lies inside it).
 struct WordReader1 {
-    const u8* p;    // the next aligned 32-bit word to load
-    const u8* end;  // end of the word stream
-    u64 buf;        // unread bits, LSB first
-    u32 nbits;      // valid bits in buf (>= 32 between takes)
-    u32 q0, q1;     // the next two aligned words
-    u32 left;       // words not taken yet
+    const u32* p;    // the next aligned 32-bit word to append to `buf`
+    const u32* end;  // the first aligned word wholly past the stream: loads there and beyond read 0
+    u64 buf;         // unread bits, LSB first
+    u32 nbits;       // valid bits in buf (>= 32 between takes)
+    u32 pre;         // *p, loaded at the last refill: a refill comes at least two takes after the one before
+    u32 taken;       // words taken (checked against the stream's length after the last literal)
 
-    __device__ __forceinline__ u32 ld(const u8* a) const { return a < end ? *(const u32*)a : 0u; }
+    // *a, or 0 when `a` is past the stream, loaded only where `load` holds (a predicated load, not a branch).
+    __device__ __forceinline__ u32 ld_if(const u32* a, bool load, u32 otherwise) const {
+        u32 v = otherwise;
+        asm("{\n\t.reg .pred q;\n\tsetp.ne.b32 q, %2, 0;\n\t@q ld.global.nc.u32 %0, [%1];\n\t}"
+            : "+r"(v)
+            : "l"(a), "r"((u32)(load && a < end)));
+        return v;
+    }
     __device__ __forceinline__ void init(const u8* words, u32 nwords, u32 pos) {
         const u8* a = words + 2ull * pos;
-        end = words + 2ull * nwords;
-        left = nwords - pos;
-        const u8* a0 = (const u8*)((u64)a & ~3ull);
+        end = (const u32*)(((u64)(words + 2ull * nwords) + 3) & ~3ull);
+        taken = 0;
+        const u32* a0 = (const u32*)((u64)a & ~3ull);
         const u32 sh = 8u * (u32)((u64)a & 3u);
-        buf = (u64)(ld(a0) >> sh);
+        buf = (u64)(ld_if(a0, true, 0u) >> sh);
         nbits = 32 - sh;
-        buf |= (u64)ld(a0 + 4) << nbits;
+        buf |= (u64)ld_if(a0 + 1, true, 0u) << nbits;
         nbits += 32;
-        q0 = ld(a0 + 8);
-        q1 = ld(a0 + 12);
-        p = a0 + 16;
+        p = a0 + 2;
+        pre = ld_if(p, true, 0u);
     }
-    // Renormalises `x` (FORMAT.md §3.4: below 2^16 it takes the next word); a word past the stream sets `bad`.
-    // Branch-free: the 32 lanes of a warp decode 32 slices, and some lane takes a word in nearly every step, so a
-    // branch here ran its body for a few lanes in most steps (session 23 run 1: 16.8 of 32 lanes active; entropy
-    // alone on atha_chr1 1.06 -> 0.88 ms predicated, run 2).
-    __device__ __forceinline__ void renorm(u32* x, bool* bad) {
+    // Renormalises `x` (FORMAT.md §3.4: below 2^16 it takes the next word). Branch-free: the 32 lanes of a warp
+    // decode 32 slices, and some lane takes a word in nearly every step, so a branch here ran its body for a few
+    // lanes in most steps (session 23 run 1: 16.8 of 32 lanes active; entropy alone on atha_chr1 1.06 -> 0.88 ms
+    // predicated, run 2). Words past the stream read as 0; `taken` tells after the last literal.
+    __device__ __forceinline__ void renorm(u32* x) {
         const bool need = *x < 65536u;
-        *bad |= need && left == 0;
         *x = need ? (*x << 16) | ((u32)buf & 0xFFFFu) : *x;
-        left -= need ? 1u : 0u;
+        taken += need ? 1u : 0u;
         buf = need ? buf >> 16 : buf;
         nbits -= need ? 16u : 0u;
         const bool refill = nbits < 32;
-        buf |= refill ? (u64)q0 << nbits : 0ull;
+        buf |= refill ? (u64)pre << nbits : 0ull;
         nbits += refill ? 32u : 0u;
-        q0 = refill ? q1 : q0;
-        if (refill) q1 = ld(p);
-        p += refill ? 4 : 0;
+        p += refill ? 1 : 0;
+        pre = ld_if(p, refill, refill ? 0u : pre);
     }
 };
 
@@ -603,14 +607,21 @@ struct LiteralSink1 {
 // context starting at 0. SMEM: T is shared and 16-byte aligned, so the four successor rows are two 16-byte loads.
 template <bool SMEM, K1Place P>
 __device__ __forceinline__ void k1_context_literals(const uint2* T, u32 mask, u32 nlit, u32* xp, WordReader1& wr,
-                                                    LiteralSink1& sink, u8* bytes, u8* stamps, bool* bad) {
+                                                    LiteralSink1& sink, u8* bytes, u8* stamps) {
     u32 x = *xp, ctx = 0;
     uint2 e = T[0];
+    // The shared window address of T, once: through a generic pointer every step converted it again (S2UR and
+    // ULEA in the loop, session 23 run 5).
+    const u32 sT = SMEM ? (u32)__cvta_generic_to_shared(T) : 0u;
     for (u32 l = 0; l < nlit; l++) {
         const u32 nb = (ctx << 2) & mask;  // the successors' rows: nb .. nb + 3 (mask = 4^k - 1, k >= 1)
         uint2 r0, r1, r2, r3;
         if constexpr (SMEM) {
-            const uint4 a = ((const uint4*)T)[nb >> 1], b = ((const uint4*)T)[(nb >> 1) + 1];
+            uint4 a, b;
+            asm("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(a.x), "=r"(a.y), "=r"(a.z), "=r"(a.w) : "r"(sT + 8 * nb));
+            asm("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4 + 16];"
+                : "=r"(b.x), "=r"(b.y), "=r"(b.z), "=r"(b.w)
+                : "r"(sT + 8 * nb));
             r0 = make_uint2(a.x, a.y);
             r1 = make_uint2(a.z, a.w);
             r2 = make_uint2(b.x, b.y);
@@ -629,10 +640,10 @@ __device__ __forceinline__ void k1_context_literals(const uint2* T, u32 mask, u3
         const u32 hi = m2 ? (m3 ? 4096u : c3) : (m1 ? c2 : c1);
         const u32 s = (u32)m1 + (u32)m2 + (u32)m3;
         x = (hi - lo) * (x >> 12) + slot - lo;
-        wr.renorm(&x, bad);
+        wr.renorm(&x);
         ctx = nb | s;
         e = m2 ? (m3 ? r3 : r2) : (m1 ? r1 : r0);
-        sink.put<P>(bytes, stamps, l, (0x54474341u >> (8u * s)) & 0xFFu);  // "ACGT"[s]
+        sink.put<P>(bytes, stamps, l, __byte_perm(0x54474341u, 0u, s));  // "ACGT"[s]
     }
     *xp = x;
 }
@@ -650,7 +661,7 @@ __device__ __forceinline__ void k1_table_literals(const u32* L, u32 nlit, u32* x
             break;
         }
         x = (((e >> 8) & 0xFFFu) + 1) * (x >> 12) + slot - (e >> 20);
-        wr.renorm(&x, bad);
+        wr.renorm(&x);
         sink.put<P>(bytes, stamps, l, e & 0xFFu);
     }
     *xp = x;
@@ -664,9 +675,9 @@ __device__ __forceinline__ void k1_literals(const Ctx& c, u32 id, bool lit_ctx, 
     if (lit_ctx) {
         const LitModel lm = lit_model_of(c, id);
         if (local && k1->ctx_first != NO_SLOT)
-            k1_context_literals<true, P>(k1->ctx, lm.mask, nlit, x, wr, sink, bytes, stamps, bad);
+            k1_context_literals<true, P>(k1->ctx, lm.mask, nlit, x, wr, sink, bytes, stamps);
         else
-            k1_context_literals<false, P>(lm.t, lm.mask, nlit, x, wr, sink, bytes, stamps, bad);
+            k1_context_literals<false, P>(lm.t, lm.mask, nlit, x, wr, sink, bytes, stamps);
     } else {
         const u32* L = local ? k1->lit : c.dtab + grp * 4 * 4096 + 3 * 4096;
         k1_table_literals<P>(L, nlit, x, wr, sink, bytes, stamps, bad);
@@ -697,9 +708,11 @@ __device__ __forceinline__ void literal_phase_k1(const Ctx& c, u32 id, u32* tp, 
         }
     } else {
         k1_literals<K1_NONE>(c, id, lit_ctx, nlit, &x, wr, sink, bytes, stamps, k1, &bad);
-        if (mode == MODE_ENTROPY_ONLY) tp[0] = nwords - wr.left;  // a visible result: the decode is not dead code
+        if (mode == MODE_ENTROPY_ONLY) tp[0] = wr.taken;  // a visible result: the decode is not dead code
     }
-    if (bad || x != 65536u || wr.left != 0) report(c.status, bad ? E_WORDS : E_FINAL, id);
+    // More words taken than the stream holds (they read as 0) is a stream that ran out.
+    bad |= wr.taken > nwords - pos;
+    if (bad || x != 65536u || wr.taken != nwords - pos) report(c.status, bad ? E_WORDS : E_FINAL, id);
 }
 
 template <int W>
