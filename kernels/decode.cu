@@ -541,11 +541,12 @@ struct WordReader1 {
 };
 
 // Where a K = 1 slice's literals go: literal l to unit offset obase + l while l < end_l (token t's run), the next
-// token's offset and run end loaded a token ahead. `lw` gathers the literals of the aligned 8-byte word `lwa` of
-// the unit (NO_SLOT: none yet), stored a word at a time: a lane's stores each go to another slice, so a byte store
-// per literal cost a memory transaction each (the 4.65 GB generated archive's 222 M literals: 4.4 ms of its parse,
-// session 20). The word's bytes that are not literals get zeros: they belong to matches of this unit, which nothing
-// else writes during the parse and every resolution writes (or, for seeks, never reads) later.
+// token's offset and run end loaded a token ahead. Literals are written a few at a time into aligned 8-byte words
+// (a lane's stores each go to another slice, so a byte store per literal cost a memory transaction each: the 4.65
+// GB generated archive's 222 M literals, 4.4 ms of its parse, session 20). `lw` is what the word `lwa` holds so
+// far (NO_SLOT: none); a word's bytes that are not literals get zeros: they belong to matches of this unit, which
+// nothing else writes during the parse and every resolution writes (or, for seeks, never reads) later. Words are
+// stored through (a word written again holds the same bytes and more), so nothing waits for a flush.
 enum K1Place { K1_NONE, K1_WORDS, K1_STAMPS };
 struct LiteralSink1 {
     const u32* tp;
@@ -577,6 +578,22 @@ struct LiteralSink1 {
         }
         return obase + l;
     }
+    // The low n bytes of v (1 <= n <= 8) to unit offsets o .. o + n - 1: one aligned word, or two.
+    __device__ __forceinline__ void place(u8* bytes, u32 o, u64 v, u32 n) {
+        const u32 a = o & ~7u, b = o & 7u;
+        if (n < 8) v &= (1ull << (8 * n)) - 1;
+        const u64 wa = (a == lwa ? lw : 0ull) | (v << (8 * b));
+        *(u64*)(bytes + a) = wa;
+        if (b + n > 8) {
+            const u64 wb = v >> (64 - 8 * b);
+            *(u64*)(bytes + a + 8) = wb;
+            lw = wb;
+            lwa = a + 8;
+        } else {
+            lw = wa;
+            lwa = a;
+        }
+    }
     template <K1Place P>
     __device__ __forceinline__ void put(u8* bytes, u8* stamps, u32 l, u32 sym) {
         if constexpr (P == K1_NONE) return;
@@ -585,26 +602,74 @@ struct LiteralSink1 {
             bytes[o] = (u8)sym;
             stamps[o] = 1;  // a literal: depth 0
         } else {
-            // A branch, not predication: predicated, the store and the word's reset cost the decode of atha_chr1
-            // 1.37 -> 1.44 ms (H200, session 23 runs 1 and 2), where predication won in WordReader1::renorm.
-            if ((o & ~7u) != lwa) {
-                if (lwa != NO_SLOT) *(u64*)(bytes + lwa) = lw;
-                lwa = o & ~7u;
-                lw = 0;
-            }
-            lw |= (u64)sym << (8 * (o & 7u));
+            place(bytes, o, sym, 1);
         }
     }
+    // Literals l .. l + 7 (l + 8 <= nlit), the bytes of v from the lowest. Mostly all eight lie in one run (atha_chr1:
+    // ~200 literals a run), which is one or two word stores; else a piece per run.
     template <K1Place P>
-    __device__ __forceinline__ void flush(u8* bytes) {
+    __device__ __forceinline__ void put8(u8* bytes, u8* stamps, u32 l, u64 v) {
+        if constexpr (P == K1_NONE) return;
         if constexpr (P == K1_WORDS) {
-            if (lwa != NO_SLOT) *(u64*)(bytes + lwa) = lw;
+            if (l + 7 < end_l) {  // then token t's run holds l (its start is at most the last literal placed + 1)
+                place(bytes, obase + l, v, 8);
+                return;
+            }
+            for (u32 k = 0; k < 8;) {
+                const u32 o = offset(l + k), n = min(8 - k, end_l - (l + k));
+                place(bytes, o, v >> (8 * k), n);
+                k += n;
+            }
+        } else {
+            for (u32 k = 0; k < 8; k++) put<P>(bytes, stamps, l + k, (u32)(v >> (8 * k)) & 0xFFu);
         }
     }
 };
 
-// Context-coded literals (FORMAT.md §3.5) of a K = 1 slice: `T` the model's rows (shared or global memory), the
-// context starting at 0. SMEM: T is shared and 16-byte aligned, so the four successor rows are two 16-byte loads.
+// One context-coded literal (FORMAT.md §3.5) of a K = 1 slice: the base `x` selects in row `e` of context `ctx`,
+// then `e` becomes the row of the next context. SMEM: the model's rows are at shared address sT (16-byte aligned,
+// so the four successor rows are two 16-byte loads); else at T, in global memory.
+template <bool SMEM>
+__device__ __forceinline__ u32 k1_context_step(const uint2* T, u32 sT, u32 mask, u32& x, u32& ctx, uint2& e,
+                                               WordReader1& wr) {
+    const u32 nb = (ctx << 2) & mask;  // the successors' rows: nb .. nb + 3 (mask = 4^k - 1, k >= 1)
+    uint2 r0, r1, r2, r3;
+    if constexpr (SMEM) {
+        uint4 a, b;
+        asm("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(a.x), "=r"(a.y), "=r"(a.z), "=r"(a.w) : "r"(sT + 8 * nb));
+        asm("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4 + 16];"
+            : "=r"(b.x), "=r"(b.y), "=r"(b.z), "=r"(b.w)
+            : "r"(sT + 8 * nb));
+        r0 = make_uint2(a.x, a.y);
+        r1 = make_uint2(a.z, a.w);
+        r2 = make_uint2(b.x, b.y);
+        r3 = make_uint2(b.z, b.w);
+    } else {
+        r0 = T[nb];
+        r1 = T[nb + 1];
+        r2 = T[nb + 2];
+        r3 = T[nb + 3];
+    }
+    const u32 slot = x & 4095u;
+    const u32 c1 = e.x & 0xFFFFu, c2 = e.x >> 16, c3 = e.y;
+    const bool m1 = slot >= c1, m2 = slot >= c2, m3 = slot >= c3;
+    // The base's slot range [lo, hi) (a base of frequency 0 has an empty one and is never chosen).
+    const u32 lo = m2 ? (m3 ? c3 : c2) : (m1 ? c1 : 0u);
+    const u32 hi = m2 ? (m3 ? 4096u : c3) : (m1 ? c2 : c1);
+    const u32 s = (u32)m1 + (u32)m2 + (u32)m3;
+    x = (hi - lo) * (x >> 12) + slot - lo;
+    wr.renorm(&x);
+    ctx = nb | s;
+    e = m2 ? (m3 ? r3 : r2) : (m1 ? r1 : r0);
+    return s;
+}
+
+// "ACGT"[s] for the bases s_k in bits 4k .. 4k + 3 of `sel`, k = 0 .. 3 (PRMT's selector).
+__device__ __forceinline__ u32 acgt4(u32 sel) { return __byte_perm(0x54474341u, 0u, sel); }
+
+// Context-coded literals of a K = 1 slice (`T` the model's rows, shared or global memory; the context starts at
+// 0), eight at a time: the bases gather into a PRMT selector (an IMAD a literal) and go out as one 8-byte piece,
+// so the token walk and the word merging are once every eight literals, not in every step of the chain.
 template <bool SMEM, K1Place P>
 __device__ __forceinline__ void k1_context_literals(const uint2* T, u32 mask, u32 nlit, u32* xp, WordReader1& wr,
                                                     LiteralSink1& sink, u8* bytes, u8* stamps) {
@@ -613,57 +678,43 @@ __device__ __forceinline__ void k1_context_literals(const uint2* T, u32 mask, u3
     // The shared window address of T, once: through a generic pointer every step converted it again (S2UR and
     // ULEA in the loop, session 23 run 5).
     const u32 sT = SMEM ? (u32)__cvta_generic_to_shared(T) : 0u;
-    for (u32 l = 0; l < nlit; l++) {
-        const u32 nb = (ctx << 2) & mask;  // the successors' rows: nb .. nb + 3 (mask = 4^k - 1, k >= 1)
-        uint2 r0, r1, r2, r3;
-        if constexpr (SMEM) {
-            uint4 a, b;
-            asm("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(a.x), "=r"(a.y), "=r"(a.z), "=r"(a.w) : "r"(sT + 8 * nb));
-            asm("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4 + 16];"
-                : "=r"(b.x), "=r"(b.y), "=r"(b.z), "=r"(b.w)
-                : "r"(sT + 8 * nb));
-            r0 = make_uint2(a.x, a.y);
-            r1 = make_uint2(a.z, a.w);
-            r2 = make_uint2(b.x, b.y);
-            r3 = make_uint2(b.z, b.w);
-        } else {
-            r0 = T[nb];
-            r1 = T[nb + 1];
-            r2 = T[nb + 2];
-            r3 = T[nb + 3];
-        }
-        const u32 slot = x & 4095u;
-        const u32 c1 = e.x & 0xFFFFu, c2 = e.x >> 16, c3 = e.y;
-        const bool m1 = slot >= c1, m2 = slot >= c2, m3 = slot >= c3;
-        // The base's slot range [lo, hi) (a base of frequency 0 has an empty one and is never chosen).
-        const u32 lo = m2 ? (m3 ? c3 : c2) : (m1 ? c1 : 0u);
-        const u32 hi = m2 ? (m3 ? 4096u : c3) : (m1 ? c2 : c1);
-        const u32 s = (u32)m1 + (u32)m2 + (u32)m3;
-        x = (hi - lo) * (x >> 12) + slot - lo;
-        wr.renorm(&x);
-        ctx = nb | s;
-        e = m2 ? (m3 ? r3 : r2) : (m1 ? r1 : r0);
-        sink.put<P>(bytes, stamps, l, __byte_perm(0x54474341u, 0u, s));  // "ACGT"[s]
+    u32 l = 0;
+    for (; l + 8 <= nlit; l += 8) {
+        u32 sel = 0;
+#pragma unroll
+        for (u32 k = 0; k < 8; k++) sel |= k1_context_step<SMEM>(T, sT, mask, x, ctx, e, wr) << (4 * k);
+        sink.put8<P>(bytes, stamps, l, (u64)acgt4(sel & 0xFFFFu) | ((u64)acgt4(sel >> 16) << 32));
     }
+    for (; l < nlit; l++) sink.put<P>(bytes, stamps, l, acgt4(k1_context_step<SMEM>(T, sT, mask, x, ctx, e, wr)));
     *xp = x;
 }
 
-// LIT-table literals of a K = 1 slice: `L` the group's 4096 slot entries (dtab layout, shared or global).
+// One LIT-table literal of a K = 1 slice (`L` the group's 4096 slot entries, dtab layout, shared or global): its
+// byte. A slot with no symbol sets `bad` and decodes on as if it had one (the slice is refused after the loop).
+__device__ __forceinline__ u32 k1_table_step(const u32* L, u32& x, WordReader1& wr, bool& bad) {
+    const u32 slot = x & 4095u;
+    const u32 e = L[slot];
+    bad |= e == 0xFFFFFFFFu;
+    x = (((e >> 8) & 0xFFFu) + 1) * (x >> 12) + slot - (e >> 20);
+    wr.renorm(&x);
+    return e & 0xFFu;
+}
+
+// LIT-table literals of a K = 1 slice, eight at a time as in k1_context_literals.
 template <K1Place P>
 __device__ __forceinline__ void k1_table_literals(const u32* L, u32 nlit, u32* xp, WordReader1& wr,
                                                   LiteralSink1& sink, u8* bytes, u8* stamps, bool* bad) {
     u32 x = *xp;
-    for (u32 l = 0; l < nlit; l++) {
-        const u32 slot = x & 4095u;
-        const u32 e = L[slot];
-        if (e == 0xFFFFFFFFu) {
-            *bad = true;
-            break;
-        }
-        x = (((e >> 8) & 0xFFFu) + 1) * (x >> 12) + slot - (e >> 20);
-        wr.renorm(&x);
-        sink.put<P>(bytes, stamps, l, e & 0xFFu);
+    bool b = false;
+    u32 l = 0;
+    for (; l + 8 <= nlit; l += 8) {
+        u64 v = 0;
+#pragma unroll
+        for (u32 k = 0; k < 8; k++) v |= (u64)k1_table_step(L, x, wr, b) << (8 * k);
+        sink.put8<P>(bytes, stamps, l, v);
     }
+    for (; l < nlit; l++) sink.put<P>(bytes, stamps, l, k1_table_step(L, x, wr, b));
+    *bad |= b;
     *xp = x;
 }
 
@@ -704,7 +755,6 @@ __device__ __forceinline__ void literal_phase_k1(const Ctx& c, u32 id, u32* tp, 
             k1_literals<K1_STAMPS>(c, id, lit_ctx, nlit, &x, wr, sink, bytes, stamps, k1, &bad);
         } else {
             k1_literals<K1_WORDS>(c, id, lit_ctx, nlit, &x, wr, sink, bytes, stamps, k1, &bad);
-            sink.flush<K1_WORDS>(bytes);
         }
     } else {
         k1_literals<K1_NONE>(c, id, lit_ctx, nlit, &x, wr, sink, bytes, stamps, k1, &bad);
