@@ -2186,39 +2186,9 @@ __device__ __forceinline__ void flow_copy_one(const Ctx& c, u64 dst, u64 base, u
     }
 }
 
-// One lane copies its own match (as flow_copy_one does with a warp: aligned destination words, a periodic fill byte
-// by byte), its loads of a word round independent of the others, so a short match costs about one trip to L2.
-__device__ __forceinline__ void flow_copy_lane(const Ctx& c, u64 dst, u64 base, u64 bk, u32 len) {
-    u8* bytes = c.bytes;
-    const u64 dist = match_dist(bk);
-    const bool rc = match_rc(bk);
-    if (!rc && dist < len) {
-        for (u32 k = 0; k < len; k++) bytes[dst + k] = __ldcg(bytes + source_of(base, bk, k));
-        return;
-    }
-    const long long end = (long long)(c.nunits << c.unit_log);
-    const u64 w0 = dst & ~3ull, hi = dst + len;
-    const u32 nwords = (u32)((hi - 1 - w0) / 4 + 1);
-#pragma unroll 4
-    for (u32 i = 0; i < nwords; i++) {
-        const long long w = (long long)(w0 + 4ull * i);
-        const u32 v = !rc ? load4_cg(bytes, w - (long long)dist, end)
-                          : complement4(__byte_perm(load4_cg(bytes, (long long)base - (w - (long long)dst) - 3, end), 0,
-                                                    0x0123));
-        store4_in(bytes, (u64)w, v, dst, hi);
-    }
-}
-
-// The warp copies the matches of the lanes in `go` (each lane's dst, source base, back word and length): those of
-// at most `lane_max` bytes each by its own lane, all at once, then the longer ones one after another with the whole
-// warp. (With the whole warp for every match, a task's ready matches took a round trip to L2 each, one after
-// another, and a match waiting on one of them waited for all: atha_chr1's 134 k matches, whose levels reach 100
-// and more, took 0.42 ms.)
-__device__ __forceinline__ void flow_copy(const Ctx& c, u32 go, u64 dst, u64 base, u64 bk, u32 len, u32 lane,
-                                          u32 lane_max) {
-    const bool short_match = len <= lane_max;
-    if (((go >> lane) & 1u) && short_match) flow_copy_lane(c, dst, base, bk, len);
-    go &= ~__ballot_sync(FULL_MASK, short_match);
+// The warp copies the matches of the lanes in `go` (each lane's dst, source base, back word and length), one after
+// another.
+__device__ __forceinline__ void flow_copy(const Ctx& c, u32 go, u64 dst, u64 base, u64 bk, u32 len, u32 lane) {
     while (go != 0) {
         const u32 m = __ffs(go) - 1;
         go &= go - 1;
@@ -2230,7 +2200,7 @@ __device__ __forceinline__ void flow_copy(const Ctx& c, u32 go, u64 dst, u64 bas
 // Every match of the stream, copied once its sources are final (see above). task_unit[w]: the unit of task w;
 // task_off[e]: the first task of unit e; `ticket`: zeroed by the host.
 __device__ __forceinline__ void copy_flow_tasks(const Ctx& c, const u32* task_unit, const u32* task_off, u32 ntasks,
-                                          level_t* done, u32* ticket, u32 lane_max) {
+                                          level_t* done, u32* ticket) {
     const u32 lane = threadIdx.x & 31;
     const u64 mask = (1ull << c.unit_log) - 1;
     for (;;) {
@@ -2266,7 +2236,7 @@ __device__ __forceinline__ void copy_flow_tasks(const Ctx& c, const u32* task_un
                 // Acquire: the flags this warp's lanes read come before the source bytes any lane loads.
                 __syncwarp();
                 __threadfence();
-                flow_copy(c, go, dst, base, bk, len, lane, lane_max);
+                flow_copy(c, go, dst, base, bk, len, lane);
                 // Release: every lane's bytes reach L2 before the flags.
                 __syncwarp();
                 __threadfence();
@@ -2287,8 +2257,8 @@ __device__ __forceinline__ void copy_flow_tasks(const Ctx& c, const u32* task_un
     }
 }
 extern "C" __global__ void copy_flow(Ctx c, const u32* task_unit, const u32* task_off, u32 ntasks, level_t* done,
-                                     u32* ticket, u32 lane_max) {
-    copy_flow_tasks(c, task_unit, task_off, ntasks, done, ticket, lane_max);
+                                     u32* ticket) {
+    copy_flow_tasks(c, task_unit, task_off, ntasks, done, ticket);
 }
 
 // One CTA of LEVEL_SCAN_THREADS threads: order_start[l] = the pieces of the buckets below l (bucket 0,

@@ -33,14 +33,6 @@ const KERNEL_SOURCE: &str = include_str!("../../../kernels/decode.cu");
 
 /// Threads per CTA for the warp-per-item kernels.
 const CTA_THREADS: u32 = 128;
-/// Matches `copy_flow` copies a lane each, all of a warp's ready ones at once (longer ones take the whole warp, one
-/// after another); ACEAPEX_GPU_FLOW_LANE_MAX=N sets it to compare (0: every match by the whole warp, session 20).
-const FLOW_LANE_MAX: u32 = 64;
-
-fn flow_lane_max() -> u32 {
-    static MAX: OnceLock<u32> = OnceLock::new();
-    env_knob(&MAX, "ACEAPEX_GPU_FLOW_LANE_MAX", FLOW_LANE_MAX, |_| true)
-}
 /// Zero bytes after the uploaded payloads: the K = 1 literal phase reads the word stream by aligned 32-bit words,
 /// and the last of a slice may reach up to 3 bytes past the payloads' end (kernels/decode.cu `WordReader1`).
 const FILE_PAD: usize = 16;
@@ -1549,8 +1541,7 @@ impl Device {
             let (task_unit, level, ticket) = (self.ptr(&full.task_unit), self.ptr(&full.level), counts_ptr);
             // Enough warps to fill every SM, striding over the tasks by ticket.
             let cfg = LaunchConfig { grid_dim: (132 * 16, 1, 1), block_dim: (CTA_THREADS, 1, 1), shared_mem_bytes: 0 };
-            let lane_max = flow_lane_max();
-            // SAFETY: arguments match copy_flow(Ctx, u32*, u32*, u32, u16*, u32*, u32): task_unit and task_off hold
+            // SAFETY: arguments match copy_flow(Ctx, u32*, u32*, u32, u16*, u32*): task_unit and task_off hold
             // ntasks and nunits entries (ensure_full), `level` a u16 per token (zeroed above), the ticket is
             // list_counts[0] (zeroed above); `c` is the full decode's context.
             unsafe {
@@ -1562,7 +1553,6 @@ impl Device {
                     .arg(&ntasks)
                     .arg(&level)
                     .arg(&ticket)
-                    .arg(&lane_max)
                     .launch(cfg)
                     .map_err(gpu("flow copy"))?;
             }
