@@ -95,7 +95,6 @@ typedef unsigned long long u64;
                              // `resume` and `literals_k<K>` decodes and places the literals later (seek path)
 #define MODE_SMEM 16         // flag (parse_k32 only): each warp loads its slice's LL/ML/OF tables into the
                              // dynamic shared memory the launch provides (CODE_SMEM_BYTES per warp)
-#define MODE_PAIRS 32        // flag (parse_k1 only): a thread parses two slices, their literals in lock step
 
 // Words of resume state per worklist entry: [0] words consumed, [1 + lane] rANS state, [33 + lane] the literal
 // a lane decoded in the last code step (or 0xFFFFFFFF).
@@ -668,6 +667,28 @@ __device__ __forceinline__ u32 k1_context_step(const uint2* T, u32 sT, u32 mask,
 // "ACGT"[s] for the bases s_k in bits 4k .. 4k + 3 of `sel`, k = 0 .. 3 (PRMT's selector).
 __device__ __forceinline__ u32 acgt4(u32 sel) { return __byte_perm(0x54474341u, 0u, sel); }
 
+// Context-coded literals of a K = 1 slice (`T` the model's rows, shared or global memory; the context starts at
+// 0), eight at a time: the bases gather into a PRMT selector (an IMAD a literal) and go out as one 8-byte piece,
+// so the token walk and the word merging are once every eight literals, not in every step of the chain.
+template <bool SMEM, K1Place P>
+__device__ __forceinline__ void k1_context_literals(const uint2* T, u32 mask, u32 nlit, u32* xp, WordReader1& wr,
+                                                    LiteralSink1& sink, u8* bytes, u8* stamps) {
+    u32 x = *xp, ctx = 0;
+    uint2 e = T[0];
+    // The shared window address of T, once: through a generic pointer every step converted it again (S2UR and
+    // ULEA in the loop, session 23 run 5).
+    const u32 sT = SMEM ? (u32)__cvta_generic_to_shared(T) : 0u;
+    u32 l = 0;
+    for (; l + 8 <= nlit; l += 8) {
+        u32 sel = 0;
+#pragma unroll
+        for (u32 k = 0; k < 8; k++) sel |= k1_context_step<SMEM>(T, sT, mask, x, ctx, e, wr) << (4 * k);
+        sink.put8<P>(bytes, stamps, l, (u64)acgt4(sel & 0xFFFFu) | ((u64)acgt4(sel >> 16) << 32));
+    }
+    for (; l < nlit; l++) sink.put<P>(bytes, stamps, l, acgt4(k1_context_step<SMEM>(T, sT, mask, x, ctx, e, wr)));
+    *xp = x;
+}
+
 // One LIT-table literal of a K = 1 slice (`L` the group's 4096 slot entries, dtab layout, shared or global): its
 // byte. A slot with no symbol sets `bad` and decodes on as if it had one (the slice is refused after the loop).
 __device__ __forceinline__ u32 k1_table_step(const u32* L, u32& x, WordReader1& wr, bool& bad) {
@@ -679,189 +700,69 @@ __device__ __forceinline__ u32 k1_table_step(const u32* L, u32& x, WordReader1& 
     return e & 0xFFu;
 }
 
-// A K = 1 slice's literal phase as parse_one leaves it (symbols [3 nmatch + 1, N) of its stream, from the state
-// `x` and word position `pos` the code phase left; with K = 1 the code phase takes no literal), for the caller to
-// run, alone (literal_phase_k1) or beside another slice's (literal_phase_k1_pair).
-struct K1Job {
-    u32 id, x, pos, mode;
-    u32* tp;
-    const u32* li;
-    u8* bytes;
-    u8* stamps;
-    bool valid;
-};
-
-// Where a slice's literals are read from and written to, in kinds the loops are compiled for.
-enum K1Kind { K1_CTX_SHARED, K1_CTX_GLOBAL, K1_TABLE };
-
-// One K = 1 slice's literal phase in progress: its word stream, where its literals go, its rANS state and (for
-// context-coded slices) its context and current row, and `l`, the literals decoded so far.
-struct K1Slice {
-    WordReader1 wr;
-    LiteralSink1 sink;
-    const uint2* T;  // K1_CTX_*: the model's rows (K1_CTX_SHARED: in shared memory, at shared address sT)
-    const u32* L;    // K1_TABLE: the LIT table's 4096 slot entries (shared or global)
-    u8* bytes;
-    u8* stamps;
-    u32* tp;
-    uint2 e;
-    u32 id, nlit, nwords, pos, x, ctx, mask, sT, mode, l;
-    K1Kind kind;
-    K1Place place;
-    bool bad;
-
-    __device__ __forceinline__ void begin(const Ctx& c, const K1Job& j, const K1Tables* k1) {
-        const u32* m = c.meta + (u64)j.id * META_WORDS;
-        const u64 payload = (u64)m[0] | ((u64)m[1] << 32);
-        id = j.id;
-        nlit = m[3];
-        nwords = m[4];
-        pos = j.pos;
-        x = j.x;
-        mode = j.mode;
-        tp = j.tp;
-        bytes = j.bytes;
-        stamps = j.stamps;
-        l = 0;
-        bad = false;
-        wr.init(c.file + payload + (m[6] & META_HDR_MASK) + 4, nwords, pos);
-        place = mode != MODE_FULL ? K1_NONE : (stamps ? K1_STAMPS : K1_WORDS);
-        if (mode == MODE_FULL) sink.init(j.tp, j.li, m[2] + 1, nlit);
-        const u64 grp = id >> c.group_shift;
-        const bool local = k1 != nullptr && k1->group == grp;
-        if ((m[6] & META_CTX) != 0) {
-            const LitModel lm = lit_model_of(c, id);
-            kind = local && k1->ctx_first != NO_SLOT ? K1_CTX_SHARED : K1_CTX_GLOBAL;
-            T = kind == K1_CTX_SHARED ? k1->ctx : lm.t;
-            // The shared window address of T, once: through a generic pointer every step converted it again
-            // (S2UR and ULEA in the loop, session 23 run 5).
-            sT = kind == K1_CTX_SHARED ? (u32)__cvta_generic_to_shared(T) : 0u;
-            mask = lm.mask;
-            ctx = 0;
-            e = T[0];
-        } else {
-            kind = K1_TABLE;
-            L = local ? k1->lit : c.dtab + grp * 4 * 4096 + 3 * 4096;
-        }
-    }
-    // The next literal's byte ("ACGT"[s] of a context-coded slice, as a PRMT selector nibble when SEL).
-    template <K1Kind KIND>
-    __device__ __forceinline__ u32 step() {
-        if constexpr (KIND == K1_TABLE) return k1_table_step(L, x, wr, bad);
-        else return k1_context_step<KIND == K1_CTX_SHARED>(T, sT, mask, x, ctx, e, wr);
-    }
-    // Eight literals from l, the first in the lowest byte.
-    template <K1Kind KIND>
-    __device__ __forceinline__ u64 bytes8(u32 sel_or_lo, u32 hi) const {
-        if constexpr (KIND == K1_TABLE) return (u64)sel_or_lo | ((u64)hi << 32);
-        else return (u64)acgt4(sel_or_lo & 0xFFFFu) | ((u64)acgt4(sel_or_lo >> 16) << 32);
-    }
-    // Decodes and places the literals from l to the end: eight at a time (the bases gather into a PRMT selector,
-    // an IMAD a literal; LIT-table bytes into two words), so the token walk and the word merging run once every
-    // eight literals, not in every step of the chain; then one at a time.
-    template <K1Kind KIND, K1Place P>
-    __device__ __forceinline__ void rest() {
-        for (; l + 8 <= nlit; l += 8) {
-            u32 v0 = 0, v1 = 0;
+// LIT-table literals of a K = 1 slice, eight at a time as in k1_context_literals.
+template <K1Place P>
+__device__ __forceinline__ void k1_table_literals(const u32* L, u32 nlit, u32* xp, WordReader1& wr,
+                                                  LiteralSink1& sink, u8* bytes, u8* stamps, bool* bad) {
+    u32 x = *xp;
+    bool b = false;
+    u32 l = 0;
+    for (; l + 8 <= nlit; l += 8) {
+        u64 v = 0;
 #pragma unroll
-            for (u32 k = 0; k < 8; k++) {
-                const u32 b = step<KIND>();
-                if constexpr (KIND == K1_TABLE) (k < 4 ? v0 : v1) |= b << (8 * (k & 3));
-                else v0 |= b << (4 * k);
-            }
-            sink.put8<P>(bytes, stamps, l, bytes8<KIND>(v0, v1));
-        }
-        for (; l < nlit; l++) {
-            const u32 b = step<KIND>();
-            sink.put<P>(bytes, stamps, l, KIND == K1_TABLE ? b : acgt4(b));
-        }
+        for (u32 k = 0; k < 8; k++) v |= (u64)k1_table_step(L, x, wr, b) << (8 * k);
+        sink.put8<P>(bytes, stamps, l, v);
     }
-    template <K1Place P>
-    __device__ __forceinline__ void rest_of_kind() {
-        if (kind == K1_CTX_SHARED) rest<K1_CTX_SHARED, P>();
-        else if (kind == K1_CTX_GLOBAL) rest<K1_CTX_GLOBAL, P>();
-        else rest<K1_TABLE, P>();
-    }
-    __device__ __forceinline__ void run_rest() {
-        if (place == K1_WORDS) rest_of_kind<K1_WORDS>();
-        else if (place == K1_STAMPS) rest_of_kind<K1_STAMPS>();
-        else rest_of_kind<K1_NONE>();
-    }
-    // The end-of-stream checks (and MODE_ENTROPY_ONLY's visible result: the decode is not dead code).
-    __device__ __forceinline__ void finish(const Ctx& c) {
-        if (mode == MODE_ENTROPY_ONLY) tp[0] = wr.taken;
-        // More words taken than the stream holds (they read as 0) is a stream that ran out.
-        bad |= wr.taken > nwords - pos;
-        if (bad || x != 65536u || wr.taken != nwords - pos) report(c.status, bad ? E_WORDS : E_FINAL, id);
-    }
-};
-
-// Two slices of one kind and placement in lock step, eight literals of each a round, as far as the shorter goes;
-// then each on its own. One slice's literals are one serial chain, whose instructions (~4 cycles apart on an H200
-// with one warp per scheduler) mostly wait on the one before; two independent chains fill each other's waits.
-template <K1Kind KIND, K1Place P>
-__device__ __forceinline__ void k1_pair(K1Slice& a, K1Slice& b) {
-    const u32 n = min(a.nlit, b.nlit);
-    for (; a.l + 8 <= n; a.l += 8, b.l += 8) {
-        u32 a0 = 0, a1 = 0, b0 = 0, b1 = 0;
-#pragma unroll
-        for (u32 k = 0; k < 8; k++) {
-            const u32 x = a.step<KIND>(), y = b.step<KIND>();
-            if constexpr (KIND == K1_TABLE) {
-                (k < 4 ? a0 : a1) |= x << (8 * (k & 3));
-                (k < 4 ? b0 : b1) |= y << (8 * (k & 3));
-            } else {
-                a0 |= x << (4 * k);
-                b0 |= y << (4 * k);
-            }
-        }
-        a.sink.put8<P>(a.bytes, a.stamps, a.l, a.bytes8<KIND>(a0, a1));
-        b.sink.put8<P>(b.bytes, b.stamps, b.l, b.bytes8<KIND>(b0, b1));
-    }
-    a.rest<KIND, P>();
-    b.rest<KIND, P>();
+    for (; l < nlit; l++) sink.put<P>(bytes, stamps, l, k1_table_step(L, x, wr, b));
+    *bad |= b;
+    *xp = x;
 }
 
 template <K1Place P>
-__device__ __forceinline__ void k1_pair_of_kind(K1Slice& a, K1Slice& b) {
-    if (a.kind == K1_CTX_SHARED) k1_pair<K1_CTX_SHARED, P>(a, b);
-    else if (a.kind == K1_CTX_GLOBAL) k1_pair<K1_CTX_GLOBAL, P>(a, b);
-    else k1_pair<K1_TABLE, P>(a, b);
+__device__ __forceinline__ void k1_literals(const Ctx& c, u32 id, bool lit_ctx, u32 nlit, u32* x, WordReader1& wr,
+                                            LiteralSink1& sink, u8* bytes, u8* stamps, const K1Tables* k1, bool* bad) {
+    const u64 grp = id >> c.group_shift;
+    const bool local = k1 != nullptr && k1->group == grp;
+    if (lit_ctx) {
+        const LitModel lm = lit_model_of(c, id);
+        if (local && k1->ctx_first != NO_SLOT)
+            k1_context_literals<true, P>(k1->ctx, lm.mask, nlit, x, wr, sink, bytes, stamps);
+        else
+            k1_context_literals<false, P>(lm.t, lm.mask, nlit, x, wr, sink, bytes, stamps);
+    } else {
+        const u32* L = local ? k1->lit : c.dtab + grp * 4 * 4096 + 3 * 4096;
+        k1_table_literals<P>(L, nlit, x, wr, sink, bytes, stamps, bad);
+    }
 }
 
-// The literal phase of one K = 1 slice: each literal to its unit offset in `bytes` (MODE_FULL), or decoded only
-// (MODE_NO_LITERALS, MODE_ENTROPY_ONLY, which also leaves the token arrays alone); then the end-of-stream checks.
+// The literal phase of a K = 1 slice (symbols [3 nmatch + 1, N) of its stream, from the state `x` and word
+// position `pos` the code phase left; with K = 1 the code phase takes no literal): each literal to its unit offset
+// in `bytes` (mode MODE_FULL), or decoded only (MODE_NO_LITERALS, MODE_ENTROPY_ONLY, which also leaves the token
+// arrays alone); then the end-of-stream checks.
 __device__ __forceinline__ void literal_phase_k1(const Ctx& c, u32 id, u32* tp, const u32* li, u8* bytes, u8* stamps,
                                                   u32 mode, u32 x, u32 pos, const K1Tables* k1) {
-    const K1Job j = {id, x, pos, mode, tp, li, bytes, stamps, true};
-    K1Slice s;
-    s.begin(c, j, k1);
-    s.run_rest();
-    s.finish(c);
-}
-
-// The literal phases of two K = 1 slices (either job may be empty: its parse failed, or there was no second
-// entry): in lock step when they are of one kind and placement (the full decode, and its variants, of an archive
-// whose slices share a group: all of them, but at group edges), else one after the other.
-__device__ __forceinline__ void literal_phase_k1_pair(const Ctx& c, const K1Job& ja, const K1Job& jb,
-                                                       const K1Tables* k1) {
-    if (ja.valid && jb.valid) {
-        K1Slice a, b;
-        a.begin(c, ja, k1);
-        b.begin(c, jb, k1);
-        if (a.kind == b.kind && a.place == b.place && a.place != K1_STAMPS) {
-            if (a.place == K1_WORDS) k1_pair_of_kind<K1_WORDS>(a, b);
-            else k1_pair_of_kind<K1_NONE>(a, b);
+    const u32* m = c.meta + (u64)id * META_WORDS;
+    const u32 nmatch = m[2], nlit = m[3], nwords = m[4];
+    const u64 payload = (u64)m[0] | ((u64)m[1] << 32);
+    const bool lit_ctx = (m[6] & META_CTX) != 0;
+    WordReader1 wr;
+    wr.init(c.file + payload + (m[6] & META_HDR_MASK) + 4, nwords, pos);
+    LiteralSink1 sink;
+    bool bad = false;
+    if (mode == MODE_FULL) {
+        sink.init(tp, li, nmatch + 1, nlit);
+        if (stamps) {
+            k1_literals<K1_STAMPS>(c, id, lit_ctx, nlit, &x, wr, sink, bytes, stamps, k1, &bad);
         } else {
-            a.run_rest();
-            b.run_rest();
+            k1_literals<K1_WORDS>(c, id, lit_ctx, nlit, &x, wr, sink, bytes, stamps, k1, &bad);
         }
-        a.finish(c);
-        b.finish(c);
-        return;
+    } else {
+        k1_literals<K1_NONE>(c, id, lit_ctx, nlit, &x, wr, sink, bytes, stamps, k1, &bad);
+        if (mode == MODE_ENTROPY_ONLY) tp[0] = wr.taken;  // a visible result: the decode is not dead code
     }
-    if (ja.valid) literal_phase_k1(c, ja.id, ja.tp, ja.li, ja.bytes, ja.stamps, ja.mode, ja.x, ja.pos, k1);
-    if (jb.valid) literal_phase_k1(c, jb.id, jb.tp, jb.li, jb.bytes, jb.stamps, jb.mode, jb.x, jb.pos, k1);
+    // More words taken than the stream holds (they read as 0) is a stream that ran out.
+    bad |= wr.taken > nwords - pos;
+    if (bad || x != 65536u || wr.taken != nwords - pos) report(c.status, bad ? E_WORDS : E_FINAL, id);
 }
 
 template <int W>
@@ -873,7 +774,7 @@ __device__ void literal_phase(const Ctx& c, const Group<W>& g, u32 id, const u32
 // their unit offsets in `bytes` (a unit-local buffer of 2^unit_log bytes).
 template <int W>
 __device__ void parse_one(const Ctx& c, const Group<W>& g, u32 id, u64 tok_base, u8* bytes, u8* stamps, u32 mode,
-                          u32* resume, const CodeTables* sm, const K1Tables* k1 = nullptr, K1Job* job = nullptr) {
+                          u32* resume, const CodeTables* sm, const K1Tables* k1 = nullptr) {
     const u8* file = c.file;
     u64* status = c.status;
     const u32 lane = g.lane;
@@ -980,8 +881,7 @@ __device__ void parse_one(const Ctx& c, const Group<W>& g, u32 id, u64 tok_base,
     }
     if constexpr (W == 1) {
         if (mode == MODE_ENTROPY_ONLY) {
-            if (job) *job = K1Job{id, x, ww.pos, mode, tp, li, bytes, stamps, true};
-            else literal_phase_k1(c, id, tp, li, bytes, stamps, mode, x, ww.pos, k1);
+            literal_phase_k1(c, id, tp, li, bytes, stamps, mode, x, ww.pos, k1);
             return;
         }
     }
@@ -1099,12 +999,8 @@ __device__ void parse_one(const Ctx& c, const Group<W>& g, u32 id, u64 tok_base,
         return;
     }
     g.sync();
-    if constexpr (W == 1) {
-        if (job) *job = K1Job{id, x, ww.pos, mode, tp, li, bytes, stamps, true};  // the caller runs it
-        else literal_phase_k1(c, id, tp, li, bytes, stamps, mode, x, ww.pos, k1);
-    } else {
-        literal_phase<W>(c, g, id, tp, li, bytes, stamps, mode, x, ww, pending);
-    }
+    if constexpr (W == 1) literal_phase_k1(c, id, tp, li, bytes, stamps, mode, x, ww.pos, k1);
+    else literal_phase<W>(c, g, id, tp, li, bytes, stamps, mode, x, ww, pending);
 }
 
 // Phase C of a unit's parse for K > 1 (K = 1 is literal_phase_k1's): the literals (symbols [3 nmatch + 1, N) of
@@ -1198,24 +1094,8 @@ __device__ void literal_phase(const Ctx& c, const Group<W>& g, u32 id, const u32
     }
 }
 
-// Parses worklist entry e with group g (see parse_units); with `job` (K = 1) its literal phase is left there.
-template <int W>
-__device__ __forceinline__ void parse_entry(const Ctx& c, const Group<W>& g, u32 e, u32 mode, const CodeTables* sm,
-                                            const K1Tables* k1, K1Job* job = nullptr) {
-    const u32 id = c.worklist[e];
-    // The seek path keeps an entry's tokens and bytes in its slot e; the full decode (no slot map) keeps them at
-    // the unit's own place, and its worklist may list the units in any order (see ensure_full).
-    const u64 slot = c.slot_of_unit ? e : id;
-    u8* stamps = c.stamps ? c.stamps + (slot << c.unit_log) : nullptr;
-    u32* resume = c.resume ? c.resume + (u64)e * RESUME_WORDS : nullptr;
-    parse_one<W>(c, g, id, c.tok_off[slot], c.bytes + (slot << c.unit_log), stamps, mode, resume, sm, k1, job);
-    if (g.lane == 0 && c.slot_of_unit) c.slot_of_unit[id] = e;
-}
-
 // Parses worklist entries [level_begin(level), count): a group of W = K lanes per entry. Entry e's bytes go to
 // bytes + e << unit_log and its tokens to tok_off[e]. Marks each parsed unit's slot for the later levels.
-// MODE_PAIRS (K = 1): a thread parses two entries, a CTA's width apart, and runs their literal phases in lock
-// step (literal_phase_k1_pair); a CTA then covers twice its width of entries a round.
 template <int W>
 __device__ __forceinline__ void parse_units(const Ctx& c, u32 level, u32 mode) {
     extern __shared__ uint4 dyn_smem[];
@@ -1225,43 +1105,37 @@ __device__ __forceinline__ void parse_units(const Ctx& c, u32 level, u32 mode) {
     // MODE_SMEM (W = 32 only): this warp's CodeTables in the launch's dynamic shared memory.
     CodeTables* sm = nullptr;
     if (W == 32 && (mode & MODE_SMEM)) sm = (CodeTables*)((u8*)dyn_smem + (threadIdx.x / 32) * CODE_SMEM_BYTES);
-    const bool pairs = W == 1 && (mode & MODE_PAIRS) != 0;
-    mode &= ~(u32)(MODE_SMEM | MODE_PAIRS);
+    mode &= ~(u32)MODE_SMEM;
     u64 loaded = ~0ull;  // the group whose tables `sm` holds
     const K1Tables* k1 = nullptr;
     if constexpr (W == 1) {
         // The tables of the CTA's first entry's group (see K1Tables; the grid and `end` are CTA-uniform).
         __shared__ __align__(16) K1Tables k1s;
-        const u32 first = begin + blockIdx.x * blockDim.x * (pairs ? 2 : 1);
+        const u32 first = begin + blockIdx.x * blockDim.x;
         if (first < end) load_k1_tables(c, c.worklist[first] >> c.group_shift, &k1s);
         else if (threadIdx.x == 0) k1s.group = ~0ull;
         __syncthreads();
         k1 = &k1s;
-        if (pairs) {
-            const Group<1> g;
-            const u32 w = blockDim.x;
-            for (u32 e = begin + blockIdx.x * 2 * w + threadIdx.x; e < end; e += gridDim.x * 2 * w) {
-                K1Job ja, jb;
-                ja.valid = jb.valid = false;
-                parse_entry<1>(c, g, e, mode, nullptr, k1, &ja);
-                if (e + w < end) parse_entry<1>(c, g, e + w, mode, nullptr, k1, &jb);
-                literal_phase_k1_pair(c, ja, jb, k1);
-            }
-            return;
-        }
     }
     const Group<W> g;
     const u32 groups_per_cta = blockDim.x / W;
     const u32 group = blockIdx.x * groups_per_cta + threadIdx.x / W;
     const u32 ngroups = gridDim.x * groups_per_cta;
     for (u32 e = begin + group; e < end; e += ngroups) {
-        if (sm && (u64)(c.worklist[e] >> c.group_shift) != loaded) {  // warp-uniform (a warp per entry)
+        u32 id = c.worklist[e];
+        if (sm && (u64)(id >> c.group_shift) != loaded) {  // warp-uniform (a warp per entry)
             __syncwarp();
-            loaded = c.worklist[e] >> c.group_shift;
+            loaded = id >> c.group_shift;
             load_code_tables(c, loaded, sm);
             __syncwarp();
         }
-        parse_entry<W>(c, g, e, mode, sm, k1);
+        // The seek path keeps an entry's tokens and bytes in its slot e; the full decode (no slot map) keeps them
+        // at the unit's own place, and its worklist may list the units in any order (see ensure_full).
+        const u64 slot = c.slot_of_unit ? e : id;
+        u8* stamps = c.stamps ? c.stamps + (slot << c.unit_log) : nullptr;
+        u32* resume = c.resume ? c.resume + (u64)e * RESUME_WORDS : nullptr;
+        parse_one<W>(c, g, id, c.tok_off[slot], c.bytes + (slot << c.unit_log), stamps, mode, resume, sm, k1);
+        if (g.lane == 0 && c.slot_of_unit) c.slot_of_unit[id] = e;
     }
 }
 

@@ -167,15 +167,6 @@ const CODE_SMEM_BYTES: u32 = 13536;
 const LIT_SMEM_BYTES: u32 = 5120;
 /// kernels/decode.cu `MODE_SMEM`: the parse loads its tables into the launch's dynamic shared memory.
 const MODE_SMEM: u32 = 16;
-/// kernels/decode.cu `MODE_PAIRS`: with K = 1, a thread of the full decode's parse takes two slices and runs their
-/// literal chains in lock step, so each fills the other's dependency waits. ACEAPEX_GPU_K1_PAIRS=0 turns it off
-/// to compare (a slice a thread, session 23).
-const MODE_PAIRS: u32 = 32;
-
-fn k1_pairs() -> bool {
-    static PAIRS: OnceLock<u32> = OnceLock::new();
-    env_knob(&PAIRS, "ACEAPEX_GPU_K1_PAIRS", 1, |v| v <= 1) == 1
-}
 /// Largest slice `literals_warp` buffers in shared memory (4 KiB); larger slices use `literals_k<K>`.
 const LIT_WARP_MAX_UNIT_LOG: u32 = 12;
 /// Largest request (in slices) whose literals run a warp per slice: a cold block's literal launch is the slowest
@@ -1449,12 +1440,11 @@ impl Device {
         let list_cap = full.list_cap;
         let task_ptr = self.ptr(&full.task_off);
         let ntasks = full.ntasks;
-        let pairs = self.lanes == 1 && k1_pairs();
         let mode: u32 = match variant {
             FullVariant::EntropyOnly => 1,
             FullVariant::ParseNoLiterals => 2,
             FullVariant::ParseOnly | FullVariant::Full => 0,
-        } | if pairs { MODE_PAIRS } else { 0 };
+        };
         let rounds = match resolve {
             Some(Resolve::Chase) => 1,
             Some(Resolve::Rounds) => self.max_depth + 1,
@@ -1478,7 +1468,7 @@ impl Device {
         unsafe {
             let warps_per_cta = (CTA_THREADS / 32) as u64;
             let cfg = LaunchConfig {
-                grid_dim: (grid_for(n as u64, self.parse_groups_per_cta() << u32::from(pairs), 1 << 20), 1, 1),
+                grid_dim: (grid_for(n as u64, self.parse_groups_per_cta(), 1 << 20), 1, 1),
                 block_dim: (CTA_THREADS, 1, 1),
                 shared_mem_bytes: 0,
             };
@@ -2141,7 +2131,6 @@ mod tests {
         assert_eq!(kernel_define("CODE_SMEM_BYTES"), u64::from(CODE_SMEM_BYTES));
         assert_eq!(kernel_define("LIT_SMEM_BYTES"), u64::from(LIT_SMEM_BYTES));
         assert_eq!(kernel_define("MODE_SMEM"), u64::from(MODE_SMEM));
-        assert_eq!(kernel_define("MODE_PAIRS"), u64::from(MODE_PAIRS));
         assert_eq!(kernel_define("TOKEN_BUCKET_LOG"), u64::from(resident::TOKEN_BUCKET_LOG));
         assert_eq!(kernel_define("CT_WORDS"), super::super::prep::CT_WORDS as u64);
         assert_eq!(kernel_define("CT_FC"), super::super::prep::CT_FC as u64);
