@@ -494,11 +494,10 @@ __device__ __forceinline__ void load_k1_tables(const Ctx& c, u64 grp, K1Tables* 
 // from aligned 32-bit loads issued two refills before their bits are needed. Reads at or past the stream's end
 // load 0 (the payload buffer is padded, so an aligned word that starts before the end lies inside it).
 struct WordReader1 {
-    const u32* p;    // the next aligned 32-bit word to append to `buf`
+    const u32* p;    // the next aligned 32-bit word to load (into c2)
     const u32* end;  // the first aligned word wholly past the stream: loads there and beyond read 0
-    u64 buf;         // unread bits, LSB first
-    u32 nbits;       // valid bits in buf (>= 32 between takes)
-    u32 pre;         // *p, loaded at the last refill: a refill comes at least two takes after the one before
+    u32 c0, c1, c2;  // three aligned words from the one holding the next word's first byte
+    u32 sel;         // PRMT selector of the next word's two bytes in (c0, c1): b | (b + 1) << 4, b its byte in c0
     u32 taken;       // words taken (checked against the stream's length after the last literal)
 
     // *a, or 0 when `a` is past the stream, loaded only where `load` holds (a predicated load, not a branch).
@@ -514,29 +513,31 @@ struct WordReader1 {
         end = (const u32*)(((u64)(words + 2ull * nwords) + 3) & ~3ull);
         taken = 0;
         const u32* a0 = (const u32*)((u64)a & ~3ull);
-        const u32 sh = 8u * (u32)((u64)a & 3u);
-        buf = (u64)(ld_if(a0, true, 0u) >> sh);
-        nbits = 32 - sh;
-        buf |= (u64)ld_if(a0 + 1, true, 0u) << nbits;
-        nbits += 32;
-        p = a0 + 2;
-        pre = ld_if(p, true, 0u);
+        const u32 b = (u32)((u64)a & 3u);  // payloads are byte-aligned, so a word may straddle two aligned words
+        sel = b | ((b + 1) << 4);
+        c0 = ld_if(a0, true, 0u);
+        c1 = ld_if(a0 + 1, true, 0u);
+        c2 = ld_if(a0 + 2, true, 0u);
+        p = a0 + 3;
     }
     // Renormalises `x` (FORMAT.md §3.4: below 2^16 it takes the next word). Branch-free: the 32 lanes of a warp
     // decode 32 slices, and some lane takes a word in nearly every step, so a branch here ran its body for a few
     // lanes in most steps (session 23 run 1: 16.8 of 32 lanes active; entropy alone on atha_chr1 1.06 -> 0.88 ms
-    // predicated, run 2). Words past the stream read as 0; `taken` tells after the last literal.
+    // predicated, run 2). Two PRMTs take the word (x << 16 | w); the words move on by one aligned word every
+    // second take, the new one loaded two moves before it is read. Words past the stream read as 0; `taken` tells
+    // after the last literal. (A 64-bit bit buffer, session 23, cost ~6 more instructions a literal in shifts.)
     __device__ __forceinline__ void renorm(u32* x) {
         const bool need = *x < 65536u;
-        *x = need ? (*x << 16) | ((u32)buf & 0xFFFFu) : *x;
+        const u32 w = __byte_perm(c0, c1, sel);
+        *x = need ? __byte_perm(*x, w, 0x1054u) : *x;
         taken += need ? 1u : 0u;
-        buf = need ? buf >> 16 : buf;
-        nbits -= need ? 16u : 0u;
-        const bool refill = nbits < 32;
-        buf |= refill ? (u64)pre << nbits : 0ull;
-        nbits += refill ? 32u : 0u;
-        p += refill ? 1 : 0;
-        pre = ld_if(p, refill, refill ? 0u : pre);
+        const bool move = need && (sel & 2u) != 0;  // b >= 2: the next word starts in c1
+        const u32 b = ((sel & 3u) + (need ? 2u : 0u)) & 3u;
+        sel = b | ((b + 1) << 4);
+        c0 = move ? c1 : c0;
+        c1 = move ? c2 : c1;
+        c2 = ld_if(p, move, move ? 0u : c2);
+        p += move ? 1 : 0;
     }
 };
 
