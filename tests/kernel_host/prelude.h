@@ -1,0 +1,37 @@
+// Host stand-ins for what the K = 1 helpers of kernels/decode.cu use from CUDA, so that the structs themselves
+// (copied out of decode.cu by tests/kernel_host_model.rs) compile with the host C++ compiler.
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+typedef uint8_t u8;
+typedef uint32_t u32;
+typedef uint64_t u64;
+#define __device__
+#define __forceinline__ inline
+#define NO_SLOT 0xFFFFFFFFu
+using std::min;
+// PRMT: result byte i is byte s_i (bits 4i .. 4i + 2) of {a, b}, or its sign replicated when bit 4i + 3 is set.
+static inline u32 __byte_perm(u32 a, u32 b, u32 s) {
+    u8 by[8];
+    for (int i = 0; i < 4; i++) {
+        by[i] = (u8)(a >> (8 * i));
+        by[4 + i] = (u8)(b >> (8 * i));
+    }
+    u32 r = 0;
+    for (int i = 0; i < 4; i++) {
+        const u32 n = (s >> (4 * i)) & 0xF;
+        u8 v = by[n & 7];
+        if (n & 8) v = (v & 0x80) ? 0xFF : 0;
+        r |= (u32)v << (8 * i);
+    }
+    return r;
+}
+static u64 rng_state = 88172645463325252ull;
+static inline u32 rnd() {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (u32)rng_state;
+}
