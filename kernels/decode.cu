@@ -450,16 +450,17 @@ __device__ __forceinline__ void load_lit_table(const Ctx& c, u64 grp, LitTables*
 //  * the context model is in shared memory when its order is at most K1_CTX_ORDER (else global, through L1), and
 //    the four rows a literal's successor context can have (consecutive: ((ctx << 2) | s) & mask) are loaded
 //    while the literal itself decodes, so the next step only selects one by the base just decoded;
-//  * the word stream is read through a 64-bit bit buffer refilled from two aligned 32-bit words loaded two
-//    refills (~16 literals) ahead (WordReader1);
-//  * the next token's literal start and offset are loaded one token ahead, and literals are gathered into
-//    aligned 8-byte words (a lane's stores go to its own slice: a store per literal was a transaction each).
+//  * the word stream is read from aligned 32-bit words loaded two moves (~16 literals) ahead (WordReader1);
+//  * literals are decoded eight at a time and placed as one 8-byte piece where the eight lie in one token's run
+//    (LiteralSink1::put8): the token walk and the word merge are off the step, and a lane's stores go to its own
+//    slice in aligned words (a store per literal was a transaction each).
 // A CTA of the K = 1 parse loads the tables of its first slice's group into shared memory (K1Tables); a slice of
 // another group (a CTA straddling a group boundary, or a grid-stride loop's later entries) reads them from global
-// memory, with the same results. H200, session 23 run 3: atha_chr1's entropy decode 1.41 -> 0.88 ms, the 4.65 GB
-// generated archive's 3.83 -> 3.03 ms. What is left on atha (run 5): 108 warp instructions a literal, ~4 cycles
-// apart with one warp per scheduler; the selects wait on the step's shared loads, and the word refill, the token
-// walk and the word store are branches some lane takes in most steps (docs/BENCH-GPU.md, session 23).
+// memory, with the same results. H200: atha_chr1's entropy decode 1.41 -> 0.88 ms (session 23) -> 0.69 ms
+// (session 24), parse with literals 1.92 -> 1.40 -> 1.03 ms. What is left there (session 24 run 4): ~75 warp
+// instructions a literal, ~4 cycles apart with one warp per scheduler; the row selects wait on the step's shared
+// loads, the word moves on loads issued one move earlier (docs/BENCH-GPU.md, session 24).
+// tests/kernel_host_model.rs compiles WordReader1 and LiteralSink1 from this file on the host and checks them.
 #define K1_CTX_ORDER 5
 #define K1_CTX_MAX (1u << (2 * K1_CTX_ORDER))
 
