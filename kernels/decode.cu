@@ -491,9 +491,10 @@ __device__ __forceinline__ void load_k1_tables(const Ctx& c, u64 grp, K1Tables* 
     }
 }
 
-// The rANS word stream of one K = 1 slice: a bit buffer that always holds at least the next two words, refilled
-// from aligned 32-bit loads issued two refills before their bits are needed. Reads at or past the stream's end
-// load 0 (the payload buffer is padded, so an aligned word that starts before the end lies inside it).
+// The rANS word stream of one K = 1 slice, read as aligned 32-bit words: the one holding the next word's first
+// byte and the two after it. Aligned words at or past the stream's end load as 0 (the payload buffer is padded, so
+// an aligned word that starts before the end lies inside it); a word taken past the end is whatever bytes follow,
+// and `taken` exceeding the stream's words refuses the slice after the loop.
 struct WordReader1 {
     const u32* p;    // the next aligned 32-bit word to load (into c2)
     const u32* end;  // the first aligned word wholly past the stream: loads there and beyond read 0
@@ -525,8 +526,8 @@ struct WordReader1 {
     // decode 32 slices, and some lane takes a word in nearly every step, so a branch here ran its body for a few
     // lanes in most steps (session 23 run 1: 16.8 of 32 lanes active; entropy alone on atha_chr1 1.06 -> 0.88 ms
     // predicated, run 2). Two PRMTs take the word (x << 16 | w); the words move on by one aligned word every
-    // second take, the new one loaded two moves before it is read. Words past the stream read as 0; `taken` tells
-    // after the last literal. (A 64-bit bit buffer, session 23, cost ~6 more instructions a literal in shifts.)
+    // second take, the new one loaded two moves before it is read. (Session 23's 64-bit bit buffer took more
+    // instructions in shifts; session 24 run 3 measured the two within ±2 % of each other.)
     __device__ __forceinline__ void renorm(u32* x) {
         const bool need = *x < 65536u;
         const u32 w = __byte_perm(c0, c1, sel);
