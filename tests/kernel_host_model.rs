@@ -1,11 +1,16 @@
-//! Host checks of the K = 1 literal path's helpers in kernels/decode.cu, with no GPU: `WordReader1` (the rANS
-//! word stream) and `LiteralSink1` (where literals land) are copied out of the kernel source as they are, compiled
-//! with the host C++ compiler beside the harnesses in tests/kernel_host/, and run against plain reference
-//! models on random inputs. Both are branch-free or batched rewrites whose bugs would otherwise first show as
-//! wrong blocks on the H200. Without a C++ compiler the test says it skipped; with `CI` set that is a failure.
+//! Host checks of the K = 1 literal path of kernels/decode.cu, with no GPU: `WordReader1` (the rANS word
+//! stream), `LiteralSink1` (where literals land) and the context-coded literal chain (`k1_context_step`,
+//! `k1_context_literals`) are copied out of the kernel source as they are, compiled with the host C++ compiler
+//! beside the harnesses in tests/kernel_host/, and run against reference models on random inputs, and the chain
+//! on streams the crate's own encoder made. These are branch-free or batched rewrites whose bugs would otherwise
+//! first show as wrong blocks on the H200. Without a C++ compiler the test says it skipped; with `CI` set that is
+//! a failure.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+use aceapex::codec::context::{next_context, CtxModel, MAX_LIT_ORDER};
+use aceapex::codec::rans::encode_with_contexts;
 
 fn kernel_source() -> String {
     std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels/decode.cu")).expect("read decode.cu")
@@ -16,6 +21,21 @@ fn cut(src: &str, start: &str, last: &str) -> String {
     let a = src.find(start).unwrap_or_else(|| panic!("decode.cu has no `{start}`"));
     let s = src[a..].find(last).unwrap_or_else(|| panic!("decode.cu has no `{last}` after `{start}`")) + a;
     let e = src[s..].find("\n};\n").unwrap_or_else(|| panic!("`{last}` does not end")) + s + 4;
+    src[a..e].to_string()
+}
+
+/// The line of decode.cu that starts with `start` (a one-line function).
+fn cut_line(src: &str, start: &str) -> String {
+    let a = src.find(start).unwrap_or_else(|| panic!("decode.cu has no `{start}`"));
+    let e = src[a..].find('\n').map_or(src.len(), |e| a + e + 1);
+    src[a..e].to_string()
+}
+
+/// The text of decode.cu from `start` through the end of the function `last` (its closing `}` at column 0).
+fn cut_fn(src: &str, start: &str, last: &str) -> String {
+    let a = src.find(start).unwrap_or_else(|| panic!("decode.cu has no `{start}`"));
+    let s = src[a..].find(last).unwrap_or_else(|| panic!("decode.cu has no `{last}` after `{start}`")) + a;
+    let e = src[s..].find("\n}\n").unwrap_or_else(|| panic!("`{last}` does not end")) + s + 3;
     src[a..e].to_string()
 }
 
@@ -33,8 +53,13 @@ fn compiler() -> Option<String> {
     Command::new(&cxx).arg("--version").output().ok().filter(|o| o.status.success()).map(|_| cxx)
 }
 
-/// Compiles harness `name`.cpp with `inc` as its name.inc and runs it: it prints "ok" or what failed.
+/// Compiles harness `name`.cpp with `inc` as its name.inc and runs it (with `input` written to a file, its path
+/// the harness's argument, when given): it prints "ok" or what failed.
 fn run_harness(name: &str, inc: &str) {
+    run_harness_on(name, inc, None)
+}
+
+fn run_harness_on(name: &str, inc: &str, input: Option<&[u8]>) {
     let Some(cxx) = compiler() else {
         assert!(std::env::var_os("CI").is_none(), "{name}: no C++ compiler and CI is set");
         eprintln!("{name}: SKIPPED (no C++ compiler; set CXX)");
@@ -45,7 +70,7 @@ fn run_harness(name: &str, inc: &str) {
     let harness: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/kernel_host");
     let bin = dir.path().join(name);
     let out = Command::new(&cxx)
-        .args(["-std=c++17", "-O2", "-Wall", "-Werror", "-Wno-unused-function"])
+        .args(["-std=c++17", "-O2", "-Wall", "-Werror", "-Wno-unused-function", "-Wno-unknown-pragmas"])
         .arg("-I")
         .arg(&harness)
         .arg("-I")
@@ -56,7 +81,13 @@ fn run_harness(name: &str, inc: &str) {
         .output()
         .expect("run the C++ compiler");
     assert!(out.status.success(), "{name}: compile failed:\n{}", String::from_utf8_lossy(&out.stderr));
-    let run = Command::new(&bin).output().expect("run the harness");
+    let mut cmd = Command::new(&bin);
+    if let Some(input) = input {
+        let path = dir.path().join("input.bin");
+        std::fs::write(&path, input).expect("write the harness input");
+        cmd.arg(path);
+    }
+    let run = cmd.output().expect("run the harness");
     let stdout = String::from_utf8_lossy(&run.stdout);
     assert!(run.status.success() && stdout.trim() == "ok", "{name}: {stdout}{}", String::from_utf8_lossy(&run.stderr));
 }
@@ -71,4 +102,108 @@ fn word_reader_takes_every_word_at_every_alignment() {
 fn literal_sink_places_every_literal_and_nothing_past_its_unit() {
     let src = kernel_source();
     run_harness("literal_sink", &cut(&src, "enum K1Place {", "struct LiteralSink1 {"));
+}
+
+/// A xorshift generator: the cases are the same in every run.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u32 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 as u32
+    }
+    fn below(&mut self, n: u32) -> u32 {
+        self.next() % n
+    }
+}
+
+/// One slice's literals for the chain harness: a random context model (skewed counts, some bases of frequency 0
+/// in some contexts), bases drawn from it, coded by the crate's encoder, and a random token layout to place them.
+fn chain_case(rng: &mut Rng, out: &mut Vec<u8>) {
+    let order = 1 + rng.below(MAX_LIT_ORDER.min(6) as u32) as u8;
+    let nctx = 1usize << (2 * order);
+    let counts: Vec<[u64; 4]> = (0..nctx)
+        .map(|_| {
+            let mut c = [0u64; 4];
+            for v in &mut c {
+                *v = match rng.below(8) {
+                    0 => 0,
+                    1 => 1,
+                    2 => 100_000,
+                    _ => rng.below(1000) as u64,
+                };
+            }
+            c
+        })
+        .collect();
+    let model = CtxModel::from_counts(order, &counts);
+    let mask = model.mask();
+    let nlit = rng.below(4097) as usize;
+    let (mut codes, mut contexts) = (Vec::with_capacity(nlit), Vec::with_capacity(nlit));
+    let mut ctx = 0u32;
+    for _ in 0..nlit {
+        // A base the context can code (frequency > 0), uniformly: rare ones come up as often as common ones.
+        let ok: Vec<u32> = (0..4).filter(|&s| model.freq_cum(ctx, s).0 > 0).collect();
+        let s = ok[rng.below(ok.len() as u32) as usize];
+        codes.push(s as u8);
+        contexts.push(ctx);
+        ctx = next_context(ctx, s, mask);
+    }
+    let enc = encode_with_contexts(&codes, &[], Some((&model, &contexts)), 1);
+    // Tokens: literal runs (empty, short or long) between matches of 2 .. 40 bytes.
+    let (mut tp, mut li) = (Vec::new(), Vec::new());
+    let (mut pos, mut lit) = (0u32, 0u32);
+    loop {
+        let run = match rng.below(4) {
+            0 => 0,
+            1 => rng.below(8),
+            _ => rng.below(300),
+        }
+        .min(nlit as u32 - lit);
+        tp.push(pos);
+        li.push(lit);
+        pos += run;
+        lit += run;
+        if lit == nlit as u32 {
+            break;
+        }
+        pos += 2 + rng.below(39);
+    }
+    let mut put = |v: u32| out.extend_from_slice(&v.to_le_bytes());
+    put(mask);
+    put(nlit as u32);
+    put(enc.states[0]);
+    put(enc.words.len() as u32);
+    put(rng.below(4));
+    put(tp.len() as u32);
+    tp.iter().for_each(|&v| put(v));
+    li.iter().for_each(|&v| put(v));
+    for c in model.cumulative() {
+        put(c[0] as u32 | (c[1] as u32) << 16);
+        put(c[2] as u32);
+    }
+    enc.words.iter().for_each(|&w| put(w as u32));
+    codes.iter().for_each(|&s| put(s as u32));
+    put(pos);
+}
+
+#[test]
+fn context_chain_decodes_what_the_encoder_coded() {
+    let src = kernel_source();
+    let text = [
+        host_loads(cut(&src, "struct WordReader1 {", "struct WordReader1 {")),
+        cut(&src, "enum K1Place {", "struct LiteralSink1 {"),
+        cut_fn(&src, "// One context-coded literal (FORMAT.md", "u32 k1_context_step("),
+        cut_line(&src, "__device__ __forceinline__ u32 acgt4("),
+        cut_fn(&src, "// Context-coded literals of a K = 1 slice", "void k1_context_literals("),
+    ]
+    .join("\n");
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let cases = 300u32;
+    let mut input = cases.to_le_bytes().to_vec();
+    for _ in 0..cases {
+        chain_case(&mut rng, &mut input);
+    }
+    run_harness_on("context_chain", &text, Some(&input));
 }

@@ -1,0 +1,67 @@
+// The K = 1 literal chain of kernels/decode.cu (k1_context_literals with k1_context_step, WordReader1 and
+// LiteralSink1, global-memory rows) on streams the crate's own rANS encoder made (tests/kernel_host_model.rs
+// writes them): every literal decodes to the base the encoder took, lands at its offset, and the stream ends
+// where it must (state 2^16, every word taken).
+#include "prelude.h"
+#include "context_chain.inc"
+
+static u32 rd(FILE* f) {
+    u32 v = 0;
+    if (fread(&v, 4, 1, f) != 1) {
+        printf("FAIL: the input ends early\n");
+        exit(1);
+    }
+    return v;
+}
+
+int main(int argc, char** argv) {
+    FILE* f = argc > 1 ? fopen(argv[1], "rb") : nullptr;
+    if (!f) {
+        printf("FAIL: no input\n");
+        return 1;
+    }
+    const u32 cases = rd(f);
+    for (u32 c = 0; c < cases; c++) {
+        const u32 mask = rd(f), nlit = rd(f), state = rd(f), nwords = rd(f), offset = rd(f), ntok = rd(f);
+        std::vector<u32> tp(ntok), li(ntok), rows(2 * (mask + 1));
+        for (auto& v : tp) v = rd(f);
+        for (auto& v : li) v = rd(f);
+        for (auto& v : rows) v = rd(f);
+        std::vector<u32> store((offset + 2 * nwords + 32) / 4 + 1, 0);
+        u8* words = (u8*)store.data() + offset;
+        for (u32 i = 0; i < nwords; i++) {
+            const u32 w = rd(f);
+            words[2 * i] = (u8)w;
+            words[2 * i + 1] = (u8)(w >> 8);
+        }
+        std::vector<u8> bases(nlit);
+        for (auto& b : bases) b = (u8)rd(f);
+        const u32 unit = rd(f);
+        std::vector<u8> out(unit + 16, 0xEE);
+        WordReader1 wr;
+        wr.init(words, nwords, 0);
+        LiteralSink1 sink;
+        sink.init(tp.data(), li.data(), ntok, nlit);
+        u32 x = state;
+        k1_context_literals<false, K1_WORDS>((const uint2*)rows.data(), mask, nlit, &x, wr, sink, out.data(),
+                                             nullptr);
+        if (x != 65536u || wr.taken != nwords) {
+            printf("FAIL: case %u: %u literals: final state %x (want 10000), %u of %u words taken\n", c, nlit, x,
+                   wr.taken, nwords);
+            return 1;
+        }
+        for (u32 t = 0; t < ntok; t++) {
+            const u32 end = t + 1 < ntok ? li[t + 1] : nlit;
+            for (u32 l = li[t]; l < end; l++) {
+                const u8 got = out[tp[t] + l - li[t]], want = (u8)"ACGT"[bases[l]];
+                if (got != want) {
+                    printf("FAIL: case %u: literal %u (token %u) at offset %u is %c, want %c\n", c, l, t,
+                           tp[t] + l - li[t], got, want);
+                    return 1;
+                }
+            }
+        }
+    }
+    printf("ok\n");
+    return 0;
+}
