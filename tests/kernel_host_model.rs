@@ -188,22 +188,32 @@ fn chain_case(rng: &mut Rng, out: &mut Vec<u8>) {
     put(pos);
 }
 
-#[test]
-fn context_chain_decodes_what_the_encoder_coded() {
-    let src = kernel_source();
-    let text = [
-        host_loads(cut(&src, "struct WordReader1 {", "struct WordReader1 {")),
-        cut(&src, "enum K1Place {", "struct LiteralSink1 {"),
-        cut_fn(&src, "// One context-coded literal (FORMAT.md", "u32 k1_context_step("),
-        cut_line(&src, "__device__ __forceinline__ u32 acgt4("),
-        cut_fn(&src, "// Context-coded literals of a K = 1 slice", "void k1_context_literals("),
-    ]
-    .join("\n");
+/// 300 chain cases (see [`chain_case`]), the same in every run.
+fn chain_input() -> Vec<u8> {
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
     let cases = 300u32;
     let mut input = cases.to_le_bytes().to_vec();
     for _ in 0..cases {
         chain_case(&mut rng, &mut input);
     }
-    run_harness_on("context_chain", &text, Some(&input));
+    input
+}
+
+/// The kernel text the chain harnesses need: the reader, the sink, one step, and `extra` (the loops they run).
+fn chain_text(src: &str, extra: &[(&str, &str)]) -> String {
+    let mut parts = vec![
+        host_loads(cut(src, "struct WordReader1 {", "struct WordReader1 {")),
+        cut(src, "enum K1Place {", "struct LiteralSink1 {"),
+        cut_fn(src, "// One context-coded literal (FORMAT.md", "u32 k1_context_step("),
+        cut_line(src, "__device__ __forceinline__ u32 acgt4("),
+    ];
+    parts.extend(extra.iter().map(|&(start, last)| cut_fn(src, start, last)));
+    parts.join("\n")
+}
+
+#[test]
+fn context_chain_decodes_what_the_encoder_coded() {
+    let src = kernel_source();
+    let text = chain_text(&src, &[("// Context-coded literals of a K = 1 slice", "void k1_context_literals(")]);
+    run_harness_on("context_chain", &text, Some(&chain_input()));
 }

@@ -3,7 +3,13 @@
 // writes them): every literal decodes to the base the encoder took, lands at its offset, and the stream ends
 // where it must (state 2^16, every word taken).
 #include "prelude.h"
-#include "context_chain.inc"
+// staged_chain.cpp runs this harness on another decode of the same streams.
+#ifndef K1_INC
+#define K1_INC "context_chain.inc"
+#define K1_DECODE(rows, mask, nlit, x, wr, sink, tp, li, ntok, out) \
+    k1_context_literals<false, K1_WORDS>(rows, mask, nlit, x, wr, sink, out, nullptr)
+#endif
+#include K1_INC
 
 static u32 rd(FILE* f) {
     u32 v = 0;
@@ -43,8 +49,7 @@ int main(int argc, char** argv) {
         LiteralSink1 sink;
         sink.init(tp.data(), li.data(), ntok, nlit);
         u32 x = state;
-        k1_context_literals<false, K1_WORDS>((const uint2*)rows.data(), mask, nlit, &x, wr, sink, out.data(),
-                                             nullptr);
+        K1_DECODE((const uint2*)rows.data(), mask, nlit, &x, wr, sink, tp.data(), li.data(), ntok, out.data());
         if (x != 65536u || wr.taken != nwords) {
             printf("FAIL: case %u: %u literals: final state %x (want 10000), %u of %u words taken\n", c, nlit, x,
                    wr.taken, nwords);
