@@ -11,6 +11,7 @@ use std::process::Command;
 
 use aceapex::codec::context::{next_context, CtxModel, MAX_LIT_ORDER};
 use aceapex::codec::rans::encode_with_contexts;
+use aceapex::format::testkit::Rng;
 
 fn kernel_source() -> String {
     std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels/decode.cu")).expect("read decode.cu")
@@ -104,34 +105,25 @@ fn literal_sink_places_every_literal_and_nothing_past_its_unit() {
     run_harness("literal_sink", &cut(&src, "enum K1Place {", "struct LiteralSink1 {"));
 }
 
-/// A xorshift generator: the cases are the same in every run.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u32 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 as u32
-    }
-    fn below(&mut self, n: u32) -> u32 {
-        self.next() % n
-    }
+/// `Rng::range` as a u32 in `[0, n)` (`n ≥ 1`).
+fn below(rng: &mut Rng, n: u32) -> u32 {
+    rng.range(0, u64::from(n) - 1) as u32
 }
 
 /// One slice's literals for the chain harness: a random context model (skewed counts, some bases of frequency 0
 /// in some contexts), bases drawn from it, coded by the crate's encoder, and a random token layout to place them.
 fn chain_case(rng: &mut Rng, out: &mut Vec<u8>) {
-    let order = 1 + rng.below(MAX_LIT_ORDER.min(6) as u32) as u8;
+    let order = 1 + below(rng, MAX_LIT_ORDER.min(6) as u32) as u8;
     let nctx = 1usize << (2 * order);
     let counts: Vec<[u64; 4]> = (0..nctx)
         .map(|_| {
             let mut c = [0u64; 4];
             for v in &mut c {
-                *v = match rng.below(8) {
+                *v = match below(rng, 8) {
                     0 => 0,
                     1 => 1,
                     2 => 100_000,
-                    _ => rng.below(1000) as u64,
+                    _ => below(rng, 1000) as u64,
                 };
             }
             c
@@ -139,13 +131,13 @@ fn chain_case(rng: &mut Rng, out: &mut Vec<u8>) {
         .collect();
     let model = CtxModel::from_counts(order, &counts);
     let mask = model.mask();
-    let nlit = rng.below(4097) as usize;
+    let nlit = below(rng, 4097) as usize;
     let (mut codes, mut contexts) = (Vec::with_capacity(nlit), Vec::with_capacity(nlit));
     let mut ctx = 0u32;
     for _ in 0..nlit {
         // A base the context can code (frequency > 0), uniformly: rare ones come up as often as common ones.
         let ok: Vec<u32> = (0..4).filter(|&s| model.freq_cum(ctx, s).0 > 0).collect();
-        let s = ok[rng.below(ok.len() as u32) as usize];
+        let s = ok[below(rng, ok.len() as u32) as usize];
         codes.push(s as u8);
         contexts.push(ctx);
         ctx = next_context(ctx, s, mask);
@@ -155,10 +147,10 @@ fn chain_case(rng: &mut Rng, out: &mut Vec<u8>) {
     let (mut tp, mut li) = (Vec::new(), Vec::new());
     let (mut pos, mut lit) = (0u32, 0u32);
     loop {
-        let run = match rng.below(4) {
+        let run = match below(rng, 4) {
             0 => 0,
-            1 => rng.below(8),
-            _ => rng.below(300),
+            1 => below(rng, 8),
+            _ => below(rng, 300),
         }
         .min(nlit as u32 - lit);
         tp.push(pos);
@@ -168,14 +160,14 @@ fn chain_case(rng: &mut Rng, out: &mut Vec<u8>) {
         if lit == nlit as u32 {
             break;
         }
-        pos += 2 + rng.below(39);
+        pos += 2 + below(rng, 39);
     }
     let mut put = |v: u32| out.extend_from_slice(&v.to_le_bytes());
     put(mask);
     put(nlit as u32);
     put(enc.states[0]);
     put(enc.words.len() as u32);
-    put(rng.below(4));
+    put(below(rng, 4));
     put(tp.len() as u32);
     tp.iter().for_each(|&v| put(v));
     li.iter().for_each(|&v| put(v));
@@ -190,7 +182,7 @@ fn chain_case(rng: &mut Rng, out: &mut Vec<u8>) {
 
 /// 300 chain cases (see [`chain_case`]), the same in every run.
 fn chain_input() -> Vec<u8> {
-    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let mut rng = Rng(24);
     let cases = 300u32;
     let mut input = cases.to_le_bytes().to_vec();
     for _ in 0..cases {
