@@ -792,52 +792,66 @@ impl<'a> Packing<'a> {
         lap(&mut times.parse);
         times.segments += segments.len() as u64;
         let block = 1u64 << self.opts.block_log;
+        let mut done = Vec::new();
         if self.level.reparse {
-            times.reparsed_segments += self.reparse_segments(&segments, &mut per_segment, &long, skip_last);
+            let (reparsed, kept) = self.reparse_segments(&segments, &mut per_segment, &long, skip_last);
+            times.reparsed_segments += reparsed;
+            done = kept;
         }
         lap(&mut times.reparse);
-        let blocks: Vec<BlockTokens> = per_segment.into_iter().flatten().collect();
-        let blocks = blocks.iter().enumerate().map(|(i, b)| self.depth.apply(start + i as u64 * block, b)).collect();
+        // The segments whose trial depth pass was kept are final already; the pass continues after them.
+        let first = start + done.iter().map(Vec::len).sum::<usize>() as u64 * block;
+        let rest: Vec<BlockTokens> = per_segment.into_iter().skip(done.len()).flatten().collect();
+        let rest = rest.iter().enumerate().map(|(i, b)| self.depth.apply(first + i as u64 * block, b));
+        let blocks = done.into_iter().flatten().chain(rest).collect();
         lap(&mut times.depth);
         blocks
     }
 
     /// Runs the depth pass over the freshly parsed segments and parses again, knowing the depths that pass produced,
     /// every segment after the first and each segment where it had to force more than one literal in
-    /// [`REPARSE_FORCED_RATIO`] bytes (copy chains across segments parsed side by side). The depth pass itself is
-    /// rewound: the caller runs it for good. With `skip_last`, the last segment has not been parsed yet (its
-    /// sketch would feed nothing): it is parsed here.
+    /// [`REPARSE_FORCED_RATIO`] bytes (copy chains across segments parsed side by side). With `skip_last`, the
+    /// last segment has not been parsed yet (its sketch would feed nothing): it is parsed here. Returns how many
+    /// segments were parsed again, and the trial pass's output for the segments before the first of them: that
+    /// is the final pass's output too (the same tokens over the same depths before them), so the depth pass is
+    /// rewound only to where they end, and the caller continues it from there. Why: the final pass over those
+    /// segments ran serially on one core while the other idled (atha_chr1 genome mode: the 13 MB of bases before
+    /// the last chunk's structure).
     fn reparse_segments(
         &mut self,
         segments: &[(u64, u64)],
         per_segment: &mut [Vec<BlockTokens>],
         long: &[LongMatch],
         skip_last: bool,
-    ) -> u64 {
+    ) -> (u64, Vec<Vec<BlockTokens>>) {
         let bare = |&(s, e): &(u64, u64)| is_bare_bases(&self.data[s as usize..e as usize]);
         // Only segments that are not bare bases are parsed again (a skipped last one never is: see parse_chunk),
         // and a second parse reads the depths before its segment, never after: the trial depth pass stops after
         // the last segment that may be parsed again, and is not run at all when none may (a chunk of bare bases:
         // a serial pass over the whole chunk that fed nothing).
         let Some(last) = segments.iter().rposition(|seg| !bare(seg)) else {
-            return 0;
+            return (0, Vec::new());
         };
-        let checkpoint = self.depth.checkpoint();
         let block = 1u64 << self.opts.block_log;
         let mut redo = Vec::new();
+        // The trial output of the segments before the first one parsed again, and the statistics after them.
+        let mut kept = Vec::new();
+        let mut checkpoint = self.depth.checkpoint();
         for (k, seg) in per_segment.iter().enumerate().take(last + 1) {
             if skip_last && k + 1 == segments.len() {
                 redo.push(k);
                 continue;
             }
             let forced_before = self.depth.forced;
-            for (i, b) in seg.iter().enumerate() {
-                self.depth.apply(segments[k].0 + i as u64 * block, b);
-            }
+            let applied: Vec<BlockTokens> =
+                seg.iter().enumerate().map(|(i, b)| self.depth.apply(segments[k].0 + i as u64 * block, b)).collect();
             let forced = self.depth.forced - forced_before;
             let (s, e) = segments[k];
             if (k > 0 || forced * REPARSE_FORCED_RATIO > e - s) && !bare(&segments[k]) {
                 redo.push(k);
+            } else if redo.is_empty() {
+                kept.push(applied);
+                checkpoint = self.depth.checkpoint();
             }
         }
         let count = redo.len() as u64;
@@ -850,7 +864,7 @@ impl<'a> Packing<'a> {
             }
         }
         self.depth.rewind(checkpoint);
-        count
+        (count, kept)
     }
 
     /// What the segment parsers need; depths of bytes before `known` are taken from the depth map.
