@@ -17,27 +17,27 @@ fn kernel_source() -> String {
     std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels/decode.cu")).expect("read decode.cu")
 }
 
-/// The text of decode.cu from `start` through the end of the struct `last` (its closing `};`).
+/// The text of decode.cu from `start` through the first `close` after `last`.
+fn cut_through(src: &str, start: &str, last: &str, close: &str) -> String {
+    let a = src.find(start).unwrap_or_else(|| panic!("decode.cu has no `{start}`"));
+    let s = src[a..].find(last).unwrap_or_else(|| panic!("decode.cu has no `{last}` after `{start}`")) + a;
+    let e = src[s..].find(close).unwrap_or_else(|| panic!("`{last}` does not end")) + s + close.len();
+    src[a..e].to_string()
+}
+
+/// From `start` through the end of the struct `last` (its closing `};`).
 fn cut(src: &str, start: &str, last: &str) -> String {
-    let a = src.find(start).unwrap_or_else(|| panic!("decode.cu has no `{start}`"));
-    let s = src[a..].find(last).unwrap_or_else(|| panic!("decode.cu has no `{last}` after `{start}`")) + a;
-    let e = src[s..].find("\n};\n").unwrap_or_else(|| panic!("`{last}` does not end")) + s + 4;
-    src[a..e].to_string()
+    cut_through(src, start, last, "\n};\n")
 }
 
-/// The line of decode.cu that starts with `start` (a one-line function).
-fn cut_line(src: &str, start: &str) -> String {
-    let a = src.find(start).unwrap_or_else(|| panic!("decode.cu has no `{start}`"));
-    let e = src[a..].find('\n').map_or(src.len(), |e| a + e + 1);
-    src[a..e].to_string()
-}
-
-/// The text of decode.cu from `start` through the end of the function `last` (its closing `}` at column 0).
+/// From `start` through the end of the function `last` (its closing `}` at column 0).
 fn cut_fn(src: &str, start: &str, last: &str) -> String {
-    let a = src.find(start).unwrap_or_else(|| panic!("decode.cu has no `{start}`"));
-    let s = src[a..].find(last).unwrap_or_else(|| panic!("decode.cu has no `{last}` after `{start}`")) + a;
-    let e = src[s..].find("\n}\n").unwrap_or_else(|| panic!("`{last}` does not end")) + s + 3;
-    src[a..e].to_string()
+    cut_through(src, start, last, "\n}\n")
+}
+
+/// The line that starts with `start` (a one-line function).
+fn cut_line(src: &str, start: &str) -> String {
+    cut_through(src, start, start, "\n")
 }
 
 /// Replaces each inline-PTX predicated load (`asm(...);` in `ld_if`) with the host load it stands for.
