@@ -209,3 +209,41 @@ fn context_chain_decodes_what_the_encoder_coded() {
     let text = chain_text(&src, &[("// Context-coded literals of a K = 1 slice", "void k1_context_literals(")]);
     run_harness_on("context_chain", &text, Some(&chain_input()));
 }
+
+/// The staged chain's text: both steps, the staging loop and the placement.
+fn staged_text(src: &str) -> String {
+    let reader = host_loads(cut(src, "// k1_lean_step's word reader", "struct WordReaderL {"));
+    let steps = chain_text(
+        src,
+        &[
+            ("// k1_context_step with a shorter loop-carried path", "u32 k1_lean_step("),
+            ("// Context-coded literals of a K = 1 slice into `stage`", "void k1_context_staged("),
+            ("// Eight staged bases", "void k1_place_staged("),
+        ],
+    );
+    // The lean reader after WordReader1 (its `from` reads one) and before the lean step.
+    let at = steps.find("// k1_context_step with a shorter").expect("the lean step is in the text");
+    format!("{}{reader}\n{}", &steps[..at], &steps[at..])
+}
+
+#[test]
+fn staged_chain_decodes_what_the_encoder_coded() {
+    run_harness_on("staged_chain", &staged_text(&kernel_source()), Some(&chain_input()));
+}
+
+#[test]
+fn lean_staged_chain_decodes_what_the_encoder_coded() {
+    run_harness_on("lean_chain", &staged_text(&kernel_source()), Some(&chain_input()));
+}
+
+#[test]
+fn staged_literals_land_as_their_bases_and_nothing_past_their_unit() {
+    let src = kernel_source();
+    let text = [
+        cut(&src, "enum K1Place {", "struct LiteralSink1 {"),
+        cut_line(&src, "__device__ __forceinline__ u32 acgt4("),
+        cut_fn(&src, "// Eight staged bases", "void k1_place_staged("),
+    ]
+    .join("\n");
+    run_harness("staged_literals", &text);
+}
