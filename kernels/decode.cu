@@ -95,10 +95,6 @@ typedef unsigned long long u64;
                              // `resume` and `literals_k<K>` decodes and places the literals later (seek path)
 #define MODE_SMEM 16         // flag (parse_k32 only): each warp loads its slice's LL/ML/OF tables into the
                              // dynamic shared memory the launch provides (CODE_SMEM_BYTES per warp)
-#define MODE_STAGE 64        // flag (parse_k1, MODE_FULL): context-coded literals go through a shared staging
-                             // column per thread (K1_STAGE_ROWS words) before they are placed (k1_place_staged)
-#define MODE_STAGE_LEAN 128  // flag (with MODE_STAGE): the staged chain steps by k1_lean_step
-#define K1_STAGE_ROWS 257    // staging words per thread: 4096 literals at 16 a word, and one row for k1_staged8's read-ahead
 
 // Words of resume state per worklist entry: [0] words consumed, [1 + lane] rANS state, [33 + lane] the literal
 // a lane decoded in the last code step (or 0xFFFFFFFF).
@@ -728,151 +724,6 @@ __device__ __forceinline__ void k1_table_literals(const u32* L, u32 nlit, u32* x
     *xp = x;
 }
 
-// k1_lean_step's word reader: WordReader1's aligned words and loads, with the next word's place kept as a bit
-// offset `o8` (8 x its byte in c0, plus 16 a take) instead of a PRMT selector and a count. The next word is then one
-// funnel shift of (c0, c1), a take is one add, and the count of words taken is (o8 - o8_0) / 16 at the end.
-struct WordReaderL {
-    const u32* p;    // as WordReader1
-    const u32* end;  // as WordReader1
-    u32 c0, c1, c2;  // as WordReader1
-    u32 o8, o8_0;    // the bit offset of the next word in (c0, c1) (mod 32), and its value before the first take
-    u32 w;           // the next word (low 16 bits; the rest is whatever follows), ready before a take needs it
-
-    // *a where `load` holds and `a` lies before `end`, else `otherwise` (a predicated load, not a branch).
-    __device__ __forceinline__ u32 ld_if(const u32* a, bool load, u32 otherwise) const {
-        u32 v = otherwise;
-        asm("{\n\t.reg .pred q;\n\tsetp.ne.b32 q, %2, 0;\n\t@q ld.global.nc.u32 %0, [%1];\n\t}"
-            : "+r"(v)
-            : "l"(a), "r"((u32)(load && a < end)));
-        return v;
-    }
-    // Continues where `r` stands.
-    __device__ __forceinline__ void from(const WordReader1& r) {
-        p = r.p;
-        end = r.end;
-        c0 = r.c0;
-        c1 = r.c1;
-        c2 = r.c2;
-        o8 = 8 * (r.sel & 3u);
-        o8_0 = o8 - 16 * r.taken;
-        w = __funnelshift_r(c0, c1, o8);
-    }
-    __device__ __forceinline__ u32 taken() const { return (o8 - o8_0) >> 4; }
-    // As WordReader1::renorm.
-    __device__ __forceinline__ void renorm(u32* x) {
-        const bool need = *x < 65536u;
-        *x = need ? __byte_perm(*x, w, 0x1054u) : *x;
-        const bool move = need && (o8 & 16u) != 0;  // the word started in c0's upper half: c1 holds the next
-        o8 += need ? 16u : 0u;
-        c0 = move ? c1 : c0;
-        c1 = move ? c2 : c1;
-        c2 = ld_if(p, move, c2);
-        p += move ? 1 : 0;
-        w = __funnelshift_r(c0, c1, o8);  // off the next take's path: computed whether or not it comes
-    }
-};
-
-// k1_context_step with a shorter loop-carried path, for the staged chain (MODE_STAGE_LEAN):
-//  * the successors' rows are kept as their byte offset `q` (8 nb), and the next one is ((q << 2) + 32 s) & m8
-//    (m8 = 8 mask): the context itself is never formed;
-//  * the base s is 3 plus the sign bits of slot - c1, slot - c2, slot - c3 (each -1 or 0), arithmetic that needs
-//    no predicate (ptxas made s from the three compares' predicates with six dependent moves, session 25);
-//  * WordReaderL's renormalisation.
-// The same rows, the same selections, the same bytes as k1_context_step.
-template <bool SMEM>
-__device__ __forceinline__ u32 k1_lean_step(const uint2* T, u32 sT, u32 m8, u32& x, u32& q, uint2& e,
-                                            WordReaderL& wr) {
-    uint2 r0, r1, r2, r3;
-    if constexpr (SMEM) {
-        uint4 a, b;
-        asm("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(a.x), "=r"(a.y), "=r"(a.z), "=r"(a.w) : "r"(sT + q));
-        asm("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4 + 16];" : "=r"(b.x), "=r"(b.y), "=r"(b.z), "=r"(b.w) : "r"(sT + q));
-        r0 = make_uint2(a.x, a.y);
-        r1 = make_uint2(a.z, a.w);
-        r2 = make_uint2(b.x, b.y);
-        r3 = make_uint2(b.z, b.w);
-    } else {
-        const uint2* R = (const uint2*)((const u8*)T + q);
-        r0 = R[0];
-        r1 = R[1];
-        r2 = R[2];
-        r3 = R[3];
-    }
-    const u32 qa = (q << 2) + 96u;
-    const u32 slot = x & 4095u;
-    const u32 c1 = e.x & 0xFFFFu, c2 = e.x >> 16, c3 = e.y;
-    const bool m1 = slot >= c1, m2 = slot >= c2, m3 = slot >= c3;
-    // slot and every c are below 2^13, so each difference's sign bit is its compare.
-    const int n = ((int)(slot - c1) >> 31) + ((int)(slot - c2) >> 31) + ((int)(slot - c3) >> 31);  // s - 3
-    const u32 lo = m2 ? (m3 ? c3 : c2) : (m1 ? c1 : 0u);
-    const u32 hi = m2 ? (m3 ? 4096u : c3) : (m1 ? c2 : c1);
-    x = (hi - lo) * (x >> 12) + slot - lo;
-    wr.renorm(&x);
-    q = (qa + (u32)(n * 32)) & m8;
-    e = m2 ? (m3 ? r3 : r2) : (m1 ? r1 : r0);
-    return (u32)(3 + n);
-}
-
-// Context-coded literals of a K = 1 slice into `stage`, this thread's column of the CTA's staging (word j at
-// stage[j * stride]), 16 bases a word at 2 bits each. The chain then has no token walk, no branch and no global
-// store: k1_place_staged puts the literals where they go afterwards. LEAN: k1_lean_step's chain.
-template <bool SMEM, bool LEAN>
-__device__ __forceinline__ void k1_context_staged(const uint2* T, u32 mask, u32 nlit, u32* xp, WordReader1& wr1,
-                                                  u32* stage, u32 stride) {
-    u32 x = *xp, ctx = 0, q = 0;
-    const u32 m8 = 8 * mask;
-    uint2 e = T[0];
-    const u32 sT = SMEM ? (u32)__cvta_generic_to_shared(T) : 0u;
-    WordReaderL wrl;
-    wrl.from(wr1);
-    // One step: the lean one, or k1_context_step with WordReader1.
-    auto step = [&]() -> u32 {
-        if constexpr (LEAN)
-            return k1_lean_step<SMEM>(T, sT, m8, x, q, e, wrl);
-        else
-            return k1_context_step<SMEM>(T, sT, mask, x, ctx, e, wr1);
-    };
-    u32 l = 0, j = 0;
-    for (; l + 16 <= nlit; l += 16, j++) {
-        u32 w = 0;
-#pragma unroll
-        for (u32 k = 0; k < 16; k++) w |= step() << (2 * k);
-        stage[j * stride] = w;
-    }
-    if (l < nlit) {
-        u32 w = 0;
-        for (u32 k = 0; l + k < nlit; k++) w |= step() << (2 * k);
-        stage[j * stride] = w;
-    }
-    if constexpr (LEAN) wr1.taken = wrl.taken();
-    *xp = x;
-}
-
-// Eight staged bases from literal i as "ACGT" bytes, the first in the lowest byte (words i / 16 and the next of the
-// column: K1_STAGE_ROWS has the row after the last, so the second read stays inside the staging).
-__device__ __forceinline__ u64 k1_staged8(const u32* stage, u32 stride, u32 i) {
-    const u32 j = i >> 4;
-    const u64 two = (u64)stage[j * stride] | ((u64)stage[(j + 1) * stride] << 32);
-    u32 b = (u32)(two >> (2 * (i & 15))) & 0xFFFFu;  // base k in bits 2k, 2k + 1
-    b = (b | (b << 8)) & 0x00FF00FFu;
-    b = (b | (b << 4)) & 0x0F0F0F0Fu;
-    b = (b | (b << 2)) & 0x33333333u;  // base k in bits 4k, 4k + 1: PRMT's selector nibble k
-    return (u64)acgt4(b & 0xFFFFu) | ((u64)acgt4(b >> 16) << 32);
-}
-
-// The staged literals to their unit offsets, run by run (token t's run: literals li[t] .. li[t + 1] from offset
-// tp[t]), eight at a time through LiteralSink1::place.
-__device__ __forceinline__ void k1_place_staged(const u32* tp, const u32* li, u32 ntok, u32 nlit, const u32* stage,
-                                                u32 stride, u8* bytes) {
-    LiteralSink1 sink;
-    sink.lwa = NO_SLOT;
-    sink.lw = 0;
-    for (u32 t = 0; t < ntok; t++) {
-        const u32 s0 = li[t], s1 = t + 1 < ntok ? li[t + 1] : nlit, d = tp[t];
-        for (u32 k = s0; k < s1; k += 8) sink.place(bytes, d + (k - s0), k1_staged8(stage, stride, k), min(8u, s1 - k));
-    }
-}
-
 template <K1Place P>
 __device__ __forceinline__ void k1_literals(const Ctx& c, u32 id, bool lit_ctx, u32 nlit, u32* x, WordReader1& wr,
                                             LiteralSink1& sink, u8* bytes, u8* stamps, const K1Tables* k1, bool* bad) {
@@ -895,8 +746,7 @@ __device__ __forceinline__ void k1_literals(const Ctx& c, u32 id, bool lit_ctx, 
 // in `bytes` (mode MODE_FULL), or decoded only (MODE_NO_LITERALS, MODE_ENTROPY_ONLY, which also leaves the token
 // arrays alone); then the end-of-stream checks.
 __device__ __forceinline__ void literal_phase_k1(const Ctx& c, u32 id, u32* tp, const u32* li, u8* bytes, u8* stamps,
-                                                  u32 mode, u32 x, u32 pos, const K1Tables* k1, u32* stage = nullptr,
-                                                  bool lean = false) {
+                                                  u32 mode, u32 x, u32 pos, const K1Tables* k1) {
     const u32* m = c.meta + (u64)id * META_WORDS;
     const u32 nmatch = m[2], nlit = m[3], nwords = m[4];
     const u64 payload = (u64)m[0] | ((u64)m[1] << 32);
@@ -909,13 +759,6 @@ __device__ __forceinline__ void literal_phase_k1(const Ctx& c, u32 id, u32* tp, 
         sink.init(tp, li, nmatch + 1, nlit);
         if (stamps) {
             k1_literals<K1_STAMPS>(c, id, lit_ctx, nlit, &x, wr, sink, bytes, stamps, k1, &bad);
-        } else if (stage && lit_ctx && nlit <= 16 * (K1_STAGE_ROWS - 1) && k1 && k1->group == (u64)(id >> c.group_shift) &&
-                   k1->ctx_first != NO_SLOT) {
-            if (lean)
-                k1_context_staged<true, true>(k1->ctx, lit_model_of(c, id).mask, nlit, &x, wr, stage, blockDim.x);
-            else
-                k1_context_staged<true, false>(k1->ctx, lit_model_of(c, id).mask, nlit, &x, wr, stage, blockDim.x);
-            k1_place_staged(tp, li, nmatch + 1, nlit, stage, blockDim.x, bytes);
         } else {
             k1_literals<K1_WORDS>(c, id, lit_ctx, nlit, &x, wr, sink, bytes, stamps, k1, &bad);
         }
@@ -937,8 +780,7 @@ __device__ void literal_phase(const Ctx& c, const Group<W>& g, u32 id, const u32
 // their unit offsets in `bytes` (a unit-local buffer of 2^unit_log bytes).
 template <int W>
 __device__ void parse_one(const Ctx& c, const Group<W>& g, u32 id, u64 tok_base, u8* bytes, u8* stamps, u32 mode,
-                          u32* resume, const CodeTables* sm, const K1Tables* k1 = nullptr, u32* stage = nullptr,
-                          bool lean = false) {
+                          u32* resume, const CodeTables* sm, const K1Tables* k1 = nullptr) {
     const u8* file = c.file;
     u64* status = c.status;
     const u32 lane = g.lane;
@@ -1163,7 +1005,7 @@ __device__ void parse_one(const Ctx& c, const Group<W>& g, u32 id, u64 tok_base,
         return;
     }
     g.sync();
-    if constexpr (W == 1) literal_phase_k1(c, id, tp, li, bytes, stamps, mode, x, ww.pos, k1, stage, lean);
+    if constexpr (W == 1) literal_phase_k1(c, id, tp, li, bytes, stamps, mode, x, ww.pos, k1);
     else literal_phase<W>(c, g, id, tp, li, bytes, stamps, mode, x, ww, pending);
 }
 
@@ -1269,10 +1111,7 @@ __device__ __forceinline__ void parse_units(const Ctx& c, u32 level, u32 mode) {
     // MODE_SMEM (W = 32 only): this warp's CodeTables in the launch's dynamic shared memory.
     CodeTables* sm = nullptr;
     if (W == 32 && (mode & MODE_SMEM)) sm = (CodeTables*)((u8*)dyn_smem + (threadIdx.x / 32) * CODE_SMEM_BYTES);
-    // MODE_STAGE (W = 1 only): this thread's staging column in the launch's dynamic shared memory.
-    u32* stage = W == 1 && (mode & MODE_STAGE) ? (u32*)dyn_smem + threadIdx.x : nullptr;
-    const bool lean = stage != nullptr && (mode & MODE_STAGE_LEAN);
-    mode &= ~(u32)(MODE_SMEM | MODE_STAGE | MODE_STAGE_LEAN);
+    mode &= ~(u32)MODE_SMEM;
     u64 loaded = ~0ull;  // the group whose tables `sm` holds
     const K1Tables* k1 = nullptr;
     if constexpr (W == 1) {
@@ -1301,7 +1140,7 @@ __device__ __forceinline__ void parse_units(const Ctx& c, u32 level, u32 mode) {
         const u64 slot = c.slot_of_unit ? e : id;
         u8* stamps = c.stamps ? c.stamps + (slot << c.unit_log) : nullptr;
         u32* resume = c.resume ? c.resume + (u64)e * RESUME_WORDS : nullptr;
-        parse_one<W>(c, g, id, c.tok_off[slot], c.bytes + (slot << c.unit_log), stamps, mode, resume, sm, k1, stage, lean);
+        parse_one<W>(c, g, id, c.tok_off[slot], c.bytes + (slot << c.unit_log), stamps, mode, resume, sm, k1);
         if (g.lane == 0 && c.slot_of_unit) c.slot_of_unit[id] = e;
     }
 }

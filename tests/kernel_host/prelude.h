@@ -29,8 +29,6 @@ static inline u32 __byte_perm(u32 a, u32 b, u32 s) {
     }
     return r;
 }
-// SHF.R.W: the low word of hi:lo shifted right by sh mod 32.
-static inline u32 __funnelshift_r(u32 lo, u32 hi, u32 sh) { return (u32)((((u64)hi << 32) | lo) >> (sh & 31)); }
 static u64 rng_state = 88172645463325252ull;
 static inline u32 rnd() {
     rng_state ^= rng_state << 13;

@@ -167,22 +167,6 @@ const CODE_SMEM_BYTES: u32 = 13536;
 const LIT_SMEM_BYTES: u32 = 5120;
 /// kernels/decode.cu `MODE_SMEM`: the parse loads its tables into the launch's dynamic shared memory.
 const MODE_SMEM: u32 = 16;
-/// kernels/decode.cu `MODE_STAGE` and `K1_STAGE_ROWS`: with K = 1, the full decode's parse decodes context-coded
-/// literals into a shared staging column per thread (K1_STAGE_ROWS words of 16 bases) and places them after the
-/// chain, so the chain has no token walk or global store. It costs 131.6 KB of shared memory a CTA of 128 (one CTA
-/// an SM), so it is used where the decode is few chains long (at most K1_STAGE_MAX_UNITS slices of at most 4 KiB:
-/// atha_chr1 is 7,504), not on archives whose parse is a throughput. `MODE_STAGE_LEAN` steps the staged chain by
-/// `k1_lean_step` (the successors' row offset carried instead of the context). ACEAPEX_GPU_K1_STAGE: 0 off, 1 the
-/// staged chain with `k1_context_step`, 2 (default) with `k1_lean_step`.
-const MODE_STAGE: u32 = 64;
-const MODE_STAGE_LEAN: u32 = 128;
-const K1_STAGE_ROWS: u32 = 257;
-const K1_STAGE_MAX_UNITS: u64 = 1 << 16;
-
-fn k1_stage() -> u32 {
-    static STAGE: OnceLock<u32> = OnceLock::new();
-    env_knob(&STAGE, "ACEAPEX_GPU_K1_STAGE", 2, |v| v <= 2)
-}
 /// Largest slice `literals_warp` buffers in shared memory (4 KiB); larger slices use `literals_k<K>`.
 const LIT_WARP_MAX_UNIT_LOG: u32 = 12;
 /// Largest request (in slices) whose literals run a warp per slice: a cold block's literal launch is the slowest
@@ -541,8 +525,6 @@ pub struct Device {
     meta_host: UnitMeta,
     nunits: u64,
     lanes: u32,
-    /// Whether parse_k1 may take MODE_STAGE's dynamic shared memory (see `k1_staging`).
-    stage_smem: bool,
     block_log: u32,
     unit_log: u32,
     group_shift: u32,
@@ -808,16 +790,6 @@ impl Device {
                 (CODE_SMEM_BYTES * (CTA_THREADS / 32)) as i32,
             )
             .map_err(gpu("shared memory attribute"))?;
-        // MODE_STAGE's staging, beside the kernel's own K1Tables: above the 48 KB default. A GPU that cannot give a
-        // CTA that much decodes without it.
-        let stage_smem = data.header.rans_lanes == 1
-            && kernels
-                .parse
-                .set_attribute(
-                    cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                    (K1_STAGE_ROWS * CTA_THREADS * 4) as i32,
-                )
-                .is_ok();
         let nunits = data.global_slice_count();
         if nunits > u32::MAX as u64 / 2 {
             return Err(Error::Gpu("too many slices for the GPU engine".into()));
@@ -857,7 +829,6 @@ impl Device {
             meta_host,
             nunits,
             lanes: header.rans_lanes as u32,
-            stage_smem,
             block_log: header.block_log as u32,
             unit_log: header.slice_log as u32,
             group_shift: (header.block_log - header.slice_log + header.group_log) as u32,
@@ -965,18 +936,6 @@ impl Device {
     /// Largest batch (in blocks) one seek sequence takes.
     pub fn max_batch(&self) -> usize {
         MAX_BATCH.min((self.seek.wl_cap as usize >> (self.block_log - self.unit_log)).max(1))
-    }
-
-    /// The full decode parse's MODE_STAGE flags: whether it stages context-coded K = 1 literals in shared memory,
-    /// and by which step (see MODE_STAGE).
-    fn k1_staging(&self) -> u32 {
-        let fits = self.stage_smem && self.unit_log <= 12 && self.nunits <= K1_STAGE_MAX_UNITS;
-        match k1_stage() {
-            _ if !fits => 0,
-            0 => 0,
-            1 => MODE_STAGE,
-            _ => MODE_STAGE | MODE_STAGE_LEAN,
-        }
     }
 
     /// How many units one CTA of the full-decode parse kernel parses at once (a group of K lanes each).
@@ -1481,12 +1440,11 @@ impl Device {
         let list_cap = full.list_cap;
         let task_ptr = self.ptr(&full.task_off);
         let ntasks = full.ntasks;
-        let stage = self.k1_staging();
         let mode: u32 = match variant {
             FullVariant::EntropyOnly => 1,
             FullVariant::ParseNoLiterals => 2,
             FullVariant::ParseOnly | FullVariant::Full => 0,
-        } | stage;
+        };
         let rounds = match resolve {
             Some(Resolve::Chase) => 1,
             Some(Resolve::Rounds) => self.max_depth + 1,
@@ -1512,7 +1470,7 @@ impl Device {
             let cfg = LaunchConfig {
                 grid_dim: (grid_for(n as u64, self.parse_groups_per_cta(), 1 << 20), 1, 1),
                 block_dim: (CTA_THREADS, 1, 1),
-                shared_mem_bytes: if stage != 0 { K1_STAGE_ROWS * CTA_THREADS * 4 } else { 0 },
+                shared_mem_bytes: 0,
             };
             let level = 0u32;
             stream
@@ -2173,9 +2131,6 @@ mod tests {
         assert_eq!(kernel_define("CODE_SMEM_BYTES"), u64::from(CODE_SMEM_BYTES));
         assert_eq!(kernel_define("LIT_SMEM_BYTES"), u64::from(LIT_SMEM_BYTES));
         assert_eq!(kernel_define("MODE_SMEM"), u64::from(MODE_SMEM));
-        assert_eq!(kernel_define("MODE_STAGE"), u64::from(MODE_STAGE));
-        assert_eq!(kernel_define("MODE_STAGE_LEAN"), u64::from(MODE_STAGE_LEAN));
-        assert_eq!(kernel_define("K1_STAGE_ROWS"), u64::from(K1_STAGE_ROWS));
         assert_eq!(kernel_define("TOKEN_BUCKET_LOG"), u64::from(resident::TOKEN_BUCKET_LOG));
         assert_eq!(kernel_define("CT_WORDS"), super::super::prep::CT_WORDS as u64);
         assert_eq!(kernel_define("CT_FC"), super::super::prep::CT_FC as u64);
