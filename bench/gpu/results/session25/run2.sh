@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Session 25 device call 2: chase_resident with 4 bytes a thread (c6a0c08; ACEAPEX_GPU_RESIDENT_WORD=8 for 8)
+# against d2d0538 (carry/base, one byte a thread). The suite's tests and genome parts, then the seek profile
+# (1000 contiguous blocks and one cold block through the resident parse, "ids + resident chase" is the device
+# time) of atha genome and general and fly by the base, word 4 and word 8 in alternation, three rounds.
+# Carry: BASE=d2d0538 bash bench/gpu/make-carry.sh (at c6a0c08).
+set -o pipefail
+export SKIP_CAT=1 COMMIT=$(cat carry/COMMIT)
+export GENOME_VARIANTS="ACEAPEX_GPU_RESIDENT_WORD=8"
+log=$OUT/device.log
+prof() {
+  echo "### $1 $2 round $3" | tee -a $log; shift 3
+  env ACEAPEX_GPU_SEEK_PROFILE=1 "$@" --runs 1 --ranges 2000 --latency 300 --contig 5 2>&1 |
+    grep -E "resident|FAIL|error|mismatch" | tee -a $log
+}
+bash bench/gpu/suite.sh "tests genome"
+for r in 1 2 3; do
+  for a in atha-genome atha-general fly11; do
+    prof BASE-$(cut -c1-7 carry/base/COMMIT) $a $r ./carry/base/gpubench /tmp/gpu-suite/$a.acx
+    prof NEW-word4 $a $r ./carry/gpubench /tmp/gpu-suite/$a.acx
+    prof NEW-word8 $a $r env ACEAPEX_GPU_RESIDENT_WORD=8 ./carry/gpubench /tmp/gpu-suite/$a.acx
+  done
+done
