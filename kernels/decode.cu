@@ -1590,41 +1590,20 @@ __device__ __forceinline__ u32 chase_from(const Ctx& c, const u32* index, u64 b,
     }
 }
 
-// A resident seek: the bytes of units ids[0 .. n) into `out` (unit i at i << unit_log), through the tokens of the
-// full (resident) parse, its literal bytes and the token index. A thread takes 4 bytes (a warp 128), whose literals
-// are one aligned word of the resident bytes; only match bytes are chased. The warp finds its first byte's token
-// through the index, then each lane its own among the next 32 token starts by a binary search over the warp's
-// registers, and walks on byte by byte from there (a thread's 4 bytes rarely span two tokens). chase_resident8
-// takes 8 bytes a thread (ACEAPEX_GPU_RESIDENT_WORD=8, to compare). Until session 25 a
-// thread took one byte, and every byte paid the token search and its metadata loads: 1000 contiguous blocks of
-// atha_chr1 took 178 us in genome mode and 316 us in general mode (session 25 run 1).
-template <int W>
-struct WordOf {  // the unsigned integer of W bytes (4 or 8)
-    typedef u32 T;
-};
-template <>
-struct WordOf<8> {
-    typedef u64 T;
-};
-template <int W>  // bytes a thread: 4 or 8
-__device__ __forceinline__ void chase_resident_w(const Ctx& c, const u32* ids, u32 n, u8* out, const u32* index) {
-    typedef typename WordOf<W>::T word_t;
-    constexpr u32 WLOG = W == 8 ? 3 : 2;
-    const u64 total = (u64)n << (c.unit_log - WLOG);  // words of W bytes
+extern "C" __global__ void chase_resident(Ctx c, const u32* ids, u32 n, u8* out, const u32* index) {
+    const u64 total = (u64)n << c.unit_log;
     const u64 mask = (1ull << c.unit_log) - 1;
     const u32 lane = threadIdx.x & 31;
-    const u32 per_unit_log = c.unit_log - TOKEN_BUCKET_LOG;
-    // total and the grid stride are multiples of 32 (units are at least 512 bytes), so the lanes of a warp run the
-    // same iterations, over 128 bytes of one unit.
-    for (u64 q = (u64)blockIdx.x * blockDim.x + threadIdx.x; q < total; q += (u64)gridDim.x * blockDim.x) {
-        const u64 g = q << WLOG;
+    // total and the grid stride are multiples of 32, so the lanes of a warp run the same iterations.
+    for (u64 g = (u64)blockIdx.x * blockDim.x + threadIdx.x; g < total; g += (u64)gridDim.x * blockDim.x) {
         const u64 id = ids[g >> c.unit_log];
         const u32 off = (u32)(g & mask);
         const bool unit_ok = id < c.nunits;
         const u32 len = unit_ok ? c.meta[id * META_WORDS + 7] : 0;
         const u64 tb = unit_ok ? c.tok_off[id] : 0;
         const u32 ntok = unit_ok ? c.meta[id * META_WORDS + 2] + 1 : 1;
-        const u32 first = off - W * lane;  // the warp's first byte in the unit
+        const u32 first = off - lane;  // the warp's first byte in the unit
+        const u32 per_unit_log = c.unit_log - TOKEN_BUCKET_LOG;
         u32 t0 = 0;
         if (lane == 0 && unit_ok && first < len)
             t0 = indexed_token(c.tpos + tb, index + (id << per_unit_log), ntok, first);
@@ -1637,34 +1616,8 @@ __device__ __forceinline__ void chase_resident_w(const Ctx& c, const u32* ids, u
             if (probe <= off) k += step;
         }
         if (!unit_ok || off >= len) continue;  // past a short last unit
-        // The unit's bytes are whole aligned words of the resident buffer (units start at multiples of 2^unit_log).
-        const word_t lits = *(const word_t*)(c.bytes + (id << c.unit_log) + off);
-        u32 t = t0 + k, next = t + 1 < ntok ? c.tpos[tb + t + 1] : 0xFFFFFFFFu, ms = c.mpos[tb + t];
-        word_t word = 0;
-        const u32 nb = min((u32)W, len - off);
-        for (u32 j = 0; j < nb; j++) {
-            const u32 o = off + j;
-            while (next <= o) {  // more than 32 token starts in the warp's 128 bytes, or the next byte's token
-                t++;
-                next = t + 1 < ntok ? c.tpos[tb + t + 1] : 0xFFFFFFFFu;
-                ms = c.mpos[tb + t];
-            }
-            const u32 b =
-                o < ms || t + 1 == ntok ? (u32)(lits >> (8 * j)) & 0xFFu : chase_from(c, index, id, tb, ntok, t, o);
-            word |= (word_t)b << (8 * j);
-        }
-        if (nb == W) {
-            *(word_t*)(out + g) = word;
-        } else {
-            for (u32 j = 0; j < nb; j++) out[g + j] = (u8)(word >> (8 * j));
-        }
+        out[g] = (u8)chase_from(c, index, id, tb, ntok, t0 + k, off);
     }
-}
-extern "C" __global__ void chase_resident(Ctx c, const u32* ids, u32 n, u8* out, const u32* index) {
-    chase_resident_w<4>(c, ids, n, out, index);
-}
-extern "C" __global__ void chase_resident8(Ctx c, const u32* ids, u32 n, u8* out, const u32* index) {
-    chase_resident_w<8>(c, ids, n, out, index);
 }
 
 // Clears the batch's claims (the host zeroes the counters after it).

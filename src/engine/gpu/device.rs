@@ -77,13 +77,6 @@ fn env_knob(cell: &'static OnceLock<u32>, name: &str, default: u32, valid: impl 
     *cell.get_or_init(|| std::env::var(name).ok().and_then(|v| v.parse().ok()).filter(|&v| valid(v)).unwrap_or(default))
 }
 
-/// Bytes a thread of a resident seek takes (kernels/decode.cu `chase_resident_w`): 4, or 8 with
-/// ACEAPEX_GPU_RESIDENT_WORD=8 to compare.
-pub(super) fn resident_word() -> u32 {
-    static WORD: OnceLock<u32> = OnceLock::new();
-    env_knob(&WORD, "ACEAPEX_GPU_RESIDENT_WORD", 4, |w| w == 4 || w == 8)
-}
-
 fn level_epochs() -> u32 {
     static EPOCHS: OnceLock<u32> = OnceLock::new();
     env_knob(&EPOCHS, "ACEAPEX_GPU_LEVEL_EPOCHS", LEVEL_EPOCHS, |e| (1..=64).contains(&e))
@@ -476,7 +469,6 @@ struct Kernels {
     seed: CudaFunction,
     expand: CudaFunction,
     chase: CudaFunction,
-    /// `chase_resident` (4 bytes a thread) or `chase_resident8` (8; see [`resident_word`]).
     chase_resident: CudaFunction,
     index_tokens: CudaFunction,
     reset: CudaFunction,
@@ -762,7 +754,7 @@ impl Device {
             seed: load("seed_batch")?,
             expand: load("expand_ranges")?,
             chase: load("chase_bytes")?,
-            chase_resident: load(if resident_word() == 8 { "chase_resident8" } else { "chase_resident" })?,
+            chase_resident: load("chase_resident")?,
             index_tokens: load("index_tokens")?,
             reset: load("reset_batch")?,
             resolve_round: load("resolve_round")?,

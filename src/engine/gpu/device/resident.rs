@@ -16,9 +16,7 @@
 
 use cudarc::driver::{result, LaunchConfig, PushKernelArg};
 
-use super::{
-    gpu, grid_for, resident_word, Device, FullVariant, KernelCtx, KernelFault, RESIDENT_LEVELS, RESOLVE_PIECE,
-};
+use super::{gpu, grid_for, Device, FullVariant, KernelCtx, KernelFault, RESIDENT_LEVELS, RESOLVE_PIECE};
 use crate::error::{Error, Result};
 
 /// Bytes per token-index bucket, log2 (kernels/decode.cu `TOKEN_BUCKET_LOG`; slices are at least 2^9 bytes).
@@ -176,7 +174,7 @@ impl Device {
         let mut marks = Vec::new();
         let mut mark = self.stage_marker(&mut marks);
         let cfg = LaunchConfig {
-            grid_dim: (grid_for(out_bytes as u64 / u64::from(resident_word()), 256, 132 * 16), 1, 1),
+            grid_dim: (grid_for(out_bytes as u64, 256, 132 * 16), 1, 1),
             block_dim: (256, 1, 1),
             shared_mem_bytes: 0,
         };
