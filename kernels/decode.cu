@@ -1540,7 +1540,10 @@ extern "C" __global__ void chase_bytes(Ctx c, u32 n, u8* out) {
 // the bucket's first byte (a thread per bucket). A lookup then starts at most a bucket's tokens before its
 // answer and scans forward through one or two cache lines of tpos, instead of a binary search of ~10
 // dependent loads.
+// The host may compile with -DTOKEN_BUCKET_LOG=N (ACEAPEX_GPU_TOKEN_BUCKET_LOG, to compare).
+#ifndef TOKEN_BUCKET_LOG
 #define TOKEN_BUCKET_LOG 6
+#endif
 extern "C" __global__ void index_tokens(Ctx c, u32* index) {
     const u32 per_unit_log = c.unit_log - TOKEN_BUCKET_LOG;
     const u64 total = c.nunits << per_unit_log;
@@ -1561,6 +1564,12 @@ __device__ __forceinline__ u32 indexed_token(const u32* tp, const u32* row, u32 
 // Follows the byte at unit offset `o` of unit `b` (its token `t` among the unit's `nt` tokens at tok_off `tbase`)
 // through matches to a literal, at most max_depth hops, through the tokens of a full (resident) parse and their
 // token index; returns it, complemented once per reverse-complement hop (0 after a fault, which it reports).
+// A hop's loads go out together: the byte itself (final if it is a literal), and its candidate token's start of
+// the next token, match start and back word, all from addresses known once the unit's first token and the
+// index entry are. The index entry is right unless a token starts between the bucket's first byte and `o`; then
+// the scan moves on a token and loads again. (Until session 25 a hop was the index, then the scan, then the match
+// start, then the back word and the byte: four or five loads in a row, where the chase spends its time: one
+// byte a thread of 1000 contiguous atha blocks is ~87 us per million match bytes, session 25 run 2.)
 __device__ __forceinline__ u32 chase_from(const Ctx& c, const u32* index, u64 b, u64 tbase, u32 nt, u32 t, u32 o) {
     const u64 mask = (1ull << c.unit_log) - 1;
     const u32 per_unit_log = c.unit_log - TOKEN_BUCKET_LOG;
@@ -1569,17 +1578,22 @@ __device__ __forceinline__ u32 chase_from(const Ctx& c, const u32* index, u64 b,
     for (u32 hops = 0;; hops++) {
         if (hops > 0) {
             b = p >> c.unit_log;
+            o = (u32)(p & mask);
             tbase = c.tok_off[b];
             nt = c.meta[b * META_WORDS + 2] + 1;
-            o = (u32)(p & mask);
-            t = indexed_token(c.tpos + tbase, index + (b << per_unit_log), nt, o);
+            t = index[(b << per_unit_log) + (o >> TOKEN_BUCKET_LOG)];
         }
-        const u32 ms = c.mpos[tbase + t];
-        if (o < ms || t + 1 == nt) {
-            const u32 v = c.bytes[p];
-            return flip ? complement(v) : v;
+        const u32 v = c.bytes[p];
+        // tpos, mpos and back hold tokens + 1 entries, so tbase + t + 1 is inside them (its value unused past nt).
+        u32 next = c.tpos[tbase + t + 1], ms = c.mpos[tbase + t];
+        u64 bkv = c.back[tbase + t];
+        while (t + 1 < nt && next <= o) {
+            t++;
+            next = c.tpos[tbase + t + 1];
+            ms = c.mpos[tbase + t];
+            bkv = c.back[tbase + t];
         }
-        const u64 bkv = c.back[tbase + t];
+        if (o < ms || t + 1 == nt) return flip ? complement(v) : v;
         if (hops == c.max_depth || match_dist(bkv) == 0) {
             report(c.status, hops == c.max_depth ? E_DEPTH : E_BACK, b);
             return 0;

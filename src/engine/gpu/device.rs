@@ -624,7 +624,11 @@ fn arch_for(major: i32, minor: i32) -> Result<&'static str> {
 
 /// NVRTC's options for the kernels.
 fn compile_options() -> Vec<String> {
-    vec!["-std=c++17".into()]
+    let mut options = vec!["-std=c++17".to_string()];
+    if resident::token_bucket_log() != resident::TOKEN_BUCKET_LOG {
+        options.push(format!("-DTOKEN_BUCKET_LOG={}", resident::token_bucket_log()));
+    }
+    options
 }
 
 /// Compiles the kernels for `arch` with NVRTC, and stores the PTX in the kernel cache (best effort).
@@ -1410,7 +1414,7 @@ impl Device {
             false => 0u64,
         };
         let index_cfg = LaunchConfig {
-            grid_dim: (grid_for(self.nunits << (self.unit_log - resident::TOKEN_BUCKET_LOG), 256, 132 * 16), 1, 1),
+            grid_dim: (grid_for(self.nunits << (self.unit_log - resident::token_bucket_log()), 256, 132 * 16), 1, 1),
             block_dim: (256, 1, 1),
             shared_mem_bytes: 0,
         };

@@ -14,13 +14,23 @@
 //! `ACEAPEX_GPU_SEEK_RESIDENT=0`, seeks parse from the compressed archive as before. The bytes are checked
 //! against the index like every seek's (GpuEngine::decode_chunk).
 
+use std::sync::OnceLock;
+
 use cudarc::driver::{result, LaunchConfig, PushKernelArg};
 
 use super::{gpu, grid_for, Device, FullVariant, KernelCtx, KernelFault, RESIDENT_LEVELS, RESOLVE_PIECE};
 use crate::error::{Error, Result};
 
-/// Bytes per token-index bucket, log2 (kernels/decode.cu `TOKEN_BUCKET_LOG`; slices are at least 2^9 bytes).
+/// Bytes per token-index bucket, log2, by default (kernels/decode.cu `TOKEN_BUCKET_LOG`; slices are at least 2^9
+/// bytes). The index costs 4 bytes a bucket: 1/16 of the stream at 6.
 pub(super) const TOKEN_BUCKET_LOG: u32 = 6;
+
+/// The bucket log the kernels are compiled with: TOKEN_BUCKET_LOG, or ACEAPEX_GPU_TOKEN_BUCKET_LOG (3 ..= 9) to
+/// compare (`compile_options` passes it to NVRTC).
+pub(super) fn token_bucket_log() -> u32 {
+    static LOG: OnceLock<u32> = OnceLock::new();
+    super::env_knob(&LOG, "ACEAPEX_GPU_TOKEN_BUCKET_LOG", TOKEN_BUCKET_LOG, |l| (3..=9).contains(&l))
+}
 
 /// Whether seeks may use the resident parse (`ACEAPEX_GPU_SEEK_RESIDENT=0` turns it off, for comparison).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,7 +66,7 @@ impl Device {
         let pieces = tokens + stream / RESOLVE_PIECE;
         // bytes + stamps, four token arrays (u32 ×3, u64), four lists of u64, per-unit worklist/offsets/tasks,
         // the token index.
-        2 * stream + (tokens + 1) * 20 + pieces * 32 + units * 16 + (units << (self.unit_log - TOKEN_BUCKET_LOG)) * 4
+        2 * stream + (tokens + 1) * 20 + pieces * 32 + units * 16 + (units << (self.unit_log - token_bucket_log())) * 4
     }
 
     /// True when this seek may go through the resident parse, running that parse first if it has not been tried.
@@ -113,7 +123,7 @@ impl Device {
     /// TOKEN_BUCKET_LOG) entries.
     pub(super) fn token_index_ptr(&mut self) -> Result<u64> {
         if self.token_index.is_none() {
-            let entries = (self.nunits << (self.unit_log - TOKEN_BUCKET_LOG)) as usize;
+            let entries = (self.nunits << (self.unit_log - token_bucket_log())) as usize;
             // SAFETY: a device buffer of plain integers; index_tokens writes every entry before any is read
             // (`index_ready` says when it has).
             let index = unsafe { self.stream.alloc::<u32>(entries.max(1)) }.map_err(gpu("alloc token index"))?;
@@ -125,7 +135,7 @@ impl Device {
     /// Builds the token index over the resident tokens (kernels/decode.cu `index_tokens`).
     fn build_token_index(&mut self) -> Result<()> {
         let index_ptr = self.token_index_ptr()?;
-        let entries = self.nunits << (self.unit_log - TOKEN_BUCKET_LOG);
+        let entries = self.nunits << (self.unit_log - token_bucket_log());
         let full = self.full.as_ref().ok_or_else(|| Error::Gpu("no resident parse".into()))?;
         let c = self.full_ctx(full, false);
         let cfg = LaunchConfig {
