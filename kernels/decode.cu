@@ -1564,29 +1564,38 @@ __device__ __forceinline__ u32 indexed_token(const u32* tp, const u32* row, u32 
 // Follows the byte at unit offset `o` of unit `b` (its token `t` among the unit's `nt` tokens at tok_off `tbase`)
 // through matches to a literal, at most max_depth hops, through the tokens of a full (resident) parse and their
 // token index; returns it, complemented once per reverse-complement hop (0 after a fault, which it reports).
-// A hop's loads go out together: the byte itself (final if it is a literal), and its candidate token's start of
-// the next token, match start and back word, all from addresses known once the unit's first token and the
-// index entry are. The index entry is right unless a token starts between the bucket's first byte and `o`; then
-// the scan moves on a token and loads again. (Until session 25 a hop was the index, then the scan, then the match
-// start, then the back word and the byte: four or five loads in a row, where the chase spends its time: one
-// byte a thread of 1000 contiguous atha blocks is ~87 us per million match bytes, session 25 run 2.)
+// The first hop knows its token, so it loads the match start and then either the byte (a literal: most bytes) or
+// the back word. A later hop only knows its index entry, so its loads go out together: the byte (final if it is
+// a literal) and the candidate token's next start, match start and back word; the entry is right unless a token
+// starts between its bucket's first byte and `o`, and then the scan moves on a token and loads again. (Session
+// 25 run 3 issued every hop's loads together, the first too: 1000 contiguous atha blocks 171-191 -> 214-219 us in
+// genome mode, 315-340 -> 357-368 in general mode; the loads of the first hop are most of the chase's.)
 __device__ __forceinline__ u32 chase_from(const Ctx& c, const u32* index, u64 b, u64 tbase, u32 nt, u32 t, u32 o) {
     const u64 mask = (1ull << c.unit_log) - 1;
     const u32 per_unit_log = c.unit_log - TOKEN_BUCKET_LOG;
     u64 p = (b << c.unit_log) + o;
     bool flip = false;  // an odd number of reverse-complement hops so far
-    for (u32 hops = 0;; hops++) {
-        if (hops > 0) {
-            b = p >> c.unit_log;
-            o = (u32)(p & mask);
-            tbase = c.tok_off[b];
-            nt = c.meta[b * META_WORDS + 2] + 1;
-            t = index[(b << per_unit_log) + (o >> TOKEN_BUCKET_LOG)];
+    u32 ms = c.mpos[tbase + t];
+    if (o < ms || t + 1 == nt) return c.bytes[p];
+    u64 bkv = c.back[tbase + t];
+    for (u32 hops = 1;; hops++) {  // a match at hop 0 may be followed: the header refuses max_depth 0
+        if (match_dist(bkv) == 0) {
+            report(c.status, E_BACK, b);
+            return 0;
         }
+        flip ^= match_rc(bkv);
+        // >= 0 and < p: the parse checked dist <= match start (and dist + len - 1 <= it for a reverse complement).
+        p = source_of((b << c.unit_log) + ms - match_dist(bkv), bkv, o - ms);
+        b = p >> c.unit_log;
+        o = (u32)(p & mask);
+        tbase = c.tok_off[b];
+        nt = c.meta[b * META_WORDS + 2] + 1;
+        t = index[(b << per_unit_log) + (o >> TOKEN_BUCKET_LOG)];
         const u32 v = c.bytes[p];
         // tpos, mpos and back hold tokens + 1 entries, so tbase + t + 1 is inside them (its value unused past nt).
-        u32 next = c.tpos[tbase + t + 1], ms = c.mpos[tbase + t];
-        u64 bkv = c.back[tbase + t];
+        u32 next = c.tpos[tbase + t + 1];
+        ms = c.mpos[tbase + t];
+        bkv = c.back[tbase + t];
         while (t + 1 < nt && next <= o) {
             t++;
             next = c.tpos[tbase + t + 1];
@@ -1594,13 +1603,10 @@ __device__ __forceinline__ u32 chase_from(const Ctx& c, const u32* index, u64 b,
             bkv = c.back[tbase + t];
         }
         if (o < ms || t + 1 == nt) return flip ? complement(v) : v;
-        if (hops == c.max_depth || match_dist(bkv) == 0) {
-            report(c.status, hops == c.max_depth ? E_DEPTH : E_BACK, b);
+        if (hops == c.max_depth) {
+            report(c.status, E_DEPTH, b);
             return 0;
         }
-        flip ^= match_rc(bkv);
-        // >= 0 and < p: the parse checked dist <= match start (and dist + len - 1 <= it for a reverse complement).
-        p = source_of((b << c.unit_log) + ms - match_dist(bkv), bkv, o - ms);
     }
 }
 
