@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Session 25 device call 4: chase_from with the first hop as before and later hops' loads issued together (COMMIT in carry/) against d2d0538
+# (carry/base), and the token index at 16 bytes a bucket (ACEAPEX_GPU_TOKEN_BUCKET_LOG=4; default 6).
+# The suite's tests part, then the seek profile (1000 contiguous blocks and one cold block through
+# the resident parse: "ids + resident chase" is the device time) of atha genome and general and fly by each in
+# alternation, two rounds, with 2000 resident ranges checked against the CPU bytes each time.
+# Carry: BASE=d2d0538 bash bench/gpu/make-carry.sh.
+set -o pipefail
+export SKIP_CAT=1 COMMIT=$(cat carry/COMMIT)
+log=$OUT/device.log
+prof() {
+  echo "### $1 $2 round $3" | tee -a $log; shift 3
+  env ACEAPEX_GPU_SEEK_PROFILE=1 "$@" --runs 1 --ranges 2000 --latency 300 --contig 5 2>&1 |
+    grep -E "resident|FAIL|error|mismatch|equal" | tee -a $log
+}
+bash bench/gpu/suite.sh "tests"
+for a in atha-genome atha-general fly11; do [ -f /tmp/gpu-suite/$a.acx ] || case $a in atha-genome) ./carry/aceapex pack carry/atha.fa -o /tmp/gpu-suite/$a.acx -q;; atha-general) ./carry/aceapex pack --no-genome carry/atha.fa -o /tmp/gpu-suite/$a.acx -q;; fly11) ./carry/aceapex pack carry/fly11 -o /tmp/gpu-suite/$a.acx -q;; esac; done
+for r in 1 2; do
+  for a in atha-genome atha-general fly11; do
+    prof BASE-$(cut -c1-7 carry/base/COMMIT) $a $r ./carry/base/gpubench /tmp/gpu-suite/$a.acx
+    prof NEW-bucket6 $a $r ./carry/gpubench /tmp/gpu-suite/$a.acx
+    prof NEW-bucket4 $a $r env ACEAPEX_GPU_TOKEN_BUCKET_LOG=4 ./carry/gpubench /tmp/gpu-suite/$a.acx
+  done
+done
