@@ -7,29 +7,12 @@ H200 more than they saved.
 
 Usage: python3 scripts/kernel-registers.py [KERNEL_NAME_SUBSTRING]
 """
-import ctypes
-import os
 import re
-import subprocess
 import sys
 
-repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-libdir = subprocess.run(["bash", os.path.join(repo, "scripts", "fetch-nvrtc.sh")], check=True,
-                        capture_output=True, text=True).stdout.strip()
-nvrtc = ctypes.CDLL(os.path.join(libdir, "libnvrtc.so.12"))
-source = open(os.path.join(repo, "kernels", "decode.cu"), "rb").read()
-prog = ctypes.c_void_p()
-if nvrtc.nvrtcCreateProgram(ctypes.byref(prog), source, b"decode.cu", 0, None, None) != 0:
-    sys.exit("nvrtcCreateProgram failed")
-opts = [b"-std=c++17", b"-arch=sm_90", b"-Xptxas=-v"]
-rc = nvrtc.nvrtcCompileProgram(prog, len(opts), (ctypes.c_char_p * len(opts))(*opts))
-size = ctypes.c_size_t()
-nvrtc.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
-log = ctypes.create_string_buffer(size.value)
-nvrtc.nvrtcGetProgramLog(prog, log)
-text = log.value.decode()
-if rc != 0:
-    sys.exit(text)
+from nvrtc_compile import compile_decode_cu
+
+text, _ = compile_decode_cu(["-Xptxas=-v"])
 want = sys.argv[1] if len(sys.argv) > 1 else ""
 kernel = None
 for line in text.splitlines():

@@ -9,7 +9,6 @@ here, but time only on the device.
 
 Usage: python3 scripts/kernel-sass.py KERNEL [--dump FILE] [-- NVRTC_OPTION ...]
 """
-import ctypes
 import hashlib
 import os
 import re
@@ -18,8 +17,9 @@ import sys
 import urllib.request
 import zipfile
 
-repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-tools = os.path.join(repo, "target", "sass-tools")
+from nvrtc_compile import REPO, compile_decode_cu
+
+tools = os.path.join(REPO, "target", "sass-tools")
 WHEELS = [  # (name, url, sha256)
     ("cuobjdump", "https://files.pythonhosted.org/packages/07/70/2cea1817edfd186883b357cffa78dd47757ba33e4eef3bd0141a"
      "4f4b4109/nvidia_cuda_cuobjdump-13.5.37-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl",
@@ -48,28 +48,6 @@ def fetch_tools():
     return bindir
 
 
-def cubin(options):
-    libdir = subprocess.run(["bash", os.path.join(repo, "scripts", "fetch-nvrtc.sh")], check=True,
-                            capture_output=True, text=True).stdout.strip()
-    nvrtc = ctypes.CDLL(os.path.join(libdir, "libnvrtc.so.12"))
-    source = open(os.path.join(repo, "kernels", "decode.cu"), "rb").read()
-    prog = ctypes.c_void_p()
-    if nvrtc.nvrtcCreateProgram(ctypes.byref(prog), source, b"decode.cu", 0, None, None) != 0:
-        sys.exit("nvrtcCreateProgram failed")
-    opts = [b"-std=c++17", b"-arch=sm_90"] + [o.encode() for o in options]
-    rc = nvrtc.nvrtcCompileProgram(prog, len(opts), (ctypes.c_char_p * len(opts))(*opts))
-    size = ctypes.c_size_t()
-    if rc != 0:
-        nvrtc.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
-        log = ctypes.create_string_buffer(size.value)
-        nvrtc.nvrtcGetProgramLog(prog, log)
-        sys.exit(log.value.decode())
-    nvrtc.nvrtcGetCUBINSize(prog, ctypes.byref(size))
-    buf = ctypes.create_string_buffer(size.value)
-    nvrtc.nvrtcGetCUBIN(prog, buf)
-    return buf.raw
-
-
 def main():
     args = sys.argv[1:]
     options = args[args.index("--") + 1:] if "--" in args else []
@@ -80,7 +58,7 @@ def main():
     kernel = args[0]
     bindir = fetch_tools()
     path = os.path.join(tools, "decode.cubin")
-    open(path, "wb").write(cubin(options))
+    open(path, "wb").write(compile_decode_cu(options, cubin=True)[1])
     env = dict(os.environ, PATH=bindir + os.pathsep + os.environ.get("PATH", ""))
     sass = subprocess.run([os.path.join(bindir, "cuobjdump"), "-sass", "-fun", kernel, path], check=True,
                           capture_output=True, text=True, env=env).stdout

@@ -1,0 +1,34 @@
+"""kernels/decode.cu through NVRTC for sm_90, for the scripts that look at what ptxas made of it without a GPU
+(kernel-registers.py, kernel-sass.py): NVRTC comes from scripts/fetch-nvrtc.sh (a pinned PyPI wheel)."""
+import ctypes
+import os
+import subprocess
+import sys
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def compile_decode_cu(options, cubin=False):
+    """Compiles kernels/decode.cu with -std=c++17 -arch=sm_90 and `options`; returns (log, cubin bytes or None).
+    Exits with the log when the compile fails."""
+    libdir = subprocess.run(["bash", os.path.join(REPO, "scripts", "fetch-nvrtc.sh")], check=True,
+                            capture_output=True, text=True).stdout.strip()
+    nvrtc = ctypes.CDLL(os.path.join(libdir, "libnvrtc.so.12"))
+    source = open(os.path.join(REPO, "kernels", "decode.cu"), "rb").read()
+    prog = ctypes.c_void_p()
+    if nvrtc.nvrtcCreateProgram(ctypes.byref(prog), source, b"decode.cu", 0, None, None) != 0:
+        sys.exit("nvrtcCreateProgram failed")
+    opts = [b"-std=c++17", b"-arch=sm_90"] + [o.encode() for o in options]
+    rc = nvrtc.nvrtcCompileProgram(prog, len(opts), (ctypes.c_char_p * len(opts))(*opts))
+    size = ctypes.c_size_t()
+    nvrtc.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
+    log = ctypes.create_string_buffer(size.value)
+    nvrtc.nvrtcGetProgramLog(prog, log)
+    if rc != 0:
+        sys.exit(log.value.decode())
+    if not cubin:
+        return log.value.decode(), None
+    nvrtc.nvrtcGetCUBINSize(prog, ctypes.byref(size))
+    buf = ctypes.create_string_buffer(size.value)
+    nvrtc.nvrtcGetCUBIN(prog, buf)
+    return log.value.decode(), buf.raw
