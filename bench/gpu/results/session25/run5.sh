@@ -4,6 +4,7 @@
 # fourth of 4 mutated copies of atha_chr1 (gen_genomes --files 4 --bytes 300M), which sources its matches in the
 # three copies before it. carry2/: aceapex.new, aceapex.old (stripped), gen_genomes, atha_chr1.fa.gz.
 set -o pipefail
+TIMEFORMAT='%R s wall %U user %S sys'
 log=$OUT/device.log
 say() { echo "$*" | tee -a $log; }
 t() { local t0=$(date +%s%N); "$@"; echo $(( ($(date +%s%N) - t0) / 1000000 )); }
@@ -18,12 +19,12 @@ for r in 1 2; do
   for b in old new; do
     for f in genome003.fa genome000.fa; do
       t0=$(date +%s%N)
-      /usr/bin/time -f "%e s wall %U user %S sys %M KB" -o /tmp/tm ./carry2/aceapex.$b cat --decoder cpu /tmp/x.acx g4/$f 2>/dev/null | md5sum > /tmp/md5
+      { time ./carry2/aceapex.$b cat --decoder cpu /tmp/x.acx g4/$f 2>/dev/null | md5sum > /tmp/md5; } 2> /tmp/tm
       say "round $r $b cat $f: $(cat /tmp/tm) md5 $(cut -d' ' -f1 /tmp/md5)"
     done
   done
 done
 for b in old new; do
-  rm -rf /tmp/un; /usr/bin/time -f "%e s wall %U user %M KB" -o /tmp/tm ./carry2/aceapex.$b unpack --decoder cpu -C /tmp/un /tmp/x.acx 2>/dev/null
+  rm -rf /tmp/un; { time ./carry2/aceapex.$b unpack --decoder cpu -C /tmp/un /tmp/x.acx 2>/dev/null; } 2> /tmp/tm
   say "$b unpack: $(cat /tmp/tm); genome003 $(md5sum < /tmp/un/g4/genome003.fa | cut -d' ' -f1)"
 done
