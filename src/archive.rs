@@ -319,10 +319,16 @@ impl Archive {
         };
         let mut handed = 0u64;
         let mut on_block = on_block;
+        let parsed_before = self.cpu.slices_parsed();
         let result = self.cpu.decode_sequential_blocks(&mut window, first, end, true, |id, block| {
             handed += 1;
             on_block(id, block)
         });
+        // Sources older than the window cost slice parses: how many says how much of the run went through tokens.
+        tracing::debug!(
+            "sequential run {first}..{end}: {handed} blocks, {} slices parsed for sources older than the window",
+            self.cpu.slices_parsed() - parsed_before
+        );
         *self.seq_window.lock().unwrap_or_else(|p| p.into_inner()) = Some(window);
         self.cache.record_decodes(self.cpu.name(), handed.saturating_sub(reused));
         result
