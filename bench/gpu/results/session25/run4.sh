@@ -7,18 +7,13 @@
 # Carry: BASE=d2d0538 bash bench/gpu/make-carry.sh.
 set -o pipefail
 export SKIP_CAT=1 COMMIT=$(cat carry/COMMIT)
-log=$OUT/device.log
-prof() {
-  echo "### $1 $2 round $3" | tee -a $log; shift 3
-  env ACEAPEX_GPU_SEEK_PROFILE=1 "$@" --runs 1 --ranges 2000 --latency 300 --contig 5 2>&1 |
-    grep -E "resident|FAIL|error|mismatch|equal" | tee -a $log
-}
+. bench/gpu/steps.sh
 bash bench/gpu/suite.sh "tests"
 for a in atha-genome atha-general fly11; do [ -f /tmp/gpu-suite/$a.acx ] || case $a in atha-genome) ./carry/aceapex pack carry/atha.fa -o /tmp/gpu-suite/$a.acx -q;; atha-general) ./carry/aceapex pack --no-genome carry/atha.fa -o /tmp/gpu-suite/$a.acx -q;; fly11) ./carry/aceapex pack carry/fly11 -o /tmp/gpu-suite/$a.acx -q;; esac; done
 for r in 1 2; do
   for a in atha-genome atha-general fly11; do
-    prof BASE-$(cut -c1-7 carry/base/COMMIT) $a $r ./carry/base/gpubench /tmp/gpu-suite/$a.acx
-    prof NEW-bucket6 $a $r ./carry/gpubench /tmp/gpu-suite/$a.acx
-    prof NEW-bucket4 $a $r env ACEAPEX_GPU_TOKEN_BUCKET_LOG=4 ./carry/gpubench /tmp/gpu-suite/$a.acx
+    seek_profile BASE-$(cut -c1-7 carry/base/COMMIT) $a $r ./carry/base/gpubench /tmp/gpu-suite/$a.acx
+    seek_profile NEW-bucket6 $a $r ./carry/gpubench /tmp/gpu-suite/$a.acx
+    seek_profile NEW-bucket4 $a $r env ACEAPEX_GPU_TOKEN_BUCKET_LOG=4 ./carry/gpubench /tmp/gpu-suite/$a.acx
   done
 done
