@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Session 25 device call 5 (CPU only, on the H200 host's 16 cores): the sequential CPU decoder's far sources
-# decoded whole (FarSources, ade8400/2531762) against the build before them (helper cpufar: ef8371a), on the
+# decoded whole (a helper's FarSources change, not merged: docs/BENCH-GPU.md session 25 run 5) against the build before it, on the
 # fourth of 4 mutated copies of atha_chr1 (gen_genomes --files 4 --bytes 300M), which sources its matches in the
 # three copies before it. carry2/: aceapex.new, aceapex.old (stripped), gen_genomes, atha_chr1.fa.gz.
 set -o pipefail
