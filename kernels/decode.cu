@@ -1593,14 +1593,11 @@ __device__ __forceinline__ u32 chase_from(const Ctx& c, const u32* index, u64 b,
         t = index[(b << per_unit_log) + (o >> TOKEN_BUCKET_LOG)];
         const u32 v = c.bytes[p];
         // tpos, mpos and back hold tokens + 1 entries, so tbase + t + 1 is inside them (its value unused past nt).
-        u32 next = c.tpos[tbase + t + 1];
-        ms = c.mpos[tbase + t];
-        bkv = c.back[tbase + t];
-        while (t + 1 < nt && next <= o) {
-            t++;
-            next = c.tpos[tbase + t + 1];
+        for (;; t++) {
+            const u32 next = c.tpos[tbase + t + 1];
             ms = c.mpos[tbase + t];
             bkv = c.back[tbase + t];
+            if (t + 1 >= nt || next > o) break;
         }
         if (o < ms || t + 1 == nt) return flip ? complement(v) : v;
         if (hops == c.max_depth) {
