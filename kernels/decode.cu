@@ -1531,15 +1531,13 @@ extern "C" __global__ void chase_bytes(Ctx c, u32 n, u8* out) {
 // a thread per byte, at most max_depth hops: a cold request decodes its own bytes and nothing else, and no
 // level of slice parsing stands between the request and its bytes. Output: out[(e << unit_log) + offset].
 //
-// A warp takes 32 consecutive bytes of one unit (unit_log >= 9). Their tokens are found together: lane 0
-// searches the token of the first byte, the warp loads the next 32 token starts (32 bytes span at most 17
-// tokens, every match being >= 2 bytes), and each lane finds its own by a search over those lanes' values —
-// shuffles instead of a search through global memory per byte. Literals (most bytes of a genome) are then one
-// load; a match byte follows its sources, finding each source's token through the token index.
-// Token index of the resident parse: for every unit and every TOKEN_BUCKET-byte bucket of it, the token covering
-// the bucket's first byte (a thread per bucket). A lookup then starts at most a bucket's tokens before its
-// answer and scans forward through one or two cache lines of tpos, instead of a binary search of ~10
-// dependent loads.
+// Two maps over the resident parse, built once after it, let a byte find out what it is without a search:
+// - The token index: for every unit and every TOKEN_BUCKET-byte bucket of it, the token covering the bucket's
+//   first byte (index_tokens, a thread per bucket). A lookup starts at most a bucket's tokens before its answer
+//   and scans forward through one or two cache lines of tpos, instead of a binary search of ~10 dependent loads.
+// - The literal map: bit (p & 31) of word p >> 5 is set when stream byte p is a literal (index_literals, a thread
+//   per word). Most bytes are literals (88 % of atha_chr1 in genome mode, 79 % as plain text), and their byte
+//   and map bit arrive in one round of loads, with no token at all.
 // The host may compile with -DTOKEN_BUCKET_LOG=N (ACEAPEX_GPU_TOKEN_BUCKET_LOG, to compare).
 #ifndef TOKEN_BUCKET_LOG
 #define TOKEN_BUCKET_LOG 6
@@ -1561,24 +1559,104 @@ __device__ __forceinline__ u32 indexed_token(const u32* tp, const u32* row, u32 
     return t;
 }
 
-// Follows the byte at unit offset `o` of unit `b` (its token `t` among the unit's `nt` tokens at tok_off `tbase`)
-// through matches to a literal, at most max_depth hops, through the tokens of a full (resident) parse and their
-// token index; returns it, complemented once per reverse-complement hop (0 after a fault, which it reports).
-// The first hop knows its token, so it loads the match start and then either the byte (a literal: most bytes) or
-// the back word. A later hop only knows its index entry, so its loads go out together: the byte (final if it is
-// a literal) and the candidate token's next start, match start and back word; the entry is right unless a token
-// starts between its bucket's first byte and `o`, and then the scan moves on a token and loads again. (Session
-// 25 run 3 issued every hop's loads together, the first too: 1000 contiguous atha blocks 171-191 -> 214-219 us in
-// genome mode, 315-340 -> 357-368 in general mode; the loads of the first hop are most of the chase's.)
-__device__ __forceinline__ u32 chase_from(const Ctx& c, const u32* index, u64 b, u64 tbase, u32 nt, u32 t, u32 o) {
+// Bits lo .. hi - 1 of a word (lo < hi <= 32).
+__device__ __forceinline__ u32 bit_span(u32 lo, u32 hi) {
+    return (hi >= 32 ? FULL_MASK : (1u << hi) - 1u) & ~((1u << lo) - 1u);
+}
+
+// The literal map (above), from the token index: a word's bits are the literal runs of the tokens that overlap its
+// 32 bytes (a token's literals are [tpos, mpos); the unit's last token is literals to the unit's end). Bytes
+// past a unit's length have no bit.
+extern "C" __global__ void index_literals(Ctx c, const u32* index, u32* litmap) {
+    const u32 per_unit_log = c.unit_log - TOKEN_BUCKET_LOG;
+    const u64 words = c.nunits << (c.unit_log - 5);
+    const u64 mask = (1ull << c.unit_log) - 1;
+    for (u64 w = (u64)blockIdx.x * blockDim.x + threadIdx.x; w < words; w += (u64)gridDim.x * blockDim.x) {
+        const u64 u = (w << 5) >> c.unit_log;
+        const u32 o0 = (u32)((w << 5) & mask);
+        const u32 len = c.meta[u * META_WORDS + 7];
+        u32 bits = 0;
+        if (o0 < len) {
+            const u64 tb = c.tok_off[u];
+            const u32 nt = c.meta[u * META_WORDS + 2] + 1;
+            const u32 end = min(o0 + 32u, len);
+            // Token starts strictly increase and the loop ends at nt: at most 33 steps.
+            for (u32 t = indexed_token(c.tpos + tb, index + (u << per_unit_log), nt, o0); t < nt; t++) {
+                const u32 s = max(c.tpos[tb + t], o0);
+                if (s >= end) break;
+                const u32 e = t + 1 == nt ? end : min(c.mpos[tb + t], end);
+                if (e > s) bits |= bit_span(s - o0, e - o0);
+            }
+        }
+        litmap[w] = bits;
+    }
+}
+
+// Loads through the non-coherent path, issued where they stand: nvcc sinks a plain load into the branch that first
+// uses it, which would put a round of latency between a literal's map bit and its byte, and between a token's match
+// start and its back word. Only for buffers no thread writes during the kernel.
+__device__ __forceinline__ u32 ld_now_u8(const u8* p) {
+    u32 v;
+    asm volatile("ld.global.nc.u8 %0, [%1];" : "=r"(v) : "l"(p));
+    return v;
+}
+__device__ __forceinline__ u32 ld_now_u32(const u32* p) {
+    u32 v;
+    asm volatile("ld.global.nc.u32 %0, [%1];" : "=r"(v) : "l"(p));
+    return v;
+}
+__device__ __forceinline__ u64 ld_now_u64(const u64* p) {
+    u64 v;
+    asm volatile("ld.global.nc.u64 %0, [%1];" : "=l"(v) : "l"(p));
+    return v;
+}
+// ptxas still sinks an .nc load past a branch after which only one path uses it (the first position's literal
+// test); a relaxed load it must issue where it stands. For loads whose latency should hide behind another's.
+__device__ __forceinline__ u32 ld_issued_u32(const u32* p) {
+    u32 v;
+    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p));
+    return v;
+}
+__device__ __forceinline__ u64 ld_issued_u64(const u64* p) {
+    u64 v;
+    asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p));
+    return v;
+}
+
+// Follows stream byte `p` through matches to a literal, at most max_depth hops, and returns it, complemented once
+// per reverse-complement hop (0 after a fault, which it reports). Every position, the requested one too, costs
+// one round of independent loads: its map bit and byte (final for a literal: most positions) and, for the case
+// that it is a match byte, its index entry and its unit's token offset and count. A match byte then loads its
+// token's next start, match start and back word together (a further round only when a token starts between its
+// bucket's first byte and `p`) and moves to its source.
+// (Sessions 13-25 found the first byte's token by a warp search instead and loaded a literal's match start
+// before its byte; chasestats, examples/chasestats.rs, counts 5.2 -> 2.2 dependent rounds a warp for atha_chr1
+// in genome mode, 9.2 -> 6.0 as plain text, 12.8 -> 9.9 for fly x11.)
+__device__ __forceinline__ u32 chase_at(const Ctx& c, const u32* index, const u32* litmap, u64 p, u32 lit, u32 v,
+                                        u32 t, u64 tbase, u32 nt) {
     const u64 mask = (1ull << c.unit_log) - 1;
     const u32 per_unit_log = c.unit_log - TOKEN_BUCKET_LOG;
-    u64 p = (b << c.unit_log) + o;
     bool flip = false;  // an odd number of reverse-complement hops so far
-    u32 ms = c.mpos[tbase + t];
-    if (o < ms || t + 1 == nt) return c.bytes[p];
-    u64 bkv = c.back[tbase + t];
-    for (u32 hops = 1;; hops++) {  // a match at hop 0 may be followed: the header refuses max_depth 0
+    for (u32 hops = 0;; hops++) {
+        const u64 b = p >> c.unit_log;
+        const u32 o = (u32)(p & mask);
+        if ((lit >> (o & 31)) & 1) return flip ? complement(v) : v;
+        if (hops == c.max_depth) {  // a match after max_depth of them
+            report(c.status, E_DEPTH, b);
+            return 0;
+        }
+        // tpos, mpos and back hold tokens + 1 entries, so tbase + t + 1 is inside them (its value unused past nt).
+        u32 ms;
+        u64 bkv;
+        for (;; t++) {
+            const u32 next = ld_now_u32(c.tpos + tbase + t + 1);
+            ms = ld_now_u32(c.mpos + tbase + t);
+            bkv = ld_now_u64(c.back + tbase + t);
+            if (t + 1 >= nt || next > o) break;
+        }
+        // A literal by its token though the map said otherwise cannot happen (the map is made from these tokens);
+        // its byte is then the literal's.
+        if (o < ms || t + 1 == nt) return flip ? complement(v) : v;
         if (match_dist(bkv) == 0) {
             report(c.status, E_BACK, b);
             return 0;
@@ -1586,54 +1664,34 @@ __device__ __forceinline__ u32 chase_from(const Ctx& c, const u32* index, u64 b,
         flip ^= match_rc(bkv);
         // >= 0 and < p: the parse checked dist <= match start (and dist + len - 1 <= it for a reverse complement).
         p = source_of((b << c.unit_log) + ms - match_dist(bkv), bkv, o - ms);
-        b = p >> c.unit_log;
-        o = (u32)(p & mask);
-        tbase = c.tok_off[b];
-        nt = c.meta[b * META_WORDS + 2] + 1;
-        t = index[(b << per_unit_log) + (o >> TOKEN_BUCKET_LOG)];
-        const u32 v = c.bytes[p];
-        // tpos, mpos and back hold tokens + 1 entries, so tbase + t + 1 is inside them (its value unused past nt).
-        for (;; t++) {
-            const u32 next = c.tpos[tbase + t + 1];
-            ms = c.mpos[tbase + t];
-            bkv = c.back[tbase + t];
-            if (t + 1 >= nt || next > o) break;
-        }
-        if (o < ms || t + 1 == nt) return flip ? complement(v) : v;
-        if (hops == c.max_depth) {
-            report(c.status, E_DEPTH, b);
-            return 0;
-        }
+        const u64 nb = p >> c.unit_log;
+        lit = ld_now_u32(litmap + (p >> 5));
+        v = ld_now_u8(c.bytes + p);
+        t = ld_now_u32(index + (nb << per_unit_log) + ((u32)(p & mask) >> TOKEN_BUCKET_LOG));
+        tbase = ld_now_u64(c.tok_off + nb);
+        nt = ld_now_u32(c.meta + nb * META_WORDS + 2) + 1;
     }
 }
 
-extern "C" __global__ void chase_resident(Ctx c, const u32* ids, u32 n, u8* out, const u32* index) {
+extern "C" __global__ void chase_resident(Ctx c, const u32* ids, u32 n, u8* out, const u32* index,
+                                          const u32* litmap) {
     const u64 total = (u64)n << c.unit_log;
     const u64 mask = (1ull << c.unit_log) - 1;
-    const u32 lane = threadIdx.x & 31;
-    // total and the grid stride are multiples of 32, so the lanes of a warp run the same iterations.
+    const u32 per_unit_log = c.unit_log - TOKEN_BUCKET_LOG;
     for (u64 g = (u64)blockIdx.x * blockDim.x + threadIdx.x; g < total; g += (u64)gridDim.x * blockDim.x) {
         const u64 id = ids[g >> c.unit_log];
         const u32 off = (u32)(g & mask);
-        const bool unit_ok = id < c.nunits;
-        const u32 len = unit_ok ? c.meta[id * META_WORDS + 7] : 0;
-        const u64 tb = unit_ok ? c.tok_off[id] : 0;
-        const u32 ntok = unit_ok ? c.meta[id * META_WORDS + 2] + 1 : 1;
-        const u32 first = off - lane;  // the warp's first byte in the unit
-        const u32 per_unit_log = c.unit_log - TOKEN_BUCKET_LOG;
-        u32 t0 = 0;
-        if (lane == 0 && unit_ok && first < len)
-            t0 = indexed_token(c.tpos + tb, index + (id << per_unit_log), ntok, first);
-        t0 = __shfl_sync(FULL_MASK, t0, 0);
-        // v = start of token t0 + 1 + lane (tpos strictly increases; past the last token: never <= off).
-        const u32 v = unit_ok && t0 + 1 + lane < ntok ? c.tpos[tb + t0 + 1 + lane] : 0xFFFFFFFFu;
-        u32 k = 0;  // how many of the lanes' starts are <= off
-        for (u32 step = 16; step > 0; step >>= 1) {
-            const u32 probe = __shfl_sync(FULL_MASK, v, k + step - 1);
-            if (probe <= off) k += step;
-        }
-        if (!unit_ok || off >= len) continue;  // past a short last unit
-        out[g] = (u8)chase_from(c, index, id, tb, ntok, t0 + k, off);
+        // Only the stream's last unit may be short.
+        if (id >= c.nunits || (id + 1 == c.nunits && off >= c.meta[id * META_WORDS + 7])) continue;
+        // The first position's loads go out together: a literal (most bytes) waits for its map word and byte,
+        // a match byte finds its token with no further round.
+        const u64 p = (id << c.unit_log) + off;
+        const u32 lit = ld_now_u32(litmap + (p >> 5));
+        const u32 v = ld_now_u8(c.bytes + p);
+        const u32 t = ld_issued_u32(index + (id << per_unit_log) + (off >> TOKEN_BUCKET_LOG));
+        const u64 tbase = ld_issued_u64(c.tok_off + id);
+        const u32 nt = ld_issued_u32(c.meta + id * META_WORDS + 2) + 1;
+        out[g] = (u8)chase_at(c, index, litmap, p, lit, v, t, tbase, nt);
     }
 }
 

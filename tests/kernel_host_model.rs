@@ -1,4 +1,4 @@
-//! Host checks of the K = 1 literal path of kernels/decode.cu, with no GPU: `WordReader1` (the rANS word
+//! Host checks of kernels/decode.cu, with no GPU. The K = 1 literal path: `WordReader1` (the rANS word
 //! stream), `LiteralSink1` (where literals land) and the context-coded literal chain (`k1_context_step`,
 //! `k1_context_literals`) are copied out of the kernel source as they are, compiled with the host C++ compiler
 //! beside the harnesses in tests/kernel_host/, and run against reference models on random inputs, and the chain
@@ -208,4 +208,26 @@ fn context_chain_decodes_what_the_encoder_coded() {
     let src = kernel_source();
     let text = chain_text(&src, &[("// Context-coded literals of a K = 1 slice", "void k1_context_literals(")]);
     run_harness_on("context_chain", &text, Some(&chain_input()));
+}
+
+/// Replaces each inline-PTX load of the resident chase (`ld_now_*`, `ld_issued_*`: `asm volatile("ld...` into
+/// `v`) with the host load it stands for.
+fn host_chase_loads(mut text: String) -> String {
+    while let Some(a) = text.find("asm volatile(\"ld.") {
+        let e = text[a..].find(");").expect("asm statement ends") + a + 2;
+        text.replace_range(a..e, "v = *p;");
+    }
+    text
+}
+
+#[test]
+fn resident_chase_resolves_every_byte_a_sequential_decode_does() {
+    let src = kernel_source();
+    let text = [
+        cut_fn(&src, "#define RC_FLAG", "u32 complement(u32 b)"),
+        cut_fn(&src, "__device__ __forceinline__ u32 last_le(", "u32 last_le("),
+        host_chase_loads(cut_fn(&src, "#ifndef TOKEN_BUCKET_LOG", "void chase_resident(")),
+    ]
+    .join("\n");
+    run_harness("resident_chase", &text);
 }

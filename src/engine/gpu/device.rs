@@ -471,6 +471,7 @@ struct Kernels {
     chase: CudaFunction,
     chase_resident: CudaFunction,
     index_tokens: CudaFunction,
+    index_literals: CudaFunction,
     reset: CudaFunction,
     resolve_round: CudaFunction,
     resolve_chase: CudaFunction,
@@ -547,6 +548,11 @@ pub struct Device {
     token_index: Option<CudaSlice<u32>>,
     /// `token_index` holds the index of the current resident tokens.
     index_ready: bool,
+    /// The resident parse's literal map (kernel `index_literals`): a bit per stream byte, set for a literal.
+    /// Built from the tokens and the token index with the first resident seek after a parse.
+    literal_map: Option<CudaSlice<u32>>,
+    /// `literal_map` holds the map of the current resident tokens.
+    literal_map_ready: bool,
     events: (CudaEvent, CudaEvent),
     /// Grid of the seek kernels whose work count lives on the device (later levels, literals, resolve rounds),
     /// which stride over it: LEVEL_GRID, or ACEAPEX_GPU_LEVEL_GRID. (Two CTAs per SM was measured slower: a
@@ -760,6 +766,7 @@ impl Device {
             chase: load("chase_bytes")?,
             chase_resident: load("chase_resident")?,
             index_tokens: load("index_tokens")?,
+            index_literals: load("index_literals")?,
             reset: load("reset_batch")?,
             resolve_round: load("resolve_round")?,
             resolve_chase: load("resolve_chase")?,
@@ -845,6 +852,8 @@ impl Device {
             resident_tried: false,
             token_index: None,
             index_ready: false,
+            literal_map: None,
+            literal_map_ready: false,
             events,
             later_grid,
             skip_requested: std::env::var_os("ACEAPEX_GPU_EXPAND_ALL").is_none(),
@@ -1393,6 +1402,7 @@ impl Device {
     ) -> Result<std::result::Result<FullRun, KernelFault>> {
         self.last_full = None;
         self.index_ready = false;
+        self.literal_map_ready = false;
         self.ensure_full()?;
         let resolve = match variant {
             FullVariant::Full => Some(self.resolve),

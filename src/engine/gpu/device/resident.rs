@@ -65,8 +65,13 @@ impl Device {
         let stream = units << self.unit_log;
         let pieces = tokens + stream / RESOLVE_PIECE;
         // bytes + stamps, four token arrays (u32 ×3, u64), four lists of u64, per-unit worklist/offsets/tasks,
-        // the token index.
-        2 * stream + (tokens + 1) * 20 + pieces * 32 + units * 16 + (units << (self.unit_log - token_bucket_log())) * 4
+        // the token index, the literal map.
+        2 * stream
+            + (tokens + 1) * 20
+            + pieces * 32
+            + units * 16
+            + (units << (self.unit_log - token_bucket_log())) * 4
+            + stream / 8
     }
 
     /// True when this seek may go through the resident parse, running that parse first if it has not been tried.
@@ -79,9 +84,13 @@ impl Device {
             self.resident_tried = true;
             self.build_resident();
         }
-        if self.resident() && !self.index_ready {
-            if let Err(e) = self.build_token_index() {
-                tracing::info!("GPU seeks parse from the compressed archive: the token index failed ({e})");
+        if self.resident() && !(self.index_ready && self.literal_map_ready) {
+            let built = match self.index_ready {
+                true => Ok(()),
+                false => self.build_token_index(),
+            };
+            if let Err(e) = built.and_then(|()| self.build_literal_map()) {
+                tracing::info!("GPU seeks parse from the compressed archive: the token maps failed ({e})");
                 self.resident_seeks = ResidentSeeks::Off;
                 return false;
             }
@@ -152,6 +161,36 @@ impl Device {
         Ok(())
     }
 
+    /// Builds the literal map over the resident tokens (kernels/decode.cu `index_literals`; needs the token index).
+    fn build_literal_map(&mut self) -> Result<()> {
+        let words = (self.nunits << self.unit_log) / 32;
+        if self.literal_map.is_none() {
+            // SAFETY: a device buffer of plain integers; index_literals writes every word before any is read
+            // (`literal_map_ready` says when it has).
+            let map = unsafe { self.stream.alloc::<u32>(words.max(1) as usize) }.map_err(gpu("alloc literal map"))?;
+            self.literal_map = Some(map);
+        }
+        let map_ptr = self.ptr(self.literal_map.as_ref().expect("allocated above"));
+        let index_ptr = self.token_index_ptr()?;
+        let full = self.full.as_ref().ok_or_else(|| Error::Gpu("no resident parse".into()))?;
+        let c = self.full_ctx(full, false);
+        let cfg = LaunchConfig {
+            grid_dim: (grid_for(words, 256, 132 * 16), 1, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: matches index_literals(Ctx, const u32*, u32*); `c` points at the full decode's buffers with every
+        // unit's tokens (the parse succeeded), the token index is built over them, and the map holds
+        // (nunits << unit_log) / 32 words (unit_log >= 9).
+        unsafe {
+            self.stream.launch_builder(&self.kernels.index_literals).arg(&c).arg(&index_ptr).arg(&map_ptr).launch(cfg)
+        }
+        .map_err(gpu("literal map"))?;
+        self.stream.synchronize().map_err(gpu("literal map"))?;
+        self.literal_map_ready = true;
+        Ok(())
+    }
+
     /// One resident seek over the `n` unit ids already in pinned memory: bytes of the requested units at
     /// `k << unit_log`, and the device ms. Faults (a chain deeper than max_depth) come back as `Ok(Err)`.
     pub(super) fn seek_resident(&mut self, n: usize) -> Result<std::result::Result<(&[u8], f32), KernelFault>> {
@@ -173,6 +212,8 @@ impl Device {
         let (ids_ptr, out_ptr) = (self.ptr(&self.seek.ids), self.ptr(&self.seek.out));
         let index = self.token_index.as_ref().ok_or_else(|| Error::Gpu("no token index".into()))?;
         let index_ptr = self.ptr(index);
+        let map = self.literal_map.as_ref().ok_or_else(|| Error::Gpu("no literal map".into()))?;
+        let map_ptr = self.ptr(map);
         let out_bytes = n << self.unit_log;
         let n32 = n as u32;
         let stream = self.stream.clone();
@@ -191,9 +232,9 @@ impl Device {
         // SAFETY: the pinned buffers hold at least n unit ids (seek_batch filled them, n <= the batch's units),
         // n << unit_log result bytes and one status word; the device buffers `ids` and `out` are as large; all
         // live as long as this Device, and run_seek synchronises before anything reads or reuses them. The launch
-        // matches chase_resident(Ctx, const u32*, u32, u8*, const u32*); `c` points at the full decode's buffers,
-        // which hold every unit's tokens (tok_off is their exact prefix sum) and the whole stream's bytes, and
-        // the token index covers every unit.
+        // matches chase_resident(Ctx, const u32*, u32, u8*, const u32*, const u32*); `c` points at the full
+        // decode's buffers, which hold every unit's tokens (tok_off is their exact prefix sum) and the whole
+        // stream's bytes, and the token index and the literal map cover every unit.
         unsafe {
             result::memcpy_htod_async(ids_ptr, std::slice::from_raw_parts(host_ids, n), cu)
                 .map_err(gpu("ids upload"))?;
@@ -204,6 +245,7 @@ impl Device {
                 .arg(&n32)
                 .arg(&out_ptr)
                 .arg(&index_ptr)
+                .arg(&map_ptr)
                 .launch(cfg)
                 .map_err(gpu("resident chase"))?;
             mark("ids + resident chase")?;
