@@ -1538,6 +1538,8 @@ extern "C" __global__ void chase_bytes(Ctx c, u32 n, u8* out) {
 // - The literal map: bit (p & 31) of word p >> 5 is set when stream byte p is a literal (index_literals, a thread
 //   per word). Most bytes are literals (88 % of atha_chr1 in genome mode, 79 % as plain text), and their byte
 //   and map bit arrive in one round of loads, with no token at all.
+// - The chase records: token T's match start, the next token's start (where T ends) and back word, 16 bytes
+//   together (index_chase_tokens), so that a match byte's token costs one load, not three.
 // The host may compile with -DTOKEN_BUCKET_LOG=N (ACEAPEX_GPU_TOKEN_BUCKET_LOG, to compare).
 #ifndef TOKEN_BUCKET_LOG
 #define TOKEN_BUCKET_LOG 6
@@ -1593,8 +1595,8 @@ extern "C" __global__ void index_literals(Ctx c, const u32* index, u32* litmap) 
 }
 
 // Loads through the non-coherent path, issued where they stand: nvcc sinks a plain load into the branch that first
-// uses it, which would put a round of latency between a literal's map bit and its byte, and between a token's match
-// start and its back word. Only for buffers no thread writes during the kernel.
+// uses it, which would put a round of latency between a literal's map bit and its byte, and between a hop's
+// loads. Only for buffers no thread writes during the kernel.
 __device__ __forceinline__ u32 ld_now_u8(const u8* p) {
     u32 v;
     asm volatile("ld.global.nc.u8 %0, [%1];" : "=r"(v) : "l"(p));
@@ -1610,6 +1612,11 @@ __device__ __forceinline__ u64 ld_now_u64(const u64* p) {
     asm volatile("ld.global.nc.u64 %0, [%1];" : "=l"(v) : "l"(p));
     return v;
 }
+__device__ __forceinline__ uint4 ld_now_v4(const uint4* p) {
+    uint4 v;
+    asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    return v;
+}
 // ptxas still sinks an .nc load past a branch after which only one path uses it (the first position's literal
 // test); a relaxed load it must issue where it stands. For loads whose latency should hide behind another's.
 __device__ __forceinline__ u32 ld_issued_u32(const u32* p) {
@@ -1623,17 +1630,36 @@ __device__ __forceinline__ u64 ld_issued_u64(const u64* p) {
     return v;
 }
 
+// The chase record of every token (above): {match start, end, back low, back high}, tokens at their tok_off
+// positions; a unit's last token (literals only) has start and end 0xFFFFFFFF, so a scan stops there and a byte
+// in it is a literal. A warp per unit, its lanes over the tokens.
+extern "C" __global__ void index_chase_tokens(Ctx c, uint4* rec) {
+    const u32 lane = threadIdx.x & 31;
+    const u64 warps = ((u64)gridDim.x * blockDim.x) >> 5;
+    for (u64 u = ((u64)blockIdx.x * blockDim.x + threadIdx.x) >> 5; u < c.nunits; u += warps) {
+        const u64 tb = c.tok_off[u];
+        const u32 nt = c.meta[u * META_WORDS + 2] + 1;
+        for (u32 t = lane; t < nt; t += 32) {
+            const bool last = t + 1 == nt;
+            const u64 bk = c.back[tb + t];
+            rec[tb + t] = make_uint4(last ? 0xFFFFFFFFu : c.mpos[tb + t], last ? 0xFFFFFFFFu : c.tpos[tb + t + 1],
+                                     (u32)bk, (u32)(bk >> 32));
+        }
+    }
+}
+
 // Follows stream byte `p` through matches to a literal, at most max_depth hops, and returns it, complemented once
 // per reverse-complement hop (0 after a fault, which it reports). Every position, the requested one too, costs
 // one round of independent loads: its map bit and byte (final for a literal: most positions) and, for the case
-// that it is a match byte, its index entry and its unit's token offset and count. A match byte then loads its
-// token's next start, match start and back word together (a further round only when a token starts between its
-// bucket's first byte and `p`) and moves to its source.
-// (Sessions 13-25 found the first byte's token by a warp search instead and loaded a literal's match start
-// before its byte; chasestats, examples/chasestats.rs, counts 5.2 -> 2.2 dependent rounds a warp for atha_chr1
-// in genome mode, 9.2 -> 6.0 as plain text, 12.8 -> 9.9 for fly x11.)
-__device__ __forceinline__ u32 chase_at(const Ctx& c, const u32* index, const u32* litmap, u64 p, u32 lit, u32 v,
-                                        u32 t, u64 tbase, u32 nt) {
+// that it is a match byte, its index entry and its unit's first token. A match byte then loads its token's chase
+// record (one more only when a token starts between its bucket's first byte and `p`) and moves to its source.
+// `lit`, `v`, `t` and `tbase` are the first position's loads, which the caller issues.
+// (Sessions 13-25 found the first byte's token by a warp search instead, loaded a literal's match start before its
+// byte, and a token's next start, match start and back word from three arrays. chasestats,
+// examples/chasestats.rs, counts 5.2 -> 2.2 dependent rounds a warp for atha_chr1 in genome mode, 9.2 -> 6.0 as
+// plain text, 12.8 -> 9.9 for fly x11; session 26 measured the time to follow the loads more than the rounds.)
+__device__ __forceinline__ u32 chase_at(const Ctx& c, const u32* index, const u32* litmap, const uint4* rec, u64 p,
+                                        u32 lit, u32 v, u32 t, u64 tbase) {
     const u64 mask = (1ull << c.unit_log) - 1;
     const u32 per_unit_log = c.unit_log - TOKEN_BUCKET_LOG;
     bool flip = false;  // an odd number of reverse-complement hops so far
@@ -1645,36 +1671,30 @@ __device__ __forceinline__ u32 chase_at(const Ctx& c, const u32* index, const u3
             report(c.status, E_DEPTH, b);
             return 0;
         }
-        // tpos, mpos and back hold tokens + 1 entries, so tbase + t + 1 is inside them (its value unused past nt).
-        u32 ms;
-        u64 bkv;
-        for (;; t++) {
-            const u32 next = ld_now_u32(c.tpos + tbase + t + 1);
-            ms = ld_now_u32(c.mpos + tbase + t);
-            bkv = ld_now_u64(c.back + tbase + t);
-            if (t + 1 >= nt || next > o) break;
-        }
+        // The unit's last record ends at 0xFFFFFFFF, so the scan stops inside the unit.
+        uint4 r = ld_now_v4(rec + tbase + t);
+        while (r.y <= o) r = ld_now_v4(rec + tbase + ++t);
         // A literal by its token though the map said otherwise cannot happen (the map is made from these tokens);
         // its byte is then the literal's.
-        if (o < ms || t + 1 == nt) return flip ? complement(v) : v;
+        if (o < r.x) return flip ? complement(v) : v;
+        const u64 bkv = (u64)r.z | ((u64)r.w << 32);
         if (match_dist(bkv) == 0) {
             report(c.status, E_BACK, b);
             return 0;
         }
         flip ^= match_rc(bkv);
         // >= 0 and < p: the parse checked dist <= match start (and dist + len - 1 <= it for a reverse complement).
-        p = source_of((b << c.unit_log) + ms - match_dist(bkv), bkv, o - ms);
+        p = source_of((b << c.unit_log) + r.x - match_dist(bkv), bkv, o - r.x);
         const u64 nb = p >> c.unit_log;
         lit = ld_now_u32(litmap + (p >> 5));
         v = ld_now_u8(c.bytes + p);
         t = ld_now_u32(index + (nb << per_unit_log) + ((u32)(p & mask) >> TOKEN_BUCKET_LOG));
         tbase = ld_now_u64(c.tok_off + nb);
-        nt = ld_now_u32(c.meta + nb * META_WORDS + 2) + 1;
     }
 }
 
 extern "C" __global__ void chase_resident(Ctx c, const u32* ids, u32 n, u8* out, const u32* index,
-                                          const u32* litmap) {
+                                          const u32* litmap, const uint4* rec) {
     const u64 total = (u64)n << c.unit_log;
     const u64 mask = (1ull << c.unit_log) - 1;
     const u32 per_unit_log = c.unit_log - TOKEN_BUCKET_LOG;
@@ -1690,8 +1710,7 @@ extern "C" __global__ void chase_resident(Ctx c, const u32* ids, u32 n, u8* out,
         const u32 v = ld_now_u8(c.bytes + p);
         const u32 t = ld_issued_u32(index + (id << per_unit_log) + (off >> TOKEN_BUCKET_LOG));
         const u64 tbase = ld_issued_u64(c.tok_off + id);
-        const u32 nt = ld_issued_u32(c.meta + id * META_WORDS + 2) + 1;
-        out[g] = (u8)chase_at(c, index, litmap, p, lit, v, t, tbase, nt);
+        out[g] = (u8)chase_at(c, index, litmap, rec, p, lit, v, t, tbase);
     }
 }
 

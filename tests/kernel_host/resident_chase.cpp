@@ -1,9 +1,11 @@
-// The resident seek of kernels/decode.cu (index_tokens, index_literals, chase_at, chase_resident) against a
+// The resident seek of kernels/decode.cu (index_tokens, index_literals, index_chase_tokens, chase_at,
+// chase_resident) against a
 // sequential decode: random streams of units whose tokens are literal runs and forward, periodic-fill and
 // reverse-complement matches with absolute sources anywhere before them, resident as the full decode's parse
 // leaves them (literals at their positions, anything in the match bytes). Every requested byte whose chain is at
 // most max_depth deep equals the decode, and the status holds a depth fault exactly when some chain is deeper.
-// The kernels run as one thread (a grid of one block of one thread strides over everything).
+// The kernels run as one block of one warp, its 32 threads one after another (none of them uses a warp
+// collective).
 #include "prelude.h"
 
 #define __global__
@@ -14,7 +16,10 @@
 struct Dim3 {
     u32 x;
 };
-static const Dim3 blockIdx{0}, threadIdx{0}, blockDim{1}, gridDim{1};
+static const Dim3 blockIdx{0}, blockDim{32}, gridDim{1};
+static Dim3 threadIdx{0};
+#define LAUNCH(kernel_call) \
+    for (threadIdx.x = 0; threadIdx.x < 32; threadIdx.x++) kernel_call
 // The fields of the kernel's Ctx that the resident seek reads.
 struct Ctx {
     const u32* meta;
@@ -32,6 +37,7 @@ static inline void report(u64* status, u32 code, u64 unit) {
     if (status[0] == 0) status[0] = ((u64)code << 40) | (unit & 0xFFFFFFFFFFull);
 }
 using std::max;
+static inline uint4 make_uint4(u32 x, u32 y, u32 z, u32 w) { return uint4{x, y, z, w}; }
 #include "resident_chase.inc"
 
 static u8 complement_of(u8 b) { return (u8)complement(b); }
@@ -102,15 +108,17 @@ int main() {
         u64 status = 0;
         Ctx c{meta.data(), tok_off.data(), tpos.data(), mpos.data(), back.data(), bytes.data(), &status, nunits,
               unit_log, 1 + rnd() % 16};
-        index_tokens(c, index.data());
-        index_literals(c, index.data(), litmap.data());
+        std::vector<uint4> rec(tpos.size(), uint4{0xEEEEEEEEu, 0, 0xEEEEEEEEu, 0xEEEEEEEEu});
+        LAUNCH(index_tokens(c, index.data()));
+        LAUNCH(index_literals(c, index.data(), litmap.data()));
+        LAUNCH(index_chase_tokens(c, rec.data()));
         // A random ascending set of units, the last (maybe short) one among them at times.
         std::vector<u32> ids;
         for (u32 u = 0; u < nunits; u++)
             if (rnd() % 3 != 0) ids.push_back(u);
         if (ids.empty()) ids.push_back((u32)(nunits - 1));
         std::vector<u8> out(ids.size() << unit_log, 0xEE);
-        chase_resident(c, ids.data(), (u32)ids.size(), out.data(), index.data(), litmap.data());
+        LAUNCH(chase_resident(c, ids.data(), (u32)ids.size(), out.data(), index.data(), litmap.data(), rec.data()));
         bool deep = false;
         for (size_t k = 0; k < ids.size(); k++) {
             const u64 base = (u64)ids[k] << unit_log;

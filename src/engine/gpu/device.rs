@@ -22,6 +22,7 @@ use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions, Ptx};
 
 use super::kernel_cache;
 use super::prep::{self, UnitMeta};
+use resident::ChaseMaps;
 pub use resident::ResidentSeeks;
 
 mod resident;
@@ -472,6 +473,7 @@ struct Kernels {
     chase_resident: CudaFunction,
     index_tokens: CudaFunction,
     index_literals: CudaFunction,
+    index_chase_tokens: CudaFunction,
     reset: CudaFunction,
     resolve_round: CudaFunction,
     resolve_chase: CudaFunction,
@@ -548,11 +550,12 @@ pub struct Device {
     token_index: Option<CudaSlice<u32>>,
     /// `token_index` holds the index of the current resident tokens.
     index_ready: bool,
-    /// The resident parse's literal map (kernel `index_literals`): a bit per stream byte, set for a literal.
-    /// Built from the tokens and the token index with the first resident seek after a parse.
-    literal_map: Option<CudaSlice<u32>>,
-    /// `literal_map` holds the map of the current resident tokens.
-    literal_map_ready: bool,
+    /// The resident chase's maps, built from the tokens and the token index with the first resident seek after
+    /// a parse (resident.rs): the literal map (kernel `index_literals`, a bit per stream byte, set for a literal)
+    /// and the chase records (kernel `index_chase_tokens`, 16 bytes a token).
+    chase_maps: Option<ChaseMaps>,
+    /// `chase_maps` hold the maps of the current resident tokens.
+    chase_maps_ready: bool,
     events: (CudaEvent, CudaEvent),
     /// Grid of the seek kernels whose work count lives on the device (later levels, literals, resolve rounds),
     /// which stride over it: LEVEL_GRID, or ACEAPEX_GPU_LEVEL_GRID. (Two CTAs per SM was measured slower: a
@@ -767,6 +770,7 @@ impl Device {
             chase_resident: load("chase_resident")?,
             index_tokens: load("index_tokens")?,
             index_literals: load("index_literals")?,
+            index_chase_tokens: load("index_chase_tokens")?,
             reset: load("reset_batch")?,
             resolve_round: load("resolve_round")?,
             resolve_chase: load("resolve_chase")?,
@@ -852,8 +856,8 @@ impl Device {
             resident_tried: false,
             token_index: None,
             index_ready: false,
-            literal_map: None,
-            literal_map_ready: false,
+            chase_maps: None,
+            chase_maps_ready: false,
             events,
             later_grid,
             skip_requested: std::env::var_os("ACEAPEX_GPU_EXPAND_ALL").is_none(),
@@ -1402,7 +1406,7 @@ impl Device {
     ) -> Result<std::result::Result<FullRun, KernelFault>> {
         self.last_full = None;
         self.index_ready = false;
-        self.literal_map_ready = false;
+        self.chase_maps_ready = false;
         self.ensure_full()?;
         let resolve = match variant {
             FullVariant::Full => Some(self.resolve),

@@ -16,7 +16,7 @@
 
 use std::sync::OnceLock;
 
-use cudarc::driver::{result, LaunchConfig, PushKernelArg};
+use cudarc::driver::{result, CudaSlice, LaunchConfig, PushKernelArg};
 
 use super::{gpu, grid_for, Device, FullVariant, KernelCtx, KernelFault, RESIDENT_LEVELS, RESOLVE_PIECE};
 use crate::error::{Error, Result};
@@ -50,6 +50,12 @@ impl ResidentSeeks {
     }
 }
 
+/// The resident chase's maps (see `Device::chase_maps`): a bit per stream byte, and a record of 4 words per token.
+pub(super) struct ChaseMaps {
+    literals: CudaSlice<u32>,
+    records: CudaSlice<u32>,
+}
+
 impl Device {
     /// Chooses whether later seeks may use the resident parse (benchmarks compare both paths).
     pub fn set_resident_seeks(&mut self, mode: ResidentSeeks) {
@@ -65,9 +71,9 @@ impl Device {
         let stream = units << self.unit_log;
         let pieces = tokens + stream / RESOLVE_PIECE;
         // bytes + stamps, four token arrays (u32 ×3, u64), four lists of u64, per-unit worklist/offsets/tasks,
-        // the token index, the literal map.
+        // the token index, the literal map and the chase records.
         2 * stream
-            + (tokens + 1) * 20
+            + (tokens + 1) * 36
             + pieces * 32
             + units * 16
             + (units << (self.unit_log - token_bucket_log())) * 4
@@ -84,12 +90,12 @@ impl Device {
             self.resident_tried = true;
             self.build_resident();
         }
-        if self.resident() && !(self.index_ready && self.literal_map_ready) {
+        if self.resident() && !(self.index_ready && self.chase_maps_ready) {
             let built = match self.index_ready {
                 true => Ok(()),
                 false => self.build_token_index(),
             };
-            if let Err(e) = built.and_then(|()| self.build_literal_map()) {
+            if let Err(e) = built.and_then(|()| self.build_chase_maps()) {
                 tracing::info!("GPU seeks parse from the compressed archive: the token maps failed ({e})");
                 self.resident_seeks = ResidentSeeks::Off;
                 return false;
@@ -161,33 +167,53 @@ impl Device {
         Ok(())
     }
 
-    /// Builds the literal map over the resident tokens (kernels/decode.cu `index_literals`; needs the token index).
-    fn build_literal_map(&mut self) -> Result<()> {
-        let words = (self.nunits << self.unit_log) / 32;
-        if self.literal_map.is_none() {
-            // SAFETY: a device buffer of plain integers; index_literals writes every word before any is read
-            // (`literal_map_ready` says when it has).
-            let map = unsafe { self.stream.alloc::<u32>(words.max(1) as usize) }.map_err(gpu("alloc literal map"))?;
-            self.literal_map = Some(map);
-        }
-        let map_ptr = self.ptr(self.literal_map.as_ref().expect("allocated above"));
+    /// Builds the chase's maps over the resident tokens (kernels/decode.cu `index_literals`, which needs the token
+    /// index, and `index_chase_tokens`).
+    fn build_chase_maps(&mut self) -> Result<()> {
         let index_ptr = self.token_index_ptr()?;
         let full = self.full.as_ref().ok_or_else(|| Error::Gpu("no resident parse".into()))?;
+        let words = (self.nunits << self.unit_log) / 32;
+        let records = full.tpos.len();
+        if self.chase_maps.as_ref().is_none_or(|m| m.records.len() != records * 4) {
+            // SAFETY: device buffers of plain integers; index_literals and index_chase_tokens write every element
+            // before any is read (`chase_maps_ready` says when they have).
+            let maps = unsafe {
+                ChaseMaps {
+                    literals: self.stream.alloc::<u32>(words.max(1) as usize).map_err(gpu("alloc literal map"))?,
+                    records: self.stream.alloc::<u32>(records * 4).map_err(gpu("alloc chase records"))?,
+                }
+            };
+            self.chase_maps = Some(maps);
+        }
+        let maps = self.chase_maps.as_ref().expect("allocated above");
+        let (map_ptr, rec_ptr) = (self.ptr(&maps.literals), self.ptr(&maps.records));
         let c = self.full_ctx(full, false);
-        let cfg = LaunchConfig {
-            grid_dim: (grid_for(words, 256, 132 * 16), 1, 1),
+        let cfg = |items: u64| LaunchConfig {
+            grid_dim: (grid_for(items, 256, 132 * 16), 1, 1),
             block_dim: (256, 1, 1),
             shared_mem_bytes: 0,
         };
-        // SAFETY: matches index_literals(Ctx, const u32*, u32*); `c` points at the full decode's buffers with every
-        // unit's tokens (the parse succeeded), the token index is built over them, and the map holds
-        // (nunits << unit_log) / 32 words (unit_log >= 9).
+        // SAFETY: the launches match index_literals(Ctx, const u32*, u32*) and index_chase_tokens(Ctx, uint4*);
+        // `c` points at the full decode's buffers with every unit's tokens (the parse succeeded), the token index
+        // is built over them, the map holds (nunits << unit_log) / 32 words (unit_log >= 9) and the records one
+        // per token entry (tpos's length, which covers tok_off's every unit).
         unsafe {
-            self.stream.launch_builder(&self.kernels.index_literals).arg(&c).arg(&index_ptr).arg(&map_ptr).launch(cfg)
+            self.stream
+                .launch_builder(&self.kernels.index_literals)
+                .arg(&c)
+                .arg(&index_ptr)
+                .arg(&map_ptr)
+                .launch(cfg(words))
+                .map_err(gpu("literal map"))?;
+            self.stream
+                .launch_builder(&self.kernels.index_chase_tokens)
+                .arg(&c)
+                .arg(&rec_ptr)
+                .launch(cfg(self.nunits * 32))
+                .map_err(gpu("chase records"))?;
         }
-        .map_err(gpu("literal map"))?;
-        self.stream.synchronize().map_err(gpu("literal map"))?;
-        self.literal_map_ready = true;
+        self.stream.synchronize().map_err(gpu("chase maps"))?;
+        self.chase_maps_ready = true;
         Ok(())
     }
 
@@ -212,8 +238,8 @@ impl Device {
         let (ids_ptr, out_ptr) = (self.ptr(&self.seek.ids), self.ptr(&self.seek.out));
         let index = self.token_index.as_ref().ok_or_else(|| Error::Gpu("no token index".into()))?;
         let index_ptr = self.ptr(index);
-        let map = self.literal_map.as_ref().ok_or_else(|| Error::Gpu("no literal map".into()))?;
-        let map_ptr = self.ptr(map);
+        let maps = self.chase_maps.as_ref().ok_or_else(|| Error::Gpu("no chase maps".into()))?;
+        let (map_ptr, rec_ptr) = (self.ptr(&maps.literals), self.ptr(&maps.records));
         let out_bytes = n << self.unit_log;
         let n32 = n as u32;
         let stream = self.stream.clone();
@@ -232,9 +258,9 @@ impl Device {
         // SAFETY: the pinned buffers hold at least n unit ids (seek_batch filled them, n <= the batch's units),
         // n << unit_log result bytes and one status word; the device buffers `ids` and `out` are as large; all
         // live as long as this Device, and run_seek synchronises before anything reads or reuses them. The launch
-        // matches chase_resident(Ctx, const u32*, u32, u8*, const u32*, const u32*); `c` points at the full
-        // decode's buffers, which hold every unit's tokens (tok_off is their exact prefix sum) and the whole
-        // stream's bytes, and the token index and the literal map cover every unit.
+        // matches chase_resident(Ctx, const u32*, u32, u8*, const u32*, const u32*, const uint4*); `c` points at
+        // the full decode's buffers, which hold every unit's tokens (tok_off is their exact prefix sum) and the
+        // whole stream's bytes, and the token index and the chase maps cover every unit and token.
         unsafe {
             result::memcpy_htod_async(ids_ptr, std::slice::from_raw_parts(host_ids, n), cu)
                 .map_err(gpu("ids upload"))?;
@@ -246,6 +272,7 @@ impl Device {
                 .arg(&out_ptr)
                 .arg(&index_ptr)
                 .arg(&map_ptr)
+                .arg(&rec_ptr)
                 .launch(cfg)
                 .map_err(gpu("resident chase"))?;
             mark("ids + resident chase")?;
