@@ -1533,8 +1533,9 @@ extern "C" __global__ void chase_bytes(Ctx c, u32 n, u8* out) {
 //
 // Two maps over the resident parse, built once after it, let a byte find out what it is without a search:
 // - The token index: for every unit and every TOKEN_BUCKET-byte bucket of it, the token covering the bucket's
-//   first byte (index_tokens, a thread per bucket). A lookup starts at most a bucket's tokens before its answer
-//   and scans forward through one or two cache lines of tpos, instead of a binary search of ~10 dependent loads.
+//   first byte (index_tokens, a thread per bucket), as its position in the token arrays (tok_off + t: the host
+//   uses the index only when every position fits 32 bits). A lookup starts at most a bucket's tokens before its
+//   answer and scans forward through one or two cache lines, instead of a binary search of ~10 dependent loads.
 // - The literal map: bit (p & 31) of word p >> 5 is set when stream byte p is a literal (index_literals, a thread
 //   per word). Most bytes are literals (88 % of atha_chr1 in genome mode, 79 % as plain text), and their byte
 //   and map bit arrive in one round of loads, with no token at all.
@@ -1550,13 +1551,15 @@ extern "C" __global__ void index_tokens(Ctx c, u32* index) {
     for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (u64)gridDim.x * blockDim.x) {
         const u64 u = i >> per_unit_log;
         const u32 o = (u32)(i & ((1u << per_unit_log) - 1)) << TOKEN_BUCKET_LOG;
-        index[i] = last_le(c.tpos + c.tok_off[u], 0, c.meta[u * META_WORDS + 2] + 1, o);
+        const u64 tb = c.tok_off[u];
+        index[i] = (u32)tb + last_le(c.tpos + tb, 0, c.meta[u * META_WORDS + 2] + 1, o);
     }
 }
 
-// The token of unit offset `o` among the unit's `ntok` tokens at `tp`, from the unit's row of the token index.
-__device__ __forceinline__ u32 indexed_token(const u32* tp, const u32* row, u32 ntok, u32 o) {
-    u32 t = row[o >> TOKEN_BUCKET_LOG];
+// The token of unit offset `o` among the unit's `ntok` tokens at `tp` = tpos + `tb`, from the unit's row of the
+// token index.
+__device__ __forceinline__ u32 indexed_token(const u32* tp, u64 tb, const u32* row, u32 ntok, u32 o) {
+    u32 t = row[o >> TOKEN_BUCKET_LOG] - (u32)tb;
     while (t + 1 < ntok && tp[t + 1] <= o) t++;
     return t;
 }
@@ -1583,7 +1586,7 @@ extern "C" __global__ void index_literals(Ctx c, const u32* index, u32* litmap) 
             const u32 nt = c.meta[u * META_WORDS + 2] + 1;
             const u32 end = min(o0 + 32u, len);
             // Token starts strictly increase and the loop ends at nt: at most 33 steps.
-            for (u32 t = indexed_token(c.tpos + tb, index + (u << per_unit_log), nt, o0); t < nt; t++) {
+            for (u32 t = indexed_token(c.tpos + tb, tb, index + (u << per_unit_log), nt, o0); t < nt; t++) {
                 const u32 s = max(c.tpos[tb + t], o0);
                 if (s >= end) break;
                 const u32 e = t + 1 == nt ? end : min(c.mpos[tb + t], end);
@@ -1607,26 +1610,16 @@ __device__ __forceinline__ u32 ld_now_u32(const u32* p) {
     asm volatile("ld.global.nc.u32 %0, [%1];" : "=r"(v) : "l"(p));
     return v;
 }
-__device__ __forceinline__ u64 ld_now_u64(const u64* p) {
-    u64 v;
-    asm volatile("ld.global.nc.u64 %0, [%1];" : "=l"(v) : "l"(p));
-    return v;
-}
 __device__ __forceinline__ uint4 ld_now_v4(const uint4* p) {
     uint4 v;
     asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
     return v;
 }
 // ptxas still sinks an .nc load past a branch after which only one path uses it (the first position's literal
-// test); a relaxed load it must issue where it stands. For loads whose latency should hide behind another's.
+// test); a relaxed load it must issue where it stands. For a load whose latency should hide behind another's.
 __device__ __forceinline__ u32 ld_issued_u32(const u32* p) {
     u32 v;
     asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p));
-    return v;
-}
-__device__ __forceinline__ u64 ld_issued_u64(const u64* p) {
-    u64 v;
-    asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p));
     return v;
 }
 
@@ -1651,15 +1644,15 @@ extern "C" __global__ void index_chase_tokens(Ctx c, uint4* rec) {
 // Follows stream byte `p` through matches to a literal, at most max_depth hops, and returns it, complemented once
 // per reverse-complement hop (0 after a fault, which it reports). Every position, the requested one too, costs
 // one round of independent loads: its map bit and byte (final for a literal: most positions) and, for the case
-// that it is a match byte, its index entry and its unit's first token. A match byte then loads its token's chase
-// record (one more only when a token starts between its bucket's first byte and `p`) and moves to its source.
-// `lit`, `v`, `t` and `tbase` are the first position's loads, which the caller issues.
+// that it is a match byte, its index entry. A match byte then loads its token's chase record (one more only when
+// a token starts between its bucket's first byte and `p`) and moves to its source. `lit`, `v` and `t` are the
+// first position's loads, which the caller issues.
 // (Sessions 13-25 found the first byte's token by a warp search instead, loaded a literal's match start before its
 // byte, and a token's next start, match start and back word from three arrays. chasestats,
 // examples/chasestats.rs, counts 5.2 -> 2.2 dependent rounds a warp for atha_chr1 in genome mode, 9.2 -> 6.0 as
 // plain text, 12.8 -> 9.9 for fly x11; session 26 measured the time to follow the loads more than the rounds.)
 __device__ __forceinline__ u32 chase_at(const Ctx& c, const u32* index, const u32* litmap, const uint4* rec, u64 p,
-                                        u32 lit, u32 v, u32 t, u64 tbase) {
+                                        u32 lit, u32 v, u32 t) {
     const u64 mask = (1ull << c.unit_log) - 1;
     const u32 per_unit_log = c.unit_log - TOKEN_BUCKET_LOG;
     bool flip = false;  // an odd number of reverse-complement hops so far
@@ -1672,8 +1665,8 @@ __device__ __forceinline__ u32 chase_at(const Ctx& c, const u32* index, const u3
             return 0;
         }
         // The unit's last record ends at 0xFFFFFFFF, so the scan stops inside the unit.
-        uint4 r = ld_now_v4(rec + tbase + t);
-        while (r.y <= o) r = ld_now_v4(rec + tbase + ++t);
+        uint4 r = ld_now_v4(rec + t);
+        while (r.y <= o) r = ld_now_v4(rec + ++t);
         // A literal by its token though the map said otherwise cannot happen (the map is made from these tokens);
         // its byte is then the literal's.
         if (o < r.x) return flip ? complement(v) : v;
@@ -1689,7 +1682,6 @@ __device__ __forceinline__ u32 chase_at(const Ctx& c, const u32* index, const u3
         lit = ld_now_u32(litmap + (p >> 5));
         v = ld_now_u8(c.bytes + p);
         t = ld_now_u32(index + (nb << per_unit_log) + ((u32)(p & mask) >> TOKEN_BUCKET_LOG));
-        tbase = ld_now_u64(c.tok_off + nb);
     }
 }
 
@@ -1709,8 +1701,7 @@ extern "C" __global__ void chase_resident(Ctx c, const u32* ids, u32 n, u8* out,
         const u32 lit = ld_now_u32(litmap + (p >> 5));
         const u32 v = ld_now_u8(c.bytes + p);
         const u32 t = ld_issued_u32(index + (id << per_unit_log) + (off >> TOKEN_BUCKET_LOG));
-        const u64 tbase = ld_issued_u64(c.tok_off + id);
-        out[g] = (u8)chase_at(c, index, litmap, rec, p, lit, v, t, tbase);
+        out[g] = (u8)chase_at(c, index, litmap, rec, p, lit, v, t);
     }
 }
 
@@ -1971,7 +1962,7 @@ extern "C" __global__ void resolve_chase(Ctx c, const u64* list, const u64* klis
             u32 o = (u32)(p & mask);
             u64 pb = c.tok_off[b];
             u32 ntok = c.meta[b * META_WORDS + 2] + 1;
-            u32 pt = index ? indexed_token(c.tpos + pb, index + (b << (c.unit_log - TOKEN_BUCKET_LOG)), ntok, o)
+            u32 pt = index ? indexed_token(c.tpos + pb, pb, index + (b << (c.unit_log - TOKEN_BUCKET_LOG)), ntok, o)
                           : last_le(c.tpos + pb, 0, ntok, o);
             u32 pms = c.mpos[pb + pt];
             u64 pd = c.back[pb + pt];

@@ -1423,7 +1423,7 @@ impl Device {
         let flow = resolve == Some(Resolve::Flow);
         // The chase's token index is rebuilt from this decode's tokens inside the timed region (index_tokens);
         // only its buffer is kept between decodes.
-        let index_ptr = match chase && self.chase_index {
+        let index_ptr = match chase && self.chase_index && self.token_ids_fit() {
             true => self.token_index_ptr()?,
             false => 0u64,
         };

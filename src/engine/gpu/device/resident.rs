@@ -90,6 +90,11 @@ impl Device {
             self.resident_tried = true;
             self.build_resident();
         }
+        if self.resident() && !self.token_ids_fit() {
+            tracing::info!("GPU seeks parse from the compressed archive: more tokens than the token index addresses");
+            self.resident_seeks = ResidentSeeks::Off;
+            return false;
+        }
         if self.resident() && !(self.index_ready && self.chase_maps_ready) {
             let built = match self.index_ready {
                 true => Ok(()),
@@ -132,6 +137,12 @@ impl Device {
             }
             Err(e) => tracing::info!("GPU seeks parse from the compressed archive: the resident parse failed ({e})"),
         }
+    }
+
+    /// Whether every token position of the full decode's buffers fits the token index's 32 bits (kernels/decode.cu
+    /// `index_tokens`); beyond that nothing uses the index (4 billion tokens: 80 GB of token arrays).
+    pub(super) fn token_ids_fit(&self) -> bool {
+        self.full.as_ref().is_some_and(|f| f.tpos.len() as u64 <= u64::from(u32::MAX))
     }
 
     /// The device address of the token index's buffer (allocated on first use): nunits << (unit_log -
