@@ -1,201 +1,158 @@
 //! What the resident chase (kernels/decode.cu `chase_resident`) does per byte, counted on the CPU: for every
 //! aligned 32-byte window of the stream (one warp's iteration), how many of its bytes are literals, how many
-//! matches a byte follows before it reaches a literal, and the dependent load rounds the warp waits for under the
-//! kernel's present scheme and under a literal bitmap (a bit per stream byte: literal or not).
+//! matches a byte follows before it reaches a literal, and the dependent load rounds the warp waits for (its
+//! slowest lane's) and the loads a byte issues, under session 25's chase and under the present one.
 //!
-//! `cargo run --release --example chasestats -- ARCHIVE.acx`
+//! `cargo run --release --example chasestats -- ARCHIVE.acx` (`CHASE_BUCKET_LOG=4` for 16-byte index buckets)
 //!
-//! Why: a device call is scarce. A warp waits for its slowest lane, so the sum over windows of the slowest lane's
-//! rounds says what a change in the chase's loads can buy before the H200 measures it.
+//! Why: a device call is scarce. Session 26 used these counts to choose the literal map, and the H200 then showed
+//! the time following the loads a byte issues more than the rounds (docs/BENCH-GPU.md).
+//!
+//! The two schemes, in rounds of loads that depend on each other:
+//! - session 25: the warp searches the first byte's token (lane 0's index entry, its scan, the lanes' token
+//!   starts), then a byte loads its match start, then its byte (a literal) or its back word; a later hop loads
+//!   its index entry, then its byte, next token start, match start and back word (again per scan step).
+//! - now: every position loads its literal-map word, byte and index entry; a match byte then loads its chase
+//!   record (again per scan step) and moves on.
 use aceapex::codec::block::{decode_block_into, ParsedBlock};
 use aceapex::format::ArchiveData;
 use rayon::prelude::*;
 
-/// Bytes per token-index bucket, log2: the kernel's default TOKEN_BUCKET_LOG, or CHASE_BUCKET_LOG.
-fn bucket_log() -> u32 {
-    std::env::var("CHASE_BUCKET_LOG").ok().and_then(|v| v.parse().ok()).unwrap_or(6)
+/// One token of the stream, at absolute positions.
+#[derive(Clone, Copy)]
+struct Token {
+    /// Where its literals start, where its match starts, the match's length, distance and kind.
+    start: u64,
+    mstart: u64,
+    mlen: u32,
+    back: u64,
+    rc: bool,
 }
 
-struct Tokens {
-    /// Start of each token's literals (stream position), ascending; tokens of length 0 left out.
-    start: Vec<u64>,
-    /// Start of each token's match (= start + literal length).
-    mstart: Vec<u64>,
-    /// Match length, distance, reverse complement.
-    mlen: Vec<u32>,
-    back: Vec<u64>,
-    rc: Vec<bool>,
+struct Stream {
+    tokens: Vec<Token>,
+    starts: Vec<u64>,
+    unit_log: u32,
+    bucket_log: u32,
 }
 
-impl Tokens {
-    fn at(&self, p: u64) -> usize {
-        self.start.partition_point(|&s| s <= p) - 1
+impl Stream {
+    fn token_at(&self, p: u64) -> &Token {
+        &self.tokens[self.starts.partition_point(|&s| s <= p) - 1]
     }
-    /// Tokens starting in (bucket start, p]: the index scan's extra steps.
-    fn scan(&self, p: u64, unit_log: u32) -> u32 {
-        let b0 = (p >> bucket_log()) << bucket_log();
-        let u0 = (p >> unit_log) << unit_log;
-        let lo = self.start.partition_point(|&s| s <= b0.max(u0));
-        let hi = self.start.partition_point(|&s| s <= p);
-        (hi - lo) as u32
+
+    /// Tokens that start after the first byte of p's index bucket (within its unit) and at or before p: the
+    /// index scan's extra steps.
+    fn scan(&self, p: u64) -> u64 {
+        let bucket = (p >> self.bucket_log) << self.bucket_log;
+        let unit = (p >> self.unit_log) << self.unit_log;
+        let lo = self.starts.partition_point(|&s| s <= bucket.max(unit));
+        (self.starts.partition_point(|&s| s <= p) - lo) as u64
     }
-    /// The source of p if p is a match byte.
-    fn source(&self, t: usize, p: u64) -> Option<u64> {
-        if self.mlen[t] == 0 || p < self.mstart[t] {
+
+    /// The source of p when p is a match byte.
+    fn source(&self, p: u64) -> Option<u64> {
+        let t = self.token_at(p);
+        if t.mlen == 0 || p < t.mstart {
             return None;
         }
-        let k = p - self.mstart[t];
-        let base = self.mstart[t] - self.back[t];
-        Some(if self.rc[t] { base - k } else { base + k % self.back[t] })
+        let (k, base) = (p - t.mstart, t.mstart - t.back);
+        Some(if t.rc { base - k } else { base + k % t.back })
     }
+}
+
+/// Per window: literal bytes, whether all are, the deepest byte's hops, the match bytes' hops, and for session 25
+/// and now the slowest lane's rounds and the loads of all lanes.
+#[derive(Default, Clone, Copy)]
+struct Window {
+    literals: u64,
+    all_literal: u64,
+    deepest: u64,
+    hops: u64,
+    rounds: [u64; 2],
+    loads: [u64; 2],
+}
+
+fn window(s: &Stream, p0: u64) -> Window {
+    let mut w = Window::default();
+    // Session 25's warp search: lane 0's index entry and scan, then the lanes' token starts.
+    let search = 1 + s.scan(p0) + 1;
+    for p in p0..p0 + 32 {
+        // Session 25: the search, the match start, then the byte (a literal) or the back word.
+        let (mut old_rounds, mut old_loads) = (search + 2, 3);
+        // Now: the map word, byte and index entry.
+        let (mut new_rounds, mut new_loads) = (1, 3);
+        let (mut q, mut hops) = (p, 0);
+        while let Some(src) = s.source(q) {
+            let scan = s.scan(q);
+            hops += 1;
+            new_rounds += 1 + scan + 1;
+            new_loads += 1 + scan + 3;
+            old_rounds += 2 + s.scan(src);
+            old_loads += 1 + 4 * (1 + s.scan(src));
+            q = src;
+        }
+        if hops == 0 {
+            w.literals += 1;
+        }
+        w.hops += hops;
+        w.deepest = w.deepest.max(hops);
+        w.rounds[0] = w.rounds[0].max(old_rounds);
+        w.rounds[1] = w.rounds[1].max(new_rounds);
+        w.loads[0] += old_loads;
+        w.loads[1] += new_loads;
+    }
+    w.all_literal = u64::from(w.literals == 32);
+    w
 }
 
 fn main() {
-    let path = std::env::args().nth(1).expect("archive");
+    let path = std::env::args().nth(1).expect("usage: chasestats ARCHIVE.acx");
     let data = ArchiveData::open(&path).expect("open");
-    let unit_log = data.header.slice_log as u32;
-    let per_block: Vec<Vec<(u64, u64, u32, u64, bool)>> = (0..data.block_count())
+    let per_block: Vec<Vec<Token>> = (0..data.block_count())
         .into_par_iter()
         .map_init(ParsedBlock::default, |parsed, id| {
-            let shape = data.block_shape(id);
-            let payload = data.payload(id).unwrap();
-            decode_block_into(&payload, data.tables_for(id), shape, parsed).unwrap();
-            let mut v = Vec::new();
-            for (t, tok) in parsed.tokens.iter().enumerate() {
-                if tok.lit_len + tok.match_len == 0 {
-                    continue;
-                }
-                let s = parsed.start + u64::from(parsed.token_pos[t]);
-                v.push((s, s + u64::from(tok.lit_len), tok.match_len, tok.back, tok.rc));
-            }
-            v
+            let payload = data.payload(id).expect("payload");
+            decode_block_into(&payload, data.tables_for(id), data.block_shape(id), parsed).expect("decode");
+            let toks = parsed.tokens.iter().zip(&parsed.token_pos);
+            toks.filter(|(t, _)| t.lit_len + t.match_len > 0)
+                .map(|(t, &pos)| {
+                    let start = parsed.start + u64::from(pos);
+                    let mstart = start + u64::from(t.lit_len);
+                    Token { start, mstart, mlen: t.match_len, back: t.back, rc: t.rc }
+                })
+                .collect()
         })
         .collect();
-    let all: Vec<_> = per_block.into_iter().flatten().collect();
-    let tk = Tokens {
-        start: all.iter().map(|x| x.0).collect(),
-        mstart: all.iter().map(|x| x.1).collect(),
-        mlen: all.iter().map(|x| x.2).collect(),
-        back: all.iter().map(|x| x.3).collect(),
-        rc: all.iter().map(|x| x.4).collect(),
+    let tokens: Vec<Token> = per_block.into_iter().flatten().collect();
+    let bucket_log = std::env::var("CHASE_BUCKET_LOG").ok().and_then(|v| v.parse().ok()).unwrap_or(6);
+    let s = Stream {
+        starts: tokens.iter().map(|t| t.start).collect(),
+        tokens,
+        unit_log: u32::from(data.header.slice_log),
+        bucket_log,
     };
-    let stream = *tk.mstart.last().unwrap() + u64::from(*tk.mlen.last().unwrap());
-    let stream = stream.max(all.last().map(|x| x.1).unwrap());
-    let windows = stream / 32;
-    // Per window: (literal bytes, all literal, max hops, rounds now, rounds with bitmap, loads now, loads bitmap)
-    let stats: Vec<[u64; 10]> = (0..windows)
-        .into_par_iter()
-        .map(|w| {
-            let p0 = w * 32;
-            let mut lits = 0u64;
-            let mut max_hops = 0u64;
-            let (mut now_max, mut bm_max, mut now_loads, mut bm_loads) = (0u64, 0u64, 0u64, 0u64);
-            let mut hop_bytes = 0u64;
-            let (mut uni_max, mut uni_loads) = (0u64, 0u64);
-            // The warp's token search: lane 0's index load and scan, then the lanes' tpos load.
-            let search = 1 + u64::from(tk.scan(p0, unit_log)) + 1;
-            let mut any_match = false;
-            let mut lane_rounds = [(0u64, 0u64); 32];
-            for (lane, lr) in lane_rounds.iter_mut().enumerate() {
-                let p = p0 + lane as u64;
-                let t = tk.at(p);
-                // now: search, mpos, then bytes (literal) or back and hops.
-                let mut now = search + 1;
-                let mut nl = 3u64; // tpos, mpos, bytes/back (index/scan shared by the warp)
-                                   // bitmap: {litmap, bytes}; a match then joins the search, then {mpos, back}.
-                let mut bm = 1u64;
-                let mut bl = 2u64;
-                match tk.source(t, p) {
-                    None => {
-                        lits += 1;
-                        now += 1;
-                    }
-                    Some(mut q) => {
-                        any_match = true;
-                        now += 1; // back
-                        nl += 1;
-                        bm += search + 1;
-                        bl += 3;
-                        let mut hops = 0u64;
-                        loop {
-                            hops += 1;
-                            let t2 = tk.at(q);
-                            let scan = u64::from(tk.scan(q, unit_log));
-                            // now: index, then {bytes, tpos, mpos, back} and scan steps
-                            now += 2 + scan;
-                            nl += 1 + 4 * (1 + scan);
-                            // bitmap: {litmap, bytes, index}; a match then {tpos, mpos, back} and scan
-                            bm += 1;
-                            bl += 3;
-                            match tk.source(t2, q) {
-                                None => break,
-                                Some(q2) => {
-                                    bm += 1 + scan;
-                                    bl += 3 * (1 + scan);
-                                    q = q2;
-                                }
-                            }
-                        }
-                        hop_bytes += hops;
-                        max_hops = max_hops.max(hops);
-                    }
-                }
-                // uniform: every position, the first too: {litmap, bytes, index}; a match then {tpos, mpos, back}
-                // and the scan, then its source.
-                let mut un = 0u64;
-                let mut ul = 0u64;
-                let mut q = p;
-                loop {
-                    un += 1;
-                    ul += 3;
-                    let t2 = tk.at(q);
-                    match tk.source(t2, q) {
-                        None => break,
-                        Some(q2) => {
-                            let scan = u64::from(tk.scan(q, unit_log));
-                            un += 1 + scan;
-                            ul += 3 * (1 + scan);
-                            q = q2;
-                        }
-                    }
-                }
-                uni_max = uni_max.max(un);
-                uni_loads += ul;
-                *lr = (now, bm);
-                now_loads += nl;
-                bm_loads += bl;
-            }
-            for &(n, b) in &lane_rounds {
-                now_max = now_max.max(n);
-                bm_max = bm_max.max(if any_match { b } else { 1 });
-            }
-            [lits, u64::from(lits == 32), max_hops, now_max, bm_max, now_loads, bm_loads, hop_bytes, uni_max, uni_loads]
-        })
-        .collect();
-    let sum = |i: usize| stats.iter().map(|s| s[i]).sum::<u64>();
-    let n = windows as f64;
-    println!("{path}: stream {stream} bytes, {} tokens, {windows} windows of 32 bytes", tk.start.len());
+    let last = s.tokens.last().expect("tokens");
+    let len = last.mstart + u64::from(last.mlen);
+    let windows = len / 32;
+    let all: Vec<Window> = (0..windows).into_par_iter().map(|i| window(&s, i * 32)).collect();
+    let sum = |f: &dyn Fn(&Window) -> u64| all.iter().map(f).sum::<u64>() as f64;
+    let (n, bytes) = (windows as f64, 32.0 * windows as f64);
+    println!("{path}: {len} stream bytes, {} tokens, {windows} windows of 32 bytes", s.tokens.len());
     println!(
-        "literal bytes {:.1} %; all-literal windows {:.1} %; hops a match byte {:.2}",
-        100.0 * sum(0) as f64 / (32.0 * n),
-        100.0 * sum(1) as f64 / n,
-        sum(7) as f64 / (32.0 * n - sum(0) as f64)
+        "literal bytes {:.1} %, all-literal windows {:.1} %, hops a match byte {:.2}",
+        100.0 * sum(&|w| w.literals) / bytes,
+        100.0 * sum(&|w| w.all_literal) / n,
+        sum(&|w| w.hops) / (bytes - sum(&|w| w.literals))
     );
-    let mut hist = [0u64; 18];
-    for s in &stats {
-        hist[(s[2] as usize).min(17)] += 1;
+    let mut deepest = [0u64; 18];
+    all.iter().for_each(|w| deepest[(w.deepest as usize).min(17)] += 1);
+    println!("windows by their deepest byte's hops (0..=16, more): {deepest:?}");
+    for (k, name) in ["session 25", "now"].iter().enumerate() {
+        println!(
+            "{name:>10}: rounds a window (slowest lane) {:.2}, loads a byte {:.2}",
+            sum(&|w| w.rounds[k]) / n,
+            sum(&|w| w.loads[k]) / bytes
+        );
     }
-    println!("windows by their deepest byte's hops: {:?}", &hist[..]);
-    println!(
-        "rounds a window (slowest lane): now {:.2}, bitmap {:.2}; loads a byte: now {:.2}, bitmap {:.2}",
-        sum(3) as f64 / n,
-        sum(4) as f64 / n,
-        sum(5) as f64 / (32.0 * n),
-        sum(6) as f64 / (32.0 * n)
-    );
-    println!(
-        "uniform hops (the first a hop like the others): rounds a window {:.2}, loads a byte {:.2}",
-        sum(8) as f64 / n,
-        sum(9) as f64 / (32.0 * n)
-    );
 }
