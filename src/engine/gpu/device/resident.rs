@@ -9,6 +9,10 @@
 //! chase of at most `max_depth` hops per byte through those tokens: its own bytes, nothing else, so the random
 //! access contract (work ∝ bytes × depth) holds per request. No match byte is produced ahead of a request.
 //!
+//! After the parse, the first seek builds the chase's maps over its tokens: the token index, a literal map (a bit
+//! a stream byte) and a 16-byte record a token (`build_chase_maps`), so that a literal costs one round of loads
+//! and a match hop two (docs/BENCH-GPU.md session 26).
+//!
 //! The parse runs once, on the first seek, when the full decode's buffers fit in half of the device's free
 //! memory; a complete full decode (a streamed range) leaves the same state. Otherwise, after any fault, and with
 //! `ACEAPEX_GPU_SEEK_RESIDENT=0`, seeks parse from the compressed archive as before. The bytes are checked
