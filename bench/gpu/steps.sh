@@ -24,3 +24,22 @@ seek_profile() {
   env ACEAPEX_GPU_SEEK_PROFILE=1 "$@" --runs 1 --ranges 2000 --latency 300 --contig 5 2>&1 |
     grep -E "resident|FAIL|error|mismatch|equal" | tee -a "$log"
 }
+# seek_archives: packs /tmp/gpu-suite/{atha-genome,atha-general,fly11}.acx from carry/ where the suite's genome
+# part has not (the archives the seek_profile A/B rounds of sessions 25 and 26 compare on).
+seek_archives() {
+  mkdir -p /tmp/gpu-suite
+  [ -f /tmp/gpu-suite/atha-genome.acx ] || ./carry/aceapex pack carry/atha.fa -o /tmp/gpu-suite/atha-genome.acx -q
+  [ -f /tmp/gpu-suite/atha-general.acx ] || ./carry/aceapex pack --no-genome carry/atha.fa -o /tmp/gpu-suite/atha-general.acx -q
+  [ -f /tmp/gpu-suite/fly11.acx ] || ./carry/aceapex pack carry/fly11 -o /tmp/gpu-suite/fly11.acx -q
+}
+# seek_ab ROUNDS LABEL=CMD...: ROUNDS rounds of seek_profile over the seek archives, the variants in turn within
+# each archive (CMD is split into words, e.g. "NEW-bucket4=env ACEAPEX_GPU_TOKEN_BUCKET_LOG=4 ./carry/gpubench").
+seek_ab() {
+  local rounds=$1 r a v; shift
+  for r in $(seq "$rounds"); do
+    for a in atha-genome atha-general fly11; do
+      # shellcheck disable=SC2086  # the command's words
+      for v in "$@"; do seek_profile "${v%%=*}" "$a" "$r" ${v#*=} "/tmp/gpu-suite/$a.acx"; done
+    done
+  done
+}
