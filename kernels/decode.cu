@@ -1531,7 +1531,7 @@ extern "C" __global__ void chase_bytes(Ctx c, u32 n, u8* out) {
 // a thread per byte, at most max_depth hops: a cold request decodes its own bytes and nothing else, and no
 // level of slice parsing stands between the request and its bytes. Output: out[(e << unit_log) + offset].
 //
-// Two maps over the resident parse, built once after it, let a byte find out what it is without a search:
+// Three maps over the resident parse, built once after it, let a byte find out what it is without a search:
 // - The token index: for every unit and every TOKEN_BUCKET-byte bucket of it, the token covering the bucket's
 //   first byte (index_tokens, a thread per bucket), as its position in the token arrays (tok_off + t: the host
 //   uses the index only when every position fits 32 bits). A lookup starts at most a bucket's tokens before its

@@ -189,7 +189,8 @@ impl Device {
         let full = self.full.as_ref().ok_or_else(|| Error::Gpu("no resident parse".into()))?;
         let words = (self.nunits << self.unit_log) / 32;
         let records = full.tpos.len();
-        if self.chase_maps.as_ref().is_none_or(|m| m.records.len() != records * 4) {
+        // Allocated once, like the full decode's buffers they describe (captured seek graphs hold their addresses).
+        if self.chase_maps.is_none() {
             // SAFETY: device buffers of plain integers; index_literals and index_chase_tokens write every element
             // before any is read (`chase_maps_ready` says when they have).
             let maps = unsafe {
