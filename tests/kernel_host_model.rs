@@ -40,13 +40,19 @@ fn cut_line(src: &str, start: &str) -> String {
     cut_through(src, start, start, "\n")
 }
 
-/// Replaces each inline-PTX predicated load (`asm(...);` in `ld_if`) with the host load it stands for.
-fn host_loads(mut text: String) -> String {
-    while let Some(a) = text.find("asm(") {
+/// Replaces each inline-PTX statement that starts with `start` (through its `);`) with `host`, the host code it
+/// stands for.
+fn host_asm(mut text: String, start: &str, host: &str) -> String {
+    while let Some(a) = text.find(start) {
         let e = text[a..].find(");").expect("asm statement ends") + a + 2;
-        text.replace_range(a..e, "if (load && a < end) v = *a;");
+        text.replace_range(a..e, host);
     }
     text
+}
+
+/// The word reader's predicated loads (`asm(...);` in `ld_if`) as host loads.
+fn host_loads(text: String) -> String {
+    host_asm(text, "asm(", "if (load && a < end) v = *a;")
 }
 
 fn compiler() -> Option<String> {
@@ -210,23 +216,14 @@ fn context_chain_decodes_what_the_encoder_coded() {
     run_harness_on("context_chain", &text, Some(&chain_input()));
 }
 
-/// Replaces each inline-PTX load of the resident chase (`ld_now_*`, `ld_issued_*`: `asm volatile("ld...` into
-/// `v`) with the host load it stands for.
-fn host_chase_loads(mut text: String) -> String {
-    while let Some(a) = text.find("asm volatile(\"ld.") {
-        let e = text[a..].find(");").expect("asm statement ends") + a + 2;
-        text.replace_range(a..e, "v = *p;");
-    }
-    text
-}
-
 #[test]
 fn resident_chase_resolves_every_byte_a_sequential_decode_does() {
     let src = kernel_source();
     let text = [
         cut_fn(&src, "#define RC_FLAG", "u32 complement(u32 b)"),
         cut_fn(&src, "__device__ __forceinline__ u32 last_le(", "u32 last_le("),
-        host_chase_loads(cut_fn(&src, "#ifndef TOKEN_BUCKET_LOG", "void chase_resident(")),
+        // The resident chase's loads (`ld_now_*`, `ld_issued_*`: `asm volatile("ld...` into `v`).
+        host_asm(cut_fn(&src, "#ifndef TOKEN_BUCKET_LOG", "void chase_resident("), "asm volatile(\"ld.", "v = *p;"),
     ]
     .join("\n");
     run_harness("resident_chase", &text);

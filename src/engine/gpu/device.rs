@@ -548,13 +548,11 @@ pub struct Device {
     /// The resident parse's token index (kernel `index_tokens`), built with the first resident seek. It depends
     /// only on the tokens, which every full decode of this archive rewrites with the same values.
     token_index: Option<CudaSlice<u32>>,
-    /// `token_index` holds the index of the current resident tokens.
-    index_ready: bool,
-    /// The resident chase's maps, built from the tokens and the token index with the first resident seek after
-    /// a parse (resident.rs): the literal map (kernel `index_literals`, a bit per stream byte, set for a literal)
+    /// The resident chase's maps, built from the tokens with the first resident seek after a parse (resident.rs),
+    /// beside the token index: the literal map (kernel `index_literals`, a bit per stream byte, set for a literal)
     /// and the chase records (kernel `index_chase_tokens`, 16 bytes a token).
     chase_maps: Option<ChaseMaps>,
-    /// `chase_maps` hold the maps of the current resident tokens.
+    /// `token_index` and `chase_maps` hold the maps of the current resident tokens.
     chase_maps_ready: bool,
     events: (CudaEvent, CudaEvent),
     /// Grid of the seek kernels whose work count lives on the device (later levels, literals, resolve rounds),
@@ -855,7 +853,6 @@ impl Device {
             resident_seeks: ResidentSeeks::from_env(),
             resident_tried: false,
             token_index: None,
-            index_ready: false,
             chase_maps: None,
             chase_maps_ready: false,
             events,
@@ -1405,7 +1402,6 @@ impl Device {
         poison: Option<u8>,
     ) -> Result<std::result::Result<FullRun, KernelFault>> {
         self.last_full = None;
-        self.index_ready = false;
         self.chase_maps_ready = false;
         self.ensure_full()?;
         let resolve = match variant {
@@ -1619,7 +1615,6 @@ impl Device {
         let used =
             if rounds == 0 && !levels && !flow { 0 } else { left.iter().take_while(|&&c| c != 0).count() as u32 + 1 };
         self.last_full = Some(variant);
-        self.index_ready = index_ptr != 0;
         Ok(Ok(FullRun {
             device_ms,
             rounds: used,

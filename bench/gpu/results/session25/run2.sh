@@ -9,10 +9,4 @@ export SKIP_CAT=1 COMMIT=$(cat carry/COMMIT)
 export GENOME_VARIANTS="ACEAPEX_GPU_RESIDENT_WORD=8"
 . bench/gpu/steps.sh
 bash bench/gpu/suite.sh "tests genome"
-for r in 1 2 3; do
-  for a in atha-genome atha-general fly11; do
-    seek_profile BASE-$(cut -c1-7 carry/base/COMMIT) $a $r ./carry/base/gpubench /tmp/gpu-suite/$a.acx
-    seek_profile NEW-word4 $a $r ./carry/gpubench /tmp/gpu-suite/$a.acx
-    seek_profile NEW-word8 $a $r env ACEAPEX_GPU_RESIDENT_WORD=8 ./carry/gpubench /tmp/gpu-suite/$a.acx
-  done
-done
+seek_ab 3 "BASE-$(cut -c1-7 carry/base/COMMIT)=./carry/base/gpubench" "NEW-word4=./carry/gpubench" "NEW-word8=env ACEAPEX_GPU_RESIDENT_WORD=8 ./carry/gpubench"

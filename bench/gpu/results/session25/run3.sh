@@ -9,11 +9,4 @@ set -o pipefail
 export SKIP_CAT=1 COMMIT=$(cat carry/COMMIT)
 . bench/gpu/steps.sh
 bash bench/gpu/suite.sh "tests genome"
-for r in 1 2 3; do
-  for a in atha-genome atha-general fly11; do
-    seek_profile BASE-$(cut -c1-7 carry/base/COMMIT) $a $r ./carry/base/gpubench /tmp/gpu-suite/$a.acx
-    seek_profile NEW-bucket6 $a $r ./carry/gpubench /tmp/gpu-suite/$a.acx
-    seek_profile NEW-bucket5 $a $r env ACEAPEX_GPU_TOKEN_BUCKET_LOG=5 ./carry/gpubench /tmp/gpu-suite/$a.acx
-    seek_profile NEW-bucket4 $a $r env ACEAPEX_GPU_TOKEN_BUCKET_LOG=4 ./carry/gpubench /tmp/gpu-suite/$a.acx
-  done
-done
+seek_ab 3 "BASE-$(cut -c1-7 carry/base/COMMIT)=./carry/base/gpubench" "NEW-bucket6=./carry/gpubench" "NEW-bucket5=env ACEAPEX_GPU_TOKEN_BUCKET_LOG=5 ./carry/gpubench" "NEW-bucket4=env ACEAPEX_GPU_TOKEN_BUCKET_LOG=4 ./carry/gpubench"

@@ -9,11 +9,5 @@ set -o pipefail
 export SKIP_CAT=1 COMMIT=$(cat carry/COMMIT)
 . bench/gpu/steps.sh
 bash bench/gpu/suite.sh "tests"
-for a in atha-genome atha-general fly11; do [ -f /tmp/gpu-suite/$a.acx ] || case $a in atha-genome) ./carry/aceapex pack carry/atha.fa -o /tmp/gpu-suite/$a.acx -q;; atha-general) ./carry/aceapex pack --no-genome carry/atha.fa -o /tmp/gpu-suite/$a.acx -q;; fly11) ./carry/aceapex pack carry/fly11 -o /tmp/gpu-suite/$a.acx -q;; esac; done
-for r in 1 2; do
-  for a in atha-genome atha-general fly11; do
-    seek_profile BASE-$(cut -c1-7 carry/base/COMMIT) $a $r ./carry/base/gpubench /tmp/gpu-suite/$a.acx
-    seek_profile NEW-bucket6 $a $r ./carry/gpubench /tmp/gpu-suite/$a.acx
-    seek_profile NEW-bucket4 $a $r env ACEAPEX_GPU_TOKEN_BUCKET_LOG=4 ./carry/gpubench /tmp/gpu-suite/$a.acx
-  done
-done
+seek_archives
+seek_ab 2 "BASE-$(cut -c1-7 carry/base/COMMIT)=./carry/base/gpubench" "NEW-bucket6=./carry/gpubench" "NEW-bucket4=env ACEAPEX_GPU_TOKEN_BUCKET_LOG=4 ./carry/gpubench"

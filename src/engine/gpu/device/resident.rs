@@ -99,12 +99,8 @@ impl Device {
             self.resident_seeks = ResidentSeeks::Off;
             return false;
         }
-        if self.resident() && !(self.index_ready && self.chase_maps_ready) {
-            let built = match self.index_ready {
-                true => Ok(()),
-                false => self.build_token_index(),
-            };
-            if let Err(e) = built.and_then(|()| self.build_chase_maps()) {
+        if self.resident() && !self.chase_maps_ready {
+            if let Err(e) = self.build_chase_maps() {
                 tracing::info!("GPU seeks parse from the compressed archive: the token maps failed ({e})");
                 self.resident_seeks = ResidentSeeks::Off;
                 return false;
@@ -154,39 +150,21 @@ impl Device {
     pub(super) fn token_index_ptr(&mut self) -> Result<u64> {
         if self.token_index.is_none() {
             let entries = (self.nunits << (self.unit_log - token_bucket_log())) as usize;
-            // SAFETY: a device buffer of plain integers; index_tokens writes every entry before any is read
-            // (`index_ready` says when it has).
+            // SAFETY: a device buffer of plain integers; index_tokens writes every entry before any is read (the
+            // full decode runs it before its chase, build_chase_maps before a resident seek).
             let index = unsafe { self.stream.alloc::<u32>(entries.max(1)) }.map_err(gpu("alloc token index"))?;
             self.token_index = Some(index);
         }
         Ok(self.ptr(self.token_index.as_ref().expect("allocated above")))
     }
 
-    /// Builds the token index over the resident tokens (kernels/decode.cu `index_tokens`).
-    fn build_token_index(&mut self) -> Result<()> {
-        let index_ptr = self.token_index_ptr()?;
-        let entries = self.nunits << (self.unit_log - token_bucket_log());
-        let full = self.full.as_ref().ok_or_else(|| Error::Gpu("no resident parse".into()))?;
-        let c = self.full_ctx(full, false);
-        let cfg = LaunchConfig {
-            grid_dim: (grid_for(entries, 256, 132 * 16), 1, 1),
-            block_dim: (256, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        // SAFETY: matches index_tokens(Ctx, u32*); `c` points at the full decode's buffers with every unit's
-        // tokens (the parse succeeded), and `index` holds nunits << (unit_log - TOKEN_BUCKET_LOG) entries.
-        unsafe { self.stream.launch_builder(&self.kernels.index_tokens).arg(&c).arg(&index_ptr).launch(cfg) }
-            .map_err(gpu("token index"))?;
-        self.stream.synchronize().map_err(gpu("token index"))?;
-        self.index_ready = true;
-        Ok(())
-    }
-
-    /// Builds the chase's maps over the resident tokens (kernels/decode.cu `index_literals`, which needs the token
-    /// index, and `index_chase_tokens`).
+    /// Builds the chase's maps over the resident tokens: the token index (kernels/decode.cu `index_tokens`), the
+    /// literal map from it (`index_literals`) and the chase records (`index_chase_tokens`). A few µs once after a
+    /// parse, so the index is rebuilt here even when the full decode's chase made one.
     fn build_chase_maps(&mut self) -> Result<()> {
         let index_ptr = self.token_index_ptr()?;
         let full = self.full.as_ref().ok_or_else(|| Error::Gpu("no resident parse".into()))?;
+        let entries = self.nunits << (self.unit_log - token_bucket_log());
         let words = (self.nunits << self.unit_log) / 32;
         let records = full.tpos.len();
         // Allocated once, like the full decode's buffers they describe (captured seek graphs hold their addresses).
@@ -209,11 +187,18 @@ impl Device {
             block_dim: (256, 1, 1),
             shared_mem_bytes: 0,
         };
-        // SAFETY: the launches match index_literals(Ctx, const u32*, u32*) and index_chase_tokens(Ctx, uint4*);
-        // `c` points at the full decode's buffers with every unit's tokens (the parse succeeded), the token index
-        // is built over them, the map holds (nunits << unit_log) / 32 words (unit_log >= 9) and the records one
-        // per token entry (tpos's length, which covers tok_off's every unit).
+        // SAFETY: the launches match index_tokens(Ctx, u32*), index_literals(Ctx, const u32*, u32*) and
+        // index_chase_tokens(Ctx, uint4*), in stream order; `c` points at the full decode's buffers with every
+        // unit's tokens (the parse succeeded); the index holds nunits << (unit_log - TOKEN_BUCKET_LOG) entries, the
+        // map (nunits << unit_log) / 32 words (unit_log >= 9) and the records one per token entry (tpos's
+        // length, which covers tok_off's every unit).
         unsafe {
+            self.stream
+                .launch_builder(&self.kernels.index_tokens)
+                .arg(&c)
+                .arg(&index_ptr)
+                .launch(cfg(entries))
+                .map_err(gpu("token index"))?;
             self.stream
                 .launch_builder(&self.kernels.index_literals)
                 .arg(&c)
