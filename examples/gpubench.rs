@@ -213,7 +213,12 @@ fn bench_full(gpu: &GpuEngine, data: &ArchiveData, reference: Option<&[u8]>, run
         }
         if !chase.is_empty() {
             let c = percentile(&sorted(chase), 0.5);
-            let what = if levels { "the unlevelled matches" } else { "what round 0 left" };
+            let maps = std::env::var("ACEAPEX_GPU_RESOLVE").is_ok_and(|v| v.starts_with("maps"));
+            let what = match (levels, maps) {
+                (true, _) => "the unlevelled matches",
+                (false, true) => "every match byte, after the maps",
+                (false, false) => "what round 0 left",
+            };
             println!("  {:<24} median {c:9.3} ms  (the chase of {what}, inside {name})", "chase");
             result["chase_median_ms"] = json!(c);
         }

@@ -283,8 +283,8 @@ pub struct FullRun {
     pub rounds: u32,
     /// Pieces of matches left with unresolved bytes after each round.
     pub left: Vec<u32>,
-    /// Device ms of the chase alone (`Resolve::Chase` only): the time breakdown's split of match resolution
-    /// into round 0 and the chase of what round 0 left.
+    /// Device ms of the chase alone: with `Resolve::Chase` the time breakdown's split of match resolution into
+    /// round 0 and the chase of what round 0 left; with `Resolve::Maps` into the maps and the chase.
     pub chase_ms: Option<f32>,
     /// Device ms of match resolution alone (the complete decode only), from the end of the parse to the end.
     pub resolve_ms: Option<f32>,
@@ -348,6 +348,12 @@ pub enum Resolve {
     /// stream order, a match copied as soon as the matches its source overlaps are. No levels, no buckets, no host
     /// synchronisation; like `Levels` it does not check the depth bound.
     Flow,
+    /// Session 27: the resident seek's maps (token index, literal map, chase records) built over the parse, then
+    /// every match byte chased to its literal in place, a thread per byte (`chase_matches`). No order between
+    /// matches, so no chain of waits; each byte pays its own hops, and the depth bound is checked. The maps stay
+    /// for later resident seeks. `gather`: a warp gathers the match bytes of 1024 stream bytes before chasing
+    /// them (`chase_matches_gather`), instead of a thread per stream byte (`chase_matches`).
+    Maps { gather: bool },
 }
 
 impl Resolve {
@@ -363,12 +369,14 @@ impl Resolve {
         chase_share: CHASE_SHARE,
     };
 
-    /// ACEAPEX_GPU_RESOLVE=chase, =rounds, =levels or =levels:PASSES for comparison (ACEAPEX_GPU_RESOLVE_ROUNDS=1
+    /// ACEAPEX_GPU_RESOLVE=chase, =maps, =rounds, =levels or =levels:PASSES for comparison (ACEAPEX_GPU_RESOLVE_ROUNDS=1
     /// before session 14), ACEAPEX_GPU_LEVEL_CAP=C for the cap of `levels`; anything else keeps the default.
     fn from_env() -> Resolve {
         let passes = |v: &str| v.parse::<u32>().ok().filter(|p| (1..=LEVEL_PASSES_MAX).contains(p));
         match std::env::var("ACEAPEX_GPU_RESOLVE").as_deref() {
             Ok("chase") => Resolve::Chase,
+            Ok("maps") => Resolve::Maps { gather: false },
+            Ok("maps:gather") => Resolve::Maps { gather: true },
             Ok("rounds") => Resolve::Rounds,
             Ok(v) if v.strip_prefix("levels:").and_then(passes).is_some() => {
                 let p = v.strip_prefix("levels:").and_then(passes).unwrap_or(LEVEL_PASSES_MAX);
@@ -474,6 +482,9 @@ struct Kernels {
     index_tokens: CudaFunction,
     index_literals: CudaFunction,
     index_chase_tokens: CudaFunction,
+    /// The full decode's resolution through the chase maps (`Resolve::Maps`), a thread per byte or gathered.
+    chase_matches: CudaFunction,
+    chase_matches_gather: CudaFunction,
     reset: CudaFunction,
     resolve_round: CudaFunction,
     resolve_chase: CudaFunction,
@@ -769,6 +780,8 @@ impl Device {
             index_tokens: load("index_tokens")?,
             index_literals: load("index_literals")?,
             index_chase_tokens: load("index_chase_tokens")?,
+            chase_matches: load("chase_matches")?,
+            chase_matches_gather: load("chase_matches_gather")?,
             reset: load("reset_batch")?,
             resolve_round: load("resolve_round")?,
             resolve_chase: load("resolve_chase")?,
@@ -1417,6 +1430,11 @@ impl Device {
         };
         let levels = level_passes.is_some();
         let flow = resolve == Some(Resolve::Flow);
+        let map_chase = match resolve {
+            Some(Resolve::Maps { gather }) if self.token_ids_fit() => Some((self.chase_map_ptrs()?, gather)),
+            Some(Resolve::Maps { .. }) => return Err(Error::Gpu("more tokens than the chase maps address".into())),
+            _ => None,
+        };
         // The chase's token index is rebuilt from this decode's tokens inside the timed region (index_tokens);
         // only its buffer is kept between decodes.
         let index_ptr = match chase && self.chase_index && self.token_ids_fit() {
@@ -1446,8 +1464,8 @@ impl Device {
             stream.memset_zeros(&mut full.level_hist).map_err(gpu("reset"))?;
         }
         let full = self.full.as_ref().expect("ensured above");
-        // Levels and the flow resolve without stamps, so the parse does not write them.
-        let c = self.full_ctx(full, variant == FullVariant::Full && !levels && !flow);
+        // Levels, the flow and the map chase resolve without stamps, so the parse does not write them.
+        let c = self.full_ctx(full, variant == FullVariant::Full && !levels && !flow && map_chase.is_none());
         let lists: Vec<u64> = full.lists.iter().map(|l| self.ptr(l)).collect();
         let trim = u32::from(self.resolve_trim);
         let counts_ptr = self.ptr(&full.list_counts);
@@ -1462,10 +1480,10 @@ impl Device {
         let rounds = match resolve {
             Some(Resolve::Chase) => 1,
             Some(Resolve::Rounds) => self.max_depth + 1,
-            Some(Resolve::Levels { .. } | Resolve::Flow) | None => 0,
+            Some(Resolve::Levels { .. } | Resolve::Flow | Resolve::Maps { .. }) | None => 0,
         };
         let new_event = || self.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(gpu("event"));
-        let chase_start = match chase || levels || flow {
+        let chase_start = match chase || levels || flow || map_chase.is_some() {
             true => Some(new_event()?),
             false => None,
         };
@@ -1528,8 +1546,27 @@ impl Device {
                     .launch(index_cfg)
                     .map_err(gpu("token index"))?;
             }
+            if let Some((maps, _)) = map_chase {
+                self.enqueue_chase_maps(&c, maps)?;
+            }
             if let Some(event) = &chase_start {
                 event.record(&stream).map_err(gpu("event"))?;
+            }
+            if let Some((maps, gather)) = map_chase {
+                // SAFETY (as chase_resident's): chase_matches[_gather](Ctx, const u32*, const u32*, const uint4*) over
+                // the maps just built from this parse's tokens; `c.bytes` holds the whole stream.
+                stream
+                    .launch_builder(if gather { &self.kernels.chase_matches_gather } else { &self.kernels.chase_matches })
+                    .arg(&c)
+                    .arg(&maps.index)
+                    .arg(&maps.literals)
+                    .arg(&maps.records)
+                    .launch(LaunchConfig {
+                        grid_dim: (grid_for(self.nunits << self.unit_log, 256, 132 * 16), 1, 1),
+                        block_dim: (256, 1, 1),
+                        shared_mem_bytes: 0,
+                    })
+                    .map_err(gpu("map chase"))?;
             }
             if chase {
                 // Round 0 wrote its list to lists[0] (entries) and lists[2] (spans), counted in list_counts[0].
@@ -1613,8 +1650,10 @@ impl Device {
         // The launches that did work: round 0 (or the level search), then the chase or the rounds (passes) up to
         // the first that found nothing.
         let used =
-            if rounds == 0 && !levels && !flow { 0 } else { left.iter().take_while(|&&c| c != 0).count() as u32 + 1 };
+            if rounds == 0 && !levels && !flow && map_chase.is_none() { 0 } else { left.iter().take_while(|&&c| c != 0).count() as u32 + 1 };
         self.last_full = Some(variant);
+        // The maps describe this parse's tokens: a resident seek may use them as they are.
+        self.chase_maps_ready = map_chase.is_some();
         Ok(Ok(FullRun {
             device_ms,
             rounds: used,

@@ -669,7 +669,8 @@ mod tests {
             eprintln!("no GPU: GPU depth test skipped");
             return;
         };
-        for resolve in [Resolve::Chase, Resolve::Rounds] {
+        let maps = [Resolve::Maps { gather: false }, Resolve::Maps { gather: true }];
+        for resolve in [Resolve::Chase, Resolve::Rounds].into_iter().chain(maps) {
             engine.set_resolve(resolve).unwrap();
             assert!(
                 engine.full_decode(FullVariant::Full, None).is_err(),
@@ -765,7 +766,8 @@ mod tests {
                 tail_max,
                 chase_share,
             });
-            let levels = levels.into_iter().chain([Resolve::LEVELS, Resolve::DEFAULT]);
+            let maps = [Resolve::Maps { gather: false }, Resolve::Maps { gather: true }];
+            let levels = levels.into_iter().chain([Resolve::LEVELS, Resolve::DEFAULT]).chain(maps);
             for resolve in [Resolve::Chase, Resolve::Rounds].into_iter().chain(levels) {
                 engine.set_resolve(resolve).unwrap();
                 engine.full_decode(FullVariant::Full, Some(0xA5)).unwrap();

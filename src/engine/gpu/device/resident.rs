@@ -60,6 +60,14 @@ pub(super) struct ChaseMaps {
     records: CudaSlice<u32>,
 }
 
+/// Device addresses of the chase's three maps ([`Device::chase_map_ptrs`]), as the kernels take them.
+#[derive(Clone, Copy)]
+pub(super) struct ChaseMapPtrs {
+    pub index: u64,
+    pub literals: u64,
+    pub records: u64,
+}
+
 impl Device {
     /// Chooses whether later seeks may use the resident parse (benchmarks compare both paths).
     pub fn set_resident_seeks(&mut self, mode: ResidentSeeks) {
@@ -158,16 +166,25 @@ impl Device {
         Ok(self.ptr(self.token_index.as_ref().expect("allocated above")))
     }
 
-    /// Builds the chase's maps over the resident tokens: the token index (kernels/decode.cu `index_tokens`), the
-    /// literal map from it (`index_literals`) and the chase records (`index_chase_tokens`). A few µs once after a
-    /// parse, so the index is rebuilt here even when the full decode's chase made one.
+    /// Builds the chase's maps over the resident tokens ([`Device::enqueue_chase_maps`]) and waits for them. A few
+    /// µs once after a parse, so the index is rebuilt here even when the full decode's chase made one.
     fn build_chase_maps(&mut self) -> Result<()> {
-        let index_ptr = self.token_index_ptr()?;
+        let maps = self.chase_map_ptrs()?;
         let full = self.full.as_ref().ok_or_else(|| Error::Gpu("no resident parse".into()))?;
-        let entries = self.nunits << (self.unit_log - token_bucket_log());
+        self.enqueue_chase_maps(&self.full_ctx(full, false), maps)?;
+        self.stream.synchronize().map_err(gpu("chase maps"))?;
+        self.chase_maps_ready = true;
+        Ok(())
+    }
+
+    /// The device addresses of the token index, the literal map and the chase records, allocated on first use
+    /// for the full decode's buffers (which must exist), once, like those buffers (captured seek graphs hold their
+    /// addresses).
+    pub(super) fn chase_map_ptrs(&mut self) -> Result<ChaseMapPtrs> {
+        let index = self.token_index_ptr()?;
+        let full = self.full.as_ref().ok_or_else(|| Error::Gpu("no resident parse".into()))?;
         let words = (self.nunits << self.unit_log) / 32;
         let records = full.tpos.len();
-        // Allocated once, like the full decode's buffers they describe (captured seek graphs hold their addresses).
         if self.chase_maps.is_none() {
             // SAFETY: device buffers of plain integers; index_literals and index_chase_tokens write every element
             // before any is read (`chase_maps_ready` says when they have).
@@ -180,8 +197,15 @@ impl Device {
             self.chase_maps = Some(maps);
         }
         let maps = self.chase_maps.as_ref().expect("allocated above");
-        let (map_ptr, rec_ptr) = (self.ptr(&maps.literals), self.ptr(&maps.records));
-        let c = self.full_ctx(full, false);
+        Ok(ChaseMapPtrs { index, literals: self.ptr(&maps.literals), records: self.ptr(&maps.records) })
+    }
+
+    /// Enqueues the chase's maps over the parsed tokens of `c` (the full decode's context): the token index
+    /// (kernels/decode.cu `index_tokens`), the literal map from it (`index_literals`) and the chase records
+    /// (`index_chase_tokens`), in stream order, with no synchronisation.
+    pub(super) fn enqueue_chase_maps(&self, c: &KernelCtx, maps: ChaseMapPtrs) -> Result<()> {
+        let entries = self.nunits << (self.unit_log - token_bucket_log());
+        let words = (self.nunits << self.unit_log) / 32;
         let cfg = |items: u64| LaunchConfig {
             grid_dim: (grid_for(items, 256, 132 * 16), 1, 1),
             block_dim: (256, 1, 1),
@@ -189,32 +213,30 @@ impl Device {
         };
         // SAFETY: the launches match index_tokens(Ctx, u32*), index_literals(Ctx, const u32*, u32*) and
         // index_chase_tokens(Ctx, uint4*), in stream order; `c` points at the full decode's buffers with every
-        // unit's tokens (the parse succeeded); the index holds nunits << (unit_log - TOKEN_BUCKET_LOG) entries, the
-        // map (nunits << unit_log) / 32 words (unit_log >= 9) and the records one per token entry (tpos's
-        // length, which covers tok_off's every unit).
+        // unit's tokens (the parse before them succeeded or its fault is reported first); the index holds
+        // nunits << (unit_log - TOKEN_BUCKET_LOG) entries, the map (nunits << unit_log) / 32 words (unit_log >= 9)
+        // and the records one per token entry (chase_map_ptrs: tpos's length, which covers tok_off's every unit).
         unsafe {
             self.stream
                 .launch_builder(&self.kernels.index_tokens)
-                .arg(&c)
-                .arg(&index_ptr)
+                .arg(c)
+                .arg(&maps.index)
                 .launch(cfg(entries))
                 .map_err(gpu("token index"))?;
             self.stream
                 .launch_builder(&self.kernels.index_literals)
-                .arg(&c)
-                .arg(&index_ptr)
-                .arg(&map_ptr)
+                .arg(c)
+                .arg(&maps.index)
+                .arg(&maps.literals)
                 .launch(cfg(words))
                 .map_err(gpu("literal map"))?;
             self.stream
                 .launch_builder(&self.kernels.index_chase_tokens)
-                .arg(&c)
-                .arg(&rec_ptr)
+                .arg(c)
+                .arg(&maps.records)
                 .launch(cfg(self.nunits * 32))
                 .map_err(gpu("chase records"))?;
         }
-        self.stream.synchronize().map_err(gpu("chase maps"))?;
-        self.chase_maps_ready = true;
         Ok(())
     }
 
