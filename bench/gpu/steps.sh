@@ -43,3 +43,20 @@ seek_ab() {
     done
   done
 }
+# full_ab ROUNDS LABEL=CMD...: ROUNDS rounds of the full decode (gpubench, every timed run checked against the
+# index xxh3; few seeks) over the seek archives, the variants in turn within each archive (CMD as in seek_ab, e.g.
+# "maps=env ACEAPEX_GPU_RESOLVE=maps ./carry/gpubench"); the log keeps the breakdown lines under
+# "### LABEL ARCHIVE_NAME full round ROUND" (session 27's resolvers).
+full_ab() {
+  local rounds=$1 r a v; shift
+  for r in $(seq "$rounds"); do
+    for a in atha-genome atha-general fly11; do
+      for v in "$@"; do
+        say "### ${v%%=*} $a full round $r"
+        # shellcheck disable=SC2086  # the command's words
+        ${v#*=} "/tmp/gpu-suite/$a.acx" --runs 5 --ranges 10 --latency 10 --contig 1 2>&1 |
+          grep -E "full decode|entropy_only|parse_no|parse_with|^  full|resolve|chase|FAIL|wrong|rror" | tee -a "$log"
+      done
+    done
+  done
+}
