@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use aceapex::engine::cpu::CpuEngine;
-use aceapex::engine::gpu::{FullVariant, GpuEngine, ResidentSeeks};
+use aceapex::engine::gpu::{FullVariant, GpuEngine, ResidentSeeks, Resolve};
 use aceapex::format::tree::{Entry, EntryKind, Tree};
 use aceapex::format::writer::ArchiveWriter;
 use aceapex::format::ArchiveData;
@@ -144,8 +144,9 @@ fn bench_full(gpu: &GpuEngine, data: &ArchiveData, reference: Option<&[u8]>, run
     gpu.full_output(&mut host)?;
     let bad = count_bad_blocks(data, &host, reference);
     println!(
-        "full decode: {} blocks, {bad} wrong, {} resolve rounds (matches left after each: {:?}){}",
+        "full decode: {} blocks, {bad} wrong, resolved by {:?}, {} resolve rounds (matches left after each: {:?}){}",
         data.block_count(),
+        first.resolve.unwrap_or(Resolve::DEFAULT),
         first.rounds,
         first.left,
         first.levels.as_ref().map(|l| format!(", match levels copied: {}", l.copied)).unwrap_or_default()
@@ -213,11 +214,10 @@ fn bench_full(gpu: &GpuEngine, data: &ArchiveData, reference: Option<&[u8]>, run
         }
         if !chase.is_empty() {
             let c = percentile(&sorted(chase), 0.5);
-            let maps = std::env::var("ACEAPEX_GPU_RESOLVE").is_ok_and(|v| v.starts_with("maps"));
-            let what = match (levels, maps) {
+            let what = match (levels, first.resolve) {
                 (true, _) => "the unlevelled matches",
-                (false, true) => "every match byte, after the maps",
-                (false, false) => "what round 0 left",
+                (false, Some(Resolve::Maps)) => "every match byte, after the maps",
+                (false, _) => "what round 0 left",
             };
             println!("  {:<24} median {c:9.3} ms  (the chase of {what}, inside {name})", "chase");
             result["chase_median_ms"] = json!(c);

@@ -1727,62 +1727,6 @@ extern "C" __global__ void chase_matches(Ctx c, const u32* index, const u32* lit
     }
 }
 
-// Position of set bit `n` (0-based, n < popc(m)) of `m`.
-__device__ __forceinline__ u32 nth_set_bit(u32 m, u32 n) {
-    u32 pos = 0;
-#pragma unroll
-    for (u32 half = 16; half > 0; half >>= 1) {
-        const u32 low = __popc(m & ((1u << half) - 1u));
-        if (n >= low) {
-            n -= low;
-            m >>= half;
-            pos += half;
-        }
-    }
-    return pos;
-}
-
-// chase_matches with the match bytes of a warp's 1024-byte window (32 map words, a lane each) gathered first, so
-// that the lanes of every chasing round all hold match bytes and a window of literals costs one load a lane and no
-// chase at all (ACEAPEX_GPU_RESOLVE=maps:gather).
-extern "C" __global__ void chase_matches_gather(Ctx c, const u32* index, const u32* litmap, const uint4* rec) {
-    if (c.nunits == 0) return;
-    const u32 lane = threadIdx.x & 31;
-    const u64 mask = (1ull << c.unit_log) - 1;
-    const u32 per_unit_log = c.unit_log - TOKEN_BUCKET_LOG;
-    const u64 last = c.nunits - 1;
-    const u64 total = (last << c.unit_log) + c.meta[last * META_WORDS + 7];
-    const u64 words = (total + 31) >> 5;
-    const u64 step = ((u64)gridDim.x * blockDim.x) & ~31ull;  // map words a grid round covers: a lane each
-    for (u64 w0 = ((u64)blockIdx.x * blockDim.x + threadIdx.x) & ~31ull; w0 < words; w0 += step) {
-        const u64 w = w0 + lane;
-        u32 z = 0;  // this lane's word's match bytes
-        if (w < words) {
-            z = ~ld_now_u32(litmap + w);
-            // Bytes past the stream have no map bit; only the stream's last word holds any.
-            if ((w << 5) + 32 > total) z &= (1u << (u32)(total - (w << 5))) - 1u;
-        }
-        const u32 n = __popc(z);
-        const u32 excl = warp_inclusive_scan(n) - n;
-        const u32 count = __shfl_sync(FULL_MASK, excl + n, 31);
-        for (u32 k0 = 0; k0 < count; k0 += 32) {
-            const u32 k = k0 + lane;
-            // Match byte k lies in the last word whose exclusive count is <= k (that word has some when k < count).
-            u32 j = 0;
-#pragma unroll
-            for (u32 half = 16; half > 0; half >>= 1) {
-                if (__shfl_sync(FULL_MASK, excl, j + half) <= k) j += half;
-            }
-            const u32 zj = __shfl_sync(FULL_MASK, z, j);
-            const u32 ej = __shfl_sync(FULL_MASK, excl, j);
-            if (k >= count) continue;
-            const u64 p = ((w0 + j) << 5) + nth_set_bit(zj, k - ej);
-            const u32 t = ld_now_u32(index + ((p >> c.unit_log) << per_unit_log) + ((u32)(p & mask) >> TOKEN_BUCKET_LOG));
-            c.bytes[p] = (u8)chase_at(c, index, litmap, rec, p, ~zj, 0, t);
-        }
-    }
-}
-
 // Clears the batch's claims (the host zeroes the counters after it).
 extern "C" __global__ void reset_batch(Ctx c) {
     u32 n = min(c.counters[0], c.wl_cap);

@@ -283,6 +283,8 @@ pub struct FullRun {
     pub rounds: u32,
     /// Pieces of matches left with unresolved bytes after each round.
     pub left: Vec<u32>,
+    /// How the matches were resolved (the complete decode only; never `Auto`, which picks one of two).
+    pub resolve: Option<Resolve>,
     /// Device ms of the chase alone: with `Resolve::Chase` the time breakdown's split of match resolution into
     /// round 0 and the chase of what round 0 left; with `Resolve::Maps` into the maps and the chase.
     pub chase_ms: Option<f32>,
@@ -351,14 +353,22 @@ pub enum Resolve {
     /// Session 27: the resident seek's maps (token index, literal map, chase records) built over the parse, then
     /// every match byte chased to its literal in place, a thread per byte (`chase_matches`). No order between
     /// matches, so no chain of waits; each byte pays its own hops, and the depth bound is checked. The maps stay
-    /// for later resident seeks. `gather`: a warp gathers the match bytes of 1024 stream bytes before chasing
-    /// them (`chase_matches_gather`), instead of a thread per stream byte (`chase_matches`).
-    Maps { gather: bool },
+    /// for later resident seeks.
+    Maps,
+    /// The default: [`Resolve::Maps`] for an archive whose matches produce at most [`MAP_CHASE_MAX_MATCH_BYTES`]
+    /// (and whose token positions fit the maps), else [`Resolve::Flow`]. The chase costs each match byte its hops
+    /// (~40 µs a MB of match bytes on the H200, session 27), the flow a chain of waits that dominates small
+    /// archives (0.4 ms on atha_chr1, 1.8 ms on fly x11) but copies 4.4 GB of match bytes in 10 ms.
+    Auto,
 }
 
+/// Match bytes up to which `Resolve::Auto` chases through the maps (session 27, H200: the chase resolves 3.7 to
+/// 6.5 MB of them in 0.11 to 0.28 ms and 4.4 GB in 208 ms, the flow takes 0.38 to 1.8 ms and 10.4 ms).
+pub const MAP_CHASE_MAX_MATCH_BYTES: u64 = 32 << 20;
+
 impl Resolve {
-    /// The default: [`Resolve::Flow`].
-    pub const DEFAULT: Resolve = Resolve::Flow;
+    /// The default: [`Resolve::Auto`].
+    pub const DEFAULT: Resolve = Resolve::Auto;
 
     /// Session 19's default, for comparison: match levels found in one launch, levels up to LEVEL_CAP.
     pub const LEVELS: Resolve = Resolve::Levels {
@@ -369,14 +379,14 @@ impl Resolve {
         chase_share: CHASE_SHARE,
     };
 
-    /// ACEAPEX_GPU_RESOLVE=chase, =maps, =rounds, =levels or =levels:PASSES for comparison (ACEAPEX_GPU_RESOLVE_ROUNDS=1
+    /// ACEAPEX_GPU_RESOLVE=maps, =flow, =chase, =rounds, =levels or =levels:PASSES for comparison (ACEAPEX_GPU_RESOLVE_ROUNDS=1
     /// before session 14), ACEAPEX_GPU_LEVEL_CAP=C for the cap of `levels`; anything else keeps the default.
     fn from_env() -> Resolve {
         let passes = |v: &str| v.parse::<u32>().ok().filter(|p| (1..=LEVEL_PASSES_MAX).contains(p));
         match std::env::var("ACEAPEX_GPU_RESOLVE").as_deref() {
             Ok("chase") => Resolve::Chase,
-            Ok("maps") => Resolve::Maps { gather: false },
-            Ok("maps:gather") => Resolve::Maps { gather: true },
+            Ok("maps") => Resolve::Maps,
+            Ok("flow") => Resolve::Flow,
             Ok("rounds") => Resolve::Rounds,
             Ok(v) if v.strip_prefix("levels:").and_then(passes).is_some() => {
                 let p = v.strip_prefix("levels:").and_then(passes).unwrap_or(LEVEL_PASSES_MAX);
@@ -399,7 +409,7 @@ impl Resolve {
                     .filter(|c| (1..=LEVEL_CAP).contains(c))
                     .unwrap_or(LEVEL_CAP),
             },
-            _ => Resolve::Flow,
+            _ => Resolve::Auto,
         }
     }
 }
@@ -482,9 +492,8 @@ struct Kernels {
     index_tokens: CudaFunction,
     index_literals: CudaFunction,
     index_chase_tokens: CudaFunction,
-    /// The full decode's resolution through the chase maps (`Resolve::Maps`), a thread per byte or gathered.
+    /// The full decode's resolution through the chase maps (`Resolve::Maps`).
     chase_matches: CudaFunction,
-    chase_matches_gather: CudaFunction,
     reset: CudaFunction,
     resolve_round: CudaFunction,
     resolve_chase: CudaFunction,
@@ -781,7 +790,6 @@ impl Device {
             index_literals: load("index_literals")?,
             index_chase_tokens: load("index_chase_tokens")?,
             chase_matches: load("chase_matches")?,
-            chase_matches_gather: load("chase_matches_gather")?,
             reset: load("reset_batch")?,
             resolve_round: load("resolve_round")?,
             resolve_chase: load("resolve_chase")?,
@@ -1409,6 +1417,15 @@ impl Device {
 
     /// Decodes the whole archive device-resident (entropy decoding inside the timed region), stopping after the
     /// stages `variant` names. `poison` fills the output with a byte first, so unwritten bytes show up.
+    /// What `Resolve::Auto` stands for on this archive: the map chase while its match bytes are few enough (and
+    /// its token positions fit the maps), else the flow.
+    fn auto_resolve(&self) -> Resolve {
+        match self.meta_host.match_bytes <= MAP_CHASE_MAX_MATCH_BYTES && self.token_ids_fit() {
+            true => Resolve::Maps,
+            false => Resolve::Flow,
+        }
+    }
+
     pub fn full_decode(
         &mut self,
         variant: FullVariant,
@@ -1417,8 +1434,9 @@ impl Device {
         self.last_full = None;
         self.chase_maps_ready = false;
         self.ensure_full()?;
-        let resolve = match variant {
-            FullVariant::Full => Some(self.resolve),
+        let resolve = match (variant, self.resolve) {
+            (FullVariant::Full, Resolve::Auto) => Some(self.auto_resolve()),
+            (FullVariant::Full, resolve) => Some(resolve),
             _ => None,
         };
         let chase = resolve == Some(Resolve::Chase);
@@ -1431,8 +1449,8 @@ impl Device {
         let levels = level_passes.is_some();
         let flow = resolve == Some(Resolve::Flow);
         let map_chase = match resolve {
-            Some(Resolve::Maps { gather }) if self.token_ids_fit() => Some((self.chase_map_ptrs()?, gather)),
-            Some(Resolve::Maps { .. }) => return Err(Error::Gpu("more tokens than the chase maps address".into())),
+            Some(Resolve::Maps) if self.token_ids_fit() => Some(self.chase_map_ptrs()?),
+            Some(Resolve::Maps) => return Err(Error::Gpu("more tokens than the chase maps address".into())),
             _ => None,
         };
         // The chase's token index is rebuilt from this decode's tokens inside the timed region (index_tokens);
@@ -1480,7 +1498,7 @@ impl Device {
         let rounds = match resolve {
             Some(Resolve::Chase) => 1,
             Some(Resolve::Rounds) => self.max_depth + 1,
-            Some(Resolve::Levels { .. } | Resolve::Flow | Resolve::Maps { .. }) | None => 0,
+            Some(Resolve::Levels { .. } | Resolve::Flow | Resolve::Maps | Resolve::Auto) | None => 0,
         };
         let new_event = || self.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(gpu("event"));
         let chase_start = match chase || levels || flow || map_chase.is_some() {
@@ -1493,10 +1511,12 @@ impl Device {
         };
         self.events.0.record(&stream).map_err(gpu("event"))?;
         // SAFETY: arguments match parse_k<K>(Ctx, u32, u32), resolve_round(Ctx, u32, u32*, u32, u32, u64*, u64*,
-        // u64*, u64*, u32*, u32, u32), index_tokens(Ctx, u32*) and resolve_chase(Ctx, u64*, u64*, u32*, u32,
-        // const u32*); `c` points at the full-decode buffers sized for all units and tokens (tok_off is their
-        // exact prefix sum), the four lists hold every deferred piece (list_cap), the stamps every stream byte,
-        // and the token index (when used) nunits << (unit_log - TOKEN_BUCKET_LOG) entries.
+        // u64*, u64*, u32*, u32, u32), index_tokens(Ctx, u32*), resolve_chase(Ctx, u64*, u64*, u32*, u32,
+        // const u32*) and chase_matches(Ctx, const u32*, const u32*, const uint4*); `c` points at the full-decode
+        // buffers sized for all units and tokens (tok_off is their exact prefix sum), the four lists hold every
+        // deferred piece (list_cap), the stamps every stream byte, the token index (when used) nunits <<
+        // (unit_log - TOKEN_BUCKET_LOG) entries, and the chase maps (chase_map_ptrs) a bit per stream byte and a
+        // record per token entry.
         unsafe {
             let warps_per_cta = (CTA_THREADS / 32) as u64;
             let cfg = LaunchConfig {
@@ -1546,17 +1566,17 @@ impl Device {
                     .launch(index_cfg)
                     .map_err(gpu("token index"))?;
             }
-            if let Some((maps, _)) = map_chase {
+            if let Some(maps) = map_chase {
                 self.enqueue_chase_maps(&c, maps)?;
             }
             if let Some(event) = &chase_start {
                 event.record(&stream).map_err(gpu("event"))?;
             }
-            if let Some((maps, gather)) = map_chase {
-                // SAFETY (as chase_resident's): chase_matches[_gather](Ctx, const u32*, const u32*, const uint4*) over
-                // the maps just built from this parse's tokens; `c.bytes` holds the whole stream.
+            if let Some(maps) = map_chase {
+                // chase_matches(Ctx, const u32*, const u32*, const uint4*) over the maps just built from this
+                // parse's tokens; `c.bytes` holds the whole stream.
                 stream
-                    .launch_builder(if gather { &self.kernels.chase_matches_gather } else { &self.kernels.chase_matches })
+                    .launch_builder(&self.kernels.chase_matches)
                     .arg(&c)
                     .arg(&maps.index)
                     .arg(&maps.literals)
@@ -1649,8 +1669,11 @@ impl Device {
         }
         // The launches that did work: round 0 (or the level search), then the chase or the rounds (passes) up to
         // the first that found nothing.
-        let used =
-            if rounds == 0 && !levels && !flow && map_chase.is_none() { 0 } else { left.iter().take_while(|&&c| c != 0).count() as u32 + 1 };
+        let used = if rounds == 0 && !levels && !flow && map_chase.is_none() {
+            0
+        } else {
+            left.iter().take_while(|&&c| c != 0).count() as u32 + 1
+        };
         self.last_full = Some(variant);
         // The maps describe this parse's tokens: a resident seek may use them as they are.
         self.chase_maps_ready = map_chase.is_some();
@@ -1658,6 +1681,7 @@ impl Device {
             device_ms,
             rounds: used,
             left,
+            resolve,
             chase_ms,
             resolve_ms,
             levels: level_report,

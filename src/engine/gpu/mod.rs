@@ -669,8 +669,7 @@ mod tests {
             eprintln!("no GPU: GPU depth test skipped");
             return;
         };
-        let maps = [Resolve::Maps { gather: false }, Resolve::Maps { gather: true }];
-        for resolve in [Resolve::Chase, Resolve::Rounds].into_iter().chain(maps) {
+        for resolve in [Resolve::Chase, Resolve::Rounds, Resolve::Maps, Resolve::Auto] {
             engine.set_resolve(resolve).unwrap();
             assert!(
                 engine.full_decode(FullVariant::Full, None).is_err(),
@@ -766,8 +765,7 @@ mod tests {
                 tail_max,
                 chase_share,
             });
-            let maps = [Resolve::Maps { gather: false }, Resolve::Maps { gather: true }];
-            let levels = levels.into_iter().chain([Resolve::LEVELS, Resolve::DEFAULT]).chain(maps);
+            let levels = levels.into_iter().chain([Resolve::LEVELS, Resolve::Flow, Resolve::Maps, Resolve::DEFAULT]);
             for resolve in [Resolve::Chase, Resolve::Rounds].into_iter().chain(levels) {
                 engine.set_resolve(resolve).unwrap();
                 engine.full_decode(FullVariant::Full, Some(0xA5)).unwrap();

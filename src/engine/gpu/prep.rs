@@ -67,6 +67,9 @@ pub struct UnitMeta {
     pub words: Vec<u32>,
     pub total_tokens: u64,
     pub max_tokens: u64,
+    /// Stream bytes that matches produce (decoded length less literals, over the units that parse): the work of
+    /// the full decode's map chase (`Resolve::Auto` in device.rs).
+    pub match_bytes: u64,
 }
 
 impl UnitMeta {
@@ -86,7 +89,7 @@ pub fn unit_meta(data: &ArchiveData) -> UnitMeta {
     let lanes = usize::from(data.header.rans_lanes);
     let slice_log = data.header.slice_log as u32;
     let mut words = Vec::with_capacity(units * META_WORDS);
-    let (mut total_tokens, mut max_tokens) = (0u64, 0u64);
+    let (mut total_tokens, mut max_tokens, mut match_bytes) = (0u64, 0u64, 0u64);
     for id in 0..data.block_count() {
         let offset = data.payload_offset(id);
         // An unreadable payload (the file changed since it was opened) leaves its slices marked bad, like a
@@ -109,6 +112,7 @@ pub fn unit_meta(data: &ArchiveData) -> UnitMeta {
                 Some((at, h)) => {
                     total_tokens += h.tokens();
                     max_tokens = max_tokens.max(h.tokens());
+                    match_bytes += u64::from(len.saturating_sub(h.nlit));
                     let hdr = h.header_len | if h.contexts { META_CTX } else { 0 };
                     [at as u32, (at >> 32) as u32, h.nmatch, h.nlit, h.nwords, h.extra_len, hdr, len]
                 }
@@ -118,7 +122,7 @@ pub fn unit_meta(data: &ArchiveData) -> UnitMeta {
         }
     }
     debug_assert_eq!(words.len(), units * META_WORDS);
-    UnitMeta { words, total_tokens, max_tokens }
+    UnitMeta { words, total_tokens, max_tokens, match_bytes }
 }
 
 /// One table's slot lookup: entry `sym | (freq − 1) << 8 | cum << 20` for every slot in `[cum, cum + freq)`.
