@@ -432,7 +432,7 @@ fn bench_archive(path: &Path, o: &Options, with_reference: bool) -> BoxResult<Va
     let file_len = data.footer.file_len;
     println!(
         "archive {}: {} bytes -> {file_len} bytes, {} blocks of {} B, {} slices of {} B, K={}, max_depth={}, \
-         group_log={}",
+         group_log={}, {} match bytes",
         path.display(),
         data.footer.total_len,
         data.block_count(),
@@ -441,7 +441,8 @@ fn bench_archive(path: &Path, o: &Options, with_reference: bool) -> BoxResult<Va
         data.header.slice_size(),
         data.header.rans_lanes,
         data.header.max_depth,
-        data.header.group_log
+        data.header.group_log,
+        aceapex::engine::gpu::prep::unit_meta(&data).match_bytes
     );
     let reference = if with_reference {
         let t = Instant::now();
