@@ -1710,11 +1710,13 @@ extern "C" __global__ void chase_resident(Ctx c, const u32* ids, u32 n, u8* out,
 // stops at its map bit. Reading a literal through the non-coherent path while other threads write match bytes of
 // its cache line is sound: no literal byte changes, and a match byte's own resident value is never read. Unlike
 // copy_flow there is no order between matches (no flags, no waits), each byte costs its chain's hops (most
-// sources are literals: one), and the depth bound is checked. Only the stream's last unit may be short.
+// sources are literals: one), and the depth bound is checked. Only the stream's last unit may be short. After a
+// failed parse nothing runs: the tokens of a unit that failed were never checked, and a hop through them could
+// leave the stream (the maps themselves stay inside each unit's tokens and bytes whatever they hold).
 extern "C" __global__ void chase_matches(Ctx c, const u32* index, const u32* litmap, const uint4* rec) {
     const u64 mask = (1ull << c.unit_log) - 1;
     const u32 per_unit_log = c.unit_log - TOKEN_BUCKET_LOG;
-    if (c.nunits == 0) return;
+    if (c.nunits == 0 || failed(c)) return;
     const u64 last = c.nunits - 1;
     const u64 total = (last << c.unit_log) + c.meta[last * META_WORDS + 7];
     for (u64 p = (u64)blockIdx.x * blockDim.x + threadIdx.x; p < total; p += (u64)gridDim.x * blockDim.x) {

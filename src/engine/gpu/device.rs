@@ -379,8 +379,9 @@ impl Resolve {
         chase_share: CHASE_SHARE,
     };
 
-    /// ACEAPEX_GPU_RESOLVE=maps, =flow, =chase, =rounds, =levels or =levels:PASSES for comparison (ACEAPEX_GPU_RESOLVE_ROUNDS=1
-    /// before session 14), ACEAPEX_GPU_LEVEL_CAP=C for the cap of `levels`; anything else keeps the default.
+    /// ACEAPEX_GPU_RESOLVE=maps, =flow, =chase, =rounds, =levels or =levels:PASSES for comparison
+    /// (ACEAPEX_GPU_RESOLVE_ROUNDS=1 before session 14), ACEAPEX_GPU_LEVEL_CAP=C for the cap of `levels`; anything
+    /// else keeps the default.
     fn from_env() -> Resolve {
         let passes = |v: &str| v.parse::<u32>().ok().filter(|p| (1..=LEVEL_PASSES_MAX).contains(p));
         match std::env::var("ACEAPEX_GPU_RESOLVE").as_deref() {
@@ -1415,8 +1416,6 @@ impl Device {
         Ok(())
     }
 
-    /// Decodes the whole archive device-resident (entropy decoding inside the timed region), stopping after the
-    /// stages `variant` names. `poison` fills the output with a byte first, so unwritten bytes show up.
     /// What `Resolve::Auto` stands for on this archive: the map chase while its match bytes are few enough (and
     /// its token positions fit the maps), else the flow.
     fn auto_resolve(&self) -> Resolve {
@@ -1426,6 +1425,8 @@ impl Device {
         }
     }
 
+    /// Decodes the whole archive device-resident (entropy decoding inside the timed region), stopping after the
+    /// stages `variant` names. `poison` fills the output with a byte first, so unwritten bytes show up.
     pub fn full_decode(
         &mut self,
         variant: FullVariant,
