@@ -357,13 +357,14 @@ pub enum Resolve {
     Maps,
     /// The default: [`Resolve::Maps`] for an archive whose matches produce at most [`MAP_CHASE_MAX_MATCH_BYTES`]
     /// (and whose token positions fit the maps), else [`Resolve::Flow`]. The chase costs each match byte its hops
-    /// (~40 µs a MB of match bytes on the H200, session 27), the flow a chain of waits that dominates small
+    /// (20–50 µs a MB of match bytes on the H200, session 27), the flow a chain of waits that dominates small
     /// archives (0.4 ms on atha_chr1, 1.8 ms on fly x11) but copies 4.4 GB of match bytes in 10 ms.
     Auto,
 }
 
-/// Match bytes up to which `Resolve::Auto` chases through the maps (session 27, H200: the chase resolves 3.7 to
-/// 6.5 MB of them in 0.11 to 0.28 ms and 4.4 GB in 208 ms, the flow takes 0.38 to 1.8 ms and 10.4 ms).
+/// Match bytes up to which `Resolve::Auto` chases through the maps (session 27, H200: the chase resolves atha's 3.7
+/// and 6.5 MB and fly x11's 11.8 MB in 0.11 to 0.28 ms and 4.4 GB in 208 ms, the flow takes 0.38 to 1.8 ms and
+/// 10.4 ms; the crossover in between was not measured).
 pub const MAP_CHASE_MAX_MATCH_BYTES: u64 = 32 << 20;
 
 impl Resolve {
