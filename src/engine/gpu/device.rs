@@ -363,8 +363,8 @@ pub enum Resolve {
 }
 
 /// Match bytes up to which `Resolve::Auto` chases through the maps (session 27, H200: the chase resolves atha's 3.7
-/// and 6.5 MB and fly x11's 11.8 MB in 0.11 to 0.28 ms and 4.4 GB in 208 ms, the flow takes 0.38 to 1.8 ms and
-/// 10.4 ms; the crossover in between was not measured).
+/// and 6.5 MB and fly x11's 11.8 MB in 0.11 to 0.28 ms where the flow takes 0.38 to 1.8 ms; at 94 MB the flow wins,
+/// 0.63 against 0.99 ms, and at 4.4 GB 10.4 against 208 ms; docs/BENCH-GPU.md session 27 runs 1, 2 and 5).
 pub const MAP_CHASE_MAX_MATCH_BYTES: u64 = 32 << 20;
 
 impl Resolve {
