@@ -1,5 +1,5 @@
 // The resident seek of kernels/decode.cu (index_tokens, index_literals, index_chase_tokens, chase_at,
-// chase_resident) and the full decode's chase through the same maps (chase_matches) against a
+// chase_resident) and the full decode's chase through the same maps (chase_matches, 2, 4) against a
 // sequential decode: random streams of units whose tokens are literal runs and forward, periodic-fill and
 // reverse-complement matches with absolute sources anywhere before them, resident as the full decode's parse
 // leaves them (literals at their positions, anything in the match bytes). Every requested byte whose chain is at
@@ -149,45 +149,54 @@ int main() {
                    (unsigned long long)status);
             return 1;
         }
-        // The full decode's chase: every match byte of the stream in place, the literals untouched, the same
-        // depth fault (after which the threads that start later stop, so only a clean run is compared byte by
-        // byte). The bytes past the stream's end are not written, and after a failed parse nothing is.
-        u64 full_status = 0;
-        std::vector<u8> full = bytes;
-        Ctx fc = c;
-        fc.bytes = full.data();
-        fc.status = &full_status;
-        if (it % 10 == 0) {
-            full_status = (u64)E_BACK << 40;  // the parse failed
-            LAUNCH(chase_matches(fc, index.data(), litmap.data(), rec.data()));
-            if (full != bytes) {
-                printf("FAIL: case %d: the full chase wrote bytes after a failed parse\n", it);
-                return 1;
-            }
-            full_status = 0;
-        }
-        LAUNCH(chase_matches(fc, index.data(), litmap.data(), rec.data()));
-        bool any_deep = false;
-        for (u64 p = 0; p < full.size(); p++) {
-            if (p >= stream) {
-                if (full[p] != bytes[p]) {
-                    printf("FAIL: case %d: byte %llu past the stream was written\n", it, (unsigned long long)p);
+        // The full decode's chase (each of its unrolled forms): every match byte of the stream in place, the
+        // literals untouched, the same depth fault (after which the threads that start later stop, so only a clean
+        // run is compared byte by byte). The bytes past the stream's end are not written, and after a failed parse
+        // nothing is.
+        for (int form = 0; form < 3; form++) {
+            auto launch = [&](const Ctx& fc) {
+                if (form == 0) LAUNCH(chase_matches(fc, index.data(), litmap.data(), rec.data()));
+                if (form == 1) LAUNCH(chase_matches2(fc, index.data(), litmap.data(), rec.data()));
+                if (form == 2) LAUNCH(chase_matches4(fc, index.data(), litmap.data(), rec.data()));
+            };
+            u64 full_status = 0;
+            std::vector<u8> full = bytes;
+            Ctx fc = c;
+            fc.bytes = full.data();
+            fc.status = &full_status;
+            if (it % 10 == 0) {
+                full_status = (u64)E_BACK << 40;  // the parse failed
+                launch(fc);
+                if (full != bytes) {
+                    printf("FAIL: case %d, form %d: the full chase wrote bytes after a failed parse\n", it, form);
                     return 1;
                 }
-                continue;
+                full_status = 0;
             }
-            if (depth[p] > c.max_depth) any_deep = true;
-            if (depth[p] > c.max_depth || full_status != 0) continue;
-            if (full[p] != ref[p]) {
-                printf("FAIL: case %d: full chase, byte %llu (depth %u, max %u): %u, decoded %u\n", it,
-                       (unsigned long long)p, depth[p], c.max_depth, full[p], ref[p]);
+            launch(fc);
+            bool any_deep = false;
+            for (u64 p = 0; p < full.size(); p++) {
+                if (p >= stream) {
+                    if (full[p] != bytes[p]) {
+                        printf("FAIL: case %d, form %d: byte %llu past the stream was written\n", it, form,
+                               (unsigned long long)p);
+                        return 1;
+                    }
+                    continue;
+                }
+                if (depth[p] > c.max_depth) any_deep = true;
+                if (depth[p] > c.max_depth || full_status != 0) continue;
+                if (full[p] != ref[p]) {
+                    printf("FAIL: case %d, form %d: full chase, byte %llu (depth %u, max %u): %u, decoded %u\n", it,
+                           form, (unsigned long long)p, depth[p], c.max_depth, full[p], ref[p]);
+                    return 1;
+                }
+            }
+            if (any_deep != ((full_status >> 40) == E_DEPTH)) {
+                printf("FAIL: case %d, form %d: full chase, a chain deeper than %u: %d, status %llx\n", it, form,
+                       c.max_depth, any_deep, (unsigned long long)full_status);
                 return 1;
             }
-        }
-        if (any_deep != ((full_status >> 40) == E_DEPTH)) {
-            printf("FAIL: case %d: full chase, a chain deeper than %u: %d, status %llx\n", it, c.max_depth, any_deep,
-                   (unsigned long long)full_status);
-            return 1;
         }
         // The map itself: a bit exactly for the literals of every unit's bytes.
         for (u64 p = 0; p < stream; p++) {
