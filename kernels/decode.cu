@@ -11,9 +11,10 @@
 // their final offsets):
 //
 //  * Full decode (device-resident throughput): the parser over every unit writes literals to their stream
-//    positions and tokens to flat arrays; then by default one `copy_flow` launch copies every match in stream
-//    order once its sources are (see "Full decode by copies in stream order"). The alternatives, kept for
-//    comparison: match levels (`level_ordered`, `copy_level`, ...), and stamps per byte (literal: 1, match byte:
+//    positions and tokens to flat arrays; then, on an archive with few match bytes (the host decides, Resolve::Auto
+//    in device.rs), the resident seek's maps below and one `chase_matches` launch that chases every match byte to
+//    its literal in place; on a larger one a `copy_flow` launch that copies every match in stream order once its
+//    sources are (see "Full decode by copies in stream order"). The alternatives, kept for comparison: match levels (`level_ordered`, `copy_level`, ...), and stamps per byte (literal: 1, match byte:
 //    0, written by the parser only for them) with `resolve_round` 0 and the chase: `resolve_round` 0 then
 //    resolves every match byte whose source byte is final (stamp = 1 + depth), byte-parallel per warp, reading
 //    sources other warps finished earlier in the same launch; what it leaves goes on a list in pieces of at most
