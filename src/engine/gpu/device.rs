@@ -767,6 +767,12 @@ fn grid_for(items: u64, per_cta: u64, cap: u32) -> u32 {
     items.div_ceil(per_cta).clamp(1, cap as u64) as u32
 }
 
+/// A launch of 256-thread CTAs, a thread an item, that strides over `items` with at most 16 CTAs for each of the
+/// H200's 132 SMs (the map kernels, the resident chase and the map chase).
+fn grid_stride(items: u64) -> LaunchConfig {
+    LaunchConfig { grid_dim: (grid_for(items, 256, 132 * 16), 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 }
+}
+
 impl Device {
     /// Creates the context, compiles and loads the kernels, uploads the archive and allocates the seek scratch.
     pub fn open(data: &ArchiveData) -> Result<Device> {
@@ -1475,11 +1481,6 @@ impl Device {
             true => self.token_index_ptr()?,
             false => 0u64,
         };
-        let index_cfg = LaunchConfig {
-            grid_dim: (grid_for(self.nunits << (self.unit_log - resident::token_bucket_log()), 256, 132 * 16), 1, 1),
-            block_dim: (256, 1, 1),
-            shared_mem_bytes: 0,
-        };
 
         let n = self.nunits as u32;
         let stream = self.stream.clone();
@@ -1575,12 +1576,7 @@ impl Device {
                     .map_err(gpu("resolve launch"))?;
             }
             if index_ptr != 0 {
-                stream
-                    .launch_builder(&self.kernels.index_tokens)
-                    .arg(&c)
-                    .arg(&index_ptr)
-                    .launch(index_cfg)
-                    .map_err(gpu("token index"))?;
+                self.enqueue_token_index(&c, index_ptr)?;
             }
             if let Some(maps) = map_chase {
                 self.enqueue_chase_maps(&c, maps)?;
@@ -1597,11 +1593,7 @@ impl Device {
                     .arg(&maps.index)
                     .arg(&maps.literals)
                     .arg(&maps.records)
-                    .launch(LaunchConfig {
-                        grid_dim: (grid_for(self.nunits << self.unit_log, 256, 132 * 16), 1, 1),
-                        block_dim: (256, 1, 1),
-                        shared_mem_bytes: 0,
-                    })
+                    .launch(grid_stride(self.nunits << self.unit_log))
                     .map_err(gpu("map chase"))?;
             }
             if chase {

@@ -20,9 +20,9 @@
 
 use std::sync::OnceLock;
 
-use cudarc::driver::{result, CudaSlice, LaunchConfig, PushKernelArg};
+use cudarc::driver::{result, CudaSlice, PushKernelArg};
 
-use super::{gpu, grid_for, Device, FullVariant, KernelCtx, KernelFault, RESIDENT_LEVELS, RESOLVE_PIECE};
+use super::{gpu, grid_stride, Device, FullVariant, KernelCtx, KernelFault, RESIDENT_LEVELS, RESOLVE_PIECE};
 use crate::error::{Error, Result};
 
 /// Bytes per token-index bucket, log2, by default (kernels/decode.cu `TOKEN_BUCKET_LOG`; slices are at least 2^9
@@ -204,40 +204,44 @@ impl Device {
     /// (kernels/decode.cu `index_tokens`), the literal map from it (`index_literals`) and the chase records
     /// (`index_chase_tokens`), in stream order, with no synchronisation.
     pub(super) fn enqueue_chase_maps(&self, c: &KernelCtx, maps: ChaseMapPtrs) -> Result<()> {
-        let entries = self.nunits << (self.unit_log - token_bucket_log());
+        self.enqueue_token_index(c, maps.index)?;
         let words = (self.nunits << self.unit_log) / 32;
-        let cfg = |items: u64| LaunchConfig {
-            grid_dim: (grid_for(items, 256, 132 * 16), 1, 1),
-            block_dim: (256, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        // SAFETY: the launches match index_tokens(Ctx, u32*), index_literals(Ctx, const u32*, u32*) and
-        // index_chase_tokens(Ctx, uint4*), in stream order; `c` points at the full decode's buffers with every
-        // unit's tokens (the parse before them succeeded or its fault is reported first); the index holds
-        // nunits << (unit_log - TOKEN_BUCKET_LOG) entries, the map (nunits << unit_log) / 32 words (unit_log >= 9)
-        // and the records one per token entry (chase_map_ptrs: tpos's length, which covers tok_off's every unit).
+        // SAFETY: the launches match index_literals(Ctx, const u32*, u32*) and index_chase_tokens(Ctx, uint4*),
+        // in stream order after the index; `c` points at the full decode's buffers with every unit's tokens (the
+        // parse before them succeeded or its fault is reported first); the index holds nunits << (unit_log -
+        // TOKEN_BUCKET_LOG) entries, the map (nunits << unit_log) / 32 words (unit_log >= 9) and the records one
+        // per token entry (chase_map_ptrs: tpos's length, which covers tok_off's every unit).
         unsafe {
-            self.stream
-                .launch_builder(&self.kernels.index_tokens)
-                .arg(c)
-                .arg(&maps.index)
-                .launch(cfg(entries))
-                .map_err(gpu("token index"))?;
             self.stream
                 .launch_builder(&self.kernels.index_literals)
                 .arg(c)
                 .arg(&maps.index)
                 .arg(&maps.literals)
-                .launch(cfg(words))
+                .launch(grid_stride(words))
                 .map_err(gpu("literal map"))?;
             self.stream
                 .launch_builder(&self.kernels.index_chase_tokens)
                 .arg(c)
                 .arg(&maps.records)
-                .launch(cfg(self.nunits * 32))
+                .launch(grid_stride(self.nunits * 32))
                 .map_err(gpu("chase records"))?;
         }
         Ok(())
+    }
+
+    /// Enqueues the token index (kernels/decode.cu `index_tokens`) over the parsed tokens of `c` (the full
+    /// decode's context) into `index`, with no synchronisation: the chase maps' first part, and the index
+    /// `Resolve::Chase`'s chase reads.
+    pub(super) fn enqueue_token_index(&self, c: &KernelCtx, index: u64) -> Result<()> {
+        let entries = self.nunits << (self.unit_log - token_bucket_log());
+        // SAFETY: matches index_tokens(Ctx, u32*); `c` points at the full decode's buffers with every unit's tokens
+        // (tok_off their exact prefix sum) and `index` at token_index_ptr's nunits << (unit_log - TOKEN_BUCKET_LOG)
+        // entries.
+        unsafe {
+            self.stream.launch_builder(&self.kernels.index_tokens).arg(c).arg(&index).launch(grid_stride(entries))
+        }
+        .map(|_| ())
+        .map_err(gpu("token index"))
     }
 
     /// One resident seek over the `n` unit ids already in pinned memory: bytes of the requested units at
@@ -273,11 +277,7 @@ impl Device {
         let host_status = s.host_status.as_mut_slice().map_err(gpu("pinned status"))?.as_mut_ptr();
         let mut marks = Vec::new();
         let mut mark = self.stage_marker(&mut marks);
-        let cfg = LaunchConfig {
-            grid_dim: (grid_for(out_bytes as u64, 256, 132 * 16), 1, 1),
-            block_dim: (256, 1, 1),
-            shared_mem_bytes: 0,
-        };
+        let cfg = grid_stride(out_bytes as u64);
         // SAFETY: the pinned buffers hold at least n unit ids (seek_batch filled them, n <= the batch's units),
         // n << unit_log result bytes and one status word; the device buffers `ids` and `out` are as large; all
         // live as long as this Device, and run_seek synchronises before anything reads or reuses them. The launch
