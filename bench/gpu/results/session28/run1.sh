@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Session 28 device call 1: session 27's prepared run6 (the map chase with 1, 2 or 4 stream bytes a thread), then
-# the full decode of atha_chr1 genome mode packed with K = 1, 4, 8, 32 rANS lanes (`aceapex pack --lanes K`), two
+# the full decode of atha_chr1 genome mode packed with K = 1, 4, 8, 16, 32 rANS lanes (`aceapex pack --lanes K`), two
 # rounds: which stage bounds the full decode once the entropy chains are short.
 # Carry: bash bench/gpu/make-carry.sh (COMMIT in carry/).
 set -o pipefail
@@ -9,11 +9,11 @@ export COMMIT=$(cat carry/COMMIT)
 [ -f carry/atha.fa ] || gzip -dc carry/atha.fa.gz >carry/atha.fa
 for f in carry/fly11/*.gz; do [ -e "$f" ] && gzip -d "$f"; done
 bash bench/gpu/results/session27/run6.sh
-for k in 4 8 32; do
+for k in 4 8 16 32; do
   [ -f /tmp/gpu-suite/atha-k$k.acx ] || ./carry/aceapex pack --lanes $k carry/atha.fa -o /tmp/gpu-suite/atha-k$k.acx -q
 done
 for r in 1 2; do
-  for a in atha-genome atha-k4 atha-k8 atha-k32; do
+  for a in atha-genome atha-k4 atha-k8 atha-k16 atha-k32; do
     say "### K $a full round $r"
     ./carry/gpubench /tmp/gpu-suite/$a.acx --runs 5 --ranges 10 --latency 10 --contig 1 2>&1 |
       grep -E "full decode|entropy_only|parse_no|parse_with|^  full|resolve|chase|FAIL|wrong|rror" | tee -a "$log"
