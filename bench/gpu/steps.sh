@@ -46,11 +46,12 @@ seek_ab() {
 # full_ab ROUNDS LABEL=CMD...: ROUNDS rounds of the full decode (gpubench, every timed run checked against the
 # index xxh3; few seeks) over the seek archives, the variants in turn within each archive (CMD as in seek_ab, e.g.
 # "maps=env ACEAPEX_GPU_RESOLVE=maps ./carry/gpubench"); the log keeps the breakdown lines under
-# "### LABEL ARCHIVE_NAME full round ROUND" (session 27's resolvers).
+# "### LABEL ARCHIVE_NAME full round ROUND" (session 27's resolvers). FULL_ARCHIVES names other archives of
+# /tmp/gpu-suite (session 28: atha packed with K lanes).
 full_ab() {
   local rounds=$1 r a v; shift
   for r in $(seq "$rounds"); do
-    for a in atha-genome atha-general fly11; do
+    for a in ${FULL_ARCHIVES:-atha-genome atha-general fly11}; do
       for v in "$@"; do
         say "### ${v%%=*} $a full round $r"
         # shellcheck disable=SC2086  # the command's words

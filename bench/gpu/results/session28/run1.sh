@@ -12,10 +12,4 @@ bash bench/gpu/results/session27/run6.sh
 for k in 4 8 16 32; do
   [ -f /tmp/gpu-suite/atha-k$k.acx ] || ./carry/aceapex pack --lanes $k carry/atha.fa -o /tmp/gpu-suite/atha-k$k.acx -q
 done
-for r in 1 2; do
-  for a in atha-genome atha-k4 atha-k8 atha-k16 atha-k32; do
-    say "### K $a full round $r"
-    ./carry/gpubench /tmp/gpu-suite/$a.acx --runs 5 --ranges 10 --latency 10 --contig 1 2>&1 |
-      grep -E "full decode|entropy_only|parse_no|parse_with|^  full|resolve|chase|FAIL|wrong|rror" | tee -a "$log"
-  done
-done
+FULL_ARCHIVES="atha-genome atha-k4 atha-k8 atha-k16 atha-k32" full_ab 2 "K=./carry/gpubench"
