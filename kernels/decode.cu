@@ -1714,42 +1714,21 @@ extern "C" __global__ void chase_resident(Ctx c, const u32* ids, u32 n, u8* out,
 // sources are literals: one), and the depth bound is checked. Only the stream's last unit may be short. After a
 // failed parse nothing runs: the tokens of a unit that failed were never checked, and a hop through them could
 // leave the stream (the maps themselves stay inside each unit's tokens and bytes whatever they hold).
-// A thread takes U bytes a grid stride apart at a time and issues their first loads together: on a stream of
-// literals the time is one round of loads per position a resident thread holds, not the chases.
-template <int U>
-__device__ __forceinline__ void chase_matches_u(const Ctx& c, const u32* index, const u32* litmap, const uint4* rec) {
+// A thread per stream byte, its literal-map word and index entry issued together (the entry is wasted on a
+// literal but saves a match byte a round). Taking 2 or 4 bytes a grid stride apart per thread, their first loads
+// issued together, was measured no faster on any archive (session 28, docs/BENCH-GPU.md).
+extern "C" __global__ void chase_matches(Ctx c, const u32* index, const u32* litmap, const uint4* rec) {
     const u64 mask = (1ull << c.unit_log) - 1;
     const u32 per_unit_log = c.unit_log - TOKEN_BUCKET_LOG;
     if (c.nunits == 0 || failed(c)) return;
     const u64 last = c.nunits - 1;
     const u64 total = (last << c.unit_log) + c.meta[last * META_WORDS + 7];
-    const u64 stride = (u64)gridDim.x * blockDim.x;
-    for (u64 p0 = (u64)blockIdx.x * blockDim.x + threadIdx.x; p0 < total; p0 += U * stride) {
-        u32 lit[U], t[U];
-#pragma unroll
-        for (int k = 0; k < U; k++) {
-            // Issued together, as in chase_resident: the index entry is wasted on a literal but saves a match
-            // byte a round. A position past the stream loads p0's words instead and is skipped below.
-            const u64 p = p0 + k * stride < total ? p0 + k * stride : p0;
-            lit[k] = ld_now_u32(litmap + (p >> 5));
-            t[k] = ld_issued_u32(index + ((p >> c.unit_log) << per_unit_log) + ((u32)(p & mask) >> TOKEN_BUCKET_LOG));
-        }
-#pragma unroll
-        for (int k = 0; k < U; k++) {
-            const u64 p = p0 + k * stride;
-            if (p >= total || ((lit[k] >> (p & 31)) & 1)) continue;
-            c.bytes[p] = (u8)chase_at(c, index, litmap, rec, p, lit[k], 0, t[k]);
-        }
+    for (u64 p = (u64)blockIdx.x * blockDim.x + threadIdx.x; p < total; p += (u64)gridDim.x * blockDim.x) {
+        const u32 lit = ld_now_u32(litmap + (p >> 5));
+        const u32 t = ld_issued_u32(index + ((p >> c.unit_log) << per_unit_log) + ((u32)(p & mask) >> TOKEN_BUCKET_LOG));
+        if ((lit >> (p & 31)) & 1) continue;
+        c.bytes[p] = (u8)chase_at(c, index, litmap, rec, p, lit, 0, t);
     }
-}
-extern "C" __global__ void chase_matches(Ctx c, const u32* index, const u32* litmap, const uint4* rec) {
-    chase_matches_u<1>(c, index, litmap, rec);
-}
-extern "C" __global__ void chase_matches2(Ctx c, const u32* index, const u32* litmap, const uint4* rec) {
-    chase_matches_u<2>(c, index, litmap, rec);
-}
-extern "C" __global__ void chase_matches4(Ctx c, const u32* index, const u32* litmap, const uint4* rec) {
-    chase_matches_u<4>(c, index, litmap, rec);
 }
 
 // Clears the batch's claims (the host zeroes the counters after it).

@@ -149,16 +149,12 @@ int main() {
                    (unsigned long long)status);
             return 1;
         }
-        // The full decode's chase (each of its unrolled forms): every match byte of the stream in place, the
+        // The full decode's chase: every match byte of the stream in place, the
         // literals untouched, the same depth fault (after which the threads that start later stop, so only a clean
         // run is compared byte by byte). The bytes past the stream's end are not written, and after a failed parse
         // nothing is.
-        for (int form = 0; form < 3; form++) {
-            auto launch = [&](const Ctx& fc) {
-                if (form == 0) LAUNCH(chase_matches(fc, index.data(), litmap.data(), rec.data()));
-                if (form == 1) LAUNCH(chase_matches2(fc, index.data(), litmap.data(), rec.data()));
-                if (form == 2) LAUNCH(chase_matches4(fc, index.data(), litmap.data(), rec.data()));
-            };
+        {
+            auto launch = [&](const Ctx& fc) { LAUNCH(chase_matches(fc, index.data(), litmap.data(), rec.data())); };
             u64 full_status = 0;
             std::vector<u8> full = bytes;
             Ctx fc = c;
@@ -168,7 +164,7 @@ int main() {
                 full_status = (u64)E_BACK << 40;  // the parse failed
                 launch(fc);
                 if (full != bytes) {
-                    printf("FAIL: case %d, form %d: the full chase wrote bytes after a failed parse\n", it, form);
+                    printf("FAIL: case %d: the full chase wrote bytes after a failed parse\n", it);
                     return 1;
                 }
                 full_status = 0;
@@ -178,8 +174,7 @@ int main() {
             for (u64 p = 0; p < full.size(); p++) {
                 if (p >= stream) {
                     if (full[p] != bytes[p]) {
-                        printf("FAIL: case %d, form %d: byte %llu past the stream was written\n", it, form,
-                               (unsigned long long)p);
+                        printf("FAIL: case %d: byte %llu past the stream was written\n", it, (unsigned long long)p);
                         return 1;
                     }
                     continue;
@@ -187,14 +182,13 @@ int main() {
                 if (depth[p] > c.max_depth) any_deep = true;
                 if (depth[p] > c.max_depth || full_status != 0) continue;
                 if (full[p] != ref[p]) {
-                    printf("FAIL: case %d, form %d: full chase, byte %llu (depth %u, max %u): %u, decoded %u\n", it,
-                           form, (unsigned long long)p, depth[p], c.max_depth, full[p], ref[p]);
+                    printf("FAIL: case %d: full chase, byte %llu (depth %u, max %u): %u, decoded %u\n", it,
+                           (unsigned long long)p, depth[p], c.max_depth, full[p], ref[p]);
                     return 1;
                 }
             }
             if (any_deep != ((full_status >> 40) == E_DEPTH)) {
-                printf("FAIL: case %d, form %d: full chase, a chain deeper than %u: %d, status %llx\n", it, form,
-                       c.max_depth, any_deep, (unsigned long long)full_status);
+                printf("FAIL: case %d: full chase, a chain deeper than %u: %d, status %llx\n", it, c.max_depth, any_deep, (unsigned long long)full_status);
                 return 1;
             }
         }

@@ -153,19 +153,6 @@ fn chase_share() -> u32 {
 }
 const MIN_CHASED: u64 = 1024;
 
-/// Stream bytes a thread of the map chase (`Resolve::Maps`, kernels/decode.cu `chase_matches_u`) takes at a time,
-/// their first loads issued together: 1, 2 or 4 (ACEAPEX_GPU_CHASE_UNROLL=N, to compare).
-const CHASE_UNROLL: u32 = 1;
-
-/// The map chase's kernel for [`CHASE_UNROLL`] or its knob.
-fn chase_matches_kernel() -> &'static str {
-    static UNROLL: OnceLock<u32> = OnceLock::new();
-    match env_knob(&UNROLL, "ACEAPEX_GPU_CHASE_UNROLL", CHASE_UNROLL, |u| matches!(u, 1 | 2 | 4)) {
-        1 => "chase_matches",
-        2 => "chase_matches2",
-        _ => "chase_matches4",
-    }
-}
 /// Most passes ACEAPEX_GPU_RESOLVE=levels:PASSES may ask for (the lists' counts are sized for them).
 const LEVEL_PASSES_MAX: u32 = 64;
 /// The `levels` key of a resident seek's launch sequence (resident.rs) in `run_seek` and its graphs.
@@ -811,7 +798,7 @@ impl Device {
             index_tokens: load("index_tokens")?,
             index_literals: load("index_literals")?,
             index_chase_tokens: load("index_chase_tokens")?,
-            chase_matches: load(chase_matches_kernel())?,
+            chase_matches: load("chase_matches")?,
             reset: load("reset_batch")?,
             resolve_round: load("resolve_round")?,
             resolve_chase: load("resolve_chase")?,
