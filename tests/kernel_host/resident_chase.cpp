@@ -149,10 +149,9 @@ int main() {
                    (unsigned long long)status);
             return 1;
         }
-        // The full decode's chase: every match byte of the stream in place, the
-        // literals untouched, the same depth fault (after which the threads that start later stop, so only a clean
-        // run is compared byte by byte). The bytes past the stream's end are not written, and after a failed parse
-        // nothing is.
+        // The full decode's chase: every match byte of the stream in place, the literals untouched, the same depth
+        // fault (after which the threads that start later stop, so only a clean run is compared byte by byte). The
+        // bytes past the stream's end are not written, and after a failed parse nothing is.
         {
             auto launch = [&](const Ctx& fc) { LAUNCH(chase_matches(fc, index.data(), litmap.data(), rec.data())); };
             u64 full_status = 0;
