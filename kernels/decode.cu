@@ -1725,7 +1725,8 @@ extern "C" __global__ void chase_matches(Ctx c, const u32* index, const u32* lit
     const u64 total = (last << c.unit_log) + c.meta[last * META_WORDS + 7];
     for (u64 p = (u64)blockIdx.x * blockDim.x + threadIdx.x; p < total; p += (u64)gridDim.x * blockDim.x) {
         const u32 lit = ld_now_u32(litmap + (p >> 5));
-        const u32 t = ld_issued_u32(index + ((p >> c.unit_log) << per_unit_log) + ((u32)(p & mask) >> TOKEN_BUCKET_LOG));
+        const u32 t =
+            ld_issued_u32(index + ((p >> c.unit_log) << per_unit_log) + ((u32)(p & mask) >> TOKEN_BUCKET_LOG));
         if ((lit >> (p & 31)) & 1) continue;
         c.bytes[p] = (u8)chase_at(c, index, litmap, rec, p, lit, 0, t);
     }

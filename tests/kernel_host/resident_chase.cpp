@@ -187,7 +187,8 @@ int main() {
                 }
             }
             if (any_deep != ((full_status >> 40) == E_DEPTH)) {
-                printf("FAIL: case %d: full chase, a chain deeper than %u: %d, status %llx\n", it, c.max_depth, any_deep, (unsigned long long)full_status);
+                printf("FAIL: case %d: full chase, a chain deeper than %u: %d, status %llx\n", it, c.max_depth, any_deep,
+                       (unsigned long long)full_status);
                 return 1;
             }
         }
