@@ -1546,6 +1546,11 @@ extern "C" __global__ void chase_bytes(Ctx c, u32 n, u8* out) {
 #ifndef TOKEN_BUCKET_LOG
 #define TOKEN_BUCKET_LOG 6
 #endif
+// The token-index entry of byte `off` of unit `unit`: a unit's entries start at unit << (unit_log -
+// TOKEN_BUCKET_LOG), one per 2^TOKEN_BUCKET_LOG bytes (index_tokens).
+__device__ __forceinline__ const u32* index_entry(const Ctx& c, const u32* index, u64 unit, u32 off) {
+    return index + (unit << (c.unit_log - TOKEN_BUCKET_LOG)) + (off >> TOKEN_BUCKET_LOG);
+}
 extern "C" __global__ void index_tokens(Ctx c, u32* index) {
     const u32 per_unit_log = c.unit_log - TOKEN_BUCKET_LOG;
     const u64 total = c.nunits << per_unit_log;
@@ -1655,7 +1660,6 @@ extern "C" __global__ void index_chase_tokens(Ctx c, uint4* rec) {
 __device__ __forceinline__ u32 chase_at(const Ctx& c, const u32* index, const u32* litmap, const uint4* rec, u64 p,
                                         u32 lit, u32 v, u32 t) {
     const u64 mask = (1ull << c.unit_log) - 1;
-    const u32 per_unit_log = c.unit_log - TOKEN_BUCKET_LOG;
     bool flip = false;  // an odd number of reverse-complement hops so far
     for (u32 hops = 0;; hops++) {
         const u64 b = p >> c.unit_log;
@@ -1679,10 +1683,9 @@ __device__ __forceinline__ u32 chase_at(const Ctx& c, const u32* index, const u3
         flip ^= match_rc(bkv);
         // >= 0 and < p: the parse checked dist <= match start (and dist + len - 1 <= it for a reverse complement).
         p = source_of((b << c.unit_log) + r.x - match_dist(bkv), bkv, o - r.x);
-        const u64 nb = p >> c.unit_log;
         lit = ld_now_u32(litmap + (p >> 5));
         v = ld_now_u8(c.bytes + p);
-        t = ld_now_u32(index + (nb << per_unit_log) + ((u32)(p & mask) >> TOKEN_BUCKET_LOG));
+        t = ld_now_u32(index_entry(c, index, p >> c.unit_log, (u32)(p & mask)));
     }
 }
 
@@ -1690,7 +1693,6 @@ extern "C" __global__ void chase_resident(Ctx c, const u32* ids, u32 n, u8* out,
                                           const u32* litmap, const uint4* rec) {
     const u64 total = (u64)n << c.unit_log;
     const u64 mask = (1ull << c.unit_log) - 1;
-    const u32 per_unit_log = c.unit_log - TOKEN_BUCKET_LOG;
     for (u64 g = (u64)blockIdx.x * blockDim.x + threadIdx.x; g < total; g += (u64)gridDim.x * blockDim.x) {
         const u64 id = ids[g >> c.unit_log];
         const u32 off = (u32)(g & mask);
@@ -1701,7 +1703,7 @@ extern "C" __global__ void chase_resident(Ctx c, const u32* ids, u32 n, u8* out,
         const u64 p = (id << c.unit_log) + off;
         const u32 lit = ld_now_u32(litmap + (p >> 5));
         const u32 v = ld_now_u8(c.bytes + p);
-        const u32 t = ld_issued_u32(index + (id << per_unit_log) + (off >> TOKEN_BUCKET_LOG));
+        const u32 t = ld_issued_u32(index_entry(c, index, id, off));
         out[g] = (u8)chase_at(c, index, litmap, rec, p, lit, v, t);
     }
 }
@@ -1719,14 +1721,12 @@ extern "C" __global__ void chase_resident(Ctx c, const u32* ids, u32 n, u8* out,
 // issued together, was measured no faster on any archive (session 28, docs/BENCH-GPU.md).
 extern "C" __global__ void chase_matches(Ctx c, const u32* index, const u32* litmap, const uint4* rec) {
     const u64 mask = (1ull << c.unit_log) - 1;
-    const u32 per_unit_log = c.unit_log - TOKEN_BUCKET_LOG;
     if (c.nunits == 0 || failed(c)) return;
     const u64 last = c.nunits - 1;
     const u64 total = (last << c.unit_log) + c.meta[last * META_WORDS + 7];
     for (u64 p = (u64)blockIdx.x * blockDim.x + threadIdx.x; p < total; p += (u64)gridDim.x * blockDim.x) {
         const u32 lit = ld_now_u32(litmap + (p >> 5));
-        const u32 t =
-            ld_issued_u32(index + ((p >> c.unit_log) << per_unit_log) + ((u32)(p & mask) >> TOKEN_BUCKET_LOG));
+        const u32 t = ld_issued_u32(index_entry(c, index, p >> c.unit_log, (u32)(p & mask)));
         if ((lit >> (p & 31)) & 1) continue;
         c.bytes[p] = (u8)chase_at(c, index, litmap, rec, p, lit, 0, t);
     }
