@@ -24,13 +24,31 @@ seek_profile() {
   env ACEAPEX_GPU_SEEK_PROFILE=1 "$@" --runs 1 --ranges 2000 --latency 300 --contig 5 2>&1 |
     grep -E "resident|FAIL|error|mismatch|equal" | tee -a "$log"
 }
+# unpack_corpus: carry/ holds the corpus compressed (make-carry.sh); unpacks it here once.
+unpack_corpus() {
+  [ -f carry/atha.fa ] || { [ -f carry/atha.fa.gz ] && gzip -dc carry/atha.fa.gz >carry/atha.fa; }
+  local f
+  for f in carry/fly11/*.gz; do [ -e "$f" ] && gzip -d "$f"; done
+}
 # seek_archives: packs /tmp/gpu-suite/{atha-genome,atha-general,fly11}.acx from carry/ where the suite's genome
 # part has not (the archives the seek_profile A/B rounds of sessions 25 and 26 compare on).
 seek_archives() {
+  unpack_corpus
   mkdir -p /tmp/gpu-suite
   [ -f /tmp/gpu-suite/atha-genome.acx ] || ./carry/aceapex pack carry/atha.fa -o /tmp/gpu-suite/atha-genome.acx -q
   [ -f /tmp/gpu-suite/atha-general.acx ] || ./carry/aceapex pack --no-genome carry/atha.fa -o /tmp/gpu-suite/atha-general.acx -q
   [ -f /tmp/gpu-suite/fly11.acx ] || ./carry/aceapex pack carry/fly11 -o /tmp/gpu-suite/fly11.acx -q
+}
+# lane_archives K...: packs /tmp/gpu-suite/atha-kK.acx, atha_chr1 with K rANS lanes (`aceapex pack --lanes K`),
+# where not there yet (session 28).
+lane_archives() {
+  unpack_corpus
+  mkdir -p /tmp/gpu-suite
+  local k
+  for k in "$@"; do
+    [ -f "/tmp/gpu-suite/atha-k$k.acx" ] ||
+      ./carry/aceapex pack --lanes "$k" carry/atha.fa -o "/tmp/gpu-suite/atha-k$k.acx" -q
+  done
 }
 # seek_ab ROUNDS LABEL=CMD...: ROUNDS rounds of seek_profile over the seek archives, the variants in turn within
 # each archive (CMD is split into words, e.g. "NEW-bucket4=env ACEAPEX_GPU_TOKEN_BUCKET_LOG=4 ./carry/gpubench").

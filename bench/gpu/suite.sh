@@ -52,9 +52,7 @@ want() { [[ " $parts " == *" $1 "* ]]; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv 2>&1 | tee -a "$log"
 say "host cores: $(nproc); memory: $(free -g | awk '/Mem:/ {print $2}') GiB; commit: ${COMMIT:-?}; parts: $parts"
 rc=0
-# carry/ holds the corpus compressed (make-carry.sh): unpack it here once.
-[ -f carry/atha.fa ] || { [ -f carry/atha.fa.gz ] && gzip -dc carry/atha.fa.gz >carry/atha.fa; }
-for f in carry/fly11/*.gz; do [ -e "$f" ] && gzip -d "$f"; done
+unpack_corpus
 work=/tmp/gpu-suite
 mkdir -p "$work"
 

@@ -6,10 +6,6 @@
 set -o pipefail
 export COMMIT=$(cat carry/COMMIT)
 . bench/gpu/steps.sh
-[ -f carry/atha.fa ] || gzip -dc carry/atha.fa.gz >carry/atha.fa
-for f in carry/fly11/*.gz; do [ -e "$f" ] && gzip -d "$f"; done
 bash bench/gpu/results/session27/run6.sh
-for k in 4 8 16 32; do
-  [ -f /tmp/gpu-suite/atha-k$k.acx ] || ./carry/aceapex pack --lanes $k carry/atha.fa -o /tmp/gpu-suite/atha-k$k.acx -q
-done
+lane_archives 4 8 16 32
 FULL_ARCHIVES="atha-genome atha-k4 atha-k8 atha-k16 atha-k32" full_ab 2 "K=./carry/gpubench"

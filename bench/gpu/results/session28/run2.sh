@@ -7,17 +7,13 @@
 set -o pipefail
 export COMMIT=$(cat carry/COMMIT)
 . bench/gpu/steps.sh
-[ -f carry/atha.fa ] || gzip -dc carry/atha.fa.gz >carry/atha.fa
-for f in carry/fly11/*.gz; do [ -e "$f" ] && gzip -d "$f"; done
 say "commit $COMMIT"
 run 120 ./carry/libtests engine::gpu --test-threads 1 | grep -E "test result|FAIL|panick"
 seek_archives
 full_ab 2 "one=./carry/gpubench"
 # Why the K >= 2 step costs 4-7x the K = 1 thread's (run 1): Nsight Compute on the parse of atha packed with
 # K = 1, 4 and 32 lanes (the first 3 parse launches of each: gpubench's breakdown variants), report in $OUT.
-for k in 4 32; do
-  [ -f /tmp/gpu-suite/atha-k$k.acx ] || ./carry/aceapex pack --lanes $k carry/atha.fa -o /tmp/gpu-suite/atha-k$k.acx -q
-done
+lane_archives 4 32
 for a in atha-genome atha-k4 atha-k32; do
   run 150 ncu --clock-control none --section SpeedOfLight --section WarpStateStats --section Occupancy \
     --section LaunchStats --section SchedulerStats --section MemoryWorkloadAnalysis -k "regex:parse_k" \
