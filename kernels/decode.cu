@@ -463,10 +463,31 @@ __device__ __forceinline__ void load_lit_table(const Ctx& c, u64 grp, LitTables*
 // loads, the word moves on loads issued one move earlier (docs/BENCH-GPU.md, session 24).
 // tests/kernel_host_model.rs compiles WordReader1 and LiteralSink1 from this file on the host and checks them.
 #define K1_CTX_ORDER 5
-#define K1_CTX_MAX (1u << (2 * K1_CTX_ORDER))
+// Shared-memory rows of the context model: 16 KB, an order-4 model eight times over or an order-5 one twice.
+#define K1_CTX_ROWS 2048u
+
+// How many copies of an order-k model the CTA keeps (log2): the successor rows a literal loads are a 32-byte piece
+// at a random place, so the 4-byte banks its two 16-byte loads hit start at one of only four places, and the lanes
+// of a quarter-warp (a 16-byte load is served a quarter-warp at a time) collide there. Copy j holds each 16-byte
+// piece of the model in bank quad j (piece p of copy j is 16-byte word p·R + j), and lane l reads copy l mod R: with
+// R = 8 no two lanes of a quarter-warp share a bank quad, whatever rows they read.
+// K1_CTX_COPIES_LOG (default 3) is a measurement knob: the host sets it from ACEAPEX_GPU_CTX_COPIES_LOG.
+#ifndef K1_CTX_COPIES_LOG
+#define K1_CTX_COPIES_LOG 3u
+#endif
+__device__ __forceinline__ u32 k1_ctx_copies_log(u32 order) {
+    return order <= 4 ? K1_CTX_COPIES_LOG : min(K1_CTX_COPIES_LOG, 1u);
+}
+
+// Where a lane finds its copy of the successor rows in shared memory: rows nb .. nb + 3 at a + nb·mul (the first
+// 16 bytes) and b + nb·mul (the second), mul = 8·R.
+struct K1Rows {
+    u32 a, b, mul;
+};
 
 struct K1Tables {
-    uint2 ctx[K1_CTX_MAX];  // the context model (xtab rows) of `group`, when its order <= K1_CTX_ORDER
+    uint2 ctx[K1_CTX_ROWS];  // the context model (xtab rows) of `group`, when its order <= K1_CTX_ORDER, in
+                             // 2^k1_ctx_copies_log(order) interleaved copies
     u32 lit[4096];          // `group`'s LIT decode table (dtab layout)
     CodeTables code;        // `group`'s LL, ML and OF tables (the compact layout parse_one reads)
     u64 group;              // the table group loaded (~0: none)
@@ -484,8 +505,13 @@ __device__ __forceinline__ void load_k1_tables(const Ctx& c, u64 grp, K1Tables* 
     const u32* g = c.xgrp + 2 * grp;
     const u32 order = g[0], first = g[1];
     const bool fits = order >= 1 && order <= K1_CTX_ORDER;
-    if (fits)
-        for (u32 i = i0; i < (1u << (2 * order)); i += n) k->ctx[i] = c.xtab[first + i];
+    if (fits) {
+        const u32 rlog = k1_ctx_copies_log(order);
+        for (u32 i = i0; i < (1u << (2 * order - 1 + rlog)); i += n) {
+            const uint2* r = c.xtab + first + 2 * (i >> rlog);  // piece i >> rlog: rows 2p and 2p + 1
+            ((uint4*)k->ctx)[i] = make_uint4(r[0].x, r[0].y, r[1].x, r[1].y);
+        }
+    }
     if (i0 == 0) {
         k->group = grp;
         k->ctx_first = fits ? first : NO_SLOT;
@@ -634,19 +660,21 @@ struct LiteralSink1 {
 };
 
 // One context-coded literal (FORMAT.md §3.5) of a K = 1 slice: the base `x` selects in row `e` of context `ctx`,
-// then `e` becomes the row of the next context. SMEM: the model's rows are at shared address sT (16-byte aligned,
-// so the four successor rows are two 16-byte loads); else at T, in global memory.
+// then `e` becomes the row of the next context. SMEM: the model's rows are in shared memory, this lane's copy at
+// `sr` (see K1Rows: the four successor rows are two 16-byte loads); else at T, in global memory.
 template <bool SMEM>
-__device__ __forceinline__ u32 k1_context_step(const uint2* T, u32 sT, u32 mask, u32& x, u32& ctx, uint2& e,
-                                               WordReader1& wr) {
+__device__ __forceinline__ u32 k1_context_step(const uint2* T, const K1Rows& sr, u32 mask, u32& x, u32& ctx,
+                                               uint2& e, WordReader1& wr) {
     const u32 nb = (ctx << 2) & mask;  // the successors' rows: nb .. nb + 3 (mask = 4^k - 1, k >= 1)
     uint2 r0, r1, r2, r3;
     if constexpr (SMEM) {
         uint4 a, b;
-        asm("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(a.x), "=r"(a.y), "=r"(a.z), "=r"(a.w) : "r"(sT + 8 * nb));
-        asm("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4 + 16];"
+        asm("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+            : "=r"(a.x), "=r"(a.y), "=r"(a.z), "=r"(a.w)
+            : "r"(sr.a + nb * sr.mul));
+        asm("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
             : "=r"(b.x), "=r"(b.y), "=r"(b.z), "=r"(b.w)
-            : "r"(sT + 8 * nb));
+            : "r"(sr.b + nb * sr.mul));
         r0 = make_uint2(a.x, a.y);
         r1 = make_uint2(a.z, a.w);
         r2 = make_uint2(b.x, b.y);
@@ -681,18 +709,24 @@ template <bool SMEM, K1Place P>
 __device__ __forceinline__ void k1_context_literals(const uint2* T, u32 mask, u32 nlit, u32* xp, WordReader1& wr,
                                                     LiteralSink1& sink, u8* bytes, u8* stamps) {
     u32 x = *xp, ctx = 0;
-    uint2 e = T[0];
-    // The shared window address of T, once: through a generic pointer every step converted it again (S2UR and
-    // ULEA in the loop, session 23 run 5).
-    const u32 sT = SMEM ? (u32)__cvta_generic_to_shared(T) : 0u;
+    uint2 e = T[0];  // row 0 (in shared memory the first 8 bytes of copy 0)
+    // This lane's copy as shared window addresses, once: through a generic pointer every step converted it again
+    // (S2UR and ULEA in the loop, session 23 run 5).
+    K1Rows sr = {0u, 0u, 0u};
+    if constexpr (SMEM) {
+        const u32 rlog = k1_ctx_copies_log((32u - __clz(mask)) / 2u);
+        sr.a = (u32)__cvta_generic_to_shared(T) + 16u * (threadIdx.x & ((1u << rlog) - 1u));
+        sr.b = sr.a + (16u << rlog);
+        sr.mul = 8u << rlog;
+    }
     u32 l = 0;
     for (; l + 8 <= nlit; l += 8) {
         u32 sel = 0;
 #pragma unroll
-        for (u32 k = 0; k < 8; k++) sel |= k1_context_step<SMEM>(T, sT, mask, x, ctx, e, wr) << (4 * k);
+        for (u32 k = 0; k < 8; k++) sel |= k1_context_step<SMEM>(T, sr, mask, x, ctx, e, wr) << (4 * k);
         sink.put8<P>(bytes, stamps, l, (u64)acgt4(sel & 0xFFFFu) | ((u64)acgt4(sel >> 16) << 32));
     }
-    for (; l < nlit; l++) sink.put<P>(bytes, stamps, l, acgt4(k1_context_step<SMEM>(T, sT, mask, x, ctx, e, wr)));
+    for (; l < nlit; l++) sink.put<P>(bytes, stamps, l, acgt4(k1_context_step<SMEM>(T, sr, mask, x, ctx, e, wr)));
     *xp = x;
 }
 

@@ -36,7 +36,7 @@ static inline u32 rnd() {
     rng_state ^= rng_state << 17;
     return (u32)rng_state;
 }
-// The CUDA vector types and the shared-window conversion the kernel's literal chain names (the host harnesses
+// The CUDA vector types, the shared-window conversion, __clz and threadIdx the kernel's literal chain names (the host harnesses
 // instantiate only its global-memory path, so the conversion is never called).
 struct uint2 {
     u32 x, y;
@@ -46,3 +46,8 @@ struct uint4 {
 };
 static inline uint2 make_uint2(u32 x, u32 y) { return uint2{x, y}; }
 static inline size_t __cvta_generic_to_shared(const void*) { return 0; }
+static inline u32 __clz(u32 v) { return v ? (u32)__builtin_clz(v) : 32u; }
+struct Dim3 {
+    u32 x;
+};
+[[maybe_unused]] static Dim3 threadIdx{0};  // a harness that runs a warp's threads one by one sets x

@@ -13,11 +13,7 @@
 #define META_WORDS 8
 #define E_BACK 7
 #define E_DEPTH 8
-struct Dim3 {
-    u32 x;
-};
 static const Dim3 blockIdx{0}, blockDim{32}, gridDim{1};
-static Dim3 threadIdx{0};
 #define LAUNCH(kernel_call) \
     for (threadIdx.x = 0; threadIdx.x < 32; threadIdx.x++) kernel_call
 // The fields of the kernel's Ctx that the resident seek reads.

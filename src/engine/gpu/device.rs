@@ -658,6 +658,13 @@ fn compile_options() -> Vec<String> {
     if resident::token_bucket_log() != resident::TOKEN_BUCKET_LOG {
         options.push(format!("-DTOKEN_BUCKET_LOG={}", resident::token_bucket_log()));
     }
+    // Copies of a K = 1 CTA's context model in shared memory (log2, 0..=3; kernels/decode.cu K1Rows): a
+    // measurement knob, 3 by default.
+    if let Some(n) =
+        std::env::var("ACEAPEX_GPU_CTX_COPIES_LOG").ok().filter(|v| matches!(v.as_str(), "0" | "1" | "2" | "3"))
+    {
+        options.push(format!("-DK1_CTX_COPIES_LOG={n}u"));
+    }
     options
 }
 
