@@ -485,6 +485,20 @@ struct K1Rows {
     u32 a, b, mul;
 };
 
+// The 16-byte word i of the shared copies (see K1Rows) of a model whose rows start at `rows`: piece i >> rlog,
+// rows 2p and 2p + 1.
+__device__ __forceinline__ uint4 k1_ctx_piece(const uint2* rows, u32 i, u32 rlog) {
+    const uint2* r = rows + 2 * (i >> rlog);
+    return make_uint4(r[0].x, r[0].y, r[1].x, r[1].y);
+}
+
+// A 16-byte load from shared window address `a`.
+__device__ __forceinline__ uint4 lds128(u32 a) {
+    uint4 v;
+    asm("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(a));
+    return v;
+}
+
 struct K1Tables {
     uint2 ctx[K1_CTX_ROWS];  // the context model (xtab rows) of `group`, when its order <= K1_CTX_ORDER, in
                              // 2^k1_ctx_copies_log(order) interleaved copies
@@ -507,10 +521,8 @@ __device__ __forceinline__ void load_k1_tables(const Ctx& c, u64 grp, K1Tables* 
     const bool fits = order >= 1 && order <= K1_CTX_ORDER;
     if (fits) {
         const u32 rlog = k1_ctx_copies_log(order);
-        for (u32 i = i0; i < (1u << (2 * order - 1 + rlog)); i += n) {
-            const uint2* r = c.xtab + first + 2 * (i >> rlog);  // piece i >> rlog: rows 2p and 2p + 1
-            ((uint4*)k->ctx)[i] = make_uint4(r[0].x, r[0].y, r[1].x, r[1].y);
-        }
+        for (u32 i = i0; i < (1u << (2 * order - 1 + rlog)); i += n)
+            ((uint4*)k->ctx)[i] = k1_ctx_piece(c.xtab + first, i, rlog);
     }
     if (i0 == 0) {
         k->group = grp;
@@ -668,13 +680,7 @@ __device__ __forceinline__ u32 k1_context_step(const uint2* T, const K1Rows& sr,
     const u32 nb = (ctx << 2) & mask;  // the successors' rows: nb .. nb + 3 (mask = 4^k - 1, k >= 1)
     uint2 r0, r1, r2, r3;
     if constexpr (SMEM) {
-        uint4 a, b;
-        asm("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
-            : "=r"(a.x), "=r"(a.y), "=r"(a.z), "=r"(a.w)
-            : "r"(sr.a + nb * sr.mul));
-        asm("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
-            : "=r"(b.x), "=r"(b.y), "=r"(b.z), "=r"(b.w)
-            : "r"(sr.b + nb * sr.mul));
+        const uint4 a = lds128(sr.a + nb * sr.mul), b = lds128(sr.b + nb * sr.mul);
         r0 = make_uint2(a.x, a.y);
         r1 = make_uint2(a.z, a.w);
         r2 = make_uint2(b.x, b.y);

@@ -202,8 +202,17 @@ fn chain_text(src: &str, extra: &[(&str, &str)]) -> String {
     let mut parts = vec![
         host_loads(cut(src, "struct WordReader1 {", "struct WordReader1 {")),
         cut(src, "enum K1Place {", "struct LiteralSink1 {"),
+        cut_line(src, "#define K1_CTX_ORDER"),
+        cut_line(src, "#define K1_CTX_ROWS"),
         cut_fn(src, "#ifndef K1_CTX_COPIES_LOG", "u32 k1_ctx_copies_log("),
         cut(src, "// Where a lane finds its copy", "struct K1Rows {"),
+        cut_fn(src, "// The 16-byte word i of the shared copies", "uint4 k1_ctx_piece("),
+        // The shared-memory load, from the harness's stand-in for shared memory.
+        host_asm(
+            cut_fn(src, "// A 16-byte load from shared", "uint4 lds128("),
+            "asm(",
+            "memcpy(&v, host_smem + a, 16);",
+        ),
         cut_fn(src, "// One context-coded literal (FORMAT.md", "u32 k1_context_step("),
         cut_line(src, "__device__ __forceinline__ u32 acgt4("),
     ];

@@ -1,15 +1,9 @@
 // The K = 1 literal chain of kernels/decode.cu (k1_context_literals with k1_context_step, WordReader1 and
-// LiteralSink1, global-memory rows) on streams the crate's own rANS encoder made (tests/kernel_host_model.rs
-// writes them): every literal decodes to the base the encoder took, lands at its offset, and the stream ends
-// where it must (state 2^16, every word taken).
+// LiteralSink1; the model's rows in global memory, and in the shared-memory copies of K1Rows) on streams the
+// crate's own rANS encoder made (tests/kernel_host_model.rs writes them): every literal decodes to the base the
+// encoder took, lands at its offset, and the stream ends where it must (state 2^16, every word taken).
 #include "prelude.h"
-// staged_chain.cpp runs this harness on another decode of the same streams.
-#ifndef K1_INC
-#define K1_INC "context_chain.inc"
-#define K1_DECODE(rows, mask, nlit, x, wr, sink, tp, li, ntok, out) \
-    k1_context_literals<false, K1_WORDS>(rows, mask, nlit, x, wr, sink, out, nullptr)
-#endif
-#include K1_INC
+#include "context_chain.inc"
 
 static u32 rd(FILE* f) {
     u32 v = 0;
@@ -43,26 +37,45 @@ int main(int argc, char** argv) {
         std::vector<u8> bases(nlit);
         for (auto& b : bases) b = (u8)rd(f);
         const u32 unit = rd(f);
-        std::vector<u8> out(unit + 16, 0xEE);
-        WordReader1 wr;
-        wr.init(words, nwords, 0);
-        LiteralSink1 sink;
-        sink.init(tp.data(), li.data(), ntok, nlit);
-        u32 x = state;
-        K1_DECODE((const uint2*)rows.data(), mask, nlit, &x, wr, sink, tp.data(), li.data(), ntok, out.data());
-        if (x != 65536u || wr.taken != nwords) {
-            printf("FAIL: case %u: %u literals: final state %x (want 10000), %u of %u words taken\n", c, nlit, x,
-                   wr.taken, nwords);
-            return 1;
+        // The global-memory path, then (for a model that fits) the shared-memory path as each lane of a
+        // quarter-warp runs it: its own copy of the model in the layout load_k1_tables writes.
+        const u32 order = (32u - __clz(mask)) / 2u;
+        std::vector<uint4> smem(K1_CTX_ROWS / 2);
+        if (order <= K1_CTX_ORDER) {
+            const u32 rlog = k1_ctx_copies_log(order);
+            for (u32 i = 0; i < (1u << (2 * order - 1 + rlog)); i++)
+                smem[i] = k1_ctx_piece((const uint2*)rows.data(), i, rlog);
+            host_smem = (u8*)smem.data();
         }
-        for (u32 t = 0; t < ntok; t++) {
-            const u32 end = t + 1 < ntok ? li[t + 1] : nlit;
-            for (u32 l = li[t]; l < end; l++) {
-                const u8 got = out[tp[t] + l - li[t]], want = (u8)"ACGT"[bases[l]];
-                if (got != want) {
-                    printf("FAIL: case %u: literal %u (token %u) at offset %u is %c, want %c\n", c, l, t,
-                           tp[t] + l - li[t], got, want);
-                    return 1;
+        for (int lane = -1; lane < (order <= K1_CTX_ORDER ? 8 : 0); lane++) {
+            std::vector<u8> out(unit + 16, 0xEE);
+            WordReader1 wr;
+            wr.init(words, nwords, 0);
+            LiteralSink1 sink;
+            sink.init(tp.data(), li.data(), ntok, nlit);
+            u32 x = state;
+            if (lane < 0) {
+                k1_context_literals<false, K1_WORDS>((const uint2*)rows.data(), mask, nlit, &x, wr, sink,
+                                                     out.data(), nullptr);
+            } else {
+                threadIdx.x = (u32)lane;
+                k1_context_literals<true, K1_WORDS>((const uint2*)smem.data(), mask, nlit, &x, wr, sink,
+                                                    out.data(), nullptr);
+            }
+            if (x != 65536u || wr.taken != nwords) {
+                printf("FAIL: case %u lane %d: %u literals: final state %x (want 10000), %u of %u words taken\n", c,
+                       lane, nlit, x, wr.taken, nwords);
+                return 1;
+            }
+            for (u32 t = 0; t < ntok; t++) {
+                const u32 end = t + 1 < ntok ? li[t + 1] : nlit;
+                for (u32 l = li[t]; l < end; l++) {
+                    const u8 got = out[tp[t] + l - li[t]], want = (u8)"ACGT"[bases[l]];
+                    if (got != want) {
+                        printf("FAIL: case %u lane %d: literal %u (token %u) at offset %u is %c, want %c\n", c,
+                               lane, l, t, tp[t] + l - li[t], got, want);
+                        return 1;
+                    }
                 }
             }
         }

@@ -36,8 +36,8 @@ static inline u32 rnd() {
     rng_state ^= rng_state << 17;
     return (u32)rng_state;
 }
-// The CUDA vector types, the shared-window conversion, __clz and threadIdx the kernel's literal chain names (the host harnesses
-// instantiate only its global-memory path, so the conversion is never called).
+// The CUDA vector types, and shared memory as a host buffer: a shared window address is an offset into
+// `host_smem` (the literal chain's shared-memory path reads its model's copies there).
 struct uint2 {
     u32 x, y;
 };
@@ -45,7 +45,9 @@ struct uint4 {
     u32 x, y, z, w;
 };
 static inline uint2 make_uint2(u32 x, u32 y) { return uint2{x, y}; }
-static inline size_t __cvta_generic_to_shared(const void*) { return 0; }
+static inline uint4 make_uint4(u32 x, u32 y, u32 z, u32 w) { return uint4{x, y, z, w}; }
+[[maybe_unused]] static u8* host_smem = nullptr;
+static inline size_t __cvta_generic_to_shared(const void* p) { return (size_t)((const u8*)p - host_smem); }
 static inline u32 __clz(u32 v) { return v ? (u32)__builtin_clz(v) : 32u; }
 struct Dim3 {
     u32 x;

@@ -34,7 +34,6 @@ static inline void report(u64* status, u32 code, u64 unit) {
 }
 static inline bool failed(const Ctx& c) { return c.status[0] != 0; }
 using std::max;
-static inline uint4 make_uint4(u32 x, u32 y, u32 z, u32 w) { return uint4{x, y, z, w}; }
 #include "resident_chase.inc"
 
 static u8 complement_of(u8 b) { return (u8)complement(b); }
