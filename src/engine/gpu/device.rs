@@ -840,6 +840,20 @@ impl Device {
                 (CODE_SMEM_BYTES * (CTA_THREADS / 32)) as i32,
             )
             .map_err(gpu("shared memory attribute"))?;
+        // Measurement knob (session 29): the K = 1 parse's preferred shared-memory carveout, percent of the
+        // SM's L1/shared storage (the driver picks ~200 KB of shared memory by default for its occupancy, which
+        // leaves L1 ~55 KB for the word streams the parse prefetches).
+        if let Some(p) = std::env::var("ACEAPEX_GPU_K1_CARVEOUT").ok().and_then(|v| v.parse::<i32>().ok()) {
+            if data.header.rans_lanes == 1 && (0..=100).contains(&p) {
+                kernels
+                    .parse
+                    .set_attribute(
+                        cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
+                        p,
+                    )
+                    .map_err(gpu("shared memory carveout"))?;
+            }
+        }
         let nunits = data.global_slice_count();
         if nunits > u32::MAX as u64 / 2 {
             return Err(Error::Gpu("too many slices for the GPU engine".into()));
