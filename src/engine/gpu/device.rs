@@ -34,6 +34,9 @@ const KERNEL_SOURCE: &str = include_str!("../../../kernels/decode.cu");
 
 /// Threads per CTA for the warp-per-item kernels.
 const CTA_THREADS: u32 = 128;
+/// The K = 1 parse's preferred shared-memory carveout (percent of the SM's) for a grid of at most one CTA an SM:
+/// the 64 KB configuration on the H100/H200 (see [`Device::set_parse_carveout`]).
+const K1_FEW_CTAS_CARVEOUT: i32 = 25;
 /// Zero bytes after the uploaded payloads: the K = 1 literal phase reads the word stream by aligned 32-bit words,
 /// and the last of a slice may reach up to 3 bytes past the payloads' end (kernels/decode.cu `WordReader1`).
 const FILE_PAD: usize = 16;
@@ -582,6 +585,11 @@ pub struct Device {
     /// which stride over it: LEVEL_GRID, or ACEAPEX_GPU_LEVEL_GRID. (Two CTAs per SM was measured slower: a
     /// depth-16 seek parses thousands of slices and expands thousands of ranges per level even for one block.)
     later_grid: u32,
+    /// The GPU's SM count, and the K = 1 parse's preferred shared-memory carveout for a grid of at most one CTA an
+    /// SM (percent; -1: the driver's choice) and the one its function has now (see [`Device::set_parse_carveout`]).
+    sm_count: u32,
+    few_ctas_carveout: i32,
+    parse_carveout: i32,
     /// Expansions drop source pieces inside the requested units (kernels/decode.cu `piece_needed`), unless
     /// ACEAPEX_GPU_EXPAND_ALL=1 (for comparison).
     skip_requested: bool,
@@ -840,20 +848,6 @@ impl Device {
                 (CODE_SMEM_BYTES * (CTA_THREADS / 32)) as i32,
             )
             .map_err(gpu("shared memory attribute"))?;
-        // Measurement knob (session 29): the K = 1 parse's preferred shared-memory carveout, percent of the
-        // SM's L1/shared storage (the driver picks ~200 KB of shared memory by default for its occupancy, which
-        // leaves L1 ~55 KB for the word streams the parse prefetches).
-        if let Some(p) = std::env::var("ACEAPEX_GPU_K1_CARVEOUT").ok().and_then(|v| v.parse::<i32>().ok()) {
-            if data.header.rans_lanes == 1 && (0..=100).contains(&p) {
-                kernels
-                    .parse
-                    .set_attribute(
-                        cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
-                        p,
-                    )
-                    .map_err(gpu("shared memory carveout"))?;
-            }
-        }
         let nunits = data.global_slice_count();
         if nunits > u32::MAX as u64 / 2 {
             return Err(Error::Gpu("too many slices for the GPU engine".into()));
@@ -874,6 +868,16 @@ impl Device {
             .and_then(|v| v.parse::<u32>().ok())
             .unwrap_or(LEVEL_GRID)
             .clamp(1, 65535);
+        let sm_count = ctx
+            .attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+            .map_err(gpu("device attribute"))?
+            .max(1) as u32;
+        // ACEAPEX_GPU_K1_CARVEOUT=P (0..=100, or -1 for the driver's choice) overrides it, for measurements.
+        let few_ctas_carveout = std::env::var("ACEAPEX_GPU_K1_CARVEOUT")
+            .ok()
+            .and_then(|v| v.parse::<i32>().ok())
+            .filter(|p| (-1..=100).contains(p))
+            .unwrap_or(K1_FEW_CTAS_CARVEOUT);
         // The streamed copies' pinned pair, pinned now: pinning took 19 ms for 2 × 16 MiB on the H200 (session
         // 15, run 2), which a mount's first sequential read used to wait for.
         // SAFETY: as in `alloc_host`: device copies write these buffers before the host reads them.
@@ -908,6 +912,9 @@ impl Device {
             chase_maps_ready: false,
             events,
             later_grid,
+            sm_count,
+            few_ctas_carveout,
+            parse_carveout: -1,
             skip_requested: std::env::var_os("ACEAPEX_GPU_EXPAND_ALL").is_none(),
             depth_hint: 2,
             graphs: HashMap::new(),
@@ -1447,6 +1454,28 @@ impl Device {
 
     /// What `Resolve::Auto` stands for on this archive: the map chase while its match bytes are few enough (and
     /// its token positions fit the maps), else the flow.
+    /// Sets the parse function's preferred shared-memory carveout for a launch of `grid` CTAs. A K = 1 parse CTA
+    /// holds ~47 KB of tables, and for it the driver configures ~200 KB of shared memory (room for its occupancy),
+    /// which leaves L1 ~55 KB for the ~128 KB of word streams the CTA's threads prefetch. When the grid has at
+    /// most one CTA an SM (atha_chr1's 7,504 slices are 59 CTAs), that shared memory is never used: the 64 KB
+    /// configuration leaves L1 ~190 KB. H200, session 29 run 1: atha genome's full decode 1.125 -> 1.078 ms,
+    /// general 1.660 -> 1.571, fly x11 1.427 -> 1.387. A larger grid keeps the driver's choice (one CTA an SM
+    /// would cut its occupancy to a warp a scheduler).
+    fn set_parse_carveout(&mut self, grid: u32) -> Result<()> {
+        let want = if self.lanes == 1 && grid <= self.sm_count { self.few_ctas_carveout } else { -1 };
+        if want != self.parse_carveout {
+            self.kernels
+                .parse
+                .set_attribute(
+                    cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
+                    want,
+                )
+                .map_err(gpu("shared memory carveout"))?;
+            self.parse_carveout = want;
+        }
+        Ok(())
+    }
+
     fn auto_resolve(&self) -> Resolve {
         match self.meta_host.match_bytes <= MAP_CHASE_MAX_MATCH_BYTES && self.token_ids_fit() {
             true => Resolve::Maps,
@@ -1506,6 +1535,8 @@ impl Device {
             stream.memset_zeros(&mut full.level).map_err(gpu("reset"))?;
             stream.memset_zeros(&mut full.level_hist).map_err(gpu("reset"))?;
         }
+        let parse_grid = grid_for(n as u64, self.parse_groups_per_cta(), 1 << 20);
+        self.set_parse_carveout(parse_grid)?;
         let full = self.full.as_ref().expect("ensured above");
         // Levels, the flow and the map chase resolve without stamps, so the parse does not write them.
         let c = self.full_ctx(full, variant == FullVariant::Full && !levels && !flow && map_chase.is_none());
@@ -1544,11 +1575,8 @@ impl Device {
         // record per token entry.
         unsafe {
             let warps_per_cta = (CTA_THREADS / 32) as u64;
-            let cfg = LaunchConfig {
-                grid_dim: (grid_for(n as u64, self.parse_groups_per_cta(), 1 << 20), 1, 1),
-                block_dim: (CTA_THREADS, 1, 1),
-                shared_mem_bytes: 0,
-            };
+            let cfg =
+                LaunchConfig { grid_dim: (parse_grid, 1, 1), block_dim: (CTA_THREADS, 1, 1), shared_mem_bytes: 0 };
             let level = 0u32;
             stream
                 .launch_builder(&self.kernels.parse)
