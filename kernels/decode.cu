@@ -448,9 +448,10 @@ __device__ __forceinline__ void load_lit_table(const Ctx& c, u64 grp, LitTables*
 // step before left. So the time of a decode of few slices (atha_chr1: 7,504 slices, ~3,600 literals each) is the
 // length of that chain in cycles, not a throughput: session 20's K = 1 literal loop took ~740 cycles a literal
 // there (entropy alone 1.35 ms on an H200). This loop issues its memory accesses ahead of the chain:
-//  * the context model is in shared memory when its order is at most K1_CTX_ORDER (else global, through L1), and
-//    the four rows a literal's successor context can have (consecutive: ((ctx << 2) | s) & mask) are loaded
-//    while the literal itself decodes, so the next step only selects one by the base just decoded;
+//  * the context model is in shared memory when its order is at most K1_CTX_ORDER (else global, through L1), in
+//    copies that keep a quarter-warp's loads free of bank conflicts (K1Rows), and the four rows a literal's
+//    successor context can have (consecutive: ((ctx << 2) | s) & mask) are loaded while the literal itself
+//    decodes, so the next step only selects one by the base just decoded;
 //  * the word stream is read from aligned 32-bit words loaded two moves (~16 literals) ahead (WordReader1);
 //  * literals are decoded eight at a time and placed as one 8-byte piece where the eight lie in one token's run
 //    (LiteralSink1::put8): the token walk and the word merge are off the step, and a lane's stores go to its own
@@ -458,10 +459,12 @@ __device__ __forceinline__ void load_lit_table(const Ctx& c, u64 grp, LitTables*
 // A CTA of the K = 1 parse loads the tables of its first slice's group into shared memory (K1Tables); a slice of
 // another group (a CTA straddling a group boundary, or a grid-stride loop's later entries) reads them from global
 // memory, with the same results. H200: atha_chr1's entropy decode 1.41 -> 0.88 ms (session 23) -> 0.69 ms
-// (session 24), parse with literals 1.92 -> 1.40 -> 1.03 ms. What is left there (session 24 run 4): ~75 warp
-// instructions a literal, ~4 cycles apart with one warp per scheduler; the row selects wait on the step's shared
-// loads, the word moves on loads issued one move earlier (docs/BENCH-GPU.md, session 24).
-// tests/kernel_host_model.rs compiles WordReader1 and LiteralSink1 from this file on the host and checks them.
+// (session 24), parse with literals 1.92 -> 1.40 -> 1.03 ms -> 0.94 ms (session 29: the copies, and L1 room for the
+// word streams by the launch's shared-memory carveout, src/engine/gpu/device.rs set_parse_carveout). What is left
+// there (session 29 run 1): ~75 warp instructions a literal, ~3.6 cycles apart with one warp per scheduler, most
+// of it the chain's own fixed-latency dependencies; the word moves wait on loads issued one move earlier.
+// tests/kernel_host_model.rs compiles WordReader1, LiteralSink1 and the context chain (both paths) from this file
+// on the host and checks them.
 #define K1_CTX_ORDER 5
 // Shared-memory rows of the context model: 16 KB, an order-4 model eight times over or an order-5 one twice.
 #define K1_CTX_ROWS 2048u
