@@ -588,6 +588,7 @@ pub struct Device {
     /// The GPU's SM count, and the K = 1 parse's preferred shared-memory carveout for a grid of at most one CTA an
     /// SM (percent; -1: the driver's choice) and the one its function has now (see [`Device::set_parse_carveout`]).
     sm_count: u32,
+    k1_cta_threads: u32,
     few_ctas_carveout: i32,
     parse_carveout: i32,
     /// Expansions drop source pieces inside the requested units (kernels/decode.cu `piece_needed`), unless
@@ -913,6 +914,11 @@ impl Device {
             events,
             later_grid,
             sm_count,
+            k1_cta_threads: match std::env::var("ACEAPEX_GPU_K1_CTA").as_deref() {
+                Ok("32") => 32,
+                Ok("64") => 64,
+                _ => CTA_THREADS,
+            },
             few_ctas_carveout,
             parse_carveout: -1,
             skip_requested: std::env::var_os("ACEAPEX_GPU_EXPAND_ALL").is_none(),
@@ -1452,8 +1458,6 @@ impl Device {
         Ok(())
     }
 
-    /// What `Resolve::Auto` stands for on this archive: the map chase while its match bytes are few enough (and
-    /// its token positions fit the maps), else the flow.
     /// Sets the parse function's preferred shared-memory carveout for a launch of `grid` CTAs. A K = 1 parse CTA
     /// holds ~47 KB of tables, and for it the driver configures ~200 KB of shared memory (room for its occupancy),
     /// which leaves L1 ~55 KB for the ~128 KB of word streams the CTA's threads prefetch. When the grid has at
@@ -1476,6 +1480,8 @@ impl Device {
         Ok(())
     }
 
+    /// What `Resolve::Auto` stands for on this archive: the map chase while its match bytes are few enough (and
+    /// its token positions fit the maps), else the flow.
     fn auto_resolve(&self) -> Resolve {
         match self.meta_host.match_bytes <= MAP_CHASE_MAX_MATCH_BYTES && self.token_ids_fit() {
             true => Resolve::Maps,
@@ -1535,7 +1541,9 @@ impl Device {
             stream.memset_zeros(&mut full.level).map_err(gpu("reset"))?;
             stream.memset_zeros(&mut full.level_hist).map_err(gpu("reset"))?;
         }
-        let parse_grid = grid_for(n as u64, self.parse_groups_per_cta(), 1 << 20);
+        // Measurement knob (session 29): ACEAPEX_GPU_K1_CTA=32|64 runs the K = 1 parse in smaller CTAs.
+        let parse_threads = if self.lanes == 1 { self.k1_cta_threads } else { CTA_THREADS };
+        let parse_grid = grid_for(n as u64, (parse_threads / self.lanes) as u64, 1 << 20);
         self.set_parse_carveout(parse_grid)?;
         let full = self.full.as_ref().expect("ensured above");
         // Levels, the flow and the map chase resolve without stamps, so the parse does not write them.
@@ -1583,7 +1591,7 @@ impl Device {
                 .arg(&c)
                 .arg(&level)
                 .arg(&mode)
-                .launch(cfg)
+                .launch(LaunchConfig { block_dim: (parse_threads, 1, 1), ..cfg })
                 .map_err(gpu("parse launch"))?;
             if let Some(event) = &resolve_start {
                 event.record(&stream).map_err(gpu("event"))?;
