@@ -588,7 +588,9 @@ pub struct Device {
     /// The GPU's SM count, and the K = 1 parse's preferred shared-memory carveout for a grid of at most one CTA an
     /// SM (percent; -1: the driver's choice) and the one its function has now (see [`Device::set_parse_carveout`]).
     sm_count: u32,
-    k1_cta_threads: u32,
+    /// The K = 1 parse's CTA size when ACEAPEX_GPU_K1_CTA sets it (32, 64 or 128; measurements), else
+    /// [`Device::parse_cta_threads`] picks it.
+    k1_cta_threads: Option<u32>,
     few_ctas_carveout: i32,
     parse_carveout: i32,
     /// Expansions drop source pieces inside the requested units (kernels/decode.cu `piece_needed`), unless
@@ -915,9 +917,10 @@ impl Device {
             later_grid,
             sm_count,
             k1_cta_threads: match std::env::var("ACEAPEX_GPU_K1_CTA").as_deref() {
-                Ok("32") => 32,
-                Ok("64") => 64,
-                _ => CTA_THREADS,
+                Ok("32") => Some(32),
+                Ok("64") => Some(64),
+                Ok("128") => Some(128),
+                _ => None,
             },
             few_ctas_carveout,
             parse_carveout: -1,
@@ -1458,6 +1461,18 @@ impl Device {
         Ok(())
     }
 
+    /// Threads a CTA of the full decode's parse of `n` units. K = 1: 64 when that still makes at most one CTA an SM
+    /// (atha_chr1's 7,504 slices: 118 CTAs on 118 SMs instead of 59 on 59, each SM's L1 and shared-memory pipe
+    /// serving two warps instead of four; H200, session 29 run 3: atha genome 1.07 -> 1.05 ms, general 1.57 ->
+    /// 1.53, fly x11 1.38 -> 1.36; 32-thread CTAs, more than one an SM, were slower), else 128.
+    fn parse_cta_threads(&self, n: u64) -> u32 {
+        match (self.lanes, self.k1_cta_threads) {
+            (1, Some(t)) => t,
+            (1, None) if n.div_ceil(64) <= self.sm_count as u64 => 64,
+            _ => CTA_THREADS,
+        }
+    }
+
     /// Sets the parse function's preferred shared-memory carveout for a launch of `grid` CTAs. A K = 1 parse CTA
     /// holds ~47 KB of tables, and for it the driver configures ~200 KB of shared memory (room for its occupancy),
     /// which leaves L1 ~55 KB for the ~128 KB of word streams the CTA's threads prefetch. When the grid has at
@@ -1541,8 +1556,7 @@ impl Device {
             stream.memset_zeros(&mut full.level).map_err(gpu("reset"))?;
             stream.memset_zeros(&mut full.level_hist).map_err(gpu("reset"))?;
         }
-        // Measurement knob (session 29): ACEAPEX_GPU_K1_CTA=32|64 runs the K = 1 parse in smaller CTAs.
-        let parse_threads = if self.lanes == 1 { self.k1_cta_threads } else { CTA_THREADS };
+        let parse_threads = self.parse_cta_threads(n as u64);
         let parse_grid = grid_for(n as u64, (parse_threads / self.lanes) as u64, 1 << 20);
         self.set_parse_carveout(parse_grid)?;
         let full = self.full.as_ref().expect("ensured above");
