@@ -1475,11 +1475,11 @@ impl Device {
 
     /// Sets the parse function's preferred shared-memory carveout for a launch of `grid` CTAs. A K = 1 parse CTA
     /// holds ~47 KB of tables, and for it the driver configures ~200 KB of shared memory (room for its occupancy),
-    /// which leaves L1 ~55 KB for the ~128 KB of word streams the CTA's threads prefetch. When the grid has at
-    /// most one CTA an SM (atha_chr1's 7,504 slices are 59 CTAs), that shared memory is never used: the 64 KB
-    /// configuration leaves L1 ~190 KB. H200, session 29 run 1: atha genome's full decode 1.125 -> 1.078 ms,
-    /// general 1.660 -> 1.571, fly x11 1.427 -> 1.387. A larger grid keeps the driver's choice (one CTA an SM
-    /// would cut its occupancy to a warp a scheduler).
+    /// which leaves L1 ~55 KB for the word streams the CTA's threads prefetch (~1 KB each). When the grid has at
+    /// most one CTA an SM (atha_chr1's 7,504 slices are 118 CTAs, see [`Device::parse_cta_threads`]), that
+    /// shared memory is never used: the 64 KB configuration leaves L1 ~190 KB. H200, session 29 run 1 (128-thread
+    /// CTAs): atha genome's full decode 1.125 -> 1.078 ms, general 1.660 -> 1.571, fly x11 1.427 -> 1.387. A
+    /// larger grid keeps the driver's choice (one CTA an SM would cut its occupancy to a warp a scheduler).
     fn set_parse_carveout(&mut self, grid: u32) -> Result<()> {
         let want = if self.lanes == 1 && grid <= self.sm_count { self.few_ctas_carveout } else { -1 };
         if want != self.parse_carveout {
