@@ -37,6 +37,27 @@ const CTA_THREADS: u32 = 128;
 /// The K = 1 parse's preferred shared-memory carveout (percent of the SM's) for a grid of at most one CTA an SM:
 /// the 64 KB configuration on the H100/H200 (see [`Device::set_parse_carveout`]).
 const K1_FEW_CTAS_CARVEOUT: i32 = 25;
+/// Copies of a K = 1 CTA's context model in shared memory, log2 (kernels/decode.cu `K1_CTX_COPIES_LOG`, K1Rows).
+const K1_CTX_COPIES_LOG: u32 = 3;
+
+/// [`K1_FEW_CTAS_CARVEOUT`], or ACEAPEX_GPU_K1_CARVEOUT (0..=100, or -1 for the driver's choice; measurements).
+fn few_ctas_carveout() -> i32 {
+    static CARVEOUT: OnceLock<i32> = OnceLock::new();
+    env_knob(&CARVEOUT, "ACEAPEX_GPU_K1_CARVEOUT", K1_FEW_CTAS_CARVEOUT, |p| (-1..=100).contains(&p))
+}
+
+/// The K = 1 parse's CTA size as ACEAPEX_GPU_K1_CTA sets it (32, 64 or 128; measurements), or 0: chosen by
+/// [`Device::parse_cta_threads`].
+fn k1_cta_knob() -> u32 {
+    static THREADS: OnceLock<u32> = OnceLock::new();
+    env_knob(&THREADS, "ACEAPEX_GPU_K1_CTA", 0, |t| matches!(t, 32 | 64 | 128))
+}
+
+/// [`K1_CTX_COPIES_LOG`], or ACEAPEX_GPU_CTX_COPIES_LOG (0..=3; measurements).
+fn ctx_copies_log() -> u32 {
+    static LOG: OnceLock<u32> = OnceLock::new();
+    env_knob(&LOG, "ACEAPEX_GPU_CTX_COPIES_LOG", K1_CTX_COPIES_LOG, |l| l <= 3)
+}
 /// Zero bytes after the uploaded payloads: the K = 1 literal phase reads the word stream by aligned 32-bit words,
 /// and the last of a slice may reach up to 3 bytes past the payloads' end (kernels/decode.cu `WordReader1`).
 const FILE_PAD: usize = 16;
@@ -77,7 +98,12 @@ const EPOCH_MIN_PIECES: u64 = 1 << 16;
 
 /// A tuning knob read once from the environment (`name`), where a valid value replaces `default`: the variants
 /// the H200 runs compare without a rebuild.
-fn env_knob(cell: &'static OnceLock<u32>, name: &str, default: u32, valid: impl Fn(u32) -> bool) -> u32 {
+fn env_knob<T: std::str::FromStr + Copy + Send + Sync>(
+    cell: &'static OnceLock<T>,
+    name: &str,
+    default: T,
+    valid: impl Fn(T) -> bool,
+) -> T {
     *cell.get_or_init(|| std::env::var(name).ok().and_then(|v| v.parse().ok()).filter(|&v| valid(v)).unwrap_or(default))
 }
 
@@ -585,13 +611,9 @@ pub struct Device {
     /// which stride over it: LEVEL_GRID, or ACEAPEX_GPU_LEVEL_GRID. (Two CTAs per SM was measured slower: a
     /// depth-16 seek parses thousands of slices and expands thousands of ranges per level even for one block.)
     later_grid: u32,
-    /// The GPU's SM count, and the K = 1 parse's preferred shared-memory carveout for a grid of at most one CTA an
-    /// SM (percent; -1: the driver's choice) and the one its function has now (see [`Device::set_parse_carveout`]).
+    /// The GPU's SM count, and the preferred shared-memory carveout the parse function has now (percent; -1: the
+    /// driver's choice; see [`Device::set_parse_carveout`]).
     sm_count: u32,
-    /// The K = 1 parse's CTA size when ACEAPEX_GPU_K1_CTA sets it (32, 64 or 128; measurements), else
-    /// [`Device::parse_cta_threads`] picks it.
-    k1_cta_threads: Option<u32>,
-    few_ctas_carveout: i32,
     parse_carveout: i32,
     /// Expansions drop source pieces inside the requested units (kernels/decode.cu `piece_needed`), unless
     /// ACEAPEX_GPU_EXPAND_ALL=1 (for comparison).
@@ -669,12 +691,8 @@ fn compile_options() -> Vec<String> {
     if resident::token_bucket_log() != resident::TOKEN_BUCKET_LOG {
         options.push(format!("-DTOKEN_BUCKET_LOG={}", resident::token_bucket_log()));
     }
-    // Copies of a K = 1 CTA's context model in shared memory (log2, 0..=3; kernels/decode.cu K1Rows): a
-    // measurement knob, 3 by default.
-    if let Some(n) =
-        std::env::var("ACEAPEX_GPU_CTX_COPIES_LOG").ok().filter(|v| matches!(v.as_str(), "0" | "1" | "2" | "3"))
-    {
-        options.push(format!("-DK1_CTX_COPIES_LOG={n}u"));
+    if ctx_copies_log() != K1_CTX_COPIES_LOG {
+        options.push(format!("-DK1_CTX_COPIES_LOG={}u", ctx_copies_log()));
     }
     options
 }
@@ -875,12 +893,6 @@ impl Device {
             .attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
             .map_err(gpu("device attribute"))?
             .max(1) as u32;
-        // ACEAPEX_GPU_K1_CARVEOUT=P (0..=100, or -1 for the driver's choice) overrides it, for measurements.
-        let few_ctas_carveout = std::env::var("ACEAPEX_GPU_K1_CARVEOUT")
-            .ok()
-            .and_then(|v| v.parse::<i32>().ok())
-            .filter(|p| (-1..=100).contains(p))
-            .unwrap_or(K1_FEW_CTAS_CARVEOUT);
         // The streamed copies' pinned pair, pinned now: pinning took 19 ms for 2 × 16 MiB on the H200 (session
         // 15, run 2), which a mount's first sequential read used to wait for.
         // SAFETY: as in `alloc_host`: device copies write these buffers before the host reads them.
@@ -916,13 +928,6 @@ impl Device {
             events,
             later_grid,
             sm_count,
-            k1_cta_threads: match std::env::var("ACEAPEX_GPU_K1_CTA").as_deref() {
-                Ok("32") => Some(32),
-                Ok("64") => Some(64),
-                Ok("128") => Some(128),
-                _ => None,
-            },
-            few_ctas_carveout,
             parse_carveout: -1,
             skip_requested: std::env::var_os("ACEAPEX_GPU_EXPAND_ALL").is_none(),
             depth_hint: 2,
@@ -1466,9 +1471,10 @@ impl Device {
     /// serving two warps instead of four; H200, session 29 run 3: atha genome 1.07 -> 1.05 ms, general 1.57 ->
     /// 1.53, fly x11 1.38 -> 1.36; 32-thread CTAs, more than one an SM, were slower), else 128.
     fn parse_cta_threads(&self, n: u64) -> u32 {
-        match (self.lanes, self.k1_cta_threads) {
-            (1, Some(t)) => t,
-            (1, None) if n.div_ceil(64) <= self.sm_count as u64 => 64,
+        match (self.lanes, k1_cta_knob()) {
+            (1, 0) if n.div_ceil(64) <= self.sm_count as u64 => 64,
+            (1, 0) => CTA_THREADS,
+            (1, t) => t,
             _ => CTA_THREADS,
         }
     }
@@ -1481,7 +1487,7 @@ impl Device {
     /// CTAs): atha genome's full decode 1.125 -> 1.078 ms, general 1.660 -> 1.571, fly x11 1.427 -> 1.387. A
     /// larger grid keeps the driver's choice (one CTA an SM would cut its occupancy to a warp a scheduler).
     fn set_parse_carveout(&mut self, grid: u32) -> Result<()> {
-        let want = if self.lanes == 1 && grid <= self.sm_count { self.few_ctas_carveout } else { -1 };
+        let want = if self.lanes == 1 && grid <= self.sm_count { few_ctas_carveout() } else { -1 };
         if want != self.parse_carveout {
             self.kernels
                 .parse
