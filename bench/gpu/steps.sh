@@ -24,6 +24,11 @@ seek_profile() {
   env ACEAPEX_GPU_SEEK_PROFILE=1 "$@" --runs 1 --ranges 2000 --latency 300 --contig 5 2>&1 |
     grep -E "resident|FAIL|error|mismatch|equal" | tee -a "$log"
 }
+# gpu_libtests [VAR=VALUE...]: the lib tests of the GPU engine (`libtests engine::gpu`) with those variables set,
+# the log keeping their summary and any failure.
+gpu_libtests() {
+  run 120 env "$@" ./carry/libtests engine::gpu --test-threads 1 | grep -E "test result|FAIL|panick"
+}
 # unpack_corpus: carry/ holds the corpus compressed (make-carry.sh); unpacks it here once.
 unpack_corpus() {
   [ -f carry/atha.fa ] || { [ -f carry/atha.fa.gz ] && gzip -dc carry/atha.fa.gz >carry/atha.fa; }

@@ -6,6 +6,6 @@
 set -o pipefail
 export COMMIT=$(cat carry/COMMIT)
 . bench/gpu/steps.sh
-for u in 2 4; do run 120 env ACEAPEX_GPU_CHASE_UNROLL=$u ./carry/libtests engine::gpu --test-threads 1 | grep -E "test result|FAIL|panick"; done
+for u in 2 4; do gpu_libtests ACEAPEX_GPU_CHASE_UNROLL=$u; done
 seek_archives
 full_ab 2 "u1=env ACEAPEX_GPU_CHASE_UNROLL=1 ./carry/gpubench" "u2=env ACEAPEX_GPU_CHASE_UNROLL=2 ./carry/gpubench" "u4=env ACEAPEX_GPU_CHASE_UNROLL=4 ./carry/gpubench"

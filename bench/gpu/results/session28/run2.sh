@@ -8,7 +8,7 @@ set -o pipefail
 export COMMIT=$(cat carry/COMMIT)
 . bench/gpu/steps.sh
 say "commit $COMMIT"
-run 120 ./carry/libtests engine::gpu --test-threads 1 | grep -E "test result|FAIL|panick"
+gpu_libtests
 seek_archives
 full_ab 2 "one=./carry/gpubench"
 # Why the K >= 2 step costs 4-7x the K = 1 thread's (run 1): Nsight Compute on the parse of atha packed with

@@ -13,9 +13,8 @@ set -o pipefail
 export COMMIT=$(cat carry/COMMIT)
 . bench/gpu/steps.sh
 say "commit $COMMIT base $(cat carry/base/COMMIT 2>/dev/null)"
-run 120 ./carry/libtests engine::gpu --test-threads 1 | grep -E "test result|FAIL|panick"
-ACEAPEX_GPU_CTX_COPIES_LOG=0 ACEAPEX_GPU_K1_CARVEOUT=25 run 120 ./carry/libtests engine::gpu --test-threads 1 |
-  grep -E "test result|FAIL|panick"
+gpu_libtests
+gpu_libtests ACEAPEX_GPU_CTX_COPIES_LOG=0 ACEAPEX_GPU_K1_CARVEOUT=25
 seek_archives
 full_ab 2 "base=./carry/base/gpubench" "new=./carry/gpubench" "one=env ACEAPEX_GPU_CTX_COPIES_LOG=0 ./carry/gpubench" \
   "new-c25=env ACEAPEX_GPU_K1_CARVEOUT=25 ./carry/gpubench" \

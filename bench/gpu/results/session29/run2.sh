@@ -25,6 +25,6 @@ for r in 1 2; do
       grep -E "full decode|entropy_only|parse_with|^  full|FAIL|wrong|rror" | tee -a "$log"
   done
 done
-run 120 ./carry/libtests engine::gpu --test-threads 1 | grep -E "test result|FAIL|panick"
+gpu_libtests
 seek_archives
 full_ab 2 "base=./carry/base/gpubench" "new=./carry/gpubench" "nocarve=env ACEAPEX_GPU_K1_CARVEOUT=-1 ./carry/gpubench"

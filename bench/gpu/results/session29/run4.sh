@@ -7,6 +7,6 @@ set -o pipefail
 export COMMIT=$(cat carry/COMMIT)
 . bench/gpu/steps.sh
 say "commit $COMMIT"
-run 60 ./carry/libtests engine::gpu --test-threads 1 | grep -E "test result|FAIL|panick"
+gpu_libtests
 seek_archives
 full_ab 1 "new=./carry/gpubench"
