@@ -1146,6 +1146,15 @@ __device__ void literal_phase(const Ctx& c, const Group<W>& g, u32 id, const u32
 
 // Parses worklist entries [level_begin(level), count): a group of W = K lanes per entry. Entry e's bytes go to
 // bytes + e << unit_log and its tokens to tok_off[e]. Marks each parsed unit's slot for the later levels.
+// How many lanes of each warp of a K = 1 parse take a unit (the first K1_WARP_LANES; the others idle). A K = 1
+// unit is one thread's serial rANS chain, and with few units (atha_chr1: 7,504 slices on 132 SMs) every warp is
+// alone on its scheduler: fewer units a warp spread the same units over more warps, so each warp's loads (its
+// lanes' word streams and context rows, a different slice each) are served for fewer lanes. A measurement knob:
+// the host sets it from ACEAPEX_GPU_K1_WARP_LANES (8, 16 or 32) and sizes its grids by it.
+#ifndef K1_WARP_LANES
+#define K1_WARP_LANES 32u
+#endif
+
 template <int W>
 __device__ __forceinline__ void parse_units(const Ctx& c, u32 level, u32 mode) {
     extern __shared__ uint4 dyn_smem[];
@@ -1157,21 +1166,24 @@ __device__ __forceinline__ void parse_units(const Ctx& c, u32 level, u32 mode) {
     if (W == 32 && (mode & MODE_SMEM)) sm = (CodeTables*)((u8*)dyn_smem + (threadIdx.x / 32) * CODE_SMEM_BYTES);
     mode &= ~(u32)MODE_SMEM;
     u64 loaded = ~0ull;  // the group whose tables `sm` holds
+    // Groups (units parsed at once) of the CTA, and this thread's; K = 1: the first K1_WARP_LANES lanes of a warp.
+    const u32 groups_per_cta = W == 1 ? blockDim.x / 32u * K1_WARP_LANES : blockDim.x / W;
+    const u32 in_cta = W == 1 ? threadIdx.x / 32u * K1_WARP_LANES + threadIdx.x % 32u : threadIdx.x / W;
+    const bool idle = W == 1 && threadIdx.x % 32u >= K1_WARP_LANES;
     const K1Tables* k1 = nullptr;
     if constexpr (W == 1) {
         // The tables of the CTA's first entry's group (see K1Tables; the grid and `end` are CTA-uniform).
         __shared__ __align__(16) K1Tables k1s;
-        const u32 first = begin + blockIdx.x * blockDim.x;
+        const u32 first = begin + blockIdx.x * groups_per_cta;
         if (first < end) load_k1_tables(c, c.worklist[first] >> c.group_shift, &k1s);
         else if (threadIdx.x == 0) k1s.group = ~0ull;
         __syncthreads();
         k1 = &k1s;
     }
     const Group<W> g;
-    const u32 groups_per_cta = blockDim.x / W;
-    const u32 group = blockIdx.x * groups_per_cta + threadIdx.x / W;
+    const u32 group = blockIdx.x * groups_per_cta + in_cta;
     const u32 ngroups = gridDim.x * groups_per_cta;
-    for (u32 e = begin + group; e < end; e += ngroups) {
+    for (u32 e = idle ? end : begin + group; e < end; e += ngroups) {
         u32 id = c.worklist[e];
         if (sm && (u64)(id >> c.group_shift) != loaded) {  // warp-uniform (a warp per entry)
             __syncwarp();

@@ -46,11 +46,18 @@ fn few_ctas_carveout() -> i32 {
     env_knob(&CARVEOUT, "ACEAPEX_GPU_K1_CARVEOUT", K1_FEW_CTAS_CARVEOUT, |p| (-1..=100).contains(&p))
 }
 
-/// The K = 1 parse's CTA size as ACEAPEX_GPU_K1_CTA sets it (32, 64 or 128; measurements), or 0: chosen by
+/// The K = 1 parse's CTA size as ACEAPEX_GPU_K1_CTA sets it (32, 64, 128 or 256; measurements), or 0: chosen by
 /// [`Device::parse_cta_threads`].
 fn k1_cta_knob() -> u32 {
     static THREADS: OnceLock<u32> = OnceLock::new();
-    env_knob(&THREADS, "ACEAPEX_GPU_K1_CTA", 0, |t| matches!(t, 32 | 64 | 128))
+    env_knob(&THREADS, "ACEAPEX_GPU_K1_CTA", 0, |t| matches!(t, 32 | 64 | 128 | 256))
+}
+
+/// Lanes of a warp that take a unit in a K = 1 parse (kernels/decode.cu `K1_WARP_LANES`): 32, or 8 or 16 as
+/// ACEAPEX_GPU_K1_WARP_LANES sets it (measurements).
+fn k1_warp_lanes() -> u32 {
+    static LANES: OnceLock<u32> = OnceLock::new();
+    env_knob(&LANES, "ACEAPEX_GPU_K1_WARP_LANES", 32, |l| matches!(l, 8 | 16 | 32))
 }
 
 /// [`K1_CTX_COPIES_LOG`], or ACEAPEX_GPU_CTX_COPIES_LOG (0..=3; measurements).
@@ -694,6 +701,9 @@ fn compile_options() -> Vec<String> {
     if ctx_copies_log() != K1_CTX_COPIES_LOG {
         options.push(format!("-DK1_CTX_COPIES_LOG={}u", ctx_copies_log()));
     }
+    if k1_warp_lanes() != 32 {
+        options.push(format!("-DK1_WARP_LANES={}u", k1_warp_lanes()));
+    }
     options
 }
 
@@ -1024,9 +1034,13 @@ impl Device {
         MAX_BATCH.min((self.seek.wl_cap as usize >> (self.block_log - self.unit_log)).max(1))
     }
 
-    /// How many units one CTA of the full-decode parse kernel parses at once (a group of K lanes each).
-    fn parse_groups_per_cta(&self) -> u64 {
-        (CTA_THREADS / self.lanes) as u64
+    /// How many units a CTA of `threads` threads of the parse kernel (`Kernels::parse`) parses at once: a group of
+    /// K lanes each, or with K = 1 one on each of the first `k1_warp_lanes()` lanes of a warp.
+    fn parse_units_per_cta(&self, threads: u32) -> u64 {
+        match self.lanes {
+            1 => (threads / 32 * k1_warp_lanes()) as u64,
+            k => (threads / k) as u64,
+        }
     }
 
     /// Lanes per unit of the seek's parse kernel (`Kernels::parse_seek`).
@@ -1278,7 +1292,7 @@ impl Device {
                     cfg
                 } else {
                     LaunchConfig {
-                        grid_dim: (grid_for(n as u64, self.parse_groups_per_cta(), LEVEL_GRID), 1, 1),
+                        grid_dim: (grid_for(n as u64, self.parse_units_per_cta(CTA_THREADS), LEVEL_GRID), 1, 1),
                         ..cfg
                     }
                 };
@@ -1470,9 +1484,10 @@ impl Device {
     /// (atha_chr1's 7,504 slices: 118 CTAs on 118 SMs instead of 59 on 59, each SM's L1 and shared-memory pipe
     /// serving two warps instead of four; H200, session 29 run 3: atha genome 1.07 -> 1.05 ms, general 1.57 ->
     /// 1.53, fly x11 1.38 -> 1.36; 32-thread CTAs, more than one an SM, were slower), else 128.
+    /// With ACEAPEX_GPU_K1_WARP_LANES at 16 or 8 such a CTA still takes 64 units, in 128 or 256 threads.
     fn parse_cta_threads(&self, n: u64) -> u32 {
         match (self.lanes, k1_cta_knob()) {
-            (1, 0) if n.div_ceil(64) <= self.sm_count as u64 => 64,
+            (1, 0) if n.div_ceil(64) <= self.sm_count as u64 => 64 * 32 / k1_warp_lanes(),
             (1, 0) => CTA_THREADS,
             (1, t) => t,
             _ => CTA_THREADS,
@@ -1563,7 +1578,7 @@ impl Device {
             stream.memset_zeros(&mut full.level_hist).map_err(gpu("reset"))?;
         }
         let parse_threads = self.parse_cta_threads(n as u64);
-        let parse_grid = grid_for(n as u64, (parse_threads / self.lanes) as u64, 1 << 20);
+        let parse_grid = grid_for(n as u64, self.parse_units_per_cta(parse_threads), 1 << 20);
         self.set_parse_carveout(parse_grid)?;
         let full = self.full.as_ref().expect("ensured above");
         // Levels, the flow and the map chase resolve without stamps, so the parse does not write them.
