@@ -96,6 +96,7 @@ typedef unsigned long long u64;
                              // `resume` and `literals_k<K>` decodes and places the literals later (seek path)
 #define MODE_SMEM 16         // flag (parse_k32 only): each warp loads its slice's LL/ML/OF tables into the
                              // dynamic shared memory the launch provides (CODE_SMEM_BYTES per warp)
+#define MODE_K1_LANES_SHIFT 8  // parse_k1: bits 8.. hold how many lanes of each warp take a unit (1 .. 32; 0 = 32)
 
 // Words of resume state per worklist entry: [0] words consumed, [1 + lane] rANS state, [33 + lane] the literal
 // a lane decoded in the last code step (or 0xFFFFFFFF).
@@ -1146,15 +1147,6 @@ __device__ void literal_phase(const Ctx& c, const Group<W>& g, u32 id, const u32
 
 // Parses worklist entries [level_begin(level), count): a group of W = K lanes per entry. Entry e's bytes go to
 // bytes + e << unit_log and its tokens to tok_off[e]. Marks each parsed unit's slot for the later levels.
-// How many lanes of each warp of a K = 1 parse take a unit (the first K1_WARP_LANES; the others idle). A K = 1
-// unit is one thread's serial rANS chain, and with few units (atha_chr1: 7,504 slices on 132 SMs) every warp is
-// alone on its scheduler: fewer units a warp spread the same units over more warps, so each warp's loads (its
-// lanes' word streams and context rows, a different slice each) are served for fewer lanes. A measurement knob:
-// the host sets it from ACEAPEX_GPU_K1_WARP_LANES (8, 16 or 32) and sizes its grids by it.
-#ifndef K1_WARP_LANES
-#define K1_WARP_LANES 32u
-#endif
-
 template <int W>
 __device__ __forceinline__ void parse_units(const Ctx& c, u32 level, u32 mode) {
     extern __shared__ uint4 dyn_smem[];
@@ -1164,12 +1156,18 @@ __device__ __forceinline__ void parse_units(const Ctx& c, u32 level, u32 mode) {
     // MODE_SMEM (W = 32 only): this warp's CodeTables in the launch's dynamic shared memory.
     CodeTables* sm = nullptr;
     if (W == 32 && (mode & MODE_SMEM)) sm = (CodeTables*)((u8*)dyn_smem + (threadIdx.x / 32) * CODE_SMEM_BYTES);
-    mode &= ~(u32)MODE_SMEM;
+    // K = 1: a unit is one thread's serial rANS chain, on the first `lanes` lanes of each warp (the others idle).
+    // With few units (atha_chr1: 7,504 slices on 132 SMs) fewer a warp spread them over more warps, one a scheduler,
+    // and each warp's loads (its lanes' word streams and context rows, another slice each) serve fewer lanes
+    // (Device::k1_launch).
+    const u32 lanes_field = (mode >> MODE_K1_LANES_SHIFT) & 63u;
+    const u32 lanes = W == 1 && lanes_field != 0 ? min(lanes_field, 32u) : 32u;
+    mode &= MODE_SMEM - 1;
     u64 loaded = ~0ull;  // the group whose tables `sm` holds
-    // Groups (units parsed at once) of the CTA, and this thread's; K = 1: the first K1_WARP_LANES lanes of a warp.
-    const u32 groups_per_cta = W == 1 ? blockDim.x / 32u * K1_WARP_LANES : blockDim.x / W;
-    const u32 in_cta = W == 1 ? threadIdx.x / 32u * K1_WARP_LANES + threadIdx.x % 32u : threadIdx.x / W;
-    const bool idle = W == 1 && threadIdx.x % 32u >= K1_WARP_LANES;
+    // Groups (units parsed at once) of the CTA, and this thread's.
+    const u32 groups_per_cta = W == 1 ? blockDim.x / 32u * lanes : blockDim.x / W;
+    const u32 in_cta = W == 1 ? threadIdx.x / 32u * lanes + threadIdx.x % 32u : threadIdx.x / W;
+    const bool idle = W == 1 && threadIdx.x % 32u >= lanes;
     const K1Tables* k1 = nullptr;
     if constexpr (W == 1) {
         // The tables of the CTA's first entry's group (see K1Tables; the grid and `end` are CTA-uniform).

@@ -47,17 +47,17 @@ fn few_ctas_carveout() -> i32 {
 }
 
 /// The K = 1 parse's CTA size as ACEAPEX_GPU_K1_CTA sets it (32, 64, 128 or 256; measurements), or 0: chosen by
-/// [`Device::parse_cta_threads`].
+/// [`Device::k1_launch`].
 fn k1_cta_knob() -> u32 {
     static THREADS: OnceLock<u32> = OnceLock::new();
     env_knob(&THREADS, "ACEAPEX_GPU_K1_CTA", 0, |t| matches!(t, 32 | 64 | 128 | 256))
 }
 
-/// Lanes of a warp that take a unit in a K = 1 parse (kernels/decode.cu `K1_WARP_LANES`): 32, or 8 or 16 as
-/// ACEAPEX_GPU_K1_WARP_LANES sets it (measurements).
-fn k1_warp_lanes() -> u32 {
+/// The lanes of each warp that take a unit in the full decode's K = 1 parse as ACEAPEX_GPU_K1_WARP_LANES sets them
+/// (1..=32; measurements), or 0: chosen by [`Device::k1_launch`].
+fn k1_lanes_knob() -> u32 {
     static LANES: OnceLock<u32> = OnceLock::new();
-    env_knob(&LANES, "ACEAPEX_GPU_K1_WARP_LANES", 32, |l| matches!(l, 8 | 16 | 32))
+    env_knob(&LANES, "ACEAPEX_GPU_K1_WARP_LANES", 0, |l| (1..=32).contains(&l))
 }
 
 /// [`K1_CTX_COPIES_LOG`], or ACEAPEX_GPU_CTX_COPIES_LOG (0..=3; measurements).
@@ -205,6 +205,8 @@ const CODE_SMEM_BYTES: u32 = 13536;
 const LIT_SMEM_BYTES: u32 = 5120;
 /// kernels/decode.cu `MODE_SMEM`: the parse loads its tables into the launch's dynamic shared memory.
 const MODE_SMEM: u32 = 16;
+/// kernels/decode.cu `MODE_K1_LANES_SHIFT`: where a K = 1 parse's mode holds the lanes a warp that take a unit.
+const MODE_K1_LANES_SHIFT: u32 = 8;
 /// Largest slice `literals_warp` buffers in shared memory (4 KiB); larger slices use `literals_k<K>`.
 const LIT_WARP_MAX_UNIT_LOG: u32 = 12;
 /// Largest request (in slices) whose literals run a warp per slice: a cold block's literal launch is the slowest
@@ -701,9 +703,6 @@ fn compile_options() -> Vec<String> {
     if ctx_copies_log() != K1_CTX_COPIES_LOG {
         options.push(format!("-DK1_CTX_COPIES_LOG={}u", ctx_copies_log()));
     }
-    if k1_warp_lanes() != 32 {
-        options.push(format!("-DK1_WARP_LANES={}u", k1_warp_lanes()));
-    }
     options
 }
 
@@ -1034,13 +1033,9 @@ impl Device {
         MAX_BATCH.min((self.seek.wl_cap as usize >> (self.block_log - self.unit_log)).max(1))
     }
 
-    /// How many units a CTA of `threads` threads of the parse kernel (`Kernels::parse`) parses at once: a group of
-    /// K lanes each, or with K = 1 one on each of the first `k1_warp_lanes()` lanes of a warp.
-    fn parse_units_per_cta(&self, threads: u32) -> u64 {
-        match self.lanes {
-            1 => (threads / 32 * k1_warp_lanes()) as u64,
-            k => (threads / k) as u64,
-        }
+    /// How many units one CTA of the parse kernel (`Kernels::parse`, launched without lane bits) parses at once.
+    fn parse_groups_per_cta(&self) -> u64 {
+        (CTA_THREADS / self.lanes) as u64
     }
 
     /// Lanes per unit of the seek's parse kernel (`Kernels::parse_seek`).
@@ -1292,7 +1287,7 @@ impl Device {
                     cfg
                 } else {
                     LaunchConfig {
-                        grid_dim: (grid_for(n as u64, self.parse_units_per_cta(CTA_THREADS), LEVEL_GRID), 1, 1),
+                        grid_dim: (grid_for(n as u64, self.parse_groups_per_cta(), LEVEL_GRID), 1, 1),
                         ..cfg
                     }
                 };
@@ -1480,24 +1475,42 @@ impl Device {
         Ok(())
     }
 
-    /// Threads a CTA of the full decode's parse of `n` units. K = 1: 64 when that still makes at most one CTA an SM
-    /// (atha_chr1's 7,504 slices: 118 CTAs on 118 SMs instead of 59 on 59, each SM's L1 and shared-memory pipe
-    /// serving two warps instead of four; H200, session 29 run 3: atha genome 1.07 -> 1.05 ms, general 1.57 ->
-    /// 1.53, fly x11 1.38 -> 1.36; 32-thread CTAs, more than one an SM, were slower), else 128.
-    /// With ACEAPEX_GPU_K1_WARP_LANES at 16 or 8 such a CTA still takes 64 units, in 128 or 256 threads.
-    fn parse_cta_threads(&self, n: u64) -> u32 {
-        match (self.lanes, k1_cta_knob()) {
-            (1, 0) if n.div_ceil(64) <= self.sm_count as u64 => 64 * 32 / k1_warp_lanes(),
-            (1, 0) => CTA_THREADS,
-            (1, t) => t,
-            _ => CTA_THREADS,
+    /// How the full decode's parse of `n` units is launched: threads a CTA, and for K = 1 the lanes of each warp
+    /// that take a unit (kernels/decode.cu `parse_units`; 32 for K > 1).
+    ///
+    /// K = 1 with few units (at most four full warps an SM): CTAs of four warps, one a scheduler, and the fewest
+    /// lanes a warp (a power of two, at least 8) that still fit the units on the SMs; a power of two, so that a
+    /// CTA's units lie in one table group (its tables in shared memory). atha_chr1's 7,504 slices: 16 a warp, 118
+    /// CTAs; fly x11's 3,768: 8, 118 CTAs. H200,
+    /// session 30 run 1, full decode against session 29's 32 lanes in 64-thread CTAs (118 CTAs, two warps an SM):
+    /// 16 lanes in 128 threads, atha genome 1.045 -> 0.921 ms, general 1.537 -> 1.29, fly x11 1.366 -> 1.203: a
+    /// warp's loads (its lanes' word streams and context rows, another slice each) serve fewer lanes, and the
+    /// stall on them falls (long scoreboard 0.66 -> 0.40 cycles an instruction, L1 hit 85.9 -> 92.5 %). Many
+    /// units: 128 threads of 32 lanes, so that the SMs hold as many as their shared memory allows.
+    fn k1_launch(&self, n: u64) -> (u32, u32) {
+        if self.lanes != 1 {
+            return (CTA_THREADS, 32);
         }
+        let sms = u64::from(self.sm_count.max(1));
+        let auto_lanes = match n <= 4 * 32 * sms {
+            true => n.div_ceil(4 * sms).next_power_of_two().clamp(8, 32) as u32,
+            false => 32,
+        };
+        let lanes = match k1_lanes_knob() {
+            0 => auto_lanes,
+            l => l,
+        };
+        let threads = match k1_cta_knob() {
+            0 => CTA_THREADS,
+            t => t,
+        };
+        (threads, lanes)
     }
 
     /// Sets the parse function's preferred shared-memory carveout for a launch of `grid` CTAs. A K = 1 parse CTA
     /// holds ~47 KB of tables, and for it the driver configures ~200 KB of shared memory (room for its occupancy),
     /// which leaves L1 ~55 KB for the word streams the CTA's threads prefetch (~1 KB each). When the grid has at
-    /// most one CTA an SM (atha_chr1's 7,504 slices are 118 CTAs, see [`Device::parse_cta_threads`]), that
+    /// most one CTA an SM (atha_chr1's 7,504 slices are 118 CTAs, see [`Device::k1_launch`]), that
     /// shared memory is never used: the 64 KB configuration leaves L1 ~190 KB. H200, session 29 run 1 (128-thread
     /// CTAs): atha genome's full decode 1.125 -> 1.078 ms, general 1.660 -> 1.571, fly x11 1.427 -> 1.387. A
     /// larger grid keeps the driver's choice (one CTA an SM would cut its occupancy to a warp a scheduler).
@@ -1577,8 +1590,8 @@ impl Device {
             stream.memset_zeros(&mut full.level).map_err(gpu("reset"))?;
             stream.memset_zeros(&mut full.level_hist).map_err(gpu("reset"))?;
         }
-        let parse_threads = self.parse_cta_threads(n as u64);
-        let parse_grid = grid_for(n as u64, self.parse_units_per_cta(parse_threads), 1 << 20);
+        let (parse_threads, k1_lanes) = self.k1_launch(n as u64);
+        let parse_grid = grid_for(n as u64, u64::from(parse_threads / 32 * k1_lanes / self.lanes), 1 << 20);
         self.set_parse_carveout(parse_grid)?;
         let full = self.full.as_ref().expect("ensured above");
         // Levels, the flow and the map chase resolve without stamps, so the parse does not write them.
@@ -1593,7 +1606,7 @@ impl Device {
             FullVariant::EntropyOnly => 1,
             FullVariant::ParseNoLiterals => 2,
             FullVariant::ParseOnly | FullVariant::Full => 0,
-        };
+        } | if self.lanes == 1 { k1_lanes << MODE_K1_LANES_SHIFT } else { 0 };
         let rounds = match resolve {
             Some(Resolve::Chase) => 1,
             Some(Resolve::Rounds) => self.max_depth + 1,
@@ -2294,6 +2307,7 @@ mod tests {
         assert_eq!(kernel_define("CODE_SMEM_BYTES"), u64::from(CODE_SMEM_BYTES));
         assert_eq!(kernel_define("LIT_SMEM_BYTES"), u64::from(LIT_SMEM_BYTES));
         assert_eq!(kernel_define("MODE_SMEM"), u64::from(MODE_SMEM));
+        assert_eq!(kernel_define("MODE_K1_LANES_SHIFT"), u64::from(MODE_K1_LANES_SHIFT));
         assert_eq!(kernel_define("TOKEN_BUCKET_LOG"), u64::from(resident::TOKEN_BUCKET_LOG));
         assert_eq!(kernel_define("CT_WORDS"), super::super::prep::CT_WORDS as u64);
         assert_eq!(kernel_define("CT_FC"), super::super::prep::CT_FC as u64);
