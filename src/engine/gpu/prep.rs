@@ -68,7 +68,7 @@ pub struct UnitMeta {
     pub total_tokens: u64,
     pub max_tokens: u64,
     /// Stream bytes that matches produce (decoded length less literals, over the units that parse): the work of
-    /// the full decode's map chase (`Resolve::Auto` in device.rs).
+    /// the full decode's map chase (`Resolve::Auto` in device/full.rs).
     pub match_bytes: u64,
 }
 

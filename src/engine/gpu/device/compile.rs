@@ -1,0 +1,85 @@
+//! The kernels' compilation: kernels/decode.cu through NVRTC, once a process, for the GPU's own architecture, its
+//! PTX kept in the kernel cache (`super::super::kernel_cache`) for the next process. The measurement knobs that
+//! change the kernel source are passed here as `-D` defines.
+
+use super::*;
+
+/// The kernel source, embedded so that the binary is self-contained.
+pub(super) const KERNEL_SOURCE: &str = include_str!("../../../../kernels/decode.cu");
+
+/// Copies of a K = 1 CTA's context model in shared memory, log2 (kernels/decode.cu `K1_CTX_COPIES_LOG`, K1Rows).
+const K1_CTX_COPIES_LOG: u32 = 3;
+
+/// [`K1_CTX_COPIES_LOG`], or ACEAPEX_GPU_CTX_COPIES_LOG (0..=3; measurements).
+fn ctx_copies_log() -> u32 {
+    static LOG: OnceLock<u32> = OnceLock::new();
+    env_knob(&LOG, "ACEAPEX_GPU_CTX_COPIES_LOG", K1_CTX_COPIES_LOG, |l| l <= 3)
+}
+
+/// The NVRTC architecture option for a compute capability (kernels need warp reductions: sm_80 or later).
+pub(super) fn arch_for(major: i32, minor: i32) -> Result<&'static str> {
+    Ok(match (major, minor) {
+        (8, 0) => "sm_80",
+        (8, 6) => "sm_86",
+        (8, 7) => "sm_87",
+        (8, 9) => "sm_89",
+        (9, 0) => "sm_90",
+        (10, 0) => "sm_100",
+        (12, 0) => "sm_120",
+        _ => {
+            return Err(Error::Gpu(format!("compute capability {major}.{minor} is not supported (need 8.x or newer)")))
+        }
+    })
+}
+
+/// NVRTC's options for the kernels.
+pub(super) fn compile_options() -> Vec<String> {
+    let mut options = vec!["-std=c++17".to_string()];
+    if resident::token_bucket_log() != resident::TOKEN_BUCKET_LOG {
+        options.push(format!("-DTOKEN_BUCKET_LOG={}", resident::token_bucket_log()));
+    }
+    if ctx_copies_log() != K1_CTX_COPIES_LOG {
+        options.push(format!("-DK1_CTX_COPIES_LOG={}u", ctx_copies_log()));
+    }
+    options
+}
+
+/// Compiles the kernels for `arch` with NVRTC, and stores the PTX in the kernel cache (best effort).
+pub(super) fn compile_fresh(arch: &'static str, cache: Option<&std::path::Path>) -> std::result::Result<Ptx, String> {
+    let opts = CompileOptions { arch: Some(arch), options: compile_options(), ..Default::default() };
+    let ptx = compile_ptx_with_opts(KERNEL_SOURCE, opts).map_err(|e| format!("NVRTC: {e}"))?;
+    if let Some(path) = cache {
+        if let Err(e) = kernel_cache::write(path, &ptx.to_src()) {
+            tracing::debug!("kernel cache: not written to {} ({e})", path.display());
+        }
+    }
+    Ok(ptx)
+}
+
+/// The kernel cache's file for `arch` (None when the cache is off or has no directory).
+pub(super) fn kernel_cache_file(arch: &str) -> Option<std::path::PathBuf> {
+    kernel_cache::default_dir().map(|dir| kernel_cache::file_for(&dir, KERNEL_SOURCE, &compile_options(), arch))
+}
+
+/// The kernels for `arch`, once per process: from the kernel cache when an intact copy is there (the second
+/// value is then true), else compiled by NVRTC (and stored for the next process).
+pub(super) fn compiled_ptx(arch: &'static str) -> Result<(Ptx, bool)> {
+    static PTX: OnceLock<std::result::Result<(&'static str, Ptx, bool), String>> = OnceLock::new();
+    let entry = PTX.get_or_init(|| {
+        let cache = kernel_cache_file(arch);
+        match cache.as_deref().and_then(kernel_cache::read) {
+            Some(src) => Ok((arch, Ptx::from_src(src), true)),
+            None => compile_fresh(arch, cache.as_deref()).map(|p| (arch, p, false)),
+        }
+    });
+    match entry {
+        Ok((a, ptx, cached)) if *a == arch => Ok((ptx.clone(), *cached)),
+        Ok((a, ..)) => Err(Error::Gpu(format!("kernels were compiled for {a}, this GPU needs {arch}"))),
+        Err(e) => Err(Error::Gpu(e.clone())),
+    }
+}
+
+/// Compiles the kernel source for `arch` without a GPU (NVRTC only): lets tests check the .cu file.
+pub fn compile_check(arch: &'static str) -> std::result::Result<usize, String> {
+    compile_fresh(arch, None).map(|p| p.to_src().len())
+}
