@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 30 device call 2: the K = 1 parse's lanes a warp as a launch parameter (Device::k1_launch, 1fd9f31). The
+# Session 30 device call 2: the K = 1 parse's lanes a warp as a launch parameter (Device::k1_launch, 1fd9f31; measured at d848f76, which also splits device.rs). The
 # default now picks four-warp CTAs with the fewest lanes a warp (power of two, >= 8) that fit the units on the SMs
 # (atha: 16 lanes, 118 CTAs; fly x11: 8 lanes, 118 CTAs). libtests engine::gpu with the default (the small test
 # archives: 8 lanes), with session 29's launch (32 lanes, 64 threads) and with 15 lanes (CTAs that straddle table

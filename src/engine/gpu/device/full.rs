@@ -485,14 +485,14 @@ impl Device {
     /// that take a unit (kernels/decode.cu `parse_units`; 32 for K > 1).
     ///
     /// K = 1 with few units (at most four full warps an SM): CTAs of four warps, one a scheduler, and the fewest
-    /// lanes a warp (a power of two, at least 8) that still fit the units on the SMs; a power of two, so that a
-    /// CTA's units lie in one table group (its tables in shared memory). atha_chr1's 7,504 slices: 16 a warp, 118
-    /// CTAs; fly x11's 3,768: 8, 118 CTAs. H200,
-    /// session 30 run 1, full decode against session 29's 32 lanes in 64-thread CTAs (118 CTAs, two warps an SM):
-    /// 16 lanes in 128 threads, atha genome 1.045 -> 0.921 ms, general 1.537 -> 1.29, fly x11 1.366 -> 1.203: a
-    /// warp's loads (its lanes' word streams and context rows, another slice each) serve fewer lanes, and the
-    /// stall on them falls (long scoreboard 0.66 -> 0.40 cycles an instruction, L1 hit 85.9 -> 92.5 %). Many
-    /// units: 128 threads of 32 lanes, so that the SMs hold as many as their shared memory allows.
+    /// lanes a warp (a power of two, at least 8) that still fit the units on the SMs, so that a warp's loads (its
+    /// lanes' word streams and context rows, another slice each) serve fewer lanes; a power of two, so that a CTA's
+    /// units lie in one table group, whose tables it holds in shared memory. atha_chr1's 7,504 slices: 16 a warp,
+    /// 118 CTAs; fly x11's 3,768: 8, 118 CTAs. H200, session 30 run 2, full decode against session 29's launch (32
+    /// lanes in 64-thread CTAs, two warps an SM): atha genome 1.05 -> 0.92 ms, general 1.54 -> 1.30, fly x11 1.36 ->
+    /// 1.11 (run 1's Nsight Compute, atha genome at 16 lanes: long-scoreboard stall 0.66 -> 0.40 cycles an
+    /// instruction, L1 hit 85.9 -> 92.5 %). 15 lanes, whose CTAs straddle table groups, took 1.40 ms. Many units:
+    /// 128 threads of 32 lanes, so that the SMs hold as many as their shared memory allows.
     fn k1_launch(&self, n: u64) -> (u32, u32) {
         if self.lanes != 1 {
             return (CTA_THREADS, 32);
