@@ -22,6 +22,9 @@ fn k1_cta_knob() -> u32 {
     env_knob(&THREADS, "ACEAPEX_GPU_K1_CTA", 0, |t| matches!(t, 32 | 64 | 128 | 256))
 }
 
+/// Lanes a warp that take a unit when a K = 1 full decode has few units ([`Device::k1_launch`]).
+const K1_FEW_LANES: u32 = 8;
+
 /// The lanes of each warp that take a unit in the full decode's K = 1 parse as ACEAPEX_GPU_K1_WARP_LANES sets them
 /// (1..=32; measurements), or 0: chosen by [`Device::k1_launch`].
 fn k1_lanes_knob() -> u32 {
@@ -484,30 +487,34 @@ impl Device {
     /// How the full decode's parse of `n` units is launched: threads a CTA, and for K = 1 the lanes of each warp
     /// that take a unit (kernels/decode.cu `parse_units`; 32 for K > 1).
     ///
-    /// K = 1 with few units (at most four full warps an SM): CTAs of four warps, one a scheduler, and the fewest
-    /// lanes a warp (a power of two, at least 8) that still fit the units on the SMs, so that a warp's loads (its
-    /// lanes' word streams and context rows, another slice each) serve fewer lanes; a power of two, so that a CTA's
-    /// units lie in one table group, whose tables it holds in shared memory. atha_chr1's 7,504 slices: 16 a warp,
-    /// 118 CTAs; fly x11's 3,768: 8, 118 CTAs. H200, session 30 run 2, full decode against session 29's launch (32
-    /// lanes in 64-thread CTAs, two warps an SM): atha genome 1.05 -> 0.92 ms, general 1.54 -> 1.30, fly x11 1.36 ->
-    /// 1.11 (run 1's Nsight Compute, atha genome at 16 lanes: long-scoreboard stall 0.66 -> 0.40 cycles an
-    /// instruction, L1 hit 85.9 -> 92.5 %). 15 lanes, whose CTAs straddle table groups, took 1.40 ms. Many units:
-    /// 128 threads of 32 lanes, so that the SMs hold as many as their shared memory allows.
+    /// K = 1 with few units (at most 64 an SM): one CTA an SM holding the fewest units, a power of two, that fit
+    /// the units on the SMs, eight lanes a warp. Fewer slices a warp, because a warp's loads (its lanes' word
+    /// streams and context rows, another slice each) then serve fewer lanes; a power of two, so that a CTA's
+    /// units lie in one table group, whose tables it holds in shared memory. atha_chr1's 7,504 slices: 64 a CTA,
+    /// 118 CTAs of eight warps; fly x11's 3,768: 32, 118 CTAs of four warps. H200, session 30 run 2, full decode
+    /// against session 29's launch (32 lanes in 64-thread CTAs, two warps an SM): atha genome 1.05 -> 0.91 ms,
+    /// general 1.54 -> 1.25, fly x11 1.36 -> 1.11; 16 lanes in four warps: 0.92, 1.30, 1.34 (fly in two-warp
+    /// CTAs); 15 lanes, whose CTAs straddle table groups, 1.40 on atha genome (run 1's Nsight Compute, atha genome
+    /// at 16 lanes against 32: long-scoreboard stall 0.66 -> 0.40 cycles an instruction, L1 hit 85.9 -> 92.5 %).
+    /// More units: 128 threads of 32 lanes, so that the SMs hold as many as their shared memory allows.
     fn k1_launch(&self, n: u64) -> (u32, u32) {
         if self.lanes != 1 {
             return (CTA_THREADS, 32);
         }
         let sms = u64::from(self.sm_count.max(1));
-        let auto_lanes = match n <= 4 * 32 * sms {
-            true => n.div_ceil(4 * sms).next_power_of_two().clamp(8, 32) as u32,
-            false => 32,
+        let (auto_threads, auto_lanes) = match n <= 64 * sms {
+            true => {
+                let units = n.div_ceil(sms).next_power_of_two().clamp(8, 64) as u32;
+                (units / K1_FEW_LANES * 32, K1_FEW_LANES)
+            }
+            false => (CTA_THREADS, 32),
         };
         let lanes = match k1_lanes_knob() {
             0 => auto_lanes,
             l => l,
         };
         let threads = match k1_cta_knob() {
-            0 => CTA_THREADS,
+            0 => auto_threads,
             t => t,
         };
         (threads, lanes)
