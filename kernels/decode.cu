@@ -94,8 +94,6 @@ typedef unsigned long long u64;
 #define MODE_NO_LITERALS 2   // entropy + token parse, literal bytes decoded but not written
 #define MODE_TOKENS 3        // entropy-decode the codes and parse the tokens only; the rANS state is saved in
                              // `resume` and `literals_k<K>` decodes and places the literals later (seek path)
-#define MODE_FULL_LINEAR 4   // K = 1 only: as MODE_FULL, but a slice's literals go to the first nlit bytes of its
-                             // unit in literal order, eight at a time; place_literals_k1 moves them to their offsets
 #define MODE_SMEM 16         // flag (parse_k32 only): each warp loads its slice's LL/ML/OF tables into the
                              // dynamic shared memory the launch provides (CODE_SMEM_BYTES per warp)
 #define MODE_K1_LANES_SHIFT 8  // parse_k1: bits 8.. hold how many lanes of each warp take a unit (1 .. 32; 0 = 32)
@@ -598,8 +596,7 @@ struct WordReader1 {
 // far (NO_SLOT: none); a word's bytes that are not literals get zeros: they belong to matches of this unit, which
 // nothing else writes during the parse and every resolution writes (or, for seeks, never reads) later. Words are
 // stored through (a word written again holds the same bytes and more), so nothing waits for a flush.
-// K1_LINEAR (MODE_FULL_LINEAR): literal l to unit offset l, whatever its token (no token walk in the chain).
-enum K1Place { K1_NONE, K1_WORDS, K1_STAMPS, K1_LINEAR };
+enum K1Place { K1_NONE, K1_WORDS, K1_STAMPS };
 struct LiteralSink1 {
     const u32* tp;
     const u32* li;
@@ -649,10 +646,6 @@ struct LiteralSink1 {
     template <K1Place P>
     __device__ __forceinline__ void put(u8* bytes, u8* stamps, u32 l, u32 sym) {
         if constexpr (P == K1_NONE) return;
-        if constexpr (P == K1_LINEAR) {
-            bytes[l] = (u8)sym;
-            return;
-        }
         const u32 o = offset(l);
         if constexpr (P == K1_STAMPS) {
             bytes[o] = (u8)sym;
@@ -666,10 +659,6 @@ struct LiteralSink1 {
     template <K1Place P>
     __device__ __forceinline__ void put8(u8* bytes, u8* stamps, u32 l, u64 v) {
         if constexpr (P == K1_NONE) return;
-        if constexpr (P == K1_LINEAR) {  // l is a multiple of 8 and a unit starts 2^unit_log-aligned
-            *(u64*)(bytes + l) = v;
-            return;
-        }
         if constexpr (P == K1_WORDS) {
             if (l + 7 < end_l) {  // then token t's run holds l (its start is at most the last literal placed + 1)
                 place(bytes, obase + l, v, 8);
@@ -811,9 +800,7 @@ __device__ __forceinline__ void literal_phase_k1(const Ctx& c, u32 id, u32* tp, 
     wr.init(c.file + payload + (m[6] & META_HDR_MASK) + 4, nwords, pos);
     LiteralSink1 sink;
     bool bad = false;
-    if (mode == MODE_FULL_LINEAR) {
-        k1_literals<K1_LINEAR>(c, id, lit_ctx, nlit, &x, wr, sink, bytes, stamps, k1, &bad);
-    } else if (mode == MODE_FULL) {
+    if (mode == MODE_FULL) {
         sink.init(tp, li, nmatch + 1, nlit);
         if (stamps) {
             k1_literals<K1_STAMPS>(c, id, lit_ctx, nlit, &x, wr, sink, bytes, stamps, k1, &bad);
@@ -1296,40 +1283,6 @@ extern "C" __global__ void literals_warp(Ctx c, u32 parsed_level) {
                 out[o + k - a] = lit[k];
                 if (stamps) stamps[o + k - a] = 1;  // a literal: depth 0
             }
-        }
-    }
-}
-
-// After a K = 1 full-decode parse with MODE_FULL_LINEAR (units of at most PLACE_MAX_UNIT bytes, every unit of the
-// stream, each at its own place): a warp a unit moves the unit's literals from its first nlit bytes, where the
-// chain wrote them in literal order, to their offsets (literal k of token t to tpos[t] + k - lidx[t]), through
-// shared memory, since an offset is never below its literal's index. The chain then stores eight literals with
-// one aligned word and no token walk (session 30). A unit whose only token starts at 0 has them in place already.
-#define PLACE_MAX_UNIT 4096
-#define PLACE_WARPS 4
-extern "C" __global__ void place_literals_k1(Ctx c, u32 n) {
-    __shared__ __align__(16) u8 buf[PLACE_WARPS][PLACE_MAX_UNIT];
-    if (failed(c)) return;
-    const u32 lane = threadIdx.x % 32u, wib = threadIdx.x / 32u;
-    u8* lit = buf[wib];
-    for (u32 id = blockIdx.x * PLACE_WARPS + wib; id < n; id += gridDim.x * PLACE_WARPS) {
-        const u32* m = c.meta + (u64)id * META_WORDS;
-        const u32 ntok = m[2] + 1, nlit = m[3];
-        const u64 tb = c.tok_off[id];
-        const u32* tp = c.tpos + tb;
-        const u32* li = c.lidx + tb;
-        if (nlit == 0 || (ntok == 1 && tp[0] == 0)) continue;  // warp-uniform
-        u8* out = c.bytes + ((u64)id << c.unit_log);
-        __syncwarp();  // the previous unit's scatter is done with the buffer
-        for (u32 k = 4u * lane; k < nlit; k += 128u) *(u32*)(lit + k) = *(const u32*)(out + k);
-        __syncwarp();
-        u32 t = 0, next = ntok > 1 ? li[1] : nlit;  // this lane's token: the last with lidx[t] <= k
-        for (u32 k = lane; k < nlit; k += 32u) {
-            while (k >= next) {
-                t++;
-                next = t + 1 < ntok ? li[t + 1] : nlit;
-            }
-            out[tp[t] + (k - li[t])] = lit[k];
         }
     }
 }

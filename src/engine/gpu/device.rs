@@ -189,8 +189,6 @@ struct Kernels {
     index_chase_tokens: CudaFunction,
     /// The full decode's resolution through the chase maps (`Resolve::Maps`).
     chase_matches: CudaFunction,
-    /// After a parse with `MODE_FULL_LINEAR`: each unit's literals from literal order to their offsets.
-    place_literals: CudaFunction,
     reset: CudaFunction,
     resolve_round: CudaFunction,
     resolve_chase: CudaFunction,
@@ -359,7 +357,6 @@ impl Device {
             index_literals: load("index_literals")?,
             index_chase_tokens: load("index_chase_tokens")?,
             chase_matches: load("chase_matches")?,
-            place_literals: load("place_literals_k1")?,
             reset: load("reset_batch")?,
             resolve_round: load("resolve_round")?,
             resolve_chase: load("resolve_chase")?,
@@ -614,9 +611,6 @@ mod tests {
         assert_eq!(kernel_define("LIT_SMEM_BYTES"), u64::from(LIT_SMEM_BYTES));
         assert_eq!(kernel_define("MODE_SMEM"), u64::from(MODE_SMEM));
         assert_eq!(kernel_define("MODE_K1_LANES_SHIFT"), u64::from(MODE_K1_LANES_SHIFT));
-        assert_eq!(kernel_define("MODE_FULL_LINEAR"), u64::from(MODE_FULL_LINEAR));
-        assert_eq!(kernel_define("PLACE_WARPS"), u64::from(PLACE_WARPS));
-        assert_eq!(kernel_define("PLACE_MAX_UNIT"), 1u64 << PLACE_MAX_UNIT_LOG);
         assert_eq!(kernel_define("TOKEN_BUCKET_LOG"), u64::from(resident::TOKEN_BUCKET_LOG));
         assert_eq!(kernel_define("CT_WORDS"), super::super::prep::CT_WORDS as u64);
         assert_eq!(kernel_define("CT_FC"), super::super::prep::CT_FC as u64);

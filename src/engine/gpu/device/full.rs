@@ -24,11 +24,6 @@ fn k1_cta_knob() -> u32 {
 
 /// Lanes a warp that take a unit when a K = 1 full decode has few units ([`Device::k1_launch`]).
 const K1_FEW_LANES: u32 = 8;
-/// kernels/decode.cu `MODE_FULL_LINEAR`, and `place_literals_k1`'s largest unit (log2 of `PLACE_MAX_UNIT`) and
-/// warps a CTA (`PLACE_WARPS`).
-pub(super) const MODE_FULL_LINEAR: u32 = 4;
-pub(super) const PLACE_MAX_UNIT_LOG: u32 = 12;
-pub(super) const PLACE_WARPS: u32 = 4;
 
 /// The lanes of each warp that take a unit in the full decode's K = 1 parse as ACEAPEX_GPU_K1_WARP_LANES sets them
 /// (1..=32; measurements), or 0: chosen by [`Device::k1_launch`].
@@ -507,7 +502,7 @@ impl Device {
             return (CTA_THREADS, 32);
         }
         let sms = u64::from(self.sm_count.max(1));
-        let (auto_threads, auto_lanes) = match self.k1_few_units(n) {
+        let (auto_threads, auto_lanes) = match n <= 64 * sms {
             true => {
                 let units = n.div_ceil(sms).next_power_of_two().clamp(8, 64) as u32;
                 (units / K1_FEW_LANES * 32, K1_FEW_LANES)
@@ -523,21 +518,6 @@ impl Device {
             t => t,
         };
         (threads, lanes)
-    }
-
-    /// Whether a K = 1 full decode of `n` units counts as few: at most 64 an SM ([`Device::k1_launch`]).
-    fn k1_few_units(&self, n: u64) -> bool {
-        self.lanes == 1 && n <= 64 * u64::from(self.sm_count.max(1))
-    }
-
-    /// Whether the full decode's parse of `n` units writes its literals in literal order and `place_literals_k1`
-    /// moves them to their offsets (kernels/decode.cu `MODE_FULL_LINEAR`): K = 1 with few units of at most 4 KiB,
-    /// when the parse writes no stamps. The chain then stores eight literals a word with no token walk.
-    /// ACEAPEX_GPU_K1_LINEAR=0 turns it off (measurements).
-    fn k1_linear_literals(&self, n: u64, stamps: bool) -> bool {
-        static KNOB: OnceLock<u32> = OnceLock::new();
-        let on = env_knob(&KNOB, "ACEAPEX_GPU_K1_LINEAR", 1, |v| v <= 1) == 1;
-        on && !stamps && self.k1_few_units(n) && self.unit_log <= PLACE_MAX_UNIT_LOG
     }
 
     /// Sets the parse function's preferred shared-memory carveout for a launch of `grid` CTAs. A K = 1 parse CTA
@@ -628,9 +608,7 @@ impl Device {
         self.set_parse_carveout(parse_grid)?;
         let full = self.full.as_ref().expect("ensured above");
         // Levels, the flow and the map chase resolve without stamps, so the parse does not write them.
-        let stamps = variant == FullVariant::Full && !levels && !flow && map_chase.is_none();
-        let c = self.full_ctx(full, stamps);
-        let linear = self.k1_linear_literals(n as u64, stamps);
+        let c = self.full_ctx(full, variant == FullVariant::Full && !levels && !flow && map_chase.is_none());
         let lists: Vec<u64> = full.lists.iter().map(|l| self.ptr(l)).collect();
         let trim = u32::from(self.resolve_trim);
         let counts_ptr = self.ptr(&full.list_counts);
@@ -640,7 +618,6 @@ impl Device {
         let mode: u32 = match variant {
             FullVariant::EntropyOnly => 1,
             FullVariant::ParseNoLiterals => 2,
-            FullVariant::ParseOnly | FullVariant::Full if linear => MODE_FULL_LINEAR,
             FullVariant::ParseOnly | FullVariant::Full => 0,
         } | if self.lanes == 1 { k1_lanes << MODE_K1_LANES_SHIFT } else { 0 };
         let rounds = match resolve {
@@ -658,8 +635,7 @@ impl Device {
             None => None,
         };
         self.events.0.record(&stream).map_err(gpu("event"))?;
-        // SAFETY: arguments match parse_k<K>(Ctx, u32, u32), place_literals_k1(Ctx, u32) (n: every unit, each
-        // with its own 2^unit_log bytes, unit_log <= 12), resolve_round(Ctx, u32, u32*, u32, u32, u64*, u64*,
+        // SAFETY: arguments match parse_k<K>(Ctx, u32, u32), resolve_round(Ctx, u32, u32*, u32, u32, u64*, u64*,
         // u64*, u64*, u32*, u32, u32), index_tokens(Ctx, u32*), resolve_chase(Ctx, u64*, u64*, u32*, u32,
         // const u32*) and chase_matches(Ctx, const u32*, const u32*, const uint4*); `c` points at the full-decode
         // buffers sized for all units and tokens (tok_off is their exact prefix sum), the four lists hold every
@@ -678,19 +654,6 @@ impl Device {
                 .arg(&mode)
                 .launch(LaunchConfig { block_dim: (parse_threads, 1, 1), ..cfg })
                 .map_err(gpu("parse launch"))?;
-            if linear {
-                let place = LaunchConfig {
-                    grid_dim: (grid_for(n as u64, u64::from(PLACE_WARPS), 1 << 20), 1, 1),
-                    block_dim: (PLACE_WARPS * 32, 1, 1),
-                    shared_mem_bytes: 0,
-                };
-                stream
-                    .launch_builder(&self.kernels.place_literals)
-                    .arg(&c)
-                    .arg(&n)
-                    .launch(place)
-                    .map_err(gpu("place literals"))?;
-            }
             if let Some(event) = &resolve_start {
                 event.record(&stream).map_err(gpu("event"))?;
             }
