@@ -1157,9 +1157,8 @@ __device__ __forceinline__ void parse_units(const Ctx& c, u32 level, u32 mode) {
     CodeTables* sm = nullptr;
     if (W == 32 && (mode & MODE_SMEM)) sm = (CodeTables*)((u8*)dyn_smem + (threadIdx.x / 32) * CODE_SMEM_BYTES);
     // K = 1: a unit is one thread's serial rANS chain, on the first `lanes` lanes of each warp (the others idle).
-    // With few units (atha_chr1: 7,504 slices on 132 SMs) fewer a warp spread them over more warps, one a scheduler,
-    // and each warp's loads (its lanes' word streams and context rows, another slice each) serve fewer lanes
-    // (Device::k1_launch).
+    // With few units (atha_chr1: 7,504 slices on 132 SMs) fewer a warp spread them over more warps, and each warp's
+    // loads (its lanes' word streams and context rows, another slice each) serve fewer lanes (Device::k1_launch).
     const u32 lanes_field = (mode >> MODE_K1_LANES_SHIFT) & 63u;
     const u32 lanes = W == 1 && lanes_field != 0 ? min(lanes_field, 32u) : 32u;
     mode &= MODE_SMEM - 1;
