@@ -587,6 +587,78 @@ struct WordReader1 {
         c2 = ld_if(p, move, c2);
         p += move ? 1 : 0;
     }
+    __device__ __forceinline__ void refill() {}  // its loads run ahead by themselves (see WordRing1)
+    __device__ __forceinline__ u32 taken_words() const { return taken; }
+};
+
+// Shared-memory loads and stores at shared window addresses (volatile: the ring below is written and read by the
+// same thread, and these keep their order).
+__device__ __forceinline__ u32 lds16(u32 a) {
+    unsigned short v;
+    asm volatile("ld.shared.u16 %0, [%1];" : "=h"(v) : "r"(a));
+    return v;
+}
+__device__ __forceinline__ void sts32(u32 a, u32 v) { asm volatile("st.shared.u32 [%0], %1;" ::"r"(a), "r"(v) : "memory"); }
+
+// The rANS word stream of one K = 1 slice staged in a ring of K1_RING_WORDS words in shared memory (the staged
+// K = 1 parse, parse_k1_staged): a renormalisation is a compare, a PRMT, an add and the next word's shared load
+// (~5 instructions), where WordReader1's aligned-word window took ~19 a literal and its global loads stalled the
+// chain (long scoreboard, 0.40 of 3.2 cycles an instruction, session 30 run 1). The ring is filled half a ring at
+// a time from the global stream, aligned 32-bit words funnel-shifted to the stream's byte offset; `refill`, called
+// every eight literals (which take at most eight words), keeps at least half a ring staged ahead. The ring is
+// aligned to its size, so a word's address is one LOP3. Words past the stream stage as zeros (aligned words wholly
+// past it are not loaded, as in WordReader1), and a stream that takes more words than it has reads whatever the
+// ring holds: `taken` exceeding the stream's words refuses the slice after the loop, as with WordReader1.
+#define K1_RING_WORDS 512u
+#define K1_RING_BYTES (2u * K1_RING_WORDS)
+struct WordRing1 {
+    const u32* src;  // the aligned global word holding the first byte of the next word to stage
+    const u32* end;  // the first aligned word wholly past the stream: it and those after it are not loaded
+    u32 shift;       // 8 x the stream's byte offset in an aligned word
+    u32 ring;        // shared window address of the ring (aligned to K1_RING_BYTES)
+    u32 at;          // 2 x words taken: the next word's byte offset in the ring, unwrapped
+    u32 w;           // the next word (ring byte offset at % K1_RING_BYTES)
+    u32 staged;      // words staged (unwrapped)
+    u32 avail;       // words the stream has from where staging started
+
+    // Stages the next K1_RING_WORDS / 2 words into the half of the ring they map to.
+    __device__ __forceinline__ void stage() {
+        const u32 dst = ring + 2u * (staged % K1_RING_WORDS);
+        u32 cur = src < end ? __ldg(src) : 0u;
+#pragma unroll 8
+        for (u32 q = 0; q < K1_RING_WORDS / 4; q++) {
+            const u32* a = src + q + 1;
+            const u32 next = a < end ? __ldg(a) : 0u;
+            sts32(dst + 4u * q, __funnelshift_r(cur, next, shift));
+            cur = next;
+        }
+        src += K1_RING_WORDS / 4;
+        staged += K1_RING_WORDS / 2;
+    }
+    __device__ __forceinline__ void init(const u8* words, u32 nwords, u32 pos, u32 ring_) {
+        const u8* a = words + 2ull * pos;
+        src = (const u32*)((u64)a & ~3ull);
+        end = (const u32*)(((u64)(words + 2ull * nwords) + 3) & ~3ull);
+        shift = 8u * (u32)((u64)a & 3u);
+        ring = ring_;
+        avail = nwords > pos ? nwords - pos : 0u;
+        staged = 0;
+        stage();
+        if (avail > K1_RING_WORDS / 2) stage();
+        at = 0;
+        w = lds16(ring);
+    }
+    // Keeps half a ring staged ahead of the next word (the half behind it is taken, so it can be overwritten).
+    __device__ __forceinline__ void refill() {
+        if (staged < avail && at / 2u + K1_RING_WORDS / 2 >= staged) stage();
+    }
+    __device__ __forceinline__ void renorm(u32* x) {
+        const bool need = *x < 65536u;
+        *x = need ? __byte_perm(*x, w, 0x1054u) : *x;
+        at += need ? 2u : 0u;
+        w = lds16(ring | (at & (K1_RING_BYTES - 2u)));
+    }
+    __device__ __forceinline__ u32 taken_words() const { return at / 2u; }
 };
 
 // Where a K = 1 slice's literals go: literal l to unit offset obase + l while l < end_l (token t's run), the next
@@ -678,9 +750,9 @@ struct LiteralSink1 {
 // One context-coded literal (FORMAT.md §3.5) of a K = 1 slice: the base `x` selects in row `e` of context `ctx`,
 // then `e` becomes the row of the next context. SMEM: the model's rows are in shared memory, this lane's copy at
 // `sr` (see K1Rows: the four successor rows are two 16-byte loads); else at T, in global memory.
-template <bool SMEM>
+template <bool SMEM, class WR>
 __device__ __forceinline__ u32 k1_context_step(const uint2* T, const K1Rows& sr, u32 mask, u32& x, u32& ctx,
-                                               uint2& e, WordReader1& wr) {
+                                               uint2& e, WR& wr) {
     const u32 nb = (ctx << 2) & mask;  // the successors' rows: nb .. nb + 3 (mask = 4^k - 1, k >= 1)
     uint2 r0, r1, r2, r3;
     if constexpr (SMEM) {
@@ -715,8 +787,8 @@ __device__ __forceinline__ u32 acgt4(u32 sel) { return __byte_perm(0x54474341u, 
 // Context-coded literals of a K = 1 slice (`T` the model's rows, shared or global memory; the context starts at
 // 0), eight at a time: the bases gather into a PRMT selector (an IMAD a literal) and go out as one 8-byte piece,
 // so the token walk and the word merging are once every eight literals, not in every step of the chain.
-template <bool SMEM, K1Place P>
-__device__ __forceinline__ void k1_context_literals(const uint2* T, u32 mask, u32 nlit, u32* xp, WordReader1& wr,
+template <bool SMEM, K1Place P, class WR>
+__device__ __forceinline__ void k1_context_literals(const uint2* T, u32 mask, u32 nlit, u32* xp, WR& wr,
                                                     LiteralSink1& sink, u8* bytes, u8* stamps) {
     u32 x = *xp, ctx = 0;
     uint2 e = T[0];  // row 0 (in shared memory the first 8 bytes of copy 0)
@@ -731,6 +803,7 @@ __device__ __forceinline__ void k1_context_literals(const uint2* T, u32 mask, u3
     }
     u32 l = 0;
     for (; l + 8 <= nlit; l += 8) {
+        wr.refill();
         u32 sel = 0;
 #pragma unroll
         for (u32 k = 0; k < 8; k++) sel |= k1_context_step<SMEM>(T, sr, mask, x, ctx, e, wr) << (4 * k);
@@ -742,7 +815,8 @@ __device__ __forceinline__ void k1_context_literals(const uint2* T, u32 mask, u3
 
 // One LIT-table literal of a K = 1 slice (`L` the group's 4096 slot entries, dtab layout, shared or global): its
 // byte. A slot with no symbol sets `bad` and decodes on as if it had one (the slice is refused after the loop).
-__device__ __forceinline__ u32 k1_table_step(const u32* L, u32& x, WordReader1& wr, bool& bad) {
+template <class WR>
+__device__ __forceinline__ u32 k1_table_step(const u32* L, u32& x, WR& wr, bool& bad) {
     const u32 slot = x & 4095u;
     const u32 e = L[slot];
     bad |= e == 0xFFFFFFFFu;
@@ -752,13 +826,14 @@ __device__ __forceinline__ u32 k1_table_step(const u32* L, u32& x, WordReader1& 
 }
 
 // LIT-table literals of a K = 1 slice, eight at a time as in k1_context_literals.
-template <K1Place P>
-__device__ __forceinline__ void k1_table_literals(const u32* L, u32 nlit, u32* xp, WordReader1& wr,
-                                                  LiteralSink1& sink, u8* bytes, u8* stamps, bool* bad) {
+template <K1Place P, class WR>
+__device__ __forceinline__ void k1_table_literals(const u32* L, u32 nlit, u32* xp, WR& wr, LiteralSink1& sink,
+                                                  u8* bytes, u8* stamps, bool* bad) {
     u32 x = *xp;
     bool b = false;
     u32 l = 0;
     for (; l + 8 <= nlit; l += 8) {
+        wr.refill();
         u64 v = 0;
 #pragma unroll
         for (u32 k = 0; k < 8; k++) v |= (u64)k1_table_step(L, x, wr, b) << (8 * k);
@@ -769,8 +844,8 @@ __device__ __forceinline__ void k1_table_literals(const u32* L, u32 nlit, u32* x
     *xp = x;
 }
 
-template <K1Place P>
-__device__ __forceinline__ void k1_literals(const Ctx& c, u32 id, bool lit_ctx, u32 nlit, u32* x, WordReader1& wr,
+template <K1Place P, class WR>
+__device__ __forceinline__ void k1_literals(const Ctx& c, u32 id, bool lit_ctx, u32 nlit, u32* x, WR& wr,
                                             LiteralSink1& sink, u8* bytes, u8* stamps, const K1Tables* k1, bool* bad) {
     const u64 grp = id >> c.group_shift;
     const bool local = k1 != nullptr && k1->group == grp;
@@ -787,17 +862,16 @@ __device__ __forceinline__ void k1_literals(const Ctx& c, u32 id, bool lit_ctx, 
 }
 
 // The literal phase of a K = 1 slice (symbols [3 nmatch + 1, N) of its stream, from the state `x` and word
-// position `pos` the code phase left; with K = 1 the code phase takes no literal): each literal to its unit offset
-// in `bytes` (mode MODE_FULL), or decoded only (MODE_NO_LITERALS, MODE_ENTROPY_ONLY, which also leaves the token
-// arrays alone); then the end-of-stream checks.
-__device__ __forceinline__ void literal_phase_k1(const Ctx& c, u32 id, u32* tp, const u32* li, u8* bytes, u8* stamps,
-                                                  u32 mode, u32 x, u32 pos, const K1Tables* k1) {
+// position `pos` the code phase left; with K = 1 the code phase takes no literal), its word stream read through
+// `wr`: each literal to its unit offset in `bytes` (mode MODE_FULL), or decoded only (MODE_NO_LITERALS,
+// MODE_ENTROPY_ONLY, which also leaves the token arrays alone); then the end-of-stream checks.
+template <class WR>
+__device__ __forceinline__ void literal_phase_k1_with(const Ctx& c, u32 id, u32* tp, const u32* li, u8* bytes,
+                                                       u8* stamps, u32 mode, u32 x, u32 pos, const K1Tables* k1,
+                                                       WR& wr) {
     const u32* m = c.meta + (u64)id * META_WORDS;
     const u32 nmatch = m[2], nlit = m[3], nwords = m[4];
-    const u64 payload = (u64)m[0] | ((u64)m[1] << 32);
     const bool lit_ctx = (m[6] & META_CTX) != 0;
-    WordReader1 wr;
-    wr.init(c.file + payload + (m[6] & META_HDR_MASK) + 4, nwords, pos);
     LiteralSink1 sink;
     bool bad = false;
     if (mode == MODE_FULL) {
@@ -809,11 +883,31 @@ __device__ __forceinline__ void literal_phase_k1(const Ctx& c, u32 id, u32* tp, 
         }
     } else {
         k1_literals<K1_NONE>(c, id, lit_ctx, nlit, &x, wr, sink, bytes, stamps, k1, &bad);
-        if (mode == MODE_ENTROPY_ONLY) tp[0] = wr.taken;  // a visible result: the decode is not dead code
+        if (mode == MODE_ENTROPY_ONLY) tp[0] = wr.taken_words();  // a visible result: the decode is not dead code
     }
     // More words taken than the stream holds (they read as 0) is a stream that ran out.
-    bad |= wr.taken > nwords - pos;
-    if (bad || x != 65536u || wr.taken != nwords - pos) report(c.status, bad ? E_WORDS : E_FINAL, id);
+    const u32 taken = wr.taken_words();
+    bad |= taken > nwords - pos;
+    if (bad || x != 65536u || taken != nwords - pos) report(c.status, bad ? E_WORDS : E_FINAL, id);
+}
+
+// The literal phase of a K = 1 slice (see literal_phase_k1_with): STAGED, its words through a WordRing1 at shared
+// window address `ring` (parse_k1_staged), else through a WordReader1.
+template <bool STAGED = false>
+__device__ __forceinline__ void literal_phase_k1(const Ctx& c, u32 id, u32* tp, const u32* li, u8* bytes, u8* stamps,
+                                                  u32 mode, u32 x, u32 pos, const K1Tables* k1, u32 ring = 0) {
+    const u32* m = c.meta + (u64)id * META_WORDS;
+    const u64 payload = (u64)m[0] | ((u64)m[1] << 32);
+    const u8* words = c.file + payload + (m[6] & META_HDR_MASK) + 4;
+    if constexpr (STAGED) {
+        WordRing1 wr;
+        wr.init(words, m[4], pos, ring);
+        literal_phase_k1_with(c, id, tp, li, bytes, stamps, mode, x, pos, k1, wr);
+    } else {
+        WordReader1 wr;
+        wr.init(words, m[4], pos);
+        literal_phase_k1_with(c, id, tp, li, bytes, stamps, mode, x, pos, k1, wr);
+    }
 }
 
 template <int W>
@@ -823,9 +917,11 @@ __device__ void literal_phase(const Ctx& c, const Group<W>& g, u32 id, const u32
 // One group of W = K lanes decodes one unit (slice): rANS (a lane per interleaved state), token parse by group
 // prefix sums, then (unless `mode` is MODE_TOKENS, which saves the rANS state in `resume` instead) the literals to
 // their unit offsets in `bytes` (a unit-local buffer of 2^unit_log bytes).
-template <int W>
+// STAGED (W = 1, parse_k1_staged): the literal phase reads the word stream through a WordRing1 at shared window
+// address `ring`.
+template <int W, bool STAGED = false>
 __device__ void parse_one(const Ctx& c, const Group<W>& g, u32 id, u64 tok_base, u8* bytes, u8* stamps, u32 mode,
-                          u32* resume, const CodeTables* sm, const K1Tables* k1 = nullptr) {
+                          u32* resume, const CodeTables* sm, const K1Tables* k1 = nullptr, u32 ring = 0) {
     const u8* file = c.file;
     u64* status = c.status;
     const u32 lane = g.lane;
@@ -932,7 +1028,7 @@ __device__ void parse_one(const Ctx& c, const Group<W>& g, u32 id, u64 tok_base,
     }
     if constexpr (W == 1) {
         if (mode == MODE_ENTROPY_ONLY) {
-            literal_phase_k1(c, id, tp, li, bytes, stamps, mode, x, ww.pos, k1);
+            literal_phase_k1<STAGED>(c, id, tp, li, bytes, stamps, mode, x, ww.pos, k1, ring);
             return;
         }
     }
@@ -1050,7 +1146,7 @@ __device__ void parse_one(const Ctx& c, const Group<W>& g, u32 id, u64 tok_base,
         return;
     }
     g.sync();
-    if constexpr (W == 1) literal_phase_k1(c, id, tp, li, bytes, stamps, mode, x, ww.pos, k1);
+    if constexpr (W == 1) literal_phase_k1<STAGED>(c, id, tp, li, bytes, stamps, mode, x, ww.pos, k1, ring);
     else literal_phase<W>(c, g, id, tp, li, bytes, stamps, mode, x, ww, pending);
 }
 
@@ -1147,7 +1243,10 @@ __device__ void literal_phase(const Ctx& c, const Group<W>& g, u32 id, const u32
 
 // Parses worklist entries [level_begin(level), count): a group of W = K lanes per entry. Entry e's bytes go to
 // bytes + e << unit_log and its tokens to tok_off[e]. Marks each parsed unit's slot for the later levels.
-template <int W>
+// STAGED (W = 1, parse_k1_staged): each unit of the CTA gets a ring of K1_RING_BYTES in the launch's dynamic shared
+// memory for its word stream (the launch gives (units a CTA + 1) x K1_RING_BYTES: the rings are aligned to their
+// size), see WordRing1.
+template <int W, bool STAGED = false>
 __device__ __forceinline__ void parse_units(const Ctx& c, u32 level, u32 mode) {
     extern __shared__ uint4 dyn_smem[];
     const u32 begin = *level_begin(c, level);
@@ -1177,6 +1276,11 @@ __device__ __forceinline__ void parse_units(const Ctx& c, u32 level, u32 mode) {
         __syncthreads();
         k1 = &k1s;
     }
+    u32 ring = 0;
+    if constexpr (STAGED) {
+        const u32 base = (u32)__cvta_generic_to_shared(dyn_smem);
+        ring = ((base + K1_RING_BYTES - 1) & ~(K1_RING_BYTES - 1)) + in_cta * K1_RING_BYTES;
+    }
     const Group<W> g;
     const u32 group = blockIdx.x * groups_per_cta + in_cta;
     const u32 ngroups = gridDim.x * groups_per_cta;
@@ -1193,7 +1297,8 @@ __device__ __forceinline__ void parse_units(const Ctx& c, u32 level, u32 mode) {
         const u64 slot = c.slot_of_unit ? e : id;
         u8* stamps = c.stamps ? c.stamps + (slot << c.unit_log) : nullptr;
         u32* resume = c.resume ? c.resume + (u64)e * RESUME_WORDS : nullptr;
-        parse_one<W>(c, g, id, c.tok_off[slot], c.bytes + (slot << c.unit_log), stamps, mode, resume, sm, k1);
+        parse_one<W, STAGED>(c, g, id, c.tok_off[slot], c.bytes + (slot << c.unit_log), stamps, mode, resume, sm, k1,
+                             ring);
         if (g.lane == 0 && c.slot_of_unit) c.slot_of_unit[id] = e;
     }
 }
@@ -1325,6 +1430,9 @@ __device__ __forceinline__ void literal_units(const Ctx& c, u32 parsed_level) {
 
 // One entry point per lane count K (the host loads the one its archive's header names).
 extern "C" __global__ void parse_k1(Ctx c, u32 level, u32 mode) { parse_units<1>(c, level, mode); }
+// K = 1 with the word streams staged in shared memory (WordRing1): the full decode's launch of few units
+// (Device::k1_launch), which has the shared memory for a ring a unit.
+extern "C" __global__ void parse_k1_staged(Ctx c, u32 level, u32 mode) { parse_units<1, true>(c, level, mode); }
 extern "C" __global__ void parse_k2(Ctx c, u32 level, u32 mode) { parse_units<2>(c, level, mode); }
 extern "C" __global__ void parse_k4(Ctx c, u32 level, u32 mode) { parse_units<4>(c, level, mode); }
 extern "C" __global__ void parse_k8(Ctx c, u32 level, u32 mode) { parse_units<8>(c, level, mode); }

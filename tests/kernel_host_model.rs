@@ -105,6 +105,19 @@ fn word_reader_takes_every_word_at_every_alignment() {
     run_harness("word_reader", &host_loads(cut(&src, "struct WordReader1 {", "struct WordReader1 {")));
 }
 
+/// The staged word stream (`lds16`, `sts32` and `WordRing1`), its shared accesses on the harness's buffer.
+fn ring_text(src: &str) -> String {
+    let text = cut(src, "// Shared-memory loads and stores at shared window", "struct WordRing1 {");
+    let text = host_asm(text, "asm volatile(\"ld.shared.u16", "memcpy(&v, host_shared(a, 2), 2);");
+    host_asm(text, "asm volatile(\"st.shared.u32", "memcpy(host_shared(a, 4), &v, 4);")
+}
+
+#[test]
+fn word_ring_stages_every_word_and_stays_in_its_ring() {
+    let src = kernel_source();
+    run_harness("word_ring", &ring_text(&src));
+}
+
 #[test]
 fn literal_sink_places_every_literal_and_nothing_past_its_unit() {
     let src = kernel_source();
@@ -201,6 +214,7 @@ fn chain_input() -> Vec<u8> {
 fn chain_text(src: &str, extra: &[(&str, &str)]) -> String {
     let mut parts = vec![
         host_loads(cut(src, "struct WordReader1 {", "struct WordReader1 {")),
+        ring_text(src),
         cut(src, "enum K1Place {", "struct LiteralSink1 {"),
         cut_line(src, "#define K1_CTX_ORDER"),
         cut_line(src, "#define K1_CTX_ROWS"),

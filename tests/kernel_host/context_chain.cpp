@@ -38,43 +38,61 @@ int main(int argc, char** argv) {
         for (auto& b : bases) b = (u8)rd(f);
         const u32 unit = rd(f);
         // The global-memory path, then (for a model that fits) the shared-memory path as each lane of a
-        // quarter-warp runs it: its own copy of the model in the layout load_k1_tables writes.
+        // quarter-warp runs it: its own copy of the model in the layout load_k1_tables writes. Each with the words
+        // read by WordReader1 and staged by WordRing1 (its ring after the model's copies, as a CTA's rings lie
+        // after its tables).
         const u32 order = (32u - __clz(mask)) / 2u;
-        std::vector<uint4> smem(K1_CTX_ROWS / 2);
+        const u32 ring = K1_CTX_ROWS * 8;
+        std::vector<uint4> smem((ring + K1_RING_BYTES) / 16);
+        host_smem = (u8*)smem.data();
+        host_smem_len = ring + K1_RING_BYTES;
         if (order <= K1_CTX_ORDER) {
             const u32 rlog = k1_ctx_copies_log(order);
             for (u32 i = 0; i < (1u << (2 * order - 1 + rlog)); i++)
                 smem[i] = k1_ctx_piece((const uint2*)rows.data(), i, rlog);
-            host_smem = (u8*)smem.data();
         }
         for (int lane = -1; lane < (order <= K1_CTX_ORDER ? 8 : 0); lane++) {
-            std::vector<u8> out(unit + 16, 0xEE);
-            WordReader1 wr;
-            wr.init(words, nwords, 0);
-            LiteralSink1 sink;
-            sink.init(tp.data(), li.data(), ntok, nlit);
-            u32 x = state;
-            if (lane < 0) {
-                k1_context_literals<false, K1_WORDS>((const uint2*)rows.data(), mask, nlit, &x, wr, sink,
-                                                     out.data(), nullptr);
-            } else {
-                threadIdx.x = (u32)lane;
-                k1_context_literals<true, K1_WORDS>((const uint2*)smem.data(), mask, nlit, &x, wr, sink,
-                                                    out.data(), nullptr);
-            }
-            if (x != 65536u || wr.taken != nwords) {
-                printf("FAIL: case %u lane %d: %u literals: final state %x (want 10000), %u of %u words taken\n", c,
-                       lane, nlit, x, wr.taken, nwords);
-                return 1;
-            }
-            for (u32 t = 0; t < ntok; t++) {
-                const u32 end = t + 1 < ntok ? li[t + 1] : nlit;
-                for (u32 l = li[t]; l < end; l++) {
-                    const u8 got = out[tp[t] + l - li[t]], want = (u8)"ACGT"[bases[l]];
-                    if (got != want) {
-                        printf("FAIL: case %u lane %d: literal %u (token %u) at offset %u is %c, want %c\n", c,
-                               lane, l, t, tp[t] + l - li[t], got, want);
-                        return 1;
+            for (int staged = 0; staged < 2; staged++) {
+                std::vector<u8> out(unit + 16, 0xEE);
+                LiteralSink1 sink;
+                sink.init(tp.data(), li.data(), ntok, nlit);
+                u32 x = state, taken = 0;
+                auto decode = [&](auto& wr) {
+                    if (lane < 0) {
+                        k1_context_literals<false, K1_WORDS>((const uint2*)rows.data(), mask, nlit, &x, wr, sink,
+                                                             out.data(), nullptr);
+                    } else {
+                        threadIdx.x = (u32)lane;
+                        k1_context_literals<true, K1_WORDS>((const uint2*)smem.data(), mask, nlit, &x, wr, sink,
+                                                            out.data(), nullptr);
+                    }
+                    taken = wr.taken_words();
+                };
+                if (staged) {
+                    WordRing1 wr;
+                    wr.init(words, nwords, 0, ring);
+                    decode(wr);
+                } else {
+                    WordReader1 wr;
+                    wr.init(words, nwords, 0);
+                    decode(wr);
+                }
+                if (x != 65536u || taken != nwords) {
+                    printf("FAIL: case %u lane %d staged %d: %u literals: final state %x (want 10000), %u of %u words "
+                           "taken\n",
+                           c, lane, staged, nlit, x, taken, nwords);
+                    return 1;
+                }
+                for (u32 t = 0; t < ntok; t++) {
+                    const u32 end = t + 1 < ntok ? li[t + 1] : nlit;
+                    for (u32 l = li[t]; l < end; l++) {
+                        const u8 got = out[tp[t] + l - li[t]], want = (u8)"ACGT"[bases[l]];
+                        if (got != want) {
+                            printf("FAIL: case %u lane %d staged %d: literal %u (token %u) at offset %u is %c, want "
+                                   "%c\n",
+                                   c, lane, staged, l, t, tp[t] + l - li[t], got, want);
+                            return 1;
+                        }
                     }
                 }
             }

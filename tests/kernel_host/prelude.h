@@ -47,6 +47,20 @@ struct uint4 {
 static inline uint2 make_uint2(u32 x, u32 y) { return uint2{x, y}; }
 static inline uint4 make_uint4(u32 x, u32 y, u32 z, u32 w) { return uint4{x, y, z, w}; }
 [[maybe_unused]] static u8* host_smem = nullptr;
+[[maybe_unused]] static size_t host_smem_len = 0;  // bytes at host_smem: an access past them fails the harness
+// A shared access of `n` bytes at window address `a`, checked against host_smem_len.
+[[maybe_unused]] static u8* host_shared(u32 a, u32 n) {
+    if ((size_t)a + n > host_smem_len) {
+        printf("FAIL: shared access at %u (+%u) past the %zu bytes of shared memory\n", a, n, host_smem_len);
+        exit(1);
+    }
+    return host_smem + a;
+}
+template <class T>
+static inline T __ldg(const T* p) {
+    return *p;
+}
+static inline u32 __funnelshift_r(u32 lo, u32 hi, u32 s) { return (u32)((((u64)hi << 32) | lo) >> (s & 31)); }
 static inline size_t __cvta_generic_to_shared(const void* p) { return (size_t)((const u8*)p - host_smem); }
 static inline u32 __clz(u32 v) { return v ? (u32)__builtin_clz(v) : 32u; }
 struct Dim3 {

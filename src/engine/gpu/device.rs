@@ -174,6 +174,9 @@ unsafe impl DeviceRepr for KernelCtx {}
 
 struct Kernels {
     parse: CudaFunction,
+    /// K = 1 archives: the parse with the word streams staged in shared memory (`parse_k1_staged`), which the full
+    /// decode of few units runs (see `Device::k1_staged`).
+    parse_staged: Option<CudaFunction>,
     /// The seek's token levels: a whole warp per slice whatever K is (`parse_k32` runs K of its lanes' rANS
     /// states and uses all 32 for the token parse), unless ACEAPEX_GPU_SEEK_GROUP=1 asks for the K-lane group.
     parse_seek: CudaFunction,
@@ -342,6 +345,10 @@ impl Device {
         let load = |n: &str| module.load_function(n).map_err(gpu("kernel missing"));
         let kernels = Kernels {
             parse: load(&format!("parse_k{}", data.header.rans_lanes))?,
+            parse_staged: match data.header.rans_lanes {
+                1 => Some(load("parse_k1_staged")?),
+                _ => None,
+            },
             parse_seek: if std::env::var_os("ACEAPEX_GPU_SEEK_GROUP").is_some() {
                 load(&format!("parse_k{}", data.header.rans_lanes))?
             } else {
@@ -391,6 +398,9 @@ impl Device {
                 (CODE_SMEM_BYTES * (CTA_THREADS / 32)) as i32,
             )
             .map_err(gpu("shared memory attribute"))?;
+        if let Some(staged) = &kernels.parse_staged {
+            full::prepare_staged_parse(&ctx, staged)?;
+        }
         let nunits = data.global_slice_count();
         if nunits > u32::MAX as u64 / 2 {
             return Err(Error::Gpu("too many slices for the GPU engine".into()));

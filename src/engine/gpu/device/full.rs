@@ -32,6 +32,39 @@ fn k1_lanes_knob() -> u32 {
     env_knob(&LANES, "ACEAPEX_GPU_K1_WARP_LANES", 0, |l| (1..=32).contains(&l))
 }
 
+/// Bytes of shared memory a unit's word-stream ring takes in `parse_k1_staged` (kernel K1_RING_BYTES); a launch
+/// gives (units a CTA + 1) rings' worth, since the kernel aligns the rings to their size.
+const K1_RING_BYTES: u32 = 1024;
+
+/// Most units a CTA of `parse_k1_staged` may hold (the few-unit launches of [`Device::k1_launch`] hold 8 to 64).
+const K1_STAGED_UNITS_MAX: u32 = 64;
+
+/// Whether the full decode of few K = 1 units runs `parse_k1_staged` (the default) or `parse_k1` as before
+/// (ACEAPEX_GPU_K1_STAGED=0; measurements).
+fn k1_staged_knob() -> bool {
+    static STAGED: OnceLock<u32> = OnceLock::new();
+    env_knob(&STAGED, "ACEAPEX_GPU_K1_STAGED", 1, |v| v <= 1) == 1
+}
+
+/// Lets `parse_k1_staged` take its rings beyond the 48 KB of dynamic shared memory a launch gets by default, and
+/// asks for a shared-memory carveout that holds one CTA's tables and rings: the rest of the SM's 256 KB stays L1.
+pub(super) fn prepare_staged_parse(ctx: &CudaContext, f: &CudaFunction) -> Result<()> {
+    use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
+    let rings = (K1_STAGED_UNITS_MAX + 1) * K1_RING_BYTES;
+    f.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, rings as i32)
+        .map_err(gpu("shared memory attribute"))?;
+    let tables =
+        f.get_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES).map_err(gpu("attribute"))?;
+    let per_sm = ctx
+        .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR)
+        .map_err(gpu("device attribute"))?
+        .max(1);
+    let percent = (100 * (tables + rings as i32) + per_sm - 1) / per_sm;
+    let percent = percent.min(100);
+    f.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, percent)
+        .map_err(gpu("shared memory carveout"))
+}
+
 /// Threads of `copy_tail`'s one CTA (kernel TAIL_THREADS) and pieces a warp copies at once (TAIL_UNROLL).
 pub(super) const TAIL_THREADS: u32 = 512;
 pub(super) const TAIL_UNROLL: u32 = 4;
@@ -520,6 +553,19 @@ impl Device {
         (threads, lanes)
     }
 
+    /// Whether the full decode's parse of `n` units in CTAs of `threads` threads, `lanes` of each warp taking a
+    /// unit, runs `parse_k1_staged`: K = 1, few units (at most 64 an SM, as in [`Self::k1_launch`]) and at most
+    /// [`K1_STAGED_UNITS_MAX`] a CTA, unless ACEAPEX_GPU_K1_STAGED=0. Its word streams come from a ring in shared
+    /// memory a unit (kernels/decode.cu WordRing1): ~5 instructions a renormalisation instead of WordReader1's
+    /// ~19 and no global load on the chain; the K = 1 context-coded literal loop's SASS goes from 60 to 47
+    /// instructions a literal (scripts/kernel-sass.py). More units keep `parse_k1`, whose CTAs share the SMs.
+    fn k1_staged(&self, n: u64, threads: u32, lanes: u32) -> bool {
+        self.kernels.parse_staged.is_some()
+            && k1_staged_knob()
+            && n <= 64 * u64::from(self.sm_count.max(1))
+            && threads / 32 * lanes <= K1_STAGED_UNITS_MAX
+    }
+
     /// Sets the parse function's preferred shared-memory carveout for a launch of `grid` CTAs. A K = 1 parse CTA
     /// holds ~47 KB of tables, and for it the driver configures ~200 KB of shared memory (room for its occupancy),
     /// which leaves L1 ~55 KB for the word streams the CTA's threads prefetch (~1 KB each). When the grid has at
@@ -605,7 +651,10 @@ impl Device {
         }
         let (parse_threads, k1_lanes) = self.k1_launch(n as u64);
         let parse_grid = grid_for(n as u64, u64::from(parse_threads / 32 * k1_lanes / self.lanes), 1 << 20);
-        self.set_parse_carveout(parse_grid)?;
+        let staged = self.k1_staged(n as u64, parse_threads, k1_lanes);
+        if !staged {
+            self.set_parse_carveout(parse_grid)?;
+        }
         let full = self.full.as_ref().expect("ensured above");
         // Levels, the flow and the map chase resolve without stamps, so the parse does not write them.
         let c = self.full_ctx(full, variant == FullVariant::Full && !levels && !flow && map_chase.is_none());
@@ -635,8 +684,9 @@ impl Device {
             None => None,
         };
         self.events.0.record(&stream).map_err(gpu("event"))?;
-        // SAFETY: arguments match parse_k<K>(Ctx, u32, u32), resolve_round(Ctx, u32, u32*, u32, u32, u64*, u64*,
-        // u64*, u64*, u32*, u32, u32), index_tokens(Ctx, u32*), resolve_chase(Ctx, u64*, u64*, u32*, u32,
+        // SAFETY: arguments match parse_k<K>(Ctx, u32, u32) and parse_k1_staged (the same, given the shared memory
+        // for its units' K1_RING_BYTES-aligned rings, allowed by prepare_staged_parse), resolve_round(Ctx, u32, u32*,
+        // u32, u32, u64*, u64*, u64*, u64*, u32*, u32, u32), index_tokens(Ctx, u32*), resolve_chase(Ctx, u64*, u64*, u32*, u32,
         // const u32*) and chase_matches(Ctx, const u32*, const u32*, const uint4*); `c` points at the full-decode
         // buffers sized for all units and tokens (tok_off is their exact prefix sum), the four lists hold every
         // deferred piece (list_cap), the stamps every stream byte, the token index (when used) nunits <<
@@ -647,12 +697,16 @@ impl Device {
             let cfg =
                 LaunchConfig { grid_dim: (parse_grid, 1, 1), block_dim: (CTA_THREADS, 1, 1), shared_mem_bytes: 0 };
             let level = 0u32;
+            let (parse, rings) = match (&self.kernels.parse_staged, staged) {
+                (Some(f), true) => (f, (parse_threads / 32 * k1_lanes + 1) * K1_RING_BYTES),
+                _ => (&self.kernels.parse, 0),
+            };
             stream
-                .launch_builder(&self.kernels.parse)
+                .launch_builder(parse)
                 .arg(&c)
                 .arg(&level)
                 .arg(&mode)
-                .launch(LaunchConfig { block_dim: (parse_threads, 1, 1), ..cfg })
+                .launch(LaunchConfig { block_dim: (parse_threads, 1, 1), shared_mem_bytes: rings, ..cfg })
                 .map_err(gpu("parse launch"))?;
             if let Some(event) = &resolve_start {
                 event.record(&stream).map_err(gpu("event"))?;
