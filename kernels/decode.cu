@@ -609,8 +609,8 @@ __device__ __forceinline__ void sts32(u32 a, u32 v) { asm volatile("st.shared.u3
 // aligned to its size, so a word's address is one LOP3. Words past the stream stage as zeros (aligned words wholly
 // past it are not loaded, as in WordReader1), and a stream that takes more words than it has reads whatever the
 // ring holds: `taken` exceeding the stream's words refuses the slice after the loop, as with WordReader1.
-#define K1_RING_WORDS 512u
-#define K1_RING_BYTES (2u * K1_RING_WORDS)
+#define K1_RING_BYTES 1024
+#define K1_RING_WORDS (K1_RING_BYTES / 2u)
 struct WordRing1 {
     const u32* src;  // the aligned global word holding the first byte of the next word to stage
     const u32* end;  // the first aligned word wholly past the stream: it and those after it are not loaded

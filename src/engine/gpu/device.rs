@@ -621,6 +621,7 @@ mod tests {
         assert_eq!(kernel_define("LIT_SMEM_BYTES"), u64::from(LIT_SMEM_BYTES));
         assert_eq!(kernel_define("MODE_SMEM"), u64::from(MODE_SMEM));
         assert_eq!(kernel_define("MODE_K1_LANES_SHIFT"), u64::from(MODE_K1_LANES_SHIFT));
+        assert_eq!(kernel_define("K1_RING_BYTES"), u64::from(full::K1_RING_BYTES));
         assert_eq!(kernel_define("TOKEN_BUCKET_LOG"), u64::from(resident::TOKEN_BUCKET_LOG));
         assert_eq!(kernel_define("CT_WORDS"), super::super::prep::CT_WORDS as u64);
         assert_eq!(kernel_define("CT_FC"), super::super::prep::CT_FC as u64);

@@ -34,7 +34,7 @@ fn k1_lanes_knob() -> u32 {
 
 /// Bytes of shared memory a unit's word-stream ring takes in `parse_k1_staged` (kernel K1_RING_BYTES); a launch
 /// gives (units a CTA + 1) rings' worth, since the kernel aligns the rings to their size.
-const K1_RING_BYTES: u32 = 1024;
+pub(super) const K1_RING_BYTES: u32 = 1024;
 
 /// Most units a CTA of `parse_k1_staged` may hold (the few-unit launches of [`Device::k1_launch`] hold 8 to 64).
 const K1_STAGED_UNITS_MAX: u32 = 64;
