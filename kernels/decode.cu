@@ -592,65 +592,84 @@ struct WordReader1 {
 };
 
 // Shared-memory loads and stores at shared window addresses (volatile: the ring below is written and read by the
-// same thread, and these keep their order).
+// same thread, and volatile asm statements keep their order; no memory clobber, so global loads may pass them).
 __device__ __forceinline__ u32 lds16(u32 a) {
     unsigned short v;
     asm volatile("ld.shared.u16 %0, [%1];" : "=h"(v) : "r"(a));
     return v;
 }
-__device__ __forceinline__ void sts32(u32 a, u32 v) { asm volatile("st.shared.u32 [%0], %1;" ::"r"(a), "r"(v) : "memory"); }
+__device__ __forceinline__ void sts32(u32 a, u32 v) { asm volatile("st.shared.u32 [%0], %1;" ::"r"(a), "r"(v)); }
 
 // The rANS word stream of one K = 1 slice staged in a ring of K1_RING_WORDS words in shared memory (the staged
 // K = 1 parse, parse_k1_staged): a renormalisation is a compare, a PRMT, an add and the next word's shared load
 // (~5 instructions), where WordReader1's aligned-word window took ~19 a literal and its global loads stalled the
-// chain (long scoreboard, 0.40 of 3.2 cycles an instruction, session 30 run 1). The ring is filled half a ring at
-// a time from the global stream, aligned 32-bit words funnel-shifted to the stream's byte offset; `refill`, called
-// every eight literals (which take at most eight words), keeps at least half a ring staged ahead. The ring is
+// chain (long scoreboard, 0.40 of 3.2 cycles an instruction, session 30 run 1). Ring word i % K1_RING_WORDS holds
+// stream word i. The parse stages the first ring's worth when it starts the slice (`init`, beside the payload's
+// prefetch, before the code phase: staged after the token parse, the loads missed L1 and cost atha_chr1's parse 0.08
+// ms, session 31 run 1); the literal phase starts at the word the code phase left (`start`), and `refill`, called
+// every eight literals (which take at most eight words), keeps at least half a ring staged ahead, half a ring at a
+// time: aligned 32-bit words, sixteen loads in flight, funnel-shifted to the stream's byte offset. The ring is
 // aligned to its size, so a word's address is one LOP3. Words past the stream stage as zeros (aligned words wholly
 // past it are not loaded, as in WordReader1), and a stream that takes more words than it has reads whatever the
-// ring holds: `taken` exceeding the stream's words refuses the slice after the loop, as with WordReader1.
+// ring holds: taking more words than the stream has refuses the slice after the loop, as with WordReader1.
 #define K1_RING_BYTES 1024
 #define K1_RING_WORDS (K1_RING_BYTES / 2u)
 struct WordRing1 {
-    const u32* src;  // the aligned global word holding the first byte of the next word to stage
-    const u32* end;  // the first aligned word wholly past the stream: it and those after it are not loaded
-    u32 shift;       // 8 x the stream's byte offset in an aligned word
-    u32 ring;        // shared window address of the ring (aligned to K1_RING_BYTES)
-    u32 at;          // 2 x words taken: the next word's byte offset in the ring, unwrapped
-    u32 w;           // the next word (ring byte offset at % K1_RING_BYTES)
-    u32 staged;      // words staged (unwrapped)
-    u32 avail;       // words the stream has from where staging started
+    const u32* src0;  // the aligned global word holding the stream's first byte
+    const u32* end;   // the first aligned word wholly past the stream: it and those after it are not loaded
+    u32 shift;        // 8 x the stream's byte offset in an aligned word
+    u32 ring;         // shared window address of the ring (aligned to K1_RING_BYTES)
+    u32 at;           // 2 x the next word's index: its byte offset in the ring, unwrapped
+    u32 w;            // the next word (ring byte offset at % K1_RING_BYTES)
+    u32 staged;       // stream words [0, staged) have been staged (the last K1_RING_WORDS of them are in the ring)
+    u32 avail;        // words the stream has
+    u32 first;        // the word the literal phase started at
 
-    // Stages the next K1_RING_WORDS / 2 words into the half of the ring they map to.
+    // Stages words [staged, staged + K1_RING_WORDS / 2) into the half of the ring they map to.
     __device__ __forceinline__ void stage() {
         const u32 dst = ring + 2u * (staged % K1_RING_WORDS);
-        u32 cur = src < end ? __ldg(src) : 0u;
-#pragma unroll 8
-        for (u32 q = 0; q < K1_RING_WORDS / 4; q++) {
-            const u32* a = src + q + 1;
-            const u32 next = a < end ? __ldg(a) : 0u;
-            sts32(dst + 4u * q, __funnelshift_r(cur, next, shift));
-            cur = next;
+        const u32* s = src0 + staged / 2u;
+        u32 cur = s < end ? __ldg(s) : 0u;
+        for (u32 q = 0; q < K1_RING_WORDS / 4; q += 16) {
+            u32 v[16];
+#pragma unroll
+            for (u32 k = 0; k < 16; k++) {
+                const u32* a = s + q + k + 1;
+                v[k] = a < end ? __ldg(a) : 0u;
+            }
+#pragma unroll
+            for (u32 k = 0; k < 16; k++) {
+                sts32(dst + 4u * (q + k), __funnelshift_r(cur, v[k], shift));
+                cur = v[k];
+            }
         }
-        src += K1_RING_WORDS / 4;
         staged += K1_RING_WORDS / 2;
     }
-    __device__ __forceinline__ void init(const u8* words, u32 nwords, u32 pos, u32 ring_) {
-        const u8* a = words + 2ull * pos;
-        src = (const u32*)((u64)a & ~3ull);
+    // The slice's `nwords` words at `words` (byte-aligned), into the ring at shared window address `ring_`.
+    __device__ __forceinline__ void init(const u8* words, u32 nwords, u32 ring_) {
+        src0 = (const u32*)((u64)words & ~3ull);
         end = (const u32*)(((u64)(words + 2ull * nwords) + 3) & ~3ull);
-        shift = 8u * (u32)((u64)a & 3u);
+        shift = 8u * (u32)((u64)words & 3u);
         ring = ring_;
-        avail = nwords > pos ? nwords - pos : 0u;
+        avail = nwords;
         staged = 0;
+        at = 0;
+        first = 0;
         stage();
         if (avail > K1_RING_WORDS / 2) stage();
-        at = 0;
-        w = lds16(ring);
     }
     // Keeps half a ring staged ahead of the next word (the half behind it is taken, so it can be overwritten).
     __device__ __forceinline__ void refill() {
-        if (staged < avail && at / 2u + K1_RING_WORDS / 2 >= staged) stage();
+        while (staged < avail && at / 2u + K1_RING_WORDS / 2 >= staged) stage();
+    }
+    // The next word is word `pos` (where the code phase left the stream); words staged before it that the ring no
+    // longer needs are skipped.
+    __device__ __forceinline__ void start(u32 pos) {
+        at = 2u * pos;
+        first = pos;
+        if (pos >= staged) staged = pos & ~(K1_RING_WORDS / 2 - 1u);
+        refill();
+        w = lds16(ring | (at & (K1_RING_BYTES - 2u)));
     }
     __device__ __forceinline__ void renorm(u32* x) {
         const bool need = *x < 65536u;
@@ -658,7 +677,7 @@ struct WordRing1 {
         at += need ? 2u : 0u;
         w = lds16(ring | (at & (K1_RING_BYTES - 2u)));
     }
-    __device__ __forceinline__ u32 taken_words() const { return at / 2u; }
+    __device__ __forceinline__ u32 taken_words() const { return at / 2u - first; }
 };
 
 // Where a K = 1 slice's literals go: literal l to unit offset obase + l while l < end_l (token t's run), the next
@@ -891,21 +910,20 @@ __device__ __forceinline__ void literal_phase_k1_with(const Ctx& c, u32 id, u32*
     if (bad || x != 65536u || taken != nwords - pos) report(c.status, bad ? E_WORDS : E_FINAL, id);
 }
 
-// The literal phase of a K = 1 slice (see literal_phase_k1_with): STAGED, its words through a WordRing1 at shared
-// window address `ring` (parse_k1_staged), else through a WordReader1.
+// The literal phase of a K = 1 slice (see literal_phase_k1_with): STAGED, its words through the WordRing1 `ring`
+// the parse staged (parse_k1_staged), else through a WordReader1.
 template <bool STAGED = false>
 __device__ __forceinline__ void literal_phase_k1(const Ctx& c, u32 id, u32* tp, const u32* li, u8* bytes, u8* stamps,
-                                                  u32 mode, u32 x, u32 pos, const K1Tables* k1, u32 ring = 0) {
-    const u32* m = c.meta + (u64)id * META_WORDS;
-    const u64 payload = (u64)m[0] | ((u64)m[1] << 32);
-    const u8* words = c.file + payload + (m[6] & META_HDR_MASK) + 4;
+                                                  u32 mode, u32 x, u32 pos, const K1Tables* k1,
+                                                  WordRing1* ring = nullptr) {
     if constexpr (STAGED) {
-        WordRing1 wr;
-        wr.init(words, m[4], pos, ring);
-        literal_phase_k1_with(c, id, tp, li, bytes, stamps, mode, x, pos, k1, wr);
+        ring->start(pos);
+        literal_phase_k1_with(c, id, tp, li, bytes, stamps, mode, x, pos, k1, *ring);
     } else {
+        const u32* m = c.meta + (u64)id * META_WORDS;
+        const u64 payload = (u64)m[0] | ((u64)m[1] << 32);
         WordReader1 wr;
-        wr.init(words, m[4], pos);
+        wr.init(c.file + payload + (m[6] & META_HDR_MASK) + 4, m[4], pos);
         literal_phase_k1_with(c, id, tp, li, bytes, stamps, mode, x, pos, k1, wr);
     }
 }
@@ -963,6 +981,9 @@ __device__ void parse_one(const Ctx& c, const Group<W>& g, u32 id, u64 tok_base,
         for (u64 off = (u64)lane * 128; off < len; off += 128ull * W)
             asm volatile("prefetch.global.L1 [%0];" ::"l"(file + payload + off));
     }
+    // STAGED: the word stream's first ring's worth into this unit's ring now (see WordRing1).
+    WordRing1 wring;
+    if constexpr (W == 1 && STAGED) wring.init(words, nwords, ring);
 
     // K = 1: the CTA's tables in shared memory serve the slices of its group (see K1Tables).
     if (W == 1 && k1 != nullptr && k1->group == (u64)(id >> c.group_shift)) sm = &k1->code;
@@ -1028,7 +1049,7 @@ __device__ void parse_one(const Ctx& c, const Group<W>& g, u32 id, u64 tok_base,
     }
     if constexpr (W == 1) {
         if (mode == MODE_ENTROPY_ONLY) {
-            literal_phase_k1<STAGED>(c, id, tp, li, bytes, stamps, mode, x, ww.pos, k1, ring);
+            literal_phase_k1<STAGED>(c, id, tp, li, bytes, stamps, mode, x, ww.pos, k1, &wring);
             return;
         }
     }
@@ -1146,7 +1167,7 @@ __device__ void parse_one(const Ctx& c, const Group<W>& g, u32 id, u64 tok_base,
         return;
     }
     g.sync();
-    if constexpr (W == 1) literal_phase_k1<STAGED>(c, id, tp, li, bytes, stamps, mode, x, ww.pos, k1, ring);
+    if constexpr (W == 1) literal_phase_k1<STAGED>(c, id, tp, li, bytes, stamps, mode, x, ww.pos, k1, &wring);
     else literal_phase<W>(c, g, id, tp, li, bytes, stamps, mode, x, ww, pending);
 }
 

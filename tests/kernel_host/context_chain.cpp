@@ -70,7 +70,8 @@ int main(int argc, char** argv) {
                 };
                 if (staged) {
                     WordRing1 wr;
-                    wr.init(words, nwords, 0, ring);
+                    wr.init(words, nwords, ring);
+                    wr.start(0);
                     decode(wr);
                 } else {
                     WordReader1 wr;

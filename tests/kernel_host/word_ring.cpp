@@ -1,7 +1,8 @@
-// WordRing1 (the staged K = 1 word stream, shared memory) against a plain reader, driven as the literal loops
-// drive it (a refill every eight renormalisations): every take at every byte alignment and start returns the next
-// 16-bit little-endian word, the words past the stream read as zeros or stale ring words but never outside the
-// ring (host_shared fails the harness), and `taken_words` counts the takes.
+// WordRing1 (the staged K = 1 word stream, shared memory) against a plain reader, driven as the parse drives it
+// (staged at the slice's start, the literals from a random word on, a refill every eight renormalisations): every
+// take at every byte alignment and start returns the next 16-bit little-endian word, the words past the stream read as
+// zeros or stale ring words but never outside the ring (host_shared fails the harness), and `taken_words` counts the
+// takes.
 #include "prelude.h"
 #include "word_ring.inc"
 
@@ -18,7 +19,8 @@ int main() {
         const u8* words = base + off;
         for (auto& b : smem) b = (u8)rnd();  // stale words from an earlier slice
         WordRing1 wr;
-        wr.init(words, nwords, pos, 2 * K1_RING_BYTES);
+        wr.init(words, nwords, 2 * K1_RING_BYTES);
+        wr.start(pos);
         u32 k = pos;
         // Some cases take more words than the stream has (a corrupt stream): those read as anything.
         const u32 limit = nwords + (rnd() % 4 == 0 ? 1 + rnd() % 1500 : 0);
