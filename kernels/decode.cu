@@ -612,7 +612,15 @@ __device__ __forceinline__ void sts32(u32 a, u32 v) { asm volatile("st.shared.u3
 // aligned to its size, so a word's address is one LOP3. Words past the stream stage as zeros (aligned words wholly
 // past it are not loaded, as in WordReader1), and a stream that takes more words than it has reads whatever the
 // ring holds: taking more words than the stream has refuses the slice after the loop, as with WordReader1.
+// K1_RING_BYTES (a power of two, 512 to 4096) and K1_STAGED_PREFETCH (1: the parse prefetches the whole word
+// stream into L1 as the other parses do; 0: only its first 256 bytes, for the code phase) are measurement knobs: the
+// host sets them from ACEAPEX_GPU_K1_RING_BYTES and ACEAPEX_GPU_K1_STAGED_PREFETCH.
+#ifndef K1_RING_BYTES
 #define K1_RING_BYTES 1024
+#endif
+#ifndef K1_STAGED_PREFETCH
+#define K1_STAGED_PREFETCH 1
+#endif
 #define K1_RING_WORDS (K1_RING_BYTES / 2u)
 struct WordRing1 {
     const u32* src0;  // the aligned global word holding the stream's first byte
@@ -687,7 +695,9 @@ struct WordRing1 {
 // far (NO_SLOT: none); a word's bytes that are not literals get zeros: they belong to matches of this unit, which
 // nothing else writes during the parse and every resolution writes (or, for seeks, never reads) later. Words are
 // stored through (a word written again holds the same bytes and more), so nothing waits for a flush.
-enum K1Place { K1_NONE, K1_WORDS, K1_STAMPS };
+// K1_LINEAR (parse_k1_linear): literal l to unit offset l, whatever its token: no token walk in the chain, eight
+// literals one aligned word; place_literals_k1 moves them to their offsets after the parse.
+enum K1Place { K1_NONE, K1_WORDS, K1_STAMPS, K1_LINEAR };
 struct LiteralSink1 {
     const u32* tp;
     const u32* li;
@@ -737,6 +747,10 @@ struct LiteralSink1 {
     template <K1Place P>
     __device__ __forceinline__ void put(u8* bytes, u8* stamps, u32 l, u32 sym) {
         if constexpr (P == K1_NONE) return;
+        if constexpr (P == K1_LINEAR) {
+            bytes[l] = (u8)sym;
+            return;
+        }
         const u32 o = offset(l);
         if constexpr (P == K1_STAMPS) {
             bytes[o] = (u8)sym;
@@ -750,6 +764,10 @@ struct LiteralSink1 {
     template <K1Place P>
     __device__ __forceinline__ void put8(u8* bytes, u8* stamps, u32 l, u64 v) {
         if constexpr (P == K1_NONE) return;
+        if constexpr (P == K1_LINEAR) {  // l is a multiple of 8, and a unit starts 2^unit_log-aligned
+            *(u64*)(bytes + l) = v;
+            return;
+        }
         if constexpr (P == K1_WORDS) {
             if (l + 7 < end_l) {  // then token t's run holds l (its start is at most the last literal placed + 1)
                 place(bytes, obase + l, v, 8);
@@ -884,7 +902,7 @@ __device__ __forceinline__ void k1_literals(const Ctx& c, u32 id, bool lit_ctx, 
 // position `pos` the code phase left; with K = 1 the code phase takes no literal), its word stream read through
 // `wr`: each literal to its unit offset in `bytes` (mode MODE_FULL), or decoded only (MODE_NO_LITERALS,
 // MODE_ENTROPY_ONLY, which also leaves the token arrays alone); then the end-of-stream checks.
-template <class WR>
+template <bool LINEAR, class WR>
 __device__ __forceinline__ void literal_phase_k1_with(const Ctx& c, u32 id, u32* tp, const u32* li, u8* bytes,
                                                        u8* stamps, u32 mode, u32 x, u32 pos, const K1Tables* k1,
                                                        WR& wr) {
@@ -897,6 +915,8 @@ __device__ __forceinline__ void literal_phase_k1_with(const Ctx& c, u32 id, u32*
         sink.init(tp, li, nmatch + 1, nlit);
         if (stamps) {
             k1_literals<K1_STAMPS>(c, id, lit_ctx, nlit, &x, wr, sink, bytes, stamps, k1, &bad);
+        } else if constexpr (LINEAR) {
+            k1_literals<K1_LINEAR>(c, id, lit_ctx, nlit, &x, wr, sink, bytes, stamps, k1, &bad);
         } else {
             k1_literals<K1_WORDS>(c, id, lit_ctx, nlit, &x, wr, sink, bytes, stamps, k1, &bad);
         }
@@ -911,20 +931,21 @@ __device__ __forceinline__ void literal_phase_k1_with(const Ctx& c, u32 id, u32*
 }
 
 // The literal phase of a K = 1 slice (see literal_phase_k1_with): STAGED, its words through the WordRing1 `ring`
-// the parse staged (parse_k1_staged), else through a WordReader1.
-template <bool STAGED = false>
+// the parse staged (parse_k1_staged), else through a WordReader1; LINEAR (parse_k1_linear), its literals in literal
+// order (K1_LINEAR) unless the parse writes stamps.
+template <bool STAGED = false, bool LINEAR = false>
 __device__ __forceinline__ void literal_phase_k1(const Ctx& c, u32 id, u32* tp, const u32* li, u8* bytes, u8* stamps,
                                                   u32 mode, u32 x, u32 pos, const K1Tables* k1,
                                                   WordRing1* ring = nullptr) {
     if constexpr (STAGED) {
         ring->start(pos);
-        literal_phase_k1_with(c, id, tp, li, bytes, stamps, mode, x, pos, k1, *ring);
+        literal_phase_k1_with<LINEAR>(c, id, tp, li, bytes, stamps, mode, x, pos, k1, *ring);
     } else {
         const u32* m = c.meta + (u64)id * META_WORDS;
         const u64 payload = (u64)m[0] | ((u64)m[1] << 32);
         WordReader1 wr;
         wr.init(c.file + payload + (m[6] & META_HDR_MASK) + 4, m[4], pos);
-        literal_phase_k1_with(c, id, tp, li, bytes, stamps, mode, x, pos, k1, wr);
+        literal_phase_k1_with<false>(c, id, tp, li, bytes, stamps, mode, x, pos, k1, wr);
     }
 }
 
@@ -936,8 +957,8 @@ __device__ void literal_phase(const Ctx& c, const Group<W>& g, u32 id, const u32
 // prefix sums, then (unless `mode` is MODE_TOKENS, which saves the rANS state in `resume` instead) the literals to
 // their unit offsets in `bytes` (a unit-local buffer of 2^unit_log bytes).
 // STAGED (W = 1, parse_k1_staged): the literal phase reads the word stream through a WordRing1 at shared window
-// address `ring`.
-template <int W, bool STAGED = false>
+// address `ring`; LINEAR (parse_k1_linear) too, and it writes the literals in literal order.
+template <int W, bool STAGED = false, bool LINEAR = false>
 __device__ void parse_one(const Ctx& c, const Group<W>& g, u32 id, u64 tok_base, u8* bytes, u8* stamps, u32 mode,
                           u32* resume, const CodeTables* sm, const K1Tables* k1 = nullptr, u32 ring = 0) {
     const u8* file = c.file;
@@ -978,8 +999,11 @@ __device__ void parse_one(const Ctx& c, const Group<W>& g, u32 id, u64 tok_base,
     // latency is this loop's).
     {
         const u64 len = hdr_len + 4ull * K + 2ull * nwords + extra_len;
+        // Staged without K1_STAGED_PREFETCH: the word stream past its first 256 bytes is left to the ring's loads.
+        const u64 skip_from = STAGED && !K1_STAGED_PREFETCH ? hdr_len + 4ull * K + 256 : len;
+        const u64 skip_to = hdr_len + 4ull * K + 2ull * nwords;
         for (u64 off = (u64)lane * 128; off < len; off += 128ull * W)
-            asm volatile("prefetch.global.L1 [%0];" ::"l"(file + payload + off));
+            if (off < skip_from || off >= skip_to) asm volatile("prefetch.global.L1 [%0];" ::"l"(file + payload + off));
     }
     // STAGED: the word stream's first ring's worth into this unit's ring now (see WordRing1).
     WordRing1 wring;
@@ -1049,7 +1073,7 @@ __device__ void parse_one(const Ctx& c, const Group<W>& g, u32 id, u64 tok_base,
     }
     if constexpr (W == 1) {
         if (mode == MODE_ENTROPY_ONLY) {
-            literal_phase_k1<STAGED>(c, id, tp, li, bytes, stamps, mode, x, ww.pos, k1, &wring);
+            literal_phase_k1<STAGED, LINEAR>(c, id, tp, li, bytes, stamps, mode, x, ww.pos, k1, &wring);
             return;
         }
     }
@@ -1167,7 +1191,7 @@ __device__ void parse_one(const Ctx& c, const Group<W>& g, u32 id, u64 tok_base,
         return;
     }
     g.sync();
-    if constexpr (W == 1) literal_phase_k1<STAGED>(c, id, tp, li, bytes, stamps, mode, x, ww.pos, k1, &wring);
+    if constexpr (W == 1) literal_phase_k1<STAGED, LINEAR>(c, id, tp, li, bytes, stamps, mode, x, ww.pos, k1, &wring);
     else literal_phase<W>(c, g, id, tp, li, bytes, stamps, mode, x, ww, pending);
 }
 
@@ -1267,7 +1291,7 @@ __device__ void literal_phase(const Ctx& c, const Group<W>& g, u32 id, const u32
 // STAGED (W = 1, parse_k1_staged): each unit of the CTA gets a ring of K1_RING_BYTES in the launch's dynamic shared
 // memory for its word stream (the launch gives (units a CTA + 1) x K1_RING_BYTES: the rings are aligned to their
 // size), see WordRing1.
-template <int W, bool STAGED = false>
+template <int W, bool STAGED = false, bool LINEAR = false>
 __device__ __forceinline__ void parse_units(const Ctx& c, u32 level, u32 mode) {
     extern __shared__ uint4 dyn_smem[];
     const u32 begin = *level_begin(c, level);
@@ -1318,7 +1342,7 @@ __device__ __forceinline__ void parse_units(const Ctx& c, u32 level, u32 mode) {
         const u64 slot = c.slot_of_unit ? e : id;
         u8* stamps = c.stamps ? c.stamps + (slot << c.unit_log) : nullptr;
         u32* resume = c.resume ? c.resume + (u64)e * RESUME_WORDS : nullptr;
-        parse_one<W, STAGED>(c, g, id, c.tok_off[slot], c.bytes + (slot << c.unit_log), stamps, mode, resume, sm, k1,
+        parse_one<W, STAGED, LINEAR>(c, g, id, c.tok_off[slot], c.bytes + (slot << c.unit_log), stamps, mode, resume, sm, k1,
                              ring);
         if (g.lane == 0 && c.slot_of_unit) c.slot_of_unit[id] = e;
     }
@@ -1454,6 +1478,44 @@ extern "C" __global__ void parse_k1(Ctx c, u32 level, u32 mode) { parse_units<1>
 // K = 1 with the word streams staged in shared memory (WordRing1): the full decode's launch of few units
 // (Device::k1_launch), which has the shared memory for a ring a unit.
 extern "C" __global__ void parse_k1_staged(Ctx c, u32 level, u32 mode) { parse_units<1, true>(c, level, mode); }
+// parse_k1_staged whose literals go to their unit in literal order (K1_LINEAR), for place_literals_k1 to move.
+extern "C" __global__ void parse_k1_linear(Ctx c, u32 level, u32 mode) {
+    parse_units<1, true, true>(c, level, mode);
+}
+
+// After a full-decode parse by parse_k1_linear (units of at most PLACE_MAX_UNIT bytes, every unit of the stream,
+// each at its own place): a warp a unit moves the unit's literals from its first nlit bytes, where the chain wrote
+// them in literal order, to their offsets (literal k of token t to tpos[t] + k - lidx[t]), through shared memory,
+// since an offset is never below its literal's index. A unit whose only token starts at 0 has them in place.
+#define PLACE_MAX_UNIT 4096
+#define PLACE_WARPS 4
+extern "C" __global__ void place_literals_k1(Ctx c, u32 n) {
+    __shared__ __align__(16) u8 buf[PLACE_WARPS][PLACE_MAX_UNIT];
+    if (failed(c)) return;
+    const u32 lane = threadIdx.x % 32u, wib = threadIdx.x / 32u;
+    u8* lit = buf[wib];
+    for (u32 id = blockIdx.x * PLACE_WARPS + wib; id < n; id += gridDim.x * PLACE_WARPS) {
+        const u32* m = c.meta + (u64)id * META_WORDS;
+        const u32 ntok = m[2] + 1, nlit = m[3];
+        if (m[7] == BAD_ENTRY || nlit > PLACE_MAX_UNIT) continue;  // refused by the parse
+        const u64 tb = c.tok_off[id];
+        const u32* tp = c.tpos + tb;
+        const u32* li = c.lidx + tb;
+        if (nlit == 0 || (ntok == 1 && tp[0] == 0)) continue;  // warp-uniform
+        u8* out = c.bytes + ((u64)id << c.unit_log);
+        __syncwarp();  // the previous unit's scatter is done with the buffer
+        for (u32 k = 4u * lane; k < nlit; k += 128u) *(u32*)(lit + k) = *(const u32*)(out + k);
+        __syncwarp();
+        u32 t = 0, next = ntok > 1 ? li[1] : nlit;  // this lane's token: the last with lidx[t] <= k
+        for (u32 k = lane; k < nlit; k += 32u) {
+            while (k >= next) {
+                t++;
+                next = t + 1 < ntok ? li[t + 1] : nlit;
+            }
+            out[tp[t] + (k - li[t])] = lit[k];
+        }
+    }
+}
 extern "C" __global__ void parse_k2(Ctx c, u32 level, u32 mode) { parse_units<2>(c, level, mode); }
 extern "C" __global__ void parse_k4(Ctx c, u32 level, u32 mode) { parse_units<4>(c, level, mode); }
 extern "C" __global__ void parse_k8(Ctx c, u32 level, u32 mode) { parse_units<8>(c, level, mode); }

@@ -177,6 +177,9 @@ struct Kernels {
     /// K = 1 archives: the parse with the word streams staged in shared memory (`parse_k1_staged`), which the full
     /// decode of few units runs (see `Device::k1_staged`).
     parse_staged: Option<CudaFunction>,
+    /// K = 1: `parse_k1_staged` writing the literals in literal order (`parse_k1_linear`), and `place_literals_k1`,
+    /// which moves them to their offsets after it (see `Device::k1_linear`).
+    parse_linear: Option<(CudaFunction, CudaFunction)>,
     /// The seek's token levels: a whole warp per slice whatever K is (`parse_k32` runs K of its lanes' rANS
     /// states and uses all 32 for the token parse), unless ACEAPEX_GPU_SEEK_GROUP=1 asks for the K-lane group.
     parse_seek: CudaFunction,
@@ -349,6 +352,10 @@ impl Device {
                 1 => Some(load("parse_k1_staged")?),
                 _ => None,
             },
+            parse_linear: match data.header.rans_lanes {
+                1 => Some((load("parse_k1_linear")?, load("place_literals_k1")?)),
+                _ => None,
+            },
             parse_seek: if std::env::var_os("ACEAPEX_GPU_SEEK_GROUP").is_some() {
                 load(&format!("parse_k{}", data.header.rans_lanes))?
             } else {
@@ -398,7 +405,7 @@ impl Device {
                 (CODE_SMEM_BYTES * (CTA_THREADS / 32)) as i32,
             )
             .map_err(gpu("shared memory attribute"))?;
-        if let Some(staged) = &kernels.parse_staged {
+        for staged in kernels.parse_staged.iter().chain(kernels.parse_linear.iter().map(|(parse, _)| parse)) {
             full::prepare_staged_parse(&ctx, staged)?;
         }
         let nunits = data.global_slice_count();
@@ -622,6 +629,8 @@ mod tests {
         assert_eq!(kernel_define("MODE_SMEM"), u64::from(MODE_SMEM));
         assert_eq!(kernel_define("MODE_K1_LANES_SHIFT"), u64::from(MODE_K1_LANES_SHIFT));
         assert_eq!(kernel_define("K1_RING_BYTES"), u64::from(full::K1_RING_BYTES));
+        assert_eq!(kernel_define("PLACE_WARPS"), u64::from(full::PLACE_WARPS));
+        assert_eq!(kernel_define("PLACE_MAX_UNIT"), 1u64 << full::PLACE_MAX_UNIT_LOG);
         assert_eq!(kernel_define("TOKEN_BUCKET_LOG"), u64::from(resident::TOKEN_BUCKET_LOG));
         assert_eq!(kernel_define("CT_WORDS"), super::super::prep::CT_WORDS as u64);
         assert_eq!(kernel_define("CT_FC"), super::super::prep::CT_FC as u64);

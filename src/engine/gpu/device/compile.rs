@@ -16,6 +16,21 @@ fn ctx_copies_log() -> u32 {
     env_knob(&LOG, "ACEAPEX_GPU_CTX_COPIES_LOG", K1_CTX_COPIES_LOG, |l| l <= 3)
 }
 
+/// kernels/decode.cu `K1_RING_BYTES` (a power of two, 512..=4096), as ACEAPEX_GPU_K1_RING_BYTES sets it
+/// (measurements); `parse_k1_staged`'s launches size their shared memory by it.
+pub(super) fn k1_ring_bytes() -> u32 {
+    static BYTES: OnceLock<u32> = OnceLock::new();
+    env_knob(&BYTES, "ACEAPEX_GPU_K1_RING_BYTES", K1_RING_BYTES, |b: u32| {
+        b.is_power_of_two() && (512..=4096).contains(&b)
+    })
+}
+
+/// kernels/decode.cu `K1_STAGED_PREFETCH`, as ACEAPEX_GPU_K1_STAGED_PREFETCH (0 or 1) sets it (measurements).
+fn k1_staged_prefetch() -> u32 {
+    static ON: OnceLock<u32> = OnceLock::new();
+    env_knob(&ON, "ACEAPEX_GPU_K1_STAGED_PREFETCH", 1, |v| v <= 1)
+}
+
 /// The NVRTC architecture option for a compute capability (kernels need warp reductions: sm_80 or later).
 pub(super) fn arch_for(major: i32, minor: i32) -> Result<&'static str> {
     Ok(match (major, minor) {
@@ -40,6 +55,12 @@ pub(super) fn compile_options() -> Vec<String> {
     }
     if ctx_copies_log() != K1_CTX_COPIES_LOG {
         options.push(format!("-DK1_CTX_COPIES_LOG={}u", ctx_copies_log()));
+    }
+    if k1_ring_bytes() != K1_RING_BYTES {
+        options.push(format!("-DK1_RING_BYTES={}", k1_ring_bytes()));
+    }
+    if k1_staged_prefetch() != 1 {
+        options.push(format!("-DK1_STAGED_PREFETCH={}", k1_staged_prefetch()));
     }
     options
 }

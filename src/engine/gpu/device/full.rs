@@ -32,12 +32,24 @@ fn k1_lanes_knob() -> u32 {
     env_knob(&LANES, "ACEAPEX_GPU_K1_WARP_LANES", 0, |l| (1..=32).contains(&l))
 }
 
-/// Bytes of shared memory a unit's word-stream ring takes in `parse_k1_staged` (kernel K1_RING_BYTES); a launch
-/// gives (units a CTA + 1) rings' worth, since the kernel aligns the rings to their size.
+/// Bytes of shared memory a unit's word-stream ring takes in `parse_k1_staged` (kernel K1_RING_BYTES; see
+/// `compile::k1_ring_bytes`); a launch gives (units a CTA + 1) rings' worth, since the kernel aligns the rings to
+/// their size.
 pub(super) const K1_RING_BYTES: u32 = 1024;
 
 /// Most units a CTA of `parse_k1_staged` may hold (the few-unit launches of [`Device::k1_launch`] hold 8 to 64).
 const K1_STAGED_UNITS_MAX: u32 = 64;
+
+/// Warps a CTA of `place_literals_k1` (kernel PLACE_WARPS), and the largest unit it places, log2 (PLACE_MAX_UNIT).
+pub(super) const PLACE_WARPS: u32 = 4;
+pub(super) const PLACE_MAX_UNIT_LOG: u32 = 12;
+
+/// Whether a staged full decode writes its literals in literal order for `place_literals_k1` to move
+/// (ACEAPEX_GPU_K1_LINEAR=1; see [`Device::k1_linear`]).
+fn k1_linear_knob() -> bool {
+    static LINEAR: OnceLock<u32> = OnceLock::new();
+    env_knob(&LINEAR, "ACEAPEX_GPU_K1_LINEAR", 0, |v| v <= 1) == 1
+}
 
 /// Whether the full decode of few K = 1 units runs `parse_k1_staged` (the default) or `parse_k1` as before
 /// (ACEAPEX_GPU_K1_STAGED=0; measurements).
@@ -50,7 +62,7 @@ fn k1_staged_knob() -> bool {
 /// asks for a shared-memory carveout that holds one CTA's tables and rings: the rest of the SM's 256 KB stays L1.
 pub(super) fn prepare_staged_parse(ctx: &CudaContext, f: &CudaFunction) -> Result<()> {
     use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
-    let rings = (K1_STAGED_UNITS_MAX + 1) * K1_RING_BYTES;
+    let rings = (K1_STAGED_UNITS_MAX + 1) * k1_ring_bytes();
     f.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, rings as i32)
         .map_err(gpu("shared memory attribute"))?;
     let tables =
@@ -566,6 +578,15 @@ impl Device {
             && threads / 32 * lanes <= K1_STAGED_UNITS_MAX
     }
 
+    /// Whether a staged parse (see [`Self::k1_staged`]) writes its literals in literal order, eight to an aligned
+    /// word with no token walk in the chain (`parse_k1_linear`), and `place_literals_k1` moves them to their
+    /// offsets after it: when the parse writes no stamps and slices are at most 4 KiB, if ACEAPEX_GPU_K1_LINEAR=1.
+    /// A kernel entry of its own, so that the other parses' code stays as it is (session 30 put the same
+    /// placement into `parse_k1` as a mode, and all of `parse_k1` got slower).
+    fn k1_linear(&self, staged: bool, stamps: bool) -> bool {
+        staged && !stamps && self.unit_log <= PLACE_MAX_UNIT_LOG && k1_linear_knob()
+    }
+
     /// Sets the parse function's preferred shared-memory carveout for a launch of `grid` CTAs. A K = 1 parse CTA
     /// holds ~47 KB of tables, and for it the driver configures ~200 KB of shared memory (room for its occupancy),
     /// which leaves L1 ~55 KB for the word streams the CTA's threads prefetch (~1 KB each). When the grid has at
@@ -657,7 +678,9 @@ impl Device {
         }
         let full = self.full.as_ref().expect("ensured above");
         // Levels, the flow and the map chase resolve without stamps, so the parse does not write them.
-        let c = self.full_ctx(full, variant == FullVariant::Full && !levels && !flow && map_chase.is_none());
+        let stamps = variant == FullVariant::Full && !levels && !flow && map_chase.is_none();
+        let c = self.full_ctx(full, stamps);
+        let linear = self.k1_linear(staged, stamps);
         let lists: Vec<u64> = full.lists.iter().map(|l| self.ptr(l)).collect();
         let trim = u32::from(self.resolve_trim);
         let counts_ptr = self.ptr(&full.list_counts);
@@ -684,22 +707,25 @@ impl Device {
             None => None,
         };
         self.events.0.record(&stream).map_err(gpu("event"))?;
-        // SAFETY: arguments match parse_k<K>(Ctx, u32, u32) and parse_k1_staged (the same, given the shared memory
-        // for its units' K1_RING_BYTES-aligned rings, allowed by prepare_staged_parse), resolve_round(Ctx, u32, u32*,
-        // u32, u32, u64*, u64*, u64*, u64*, u32*, u32, u32), index_tokens(Ctx, u32*), resolve_chase(Ctx, u64*, u64*, u32*, u32,
-        // const u32*) and chase_matches(Ctx, const u32*, const u32*, const uint4*); `c` points at the full-decode
-        // buffers sized for all units and tokens (tok_off is their exact prefix sum), the four lists hold every
-        // deferred piece (list_cap), the stamps every stream byte, the token index (when used) nunits <<
-        // (unit_log - TOKEN_BUCKET_LOG) entries, and the chase maps (chase_map_ptrs) a bit per stream byte and a
-        // record per token entry.
+        // SAFETY: arguments match parse_k<K>(Ctx, u32, u32), parse_k1_staged and parse_k1_linear (the same, given
+        // the shared memory for their units' K1_RING_BYTES-aligned rings, allowed by prepare_staged_parse),
+        // place_literals_k1(Ctx, u32) (n: every unit, each at its own 2^unit_log <= 4096 bytes), resolve_round(Ctx,
+        // u32, u32*, u32, u32, u64*, u64*, u64*, u64*, u32*, u32, u32), index_tokens(Ctx, u32*), resolve_chase(Ctx,
+        // u64*, u64*, u32*, u32, const u32*) and chase_matches(Ctx, const u32*, const u32*, const uint4*); `c`
+        // points at the full-decode buffers sized for all units and tokens (tok_off is their exact prefix sum), the
+        // four lists hold every deferred piece (list_cap), the stamps every stream byte, the token index (when
+        // used) nunits << (unit_log - TOKEN_BUCKET_LOG) entries, and the chase maps (chase_map_ptrs) a bit per
+        // stream byte and a record per token entry.
         unsafe {
             let warps_per_cta = (CTA_THREADS / 32) as u64;
             let cfg =
                 LaunchConfig { grid_dim: (parse_grid, 1, 1), block_dim: (CTA_THREADS, 1, 1), shared_mem_bytes: 0 };
             let level = 0u32;
-            let (parse, rings) = match (&self.kernels.parse_staged, staged) {
-                (Some(f), true) => (f, (parse_threads / 32 * k1_lanes + 1) * K1_RING_BYTES),
-                _ => (&self.kernels.parse, 0),
+            let rings = (parse_threads / 32 * k1_lanes + 1) * k1_ring_bytes();
+            let (parse, rings, place) = match (&self.kernels.parse_staged, &self.kernels.parse_linear) {
+                (_, Some((f, place))) if linear => (f, rings, Some(place)),
+                (Some(f), _) if staged => (f, rings, None),
+                _ => (&self.kernels.parse, 0, None),
             };
             stream
                 .launch_builder(parse)
@@ -708,6 +734,14 @@ impl Device {
                 .arg(&mode)
                 .launch(LaunchConfig { block_dim: (parse_threads, 1, 1), shared_mem_bytes: rings, ..cfg })
                 .map_err(gpu("parse launch"))?;
+            if let Some(place) = place.filter(|_| matches!(variant, FullVariant::ParseOnly | FullVariant::Full)) {
+                let cfg = LaunchConfig {
+                    grid_dim: (grid_for(n as u64, u64::from(PLACE_WARPS), 1 << 20), 1, 1),
+                    block_dim: (PLACE_WARPS * 32, 1, 1),
+                    shared_mem_bytes: 0,
+                };
+                stream.launch_builder(place).arg(&c).arg(&n).launch(cfg).map_err(gpu("place literals"))?;
+            }
             if let Some(event) = &resolve_start {
                 event.record(&stream).map_err(gpu("event"))?;
             }
