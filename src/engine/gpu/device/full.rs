@@ -44,11 +44,11 @@ const K1_STAGED_UNITS_MAX: u32 = 64;
 pub(super) const PLACE_WARPS: u32 = 4;
 pub(super) const PLACE_MAX_UNIT_LOG: u32 = 12;
 
-/// Whether a staged full decode writes its literals in literal order for `place_literals_k1` to move
-/// (ACEAPEX_GPU_K1_LINEAR=1; see [`Device::k1_linear`]).
+/// Whether a staged full decode writes its literals in literal order for `place_literals_k1` to move (the
+/// default), or places them in the chain (ACEAPEX_GPU_K1_LINEAR=0; measurements); see [`Device::k1_linear`].
 fn k1_linear_knob() -> bool {
     static LINEAR: OnceLock<u32> = OnceLock::new();
-    env_knob(&LINEAR, "ACEAPEX_GPU_K1_LINEAR", 0, |v| v <= 1) == 1
+    env_knob(&LINEAR, "ACEAPEX_GPU_K1_LINEAR", 1, |v| v <= 1) == 1
 }
 
 /// Whether the full decode of few K = 1 units runs `parse_k1_staged` (the default) or `parse_k1` as before
@@ -570,7 +570,10 @@ impl Device {
     /// [`K1_STAGED_UNITS_MAX`] a CTA, unless ACEAPEX_GPU_K1_STAGED=0. Its word streams come from a ring in shared
     /// memory a unit (kernels/decode.cu WordRing1): ~5 instructions a renormalisation instead of WordReader1's
     /// ~19 and no global load on the chain; the K = 1 context-coded literal loop's SASS goes from 60 to 47
-    /// instructions a literal (scripts/kernel-sass.py). More units keep `parse_k1`, whose CTAs share the SMs.
+    /// instructions a literal (scripts/kernel-sass.py). H200, session 31 run 2, full decode against `parse_k1`
+    /// (entropy alone in brackets): atha genome 0.915 -> 0.775 ms (0.62 -> 0.41), general 1.24 -> 1.18, fly x11
+    /// 1.116 -> 0.970; run 3: a 512-byte ring or the word stream left out of the L1 prefetch no better. More units
+    /// keep `parse_k1`, whose CTAs share the SMs.
     fn k1_staged(&self, n: u64, threads: u32, lanes: u32) -> bool {
         self.kernels.parse_staged.is_some()
             && k1_staged_knob()
@@ -580,9 +583,11 @@ impl Device {
 
     /// Whether a staged parse (see [`Self::k1_staged`]) writes its literals in literal order, eight to an aligned
     /// word with no token walk in the chain (`parse_k1_linear`), and `place_literals_k1` moves them to their
-    /// offsets after it: when the parse writes no stamps and slices are at most 4 KiB, if ACEAPEX_GPU_K1_LINEAR=1.
-    /// A kernel entry of its own, so that the other parses' code stays as it is (session 30 put the same
-    /// placement into `parse_k1` as a mode, and all of `parse_k1` got slower).
+    /// offsets after it: when the parse writes no stamps and slices are at most 4 KiB, unless
+    /// ACEAPEX_GPU_K1_LINEAR=0. A kernel entry of its own, so that the other parses' code stays as it is (session 30
+    /// put the same placement into `parse_k1` as a mode, and all of `parse_k1` got slower). H200, session 31 run 3,
+    /// full decode against the placement in the staged chain: atha genome 0.772 -> 0.716 ms, general 1.174 ->
+    /// 1.070, fly x11 0.964 -> 0.893.
     fn k1_linear(&self, staged: bool, stamps: bool) -> bool {
         staged && !stamps && self.unit_log <= PLACE_MAX_UNIT_LOG && k1_linear_knob()
     }
