@@ -453,7 +453,9 @@ __device__ __forceinline__ void load_lit_table(const Ctx& c, u64 grp, LitTables*
 //    copies that keep a quarter-warp's loads free of bank conflicts (K1Rows), and the four rows a literal's
 //    successor context can have (consecutive: ((ctx << 2) | s) & mask) are loaded while the literal itself
 //    decodes, so the next step only selects one by the base just decoded;
-//  * the word stream is read from aligned 32-bit words loaded two moves (~16 literals) ahead (WordReader1);
+//  * the word stream is read from aligned 32-bit words loaded two moves (~16 literals) ahead (WordReader1), or, in
+//    the full decode of few slices (parse_k1_staged, parse_k1_linear), from a ring in shared memory the parse fills
+//    ahead of the chain (WordRing1: 13 fewer instructions a literal, session 31);
 //  * literals are decoded eight at a time and placed as one 8-byte piece where the eight lie in one token's run
 //    (LiteralSink1::put8): the token walk and the word merge are off the step, and a lane's stores go to its own
 //    slice in aligned words (a store per literal was a transaction each).
