@@ -1029,53 +1029,92 @@ __device__ void parse_one(const Ctx& c, const Group<W>& g, u32 id, u64 tok_base,
     const u64 steps = (S + K - 1) / K;
     int pending = -1;  // literal byte decoded in the last code step, or -1
 
-    for (u64 j = 0; j < steps; j++) {
-        // (With K = 1 the literals, also in MODE_ENTROPY_ONLY, are literal_phase_k1's.)
-        if (j == code_steps && (mode != MODE_ENTROPY_ONLY || W == 1)) break;
-        u64 i = j * K + lane;
-        bool act = lane < K && i < S;
-        if (act && lit_ctx && i >= ncodes) {
-            // A context-coded literal (the lane's first in a code step, or any in MODE_ENTROPY_ONLY).
-            const u32 sym = decode_base(lm, &lctx, &x);
-            if (mode != MODE_ENTROPY_ONLY) pending = (int)sym;
-            else if (sym == 0x100) bad = true;  // never true, as below
-        } else if (act) {
-            u32 slot = x & 4095u;
-            u32 which = i < nmatch + 1ull ? 0 : (i < 2ull * nmatch + 1 ? 1 : (i < ncodes ? 2 : 3));
-            u32 e;
-            if (sm && which < 3) {
-                // Shared-memory tables: two dependent shared loads instead of one global one.
-                const u32 sym = sm->syms[which * 4096 + slot];
-                const u32 f = sm->fc[(which == 0 ? 0u : which == 1 ? 64u : 128u) + sym];
-                e = f == 0 ? 0xFFFFFFFFu : sym | (((f & 0xFFFFu) - 1) << 8) | ((f >> 16) << 20);
-            } else {
-                e = tab[which * 4096 + slot];
-            }
-            if (e == 0xFFFFFFFFu) {
-                bad = true;
-                act = false;
-            } else {
-                u32 sym = e & 0xFF, freq = ((e >> 8) & 0xFFF) + 1, cum = e >> 20;
-                x = freq * (x >> 12) + slot - cum;
+    if constexpr (W == 1 && STAGED) {
+        // K = 1, staged: the code phase's own loop, its words from the ring too (which holds the stream from word
+        // 0): the LL codes of the ntok tokens, then the ML and the OF codes of the nmatch matches, one symbol a
+        // step as in the generic loop below (which took ~90 instructions a code, branches and 64-bit indices
+        // included: ~10 % of parse_k1_staged's samples on atha genome, session 31 run 3).
+        wring.start(0);
+        u32 done = 0;  // codes decoded: a refill every eight (each takes at most one word)
+#pragma unroll 1
+        for (u32 which = 0; which < 3 && !bad; which++) {
+            const u32 n = which == 0 ? ntok : nmatch;
+            for (u32 t = 0; t < n; t++) {
+                if ((done++ & 7u) == 0) wring.refill();
+                const u32 slot = x & 4095u;
+                u32 e;
+                if (sm) {
+                    const u32 sym = sm->syms[which * 4096 + slot];
+                    const u32 f = sm->fc[64u * which + sym];
+                    e = f == 0 ? 0xFFFFFFFFu : sym | (((f & 0xFFFFu) - 1) << 8) | ((f >> 16) << 20);
+                } else {
+                    e = tab[which * 4096 + slot];
+                }
+                if (e == 0xFFFFFFFFu) {
+                    bad = true;
+                    break;
+                }
+                const u32 sym = e & 0xFF;
+                x = (((e >> 8) & 0xFFF) + 1) * (x >> 12) + slot - (e >> 20);
+                wring.renorm(&x);
                 if (mode != MODE_ENTROPY_ONLY) {
-                    if (which == 0) tp[i] = sym;
-                    else if (which == 1) mp[i - (nmatch + 1)] = sym;
-                    else if (which == 2) bk[i - (2ull * nmatch + 1)] = sym;
-                    else pending = (int)sym;  // literal i - ncodes, placed by literal_phase
-                } else if (which == 3 && sym == 0x100) {
-                    bad = true;  // never true: keeps the decode from being optimised away in this variant
+                    if (which == 0) tp[t] = sym;
+                    else if (which == 1) mp[t] = sym;
+                    else bk[t] = sym;
                 }
             }
         }
-        ww.take(g, act && x < 65536u, &x, &bad);
+    } else {
+        for (u64 j = 0; j < steps; j++) {
+            // (With K = 1 the literals, also in MODE_ENTROPY_ONLY, are literal_phase_k1's.)
+            if (j == code_steps && (mode != MODE_ENTROPY_ONLY || W == 1)) break;
+            u64 i = j * K + lane;
+            bool act = lane < K && i < S;
+            if (act && lit_ctx && i >= ncodes) {
+                // A context-coded literal (the lane's first in a code step, or any in MODE_ENTROPY_ONLY).
+                const u32 sym = decode_base(lm, &lctx, &x);
+                if (mode != MODE_ENTROPY_ONLY) pending = (int)sym;
+                else if (sym == 0x100) bad = true;  // never true, as below
+            } else if (act) {
+                u32 slot = x & 4095u;
+                u32 which = i < nmatch + 1ull ? 0 : (i < 2ull * nmatch + 1 ? 1 : (i < ncodes ? 2 : 3));
+                u32 e;
+                if (sm && which < 3) {
+                    // Shared-memory tables: two dependent shared loads instead of one global one.
+                    const u32 sym = sm->syms[which * 4096 + slot];
+                    const u32 f = sm->fc[(which == 0 ? 0u : which == 1 ? 64u : 128u) + sym];
+                    e = f == 0 ? 0xFFFFFFFFu : sym | (((f & 0xFFFFu) - 1) << 8) | ((f >> 16) << 20);
+                } else {
+                    e = tab[which * 4096 + slot];
+                }
+                if (e == 0xFFFFFFFFu) {
+                    bad = true;
+                    act = false;
+                } else {
+                    u32 sym = e & 0xFF, freq = ((e >> 8) & 0xFFF) + 1, cum = e >> 20;
+                    x = freq * (x >> 12) + slot - cum;
+                    if (mode != MODE_ENTROPY_ONLY) {
+                        if (which == 0) tp[i] = sym;
+                        else if (which == 1) mp[i - (nmatch + 1)] = sym;
+                        else if (which == 2) bk[i - (2ull * nmatch + 1)] = sym;
+                        else pending = (int)sym;  // literal i - ncodes, placed by literal_phase
+                    } else if (which == 3 && sym == 0x100) {
+                        bad = true;  // never true: keeps the decode from being optimised away in this variant
+                    }
+                }
+            }
+            ww.take(g, act && x < 65536u, &x, &bad);
+        }
     }
     if (g.any(bad)) {
         if (lane == 0) report(status, E_SYMBOL, id);
         return;
     }
+    // Words the code phase took (K = 1: where the literal phase starts).
+    const u32 code_words = W == 1 && STAGED ? wring.taken_words() : ww.pos;
     if constexpr (W == 1) {
         if (mode == MODE_ENTROPY_ONLY) {
-            literal_phase_k1<STAGED, LINEAR>(c, id, tp, li, bytes, stamps, mode, x, ww.pos, k1, &wring);
+            literal_phase_k1<STAGED, LINEAR>(c, id, tp, li, bytes, stamps, mode, x, code_words, k1, &wring);
             return;
         }
     }
@@ -1193,7 +1232,8 @@ __device__ void parse_one(const Ctx& c, const Group<W>& g, u32 id, u64 tok_base,
         return;
     }
     g.sync();
-    if constexpr (W == 1) literal_phase_k1<STAGED, LINEAR>(c, id, tp, li, bytes, stamps, mode, x, ww.pos, k1, &wring);
+    if constexpr (W == 1)
+        literal_phase_k1<STAGED, LINEAR>(c, id, tp, li, bytes, stamps, mode, x, code_words, k1, &wring);
     else literal_phase<W>(c, g, id, tp, li, bytes, stamps, mode, x, ww, pending);
 }
 
