@@ -1020,8 +1020,8 @@ __device__ void parse_one(const Ctx& c, const Group<W>& g, u32 id, u64 tok_base,
     // lane) wait in `pending` until the tokens are parsed.
     // Lanes >= K hold no state: x = 2^16, the value every lane must end with.
     u32 x = lane < K ? load_u32_le(states + 4 * lane) : 65536u;
-    WordWindow<W> ww;
-    ww.init(words, nwords, lane, 0);
+    WordWindow<W> ww;  // the generic code phase's words (the staged K = 1 parses read theirs from `wring`)
+    if constexpr (!(W == 1 && STAGED)) ww.init(words, nwords, lane, 0);
     // An encoder never leaves a state below 2^16 (the CPU decoder refuses it too).
     bool bad = x < 65536u;
     const u64 ncodes = 3ull * nmatch + 1;
@@ -1227,7 +1227,7 @@ __device__ void parse_one(const Ctx& c, const Group<W>& g, u32 id, u64 tok_base,
     }
     if (mode == MODE_TOKENS) {
         // The literals come later (literals_k<W>): save where the rANS stream stands.
-        if (lane == 0) resume[0] = ww.pos;
+        if (lane == 0) resume[0] = code_words;
         resume[1 + lane] = x;
         resume[33 + lane] = pending >= 0 ? (u32)pending : 0xFFFFFFFFu;
         return;

@@ -58,6 +58,11 @@ fn k1_staged_knob() -> bool {
     env_knob(&STAGED, "ACEAPEX_GPU_K1_STAGED", 1, |v| v <= 1) == 1
 }
 
+/// Units a K = 1 parse CTA of `threads` threads holds when `lanes` of each warp take one (kernel parse_units).
+fn k1_units_per_cta(threads: u32, lanes: u32) -> u32 {
+    threads / 32 * lanes
+}
+
 /// Lets `parse_k1_staged` take its rings beyond the 48 KB of dynamic shared memory a launch gets by default, and
 /// asks for a shared-memory carveout that holds one CTA's tables and rings: the rest of the SM's 256 KB stays L1.
 pub(super) fn prepare_staged_parse(ctx: &CudaContext, f: &CudaFunction) -> Result<()> {
@@ -547,7 +552,7 @@ impl Device {
             return (CTA_THREADS, 32);
         }
         let sms = u64::from(self.sm_count.max(1));
-        let (auto_threads, auto_lanes) = match n <= 64 * sms {
+        let (auto_threads, auto_lanes) = match self.k1_few_units(n) {
             true => {
                 let units = n.div_ceil(sms).next_power_of_two().clamp(8, 64) as u32;
                 (units / K1_FEW_LANES * 32, K1_FEW_LANES)
@@ -565,6 +570,11 @@ impl Device {
         (threads, lanes)
     }
 
+    /// Whether a K = 1 full decode of `n` units has few of them: at most 64 an SM ([`Self::k1_launch`]).
+    fn k1_few_units(&self, n: u64) -> bool {
+        n <= 64 * u64::from(self.sm_count.max(1))
+    }
+
     /// Whether the full decode's parse of `n` units in CTAs of `threads` threads, `lanes` of each warp taking a
     /// unit, runs `parse_k1_staged`: K = 1, few units (at most 64 an SM, as in [`Self::k1_launch`]) and at most
     /// [`K1_STAGED_UNITS_MAX`] a CTA, unless ACEAPEX_GPU_K1_STAGED=0. Its word streams come from a ring in shared
@@ -577,8 +587,8 @@ impl Device {
     fn k1_staged(&self, n: u64, threads: u32, lanes: u32) -> bool {
         self.kernels.parse_staged.is_some()
             && k1_staged_knob()
-            && n <= 64 * u64::from(self.sm_count.max(1))
-            && threads / 32 * lanes <= K1_STAGED_UNITS_MAX
+            && self.k1_few_units(n)
+            && k1_units_per_cta(threads, lanes) <= K1_STAGED_UNITS_MAX
     }
 
     /// Whether a staged parse (see [`Self::k1_staged`]) writes its literals in literal order, eight to an aligned
@@ -726,7 +736,7 @@ impl Device {
             let cfg =
                 LaunchConfig { grid_dim: (parse_grid, 1, 1), block_dim: (CTA_THREADS, 1, 1), shared_mem_bytes: 0 };
             let level = 0u32;
-            let rings = (parse_threads / 32 * k1_lanes + 1) * k1_ring_bytes();
+            let rings = (k1_units_per_cta(parse_threads, k1_lanes) + 1) * k1_ring_bytes();
             let (parse, rings, place) = match (&self.kernels.parse_staged, &self.kernels.parse_linear) {
                 (_, Some((f, place))) if linear => (f, rings, Some(place)),
                 (Some(f), _) if staged => (f, rings, None),
