@@ -955,6 +955,121 @@ template <int W>
 __device__ void literal_phase(const Ctx& c, const Group<W>& g, u32 id, const u32* tp, const u32* li, u8* bytes,
                               u8* stamps, u32 mode, u32 x, WordWindow<W>& ww, int pending);
 
+// A slice's extra-bits stream read in order, LSB first (FORMAT.md §3.2), for the staged K = 1 token parse: a 64-bit
+// buffer topped up by one aligned 32-bit word when a take needs more bits than it holds, where read_bits loads a
+// byte at a time at every field's own offset. As in WordRing1, aligned words wholly past the stream are not loaded
+// (they read as 0); the caller checks each token's bits against the stream's length before taking them.
+struct BitReader1 {
+    const u32* p;    // the next aligned word to load
+    const u32* end;  // the first aligned word wholly past the stream
+    u64 buf;         // bits not yet taken, from the lowest
+    u32 have;        // bits in buf (at most 63)
+
+    __device__ __forceinline__ u32 word() {
+        const u32 v = p < end ? __ldg(p) : 0u;
+        p++;
+        return v;
+    }
+    __device__ __forceinline__ void init(const u8* extra, u32 len) {
+        const u32* a0 = (const u32*)((u64)extra & ~3ull);
+        const u32 shift = 8u * (u32)((u64)extra & 3u);
+        end = (const u32*)(((u64)(extra + len) + 3) & ~3ull);
+        p = a0;
+        buf = word() >> shift;
+        have = 32u - shift;
+    }
+    // The next n bits (n <= 32).
+    __device__ __forceinline__ u32 take(u32 n) {
+        if (have < n) {
+            buf |= (u64)word() << have;
+            have += 32;
+        }
+        const u32 v = (u32)buf & (n >= 32 ? 0xFFFFFFFFu : (1u << n) - 1u);
+        buf >>= n;
+        have -= n;
+        return v;
+    }
+    // The next n bits (n <= 64).
+    __device__ __forceinline__ u64 take64(u32 n) {
+        if (n <= 32) return take(n);
+        const u64 lo = take(32);
+        return lo | ((u64)take(n - 32) << 32);
+    }
+};
+
+// Phase B of parse_one for a staged K = 1 slice (parse_k1_staged, parse_k1_linear): the same values, checks and
+// outputs as the generic group loop in parse_one (whose collectives are identities at W = 1), one token a step
+// with the extra bits from a BitReader1, 32-bit sums, and the next token's codes loaded a step ahead. (The generic
+// loop took ~300 instructions a token at W = 1, its read_bits a byte load at a time: ~9 % of parse_k1_staged's
+// samples on atha_chr1 in genome mode, session 31 run 3.) Stops at the first bad token (the caller reports
+// E_VALUE; what a bad token left in the arrays is never read) and returns whether there was one; otherwise
+// `*bits`, `*lits` and `*span` are the extra bits taken, the literals and the bytes the tokens cover.
+__device__ __forceinline__ bool k1_token_values(u32* tp, u32* mp, u32* li, u64* bk, u32 ntok, u32 nmatch,
+                                                const u8* extra, u32 extra_len, u32 unit_len, u64 unit_start,
+                                                u64* bits, u32* lits, u32* span) {
+    BitReader1 br;
+    br.init(extra, extra_len);
+    const u64 total_bits = 8ull * extra_len;
+    u64 taken = 0;
+    u32 lit_run = 0, pos_run = 0;
+    u64 prev_diag = 0;  // the diagonal of the last match (RC_FLAG marks an anti-diagonal), as in parse_one
+    bool have_prev = false;
+    u32 llc = tp[0], mlc = nmatch > 0 ? mp[0] : 0u, ofc = nmatch > 0 ? (u32)bk[0] : 0u;
+#pragma unroll 1
+    for (u32 t = 0; t < ntok; t++) {
+        const bool has_match = t < nmatch;
+        u32 nll = 0, nml = 0, nof = 0;
+        if (t + 1 < ntok) nll = tp[t + 1];
+        if (t + 1 < nmatch) {
+            nml = mp[t + 1];
+            nof = (u32)bk[t + 1];
+        }
+        const u32 nb_ll = extra_bits_of(llc);
+        const u32 nb_ml = has_match ? extra_bits_of(mlc) : 0u;
+        const u32 nb_of = has_match ? of_extra_bits(ofc) : 0u;
+        const u32 nb = nb_ll + nb_ml + nb_of;
+        // A code outside its alphabet: an OF code refused as in parse_one, an LL or ML code with more than 32
+        // extra bits a value above 2^33, past any unit's length (parse_one refuses the value).
+        if (taken + nb > total_bits || nb_ll > 32 || nb_ml > 32 || (has_match && ofc >= OF_ALPHABET)) return true;
+        taken += nb;
+        const u64 lit = log_value(llc, br.take(nb_ll));
+        u64 len = 0, dist = 0;
+        if (has_match) {
+            len = log_value(mlc, br.take(nb_ml)) + 2;
+            dist = log_value(of_log_code(ofc), br.take64(nb_of)) + 1;
+        }
+        if (lit > unit_len || len > unit_len) return true;
+        const u32 my_lit = lit_run, my_pos = pos_run;
+        lit_run += (u32)lit;
+        pos_run += (u32)(lit + len);
+        if (lit_run > unit_len || pos_run > unit_len) return true;
+        const u64 dst = unit_start + my_pos + lit;
+        bool rc = has_match && ofc >= OF_REVERSE;
+        if (has_match && is_continuation(ofc)) {
+            // No explicit match before it in the slice: invalid (see parse_one).
+            if (!have_prev) return true;
+            prev_diag += (u64)continuation_delta(ofc);
+            rc = match_rc(prev_diag);
+            dist = rc ? 2ull * dst - match_dist(prev_diag) : prev_diag;
+        } else if (has_match) {
+            prev_diag = rc ? ((2ull * dst - dist) | RC_FLAG) : dist;
+            have_prev = true;
+        }
+        if (dist > dst || (has_match && dist == 0) || (rc && dist + len - 1 > dst)) return true;
+        tp[t] = my_pos;
+        mp[t] = my_pos + (u32)lit;
+        li[t] = my_lit;
+        bk[t] = rc ? (dist | RC_FLAG) : dist;
+        llc = nll;
+        mlc = nml;
+        ofc = nof;
+    }
+    *bits = taken;
+    *lits = lit_run;
+    *span = pos_run;
+    return false;
+}
+
 // One group of W = K lanes decodes one unit (slice): rANS (a lane per interleaved state), token parse by group
 // prefix sums, then (unless `mode` is MODE_TOKENS, which saves the rANS state in `resume` instead) the literals to
 // their unit offsets in `bytes` (a unit-local buffer of 2^unit_log bytes).
@@ -1133,83 +1248,89 @@ __device__ void parse_one(const Ctx& c, const Group<W>& g, u32 id, u64 tok_base,
     // chunk in `prev_diag` / `have_prev`. A forward match's diagonal is its back; a reverse complement's is its
     // anti-diagonal 2 dst - back (dst + the source's last byte) with RC_FLAG. An explicit match heads a segment
     // with its diagonal, a continuation adds its delta (two's complement) and takes the segment's kind.
+    // (The staged K = 1 parses run k1_token_values instead: the same values and checks, one token a step.)
     u64 bit_run = 0;
     u32 lit_run = 0, pos_run = 0;
-    u64 prev_diag = 0;
-    bool have_prev = false;
     const u64 extra_bits_total = 8ull * extra_len;
-    for (u32 chunk = 0; chunk < ntok; chunk += W) {
-        u32 t = chunk + lane;
-        bool has = t < ntok;
-        bool has_match = t < nmatch;
-        u32 llc = has ? tp[t] : 0;
-        u32 mlc = has_match ? mp[t] : 0;
-        u32 ofc = has_match ? (u32)bk[t] : 0;
-        u32 nb_ll = extra_bits_of(llc), nb_ml = has_match ? extra_bits_of(mlc) : 0;
-        u32 nb_of = has_match ? of_extra_bits(ofc) : 0;
-        u32 nb = nb_ll + nb_ml + nb_of;
-        u32 incl = g.scan(nb);
-        u64 bitpos = bit_run + incl - nb;
-        bit_run += g.last(incl);
-        u64 lit = 0, len = 0, dist = 0;
-        if (has) {
-            if (bitpos + nb > extra_bits_total) {
-                bad = true;
-            } else {
-                lit = log_value(llc, read_bits(extra, bitpos, nb_ll));
-                if (has_match) {
-                    len = log_value(mlc, read_bits(extra, bitpos + nb_ll, nb_ml)) + 2;
-                    dist = log_value(of_log_code(ofc), read_bits(extra, bitpos + nb_ll + nb_ml, nb_of)) + 1;
+    if constexpr (W == 1 && STAGED) {
+        bad = k1_token_values(tp, mp, li, bk, ntok, nmatch, extra, extra_len, unit_len, unit_start, &bit_run, &lit_run,
+                              &pos_run);
+    } else {
+        u64 prev_diag = 0;
+        bool have_prev = false;
+        for (u32 chunk = 0; chunk < ntok; chunk += W) {
+            u32 t = chunk + lane;
+            bool has = t < ntok;
+            bool has_match = t < nmatch;
+            u32 llc = has ? tp[t] : 0;
+            u32 mlc = has_match ? mp[t] : 0;
+            u32 ofc = has_match ? (u32)bk[t] : 0;
+            u32 nb_ll = extra_bits_of(llc), nb_ml = has_match ? extra_bits_of(mlc) : 0;
+            u32 nb_of = has_match ? of_extra_bits(ofc) : 0;
+            u32 nb = nb_ll + nb_ml + nb_of;
+            u32 incl = g.scan(nb);
+            u64 bitpos = bit_run + incl - nb;
+            bit_run += g.last(incl);
+            u64 lit = 0, len = 0, dist = 0;
+            if (has) {
+                if (bitpos + nb > extra_bits_total) {
+                    bad = true;
+                } else {
+                    lit = log_value(llc, read_bits(extra, bitpos, nb_ll));
+                    if (has_match) {
+                        len = log_value(mlc, read_bits(extra, bitpos + nb_ll, nb_ml)) + 2;
+                        dist = log_value(of_log_code(ofc), read_bits(extra, bitpos + nb_ll + nb_ml, nb_of)) + 1;
+                    }
                 }
             }
-        }
-        if (lit > unit_len || len > unit_len) {
-            bad = true;
-            lit = 0;
-            len = 0;
-        }
-        u32 lit32 = (u32)lit, span = (u32)(lit + len);
-        u32 lit_incl = g.scan(lit32);
-        u32 span_incl = g.scan(span);
-        u32 my_lit = lit_run + lit_incl - lit32;
-        u32 my_pos = pos_run + span_incl - span;
-        lit_run += g.last(lit_incl);
-        pos_run += g.last(span_incl);
-        if (lit_run > unit_len || pos_run > unit_len) bad = true;
-        // Absolute destination of this token's match (sums checked against unit_len above, so no overflow).
-        const u64 dst = unit_start + my_pos + lit;
-        bool rc = has_match && ofc >= OF_REVERSE;
-        {
-            const bool cont = has_match && is_continuation(ofc);
-            bool head = has_match && !cont;
-            // An explicit reverse complement's anti-diagonal needs dist <= dst to be meaningful; a larger dist
-            // is refused below either way.
-            const u64 diag = rc ? ((2ull * dst - dist) | RC_FLAG) : dist;
-            u64 v = head ? diag : (cont ? (u64)continuation_delta(ofc) : 0ull);
-            v = g.seg_scan(v, &head);
-            if (!head) {
-                v += prev_diag;
-                head = have_prev;
+            if (lit > unit_len || len > unit_len) {
+                bad = true;
+                lit = 0;
+                len = 0;
             }
-            if (cont) {
-                // No explicit match before it in the slice: invalid. A back that went below 1 or past dst wrapped
-                // to a huge value and fails the checks below, like one that reaches before the stream start.
-                if (!head) bad = true;
-                rc = match_rc(v);
-                dist = rc ? 2ull * dst - match_dist(v) : v;
+            u32 lit32 = (u32)lit, span = (u32)(lit + len);
+            u32 lit_incl = g.scan(lit32);
+            u32 span_incl = g.scan(span);
+            u32 my_lit = lit_run + lit_incl - lit32;
+            u32 my_pos = pos_run + span_incl - span;
+            lit_run += g.last(lit_incl);
+            pos_run += g.last(span_incl);
+            if (lit_run > unit_len || pos_run > unit_len) bad = true;
+            // Absolute destination of this token's match (sums checked against unit_len above, so no overflow).
+            const u64 dst = unit_start + my_pos + lit;
+            bool rc = has_match && ofc >= OF_REVERSE;
+            {
+                const bool cont = has_match && is_continuation(ofc);
+                bool head = has_match && !cont;
+                // An explicit reverse complement's anti-diagonal needs dist <= dst to be meaningful; a larger dist
+                // is refused below either way.
+                const u64 diag = rc ? ((2ull * dst - dist) | RC_FLAG) : dist;
+                u64 v = head ? diag : (cont ? (u64)continuation_delta(ofc) : 0ull);
+                v = g.seg_scan(v, &head);
+                if (!head) {
+                    v += prev_diag;
+                    head = have_prev;
+                }
+                if (cont) {
+                    // No explicit match before it in the slice: invalid. A back that went below 1 or past dst wrapped
+                    // to a huge value and fails the checks below, like one that reaches before the stream start.
+                    if (!head) bad = true;
+                    rc = match_rc(v);
+                    dist = rc ? 2ull * dst - match_dist(v) : v;
+                }
+                prev_diag = g.last64(v);
+                have_prev = g.last(head ? 1u : 0u) != 0;
             }
-            prev_diag = g.last64(v);
-            have_prev = g.last(head ? 1u : 0u) != 0;
+            if (has_match && ofc >= OF_ALPHABET) bad = true;
+            if (has) {
+                if (dist > dst || (has_match && dist == 0) || (rc && dist + len - 1 > dst)) bad = true;
+                tp[t] = my_pos;
+                mp[t] = my_pos + (u32)lit;
+                li[t] = my_lit;
+                bk[t] = rc ? (dist | RC_FLAG) : dist;
+            }
+            if (g.any(bad)) break;
         }
-        if (has_match && ofc >= OF_ALPHABET) bad = true;
-        if (has) {
-            if (dist > dst || (has_match && dist == 0) || (rc && dist + len - 1 > dst)) bad = true;
-            tp[t] = my_pos;
-            mp[t] = my_pos + (u32)lit;
-            li[t] = my_lit;
-            bk[t] = rc ? (dist | RC_FLAG) : dist;
-        }
-        if (g.any(bad)) break;
     }
     if (g.any(bad)) {
         if (lane == 0) report(status, E_VALUE, id);

@@ -124,6 +124,15 @@ fn literal_sink_places_every_literal_and_nothing_past_its_unit() {
     run_harness("literal_sink", &cut(&src, "enum K1Place {", "struct LiteralSink1 {"));
 }
 
+#[test]
+fn staged_token_parse_matches_the_group_loop() {
+    let src = kernel_source();
+    let codes = cut_fn(&src, "// Extra bits used by a log code", "__device__ __forceinline__ u64 read_bits");
+    let parse =
+        cut_fn(&src, "// A slice's extra-bits stream read in order", "__device__ __forceinline__ bool k1_token_values");
+    run_harness("token_values", &format!("{codes}\n{parse}"));
+}
+
 /// `Rng::range` as a u32 in `[0, n)` (`n ≥ 1`).
 fn below(rng: &mut Rng, n: u32) -> u32 {
     rng.range(0, u64::from(n) - 1) as u32
