@@ -425,36 +425,77 @@ pub fn pack(inputs: &[PathBuf], output: &Path, opts: &PackOptions) -> Result<Pac
 }
 
 /// The read-only inputs of the parallel segment parse.
-struct SegmentJob<'a> {
+///
+/// `'a`: the stream; `'d`: the view of the depth map (borrowed for one round of parses).
+struct SegmentJob<'a, 'd> {
     data: &'a [u8],
     level: LevelParams,
     block_log: u8,
     max_depth: u8,
-    outer_depth: &'a [u8],
+    outer_depth: &'d [u8],
     /// [`PackOptions::reverse_complements`].
     reverse: bool,
 }
 
-impl<'a> SegmentJob<'a> {
+impl<'a: 'd, 'd> SegmentJob<'a, 'd> {
     /// Parses `segments` in parallel, each with its own matcher and price model; those whose `sketch` flag is
     /// set only lazily (see [`LevelParams::reparse`]).
-    fn parse(&self, segments: &[(u64, u64)], sketch: &[bool], long: &[LongMatch]) -> Vec<Vec<BlockTokens>> {
+    /// `prebuilt`: the matcher of one of them, built ahead ([`Self::indexed_chain`]).
+    fn parse(
+        &self,
+        segments: &[(u64, u64)],
+        sketch: &[bool],
+        long: &[LongMatch],
+        mut prebuilt: Option<PrebuiltChain<'a>>,
+    ) -> Vec<Vec<BlockTokens>> {
         let block = 1u64 << self.block_log;
+        let chains: Vec<Option<ChainMatcher<'a>>> =
+            segments.iter().map(|&seg| prebuilt.take_if(|p| p.segment == seg).map(|p| p.chain)).collect();
         segments
             .par_iter()
             .zip(sketch)
-            .map(|(&(s, e), &sketch)| {
+            .zip(chains)
+            .map(|((&(s, e), &sketch), chain)| {
                 let seg_long: Vec<LongMatch> = long.iter().filter(|m| m.start < e && m.end() > s).copied().collect();
-                let mut parser = self.parser((s, e), sketch, &seg_long);
+                let mut parser = self.parser((s, e), sketch, &seg_long, chain);
                 (s..e).step_by(block as usize).map(|b| parser.parse_block(b, (b + block).min(e))).collect()
             })
             .collect()
     }
 
-    /// The parser of segment `[s, e)`, given the long matches that overlap it (see [`Self::parse`]).
-    fn parser(&self, (s, e): (u64, u64), sketch: bool, seg_long: &[LongMatch]) -> SegmentParser<'a> {
+    /// The chain matcher of segment `[s, e)` with the window before the segment already indexed: what
+    /// [`Self::parser`] starts from, built ahead of the parse. Why: the last segment of a chunk that is not bare
+    /// bases is parsed only after the others and the trial depth pass, alone on one core, and in genome mode
+    /// about half of that was allocating its tables and indexing the 1 MiB of bases before it (atha_chr1: 0.13 s
+    /// with the other core idle). The matcher's state depends on the data alone, so the parse is the same.
+    fn indexed_chain(&self, (s, e): (u64, u64)) -> ChainMatcher<'a> {
+        let mut chain = ChainMatcher::new(self.data, s.saturating_sub(self.level.window), e, self.params((s, e)).0);
+        chain.insert_until(s);
+        chain
+    }
+
+    /// The parser of segment `[s, e)`, given the long matches that overlap it (see [`Self::parse`]) and, if
+    /// built ahead, its matcher ([`Self::indexed_chain`]).
+    fn parser(
+        &self,
+        (s, e): (u64, u64),
+        sketch: bool,
+        seg_long: &[LongMatch],
+        chain: Option<ChainMatcher<'a>>,
+    ) -> SegmentParser<'d> {
+        let (chain_params, mut parse_params) = self.params((s, e));
+        if sketch {
+            parse_params.lazy_steps = parse_params.lazy_steps.or(Some(SKETCH_LAZY_STEPS));
+        }
+        let chain =
+            chain.unwrap_or_else(|| ChainMatcher::new(self.data, s.saturating_sub(self.level.window), e, chain_params));
+        let view = DepthView { max_depth: self.max_depth, outer: self.outer_depth };
+        SegmentParser::new(self.data, parse_params, chain, seg_long, (s, e), view)
+    }
+
+    /// The matcher's and the parser's parameters for segment `[s, e)` (its first parse, not a sketch).
+    fn params(&self, (s, e): (u64, u64)) -> (ChainParams, ParseParams) {
         let (data, level) = (self.data, self.level);
-        let base = s.saturating_sub(level.window);
         let mut chain_params = level.chain;
         if looks_like_nucleotides(&data[s as usize..e as usize]) {
             // Short matches never pay on 2-bit-a-base text; they only lengthen copy chains (depth).
@@ -472,12 +513,7 @@ impl<'a> SegmentJob<'a> {
             }
         }
         parse_params.reverse = reverse_complements(self.reverse, data, s, e);
-        if sketch {
-            parse_params.lazy_steps = parse_params.lazy_steps.or(Some(SKETCH_LAZY_STEPS));
-        }
-        let chain = ChainMatcher::new(data, base, e, chain_params);
-        let view = DepthView { max_depth: self.max_depth, outer: self.outer_depth };
-        SegmentParser::new(data, parse_params, chain, seg_long, (s, e), view)
+        (chain_params, parse_params)
     }
 
     /// Parses `segments` of the stream's first chunk (no long match carried into it) in parallel, like
@@ -490,7 +526,7 @@ impl<'a> SegmentJob<'a> {
             .par_iter()
             .zip(sketch)
             .map(|(&(s, e), &sketch)| {
-                let mut parser = self.parser((s, e), sketch, &[]);
+                let mut parser = self.parser((s, e), sketch, &[], None);
                 // The published matches that overlap the segment, from `taken` on not yet given to the parser,
                 // sorted as the scan's own (stable) sort sorts them; `seen`: how many published ones were looked at.
                 let (mut pending, mut taken, mut seen) = (Vec::<LongMatch>::new(), 0, 0);
@@ -518,6 +554,12 @@ impl<'a> SegmentJob<'a> {
             })
             .collect()
     }
+}
+
+/// A segment's matcher built ahead of its parse ([`SegmentJob::indexed_chain`]).
+struct PrebuiltChain<'a> {
+    segment: (u64, u64),
+    chain: ChainMatcher<'a>,
 }
 
 /// How far the long-match scan of the stream's first chunk has got and what it has found, for the parses that
@@ -735,16 +777,23 @@ impl<'a> Packing<'a> {
                 (s, e, found)
             })
         };
+        // A skipped last segment's matcher is built beside the first round, on a core that would otherwise wait
+        // for the slowest segment ([`SegmentJob::indexed_chain`]); with one worker it would change nothing but
+        // memory.
+        let prebuild = skip_last && rayon::current_num_threads() > 1;
+        let prebuild = || prebuild.then(|| PrebuiltChain { segment: last, chain: job.indexed_chain(last) });
         let ahead = self.ahead.take().filter(|&(s, e, _)| (s, e) == (start, end)).map(|(_, _, found)| found);
         let ldm = &mut self.ldm;
         // Only the stream's first chunk has not been scanned beside an earlier parse.
-        let (long, mut per_segment, ahead) = match ahead {
+        let (long, mut per_segment, prebuilt, ahead) = match ahead {
             Some(found) => {
                 let long = merge_long(&mut self.carry, found, start, end);
                 lap(&mut times.long_matches);
-                let (per_segment, ahead) =
-                    rayon::join(|| job.parse(&segments[..todo], &sketch[..todo], &long), || scan_next(ldm));
-                (long, per_segment, ahead)
+                let ((per_segment, prebuilt), ahead) = rayon::join(
+                    || rayon::join(|| job.parse(&segments[..todo], &sketch[..todo], &long, None), prebuild),
+                    || scan_next(ldm),
+                );
+                (long, per_segment, prebuilt, ahead)
             }
             None if self.streamed && self.carry.is_empty() => {
                 // The first chunk: its segments are parsed block by block as the scan gets past each
@@ -754,7 +803,7 @@ impl<'a> Packing<'a> {
                 let rc = reverse_complements(reverse, data, start, end);
                 let scan = ScanProgress::default();
                 let carry = &mut self.carry;
-                let ((long, ahead), per_segment) = rayon::join(
+                let ((long, ahead), (per_segment, prebuilt)) = rayon::join(
                     || {
                         let mut found = Vec::new();
                         {
@@ -771,18 +820,20 @@ impl<'a> Packing<'a> {
                         found.sort_by_key(|m| (m.start, m.back, m.rc));
                         (merge_long(carry, found, start, end), scan_next(ldm))
                     },
-                    || job.parse_streamed(&segments[..todo], &sketch[..todo], &scan),
+                    || rayon::join(|| job.parse_streamed(&segments[..todo], &sketch[..todo], &scan), prebuild),
                 );
-                (long, per_segment, ahead)
+                (long, per_segment, prebuilt, ahead)
             }
             None => {
                 let mut found = Vec::new();
                 ldm.scan(data, start, end, reverse_complements(reverse, data, start, end), &mut found);
                 let long = merge_long(&mut self.carry, found, start, end);
                 lap(&mut times.long_matches);
-                let (per_segment, ahead) =
-                    rayon::join(|| job.parse(&segments[..todo], &sketch[..todo], &long), || scan_next(ldm));
-                (long, per_segment, ahead)
+                let ((per_segment, prebuilt), ahead) = rayon::join(
+                    || rayon::join(|| job.parse(&segments[..todo], &sketch[..todo], &long, None), prebuild),
+                    || scan_next(ldm),
+                );
+                (long, per_segment, prebuilt, ahead)
             }
         };
         self.ahead = ahead;
@@ -794,7 +845,7 @@ impl<'a> Packing<'a> {
         let block = 1u64 << self.opts.block_log;
         let mut done = Vec::new();
         if self.level.reparse {
-            let (reparsed, kept) = self.reparse_segments(&segments, &mut per_segment, &long, skip_last);
+            let (reparsed, kept) = self.reparse_segments(&segments, &mut per_segment, &long, skip_last, prebuilt);
             times.reparsed_segments += reparsed;
             done = kept;
         }
@@ -811,7 +862,7 @@ impl<'a> Packing<'a> {
     /// Runs the depth pass over the freshly parsed segments and parses again, knowing the depths that pass produced,
     /// every segment after the first and each segment where it had to force more than one literal in
     /// [`REPARSE_FORCED_RATIO`] bytes (copy chains across segments parsed side by side). With `skip_last`, the
-    /// last segment has not been parsed yet (its sketch would feed nothing): it is parsed here. Returns how many
+    /// last segment has not been parsed yet (its sketch would feed nothing): it is parsed here (with `prebuilt`, its matcher, when built ahead). Returns how many
     /// segments were parsed again, and the trial pass's output for the segments before the first of them: that
     /// is the final pass's output too (the same tokens over the same depths before them), so the depth pass is
     /// rewound only to where they end, and the caller continues it from there. Why: the final pass over those
@@ -823,6 +874,7 @@ impl<'a> Packing<'a> {
         per_segment: &mut [Vec<BlockTokens>],
         long: &[LongMatch],
         skip_last: bool,
+        prebuilt: Option<PrebuiltChain<'a>>,
     ) -> (u64, Vec<Vec<BlockTokens>>) {
         let bare = |&(s, e): &(u64, u64)| is_bare_bases(&self.data[s as usize..e as usize]);
         // Only segments that are not bare bases are parsed again (a skipped last one never is: see parse_chunk),
@@ -858,7 +910,7 @@ impl<'a> Packing<'a> {
         let end = segments.last().map_or(0, |s| s.1);
         if !redo.is_empty() {
             let again: Vec<(u64, u64)> = redo.iter().map(|&k| segments[k]).collect();
-            let reparsed = self.segment_job(end).parse(&again, &vec![false; again.len()], long);
+            let reparsed = self.segment_job(end).parse(&again, &vec![false; again.len()], long, prebuilt);
             for (k, blocks) in redo.into_iter().zip(reparsed) {
                 per_segment[k] = blocks;
             }
@@ -868,7 +920,7 @@ impl<'a> Packing<'a> {
     }
 
     /// What the segment parsers need; depths of bytes before `known` are taken from the depth map.
-    fn segment_job(&self, known: u64) -> SegmentJob<'_> {
+    fn segment_job(&self, known: u64) -> SegmentJob<'a, '_> {
         SegmentJob {
             data: self.data,
             level: self.level,
