@@ -102,8 +102,8 @@ pub struct PackReport {
     pub literals: u64,
     pub max_depth_seen: u8,
     pub seconds: f64,
-    /// Where the time went (wall time on the packing thread; the long-match scan of every chunk after the first runs
-    /// beside the parse of the one before and is counted there).
+    /// Where the time went (wall time on the packing thread; the long-match scan of a chunk runs beside its own
+    /// parse or, scanned ahead, beside the parse of the one before, and is counted there).
     pub stages: StageTimes,
 }
 
@@ -516,37 +516,49 @@ impl<'a: 'd, 'd> SegmentJob<'a, 'd> {
         (chain_params, parse_params)
     }
 
-    /// Parses `segments` of the stream's first chunk (no long match carried into it) in parallel, like
-    /// [`Self::parse`], while the chunk is still being scanned: each block once the scan is
-    /// [`ldm::MAX_BACK_EXTEND`] past its end, when no match found later can start in it. Every segment gets the
-    /// same matches in the same order as [`Self::parse`] given the whole scan.
-    fn parse_streamed(&self, segments: &[(u64, u64)], sketch: &[bool], scan: &ScanProgress) -> Vec<Vec<BlockTokens>> {
+    /// Parses `segments` of a chunk that was not scanned ahead in parallel, like [`Self::parse`], while the chunk
+    /// is still being scanned: each block once the scan is
+    /// [`ldm::MAX_BACK_EXTEND`] past its end, when no match found later can start in it. `carry`: the matches
+    /// found in earlier chunks that reach into this one ([`merge_long`]'s). Every segment gets the same matches in
+    /// the same order as [`Self::parse`] given [`merge_long`] of the whole scan.
+    fn parse_streamed(
+        &self,
+        segments: &[(u64, u64)],
+        sketch: &[bool],
+        carry: &[LongMatch],
+        scan: &ScanProgress,
+    ) -> Vec<Vec<BlockTokens>> {
         let block = 1u64 << self.block_log;
         segments
             .par_iter()
             .zip(sketch)
             .map(|(&(s, e), &sketch)| {
                 let mut parser = self.parser((s, e), sketch, &[], None);
-                // The published matches that overlap the segment, from `taken` on not yet given to the parser,
-                // sorted as the scan's own (stable) sort sorts them; `seen`: how many published ones were looked at.
-                let (mut pending, mut taken, mut seen) = (Vec::<LongMatch>::new(), 0, 0);
+                // The matches that overlap the segment (carried, then published: `true`), from `taken` on not yet
+                // given to the parser, in [`merge_long`]'s order: its stable sort by (start, back) puts the carried
+                // ones (in their order) before the found ones, which the scan's own stable sort ordered by
+                // (start, back, rc). `seen`: how many published ones were looked at.
+                let overlaps = |m: &LongMatch| m.start < e && m.end() > s;
+                let mut pending: Vec<(LongMatch, bool)> =
+                    carry.iter().filter(|m| overlaps(m)).map(|&m| (m, false)).collect();
+                let (mut taken, mut seen) = (0, 0);
                 let mut out = Vec::new();
                 for b in (s..e).step_by(block as usize) {
                     let b_end = (b + block).min(e);
                     let before = pending.len();
                     scan.wait_for(b_end + ldm::MAX_BACK_EXTEND, &mut seen, |m| {
-                        if m.start < e && m.end() > s {
-                            pending.push(*m);
+                        if overlaps(m) {
+                            pending.push((*m, true));
                         }
                     });
-                    if pending.len() > before {
+                    if pending.len() > before || b == s {
                         pending.drain(..taken);
                         taken = 0;
-                        pending.sort_by_key(|m| (m.start, m.back, m.rc));
+                        pending.sort_by_key(|&(m, found)| (m.start, m.back, found, found && m.rc));
                     }
                     // Those starting before the block's end: no match found later can.
-                    let ready = taken + pending[taken..].partition_point(|m| m.start < b_end);
-                    parser.add_long(&pending[taken..ready]);
+                    let ready = taken + pending[taken..].partition_point(|(m, _)| m.start < b_end);
+                    parser.add_long(pending[taken..ready].iter().map(|&(m, _)| m));
                     taken = ready;
                     out.push(parser.parse_block(b, b_end));
                 }
@@ -562,8 +574,8 @@ struct PrebuiltChain<'a> {
     chain: ChainMatcher<'a>,
 }
 
-/// How far the long-match scan of the stream's first chunk has got and what it has found, for the parses that
-/// run beside it ([`SegmentJob::parse_streamed`]).
+/// How far the long-match scan of a chunk that was not scanned ahead has got and what it has found, for the
+/// parses that run beside it ([`SegmentJob::parse_streamed`]).
 #[derive(Default)]
 struct ScanProgress {
     /// Every window starting before `.0` has been scanned; `.1`: the matches found, in the scan's order.
@@ -602,7 +614,7 @@ impl Drop for ScanDone<'_> {
     }
 }
 
-/// Bytes the long-match scan of the first chunk covers between two publications to the parses beside it.
+/// Bytes the long-match scan of a chunk parsed beside it covers between two publications to the parses beside it.
 const SCAN_STEP: u64 = 256 << 10;
 
 /// Table groups per task of the parallel context statistics (each task's partial statistics take 2 MiB).
@@ -626,8 +638,8 @@ struct Packing<'a> {
     ahead: Option<(u64, u64, Vec<LongMatch>)>,
     depth: depth::DepthPass<'a>,
     progress: Option<indicatif::ProgressBar>,
-    /// Parse the first chunk's segments beside its long-match scan ([`ScanProgress`]); tests turn it off to
-    /// compare with the parse after the whole scan, which must give the same tokens.
+    /// Parse the segments of a chunk not scanned ahead beside its long-match scan ([`ScanProgress`]); tests turn
+    /// it off to compare with the parse after the whole scan, which must give the same tokens.
     streamed: bool,
 }
 
@@ -686,10 +698,11 @@ impl<'a> Packing<'a> {
             let stages = &mut report.stages;
             let (parsed, encoded) = if overlap {
                 let job = pending.take();
-                rayon::join(|| next.map(|(s, e)| self.parse_chunk(s, e, stages)), || encode(job))
+                let scan_ahead = job.is_some();
+                rayon::join(|| next.map(|(s, e)| self.parse_chunk(s, e, scan_ahead, stages)), || encode(job))
             } else {
                 let encoded = encode(pending.take());
-                (next.map(|(s, e)| self.parse_chunk(s, e, stages)), encoded)
+                (next.map(|(s, e)| self.parse_chunk(s, e, false, stages)), encoded)
             };
             if let Some((groups, seconds)) = encoded {
                 report.stages.encode += seconds;
@@ -720,16 +733,17 @@ impl<'a> Packing<'a> {
         Ok(tables)
     }
 
-    /// Parses and depth-bounds the whole stream without encoding (tests and measurements).
+    /// Parses and depth-bounds the whole stream without encoding (tests and measurements); with `scan_ahead`,
+    /// every chunk after the first is scanned beside the parse of the one before (as when packing).
     #[cfg(test)]
-    fn tokens(&mut self) -> Vec<BlockTokens> {
+    fn tokens(&mut self, scan_ahead: bool) -> Vec<BlockTokens> {
         let total = self.data.len() as u64;
         let chunk = chunk_bytes(self.opts);
         let mut all = Vec::new();
         let mut start = 0;
         while start < total {
             let end = (start + chunk).min(total);
-            all.extend(self.parse_chunk(start, end, &mut StageTimes::default()));
+            all.extend(self.parse_chunk(start, end, scan_ahead && start > 0, &mut StageTimes::default()));
             start = end;
         }
         all
@@ -740,7 +754,13 @@ impl<'a> Packing<'a> {
     /// pass had to force many literals) is parsed again knowing the depths the first pass produced, so that
     /// its closure prices and depth caps see the segments before it, and the depth pass runs once more over the
     /// whole chunk. Every step is deterministic.
-    fn parse_chunk(&mut self, start: u64, end: u64, times: &mut StageTimes) -> Vec<BlockTokens> {
+    ///
+    /// With `scan_ahead`, the next chunk's long-match scan runs beside the parse (else beside the next chunk's
+    /// own parse, [`ScanProgress`]): only where an encode runs beside this parse as well. Why: the scan is one
+    /// sequential task, and the parse four segments of about equal length; the first chunk, with nothing else
+    /// beside it, scanned two chunks while the other core parsed three segments, and then parsed the fourth
+    /// while that core idled (atha_chr1 genome mode, 2 threads: 0.25 s of the 1.8 s pack).
+    fn parse_chunk(&mut self, start: u64, end: u64, scan_ahead: bool, times: &mut StageTimes) -> Vec<BlockTokens> {
         let mut t = Instant::now();
         let mut lap = |slot: &mut f64| {
             *slot += t.elapsed().as_secs_f64();
@@ -771,7 +791,7 @@ impl<'a> Packing<'a> {
         let data = self.data;
         let reverse = self.opts.reverse_complements;
         let scan_next = |ldm: &mut Ldm| {
-            next.map(|(s, e)| {
+            next.filter(|_| scan_ahead).map(|(s, e)| {
                 let mut found = Vec::new();
                 ldm.scan(data, s, e, reverse_complements(reverse, data, s, e), &mut found);
                 (s, e, found)
@@ -784,7 +804,8 @@ impl<'a> Packing<'a> {
         let prebuild = || prebuild.then(|| PrebuiltChain { segment: last, chain: job.indexed_chain(last) });
         let ahead = self.ahead.take().filter(|&(s, e, _)| (s, e) == (start, end)).map(|(_, _, found)| found);
         let ldm = &mut self.ldm;
-        // Only the stream's first chunk has not been scanned beside an earlier parse.
+        // A chunk is scanned beside the parse before it only when that parse had an encode beside it too
+        // (`scan_ahead`); the others are scanned beside their own parse.
         let (long, mut per_segment, prebuilt, ahead) = match ahead {
             Some(found) => {
                 let long = merge_long(&mut self.carry, found, start, end);
@@ -795,13 +816,15 @@ impl<'a> Packing<'a> {
                 );
                 (long, per_segment, prebuilt, ahead)
             }
-            None if self.streamed && self.carry.is_empty() => {
-                // The first chunk: its segments are parsed block by block as the scan gets past each
-                // (ScanProgress), beside the scan (which finds in pieces what one call over the chunk finds, in
-                // the same order). The scan runs on this thread and the parses are the half of the join that the
-                // other workers take: with a single worker they run after the scan, and never wait.
+            None if self.streamed => {
+                // A chunk not scanned ahead (the first one, at least): its segments are parsed block by block as
+                // the scan gets past each (ScanProgress), beside the scan (which finds in pieces what one call over
+                // the chunk finds, in the same order). The scan runs on this thread and the parses are the half of
+                // the join that the other workers take: with a single worker they run after the scan, and never
+                // wait.
                 let rc = reverse_complements(reverse, data, start, end);
                 let scan = ScanProgress::default();
+                let carried: Vec<LongMatch> = self.carry.iter().filter(|m| m.end() > start).copied().collect();
                 let carry = &mut self.carry;
                 let ((long, ahead), (per_segment, prebuilt)) = rayon::join(
                     || {
@@ -820,7 +843,10 @@ impl<'a> Packing<'a> {
                         found.sort_by_key(|m| (m.start, m.back, m.rc));
                         (merge_long(carry, found, start, end), scan_next(ldm))
                     },
-                    || rayon::join(|| job.parse_streamed(&segments[..todo], &sketch[..todo], &scan), prebuild),
+                    || {
+                        let parse = || job.parse_streamed(&segments[..todo], &sketch[..todo], &carried, &scan);
+                        rayon::join(parse, prebuild)
+                    },
                 );
                 (long, per_segment, prebuilt, ahead)
             }
