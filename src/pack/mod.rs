@@ -440,27 +440,28 @@ struct SegmentJob<'a, 'd> {
 impl<'a: 'd, 'd> SegmentJob<'a, 'd> {
     /// Parses `segments` in parallel, each with its own matcher and price model; those whose `sketch` flag is
     /// set only lazily (see [`LevelParams::reparse`]).
-    /// `prebuilt`: the matcher of one of them, built ahead ([`Self::indexed_chain`]).
-    fn parse(
+    /// `prebuilt`: the matcher of one of them, built ahead ([`Self::indexed_chain`]); `filler`: work to run
+    /// beside them once every segment has been started ([`in_order`]).
+    fn parse<R: Send>(
         &self,
         segments: &[(u64, u64)],
         sketch: &[bool],
         long: &[LongMatch],
         mut prebuilt: Option<PrebuiltChain<'a>>,
-    ) -> Vec<Vec<BlockTokens>> {
+        filler: impl FnOnce() -> R + Send,
+    ) -> (Vec<Vec<BlockTokens>>, R) {
         let block = 1u64 << self.block_log;
-        let chains: Vec<Option<ChainMatcher<'a>>> =
-            segments.iter().map(|&seg| prebuilt.take_if(|p| p.segment == seg).map(|p| p.chain)).collect();
-        segments
-            .par_iter()
-            .zip(sketch)
-            .zip(chains)
-            .map(|((&(s, e), &sketch), chain)| {
-                let seg_long: Vec<LongMatch> = long.iter().filter(|m| m.start < e && m.end() > s).copied().collect();
-                let mut parser = self.parser((s, e), sketch, &seg_long, chain);
-                (s..e).step_by(block as usize).map(|b| parser.parse_block(b, (b + block).min(e))).collect()
-            })
-            .collect()
+        let chains: Vec<std::sync::Mutex<Option<ChainMatcher<'a>>>> = segments
+            .iter()
+            .map(|&seg| std::sync::Mutex::new(prebuilt.take_if(|p| p.segment == seg).map(|p| p.chain)))
+            .collect();
+        let parse = |k: usize| {
+            let ((s, e), chain) = (segments[k], chains[k].lock().unwrap_or_else(|p| p.into_inner()).take());
+            let seg_long: Vec<LongMatch> = long.iter().filter(|m| m.start < e && m.end() > s).copied().collect();
+            let mut parser = self.parser((s, e), sketch[k], &seg_long, chain);
+            (s..e).step_by(block as usize).map(|b| parser.parse_block(b, (b + block).min(e))).collect()
+        };
+        in_order(segments.len(), parse, filler)
     }
 
     /// The chain matcher of segment `[s, e)` with the window before the segment already indexed: what
@@ -521,19 +522,20 @@ impl<'a: 'd, 'd> SegmentJob<'a, 'd> {
     /// [`ldm::MAX_BACK_EXTEND`] past its end, when no match found later can start in it. `carry`: the matches
     /// found in earlier chunks that reach into this one ([`merge_long`]'s). Every segment gets the same matches in
     /// the same order as [`Self::parse`] given [`merge_long`] of the whole scan.
-    fn parse_streamed(
+    fn parse_streamed<R: Send>(
         &self,
         segments: &[(u64, u64)],
         sketch: &[bool],
         carry: &[LongMatch],
         scan: &ScanProgress,
-    ) -> Vec<Vec<BlockTokens>> {
+        filler: impl FnOnce() -> R + Send,
+    ) -> (Vec<Vec<BlockTokens>>, R) {
         let block = 1u64 << self.block_log;
-        segments
-            .par_iter()
-            .zip(sketch)
-            .map(|(&(s, e), &sketch)| {
-                let mut parser = self.parser((s, e), sketch, &[], None);
+        in_order(
+            segments.len(),
+            |k| {
+                let (s, e) = segments[k];
+                let mut parser = self.parser((s, e), sketch[k], &[], None);
                 // The matches that overlap the segment (carried, then published: `true`), from `taken` on not yet
                 // given to the parser, in [`merge_long`]'s order: its stable sort by (start, back) puts the carried
                 // ones (in their order) before the found ones, which the scan's own stable sort ordered by
@@ -563,9 +565,55 @@ impl<'a: 'd, 'd> SegmentJob<'a, 'd> {
                     out.push(parser.parse_block(b, b_end));
                 }
                 out
-            })
-            .collect()
+            },
+            filler,
+        )
     }
+}
+
+/// Runs `task(0)`, …, `task(n − 1)` on the pool's workers, handed out in that order, and `filler` on the first
+/// worker that finds none left to start (on a single worker: after them all). Why: a chunk's segments take about
+/// the same time each, a few per core, so the last ones ran with a core idle (atha_chr1 genome mode, 2 threads:
+/// ~0.15 s while the second chunk's last segment was parsed), while the previous chunk's encode, which nothing
+/// in the parse waits for, had run first; as the filler it runs in that gap instead. The results do not depend
+/// on which worker runs what.
+fn in_order<T: Send, R: Send>(
+    n: usize,
+    task: impl Fn(usize) -> T + Sync,
+    filler: impl FnOnce() -> R + Send,
+) -> (Vec<T>, R) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Mutex, MutexGuard};
+    fn lock<X>(m: &Mutex<X>) -> MutexGuard<'_, X> {
+        m.lock().unwrap_or_else(|p| p.into_inner())
+    }
+    fn take<X>(m: Mutex<Option<X>>) -> X {
+        m.into_inner().unwrap_or_else(|p| p.into_inner()).expect("every task ran")
+    }
+    let next = AtomicUsize::new(0);
+    let done: Vec<Mutex<Option<T>>> = (0..n).map(|_| Mutex::new(None)).collect();
+    let filler = Mutex::new(Some(filler));
+    let filled = Mutex::new(None);
+    rayon::scope(|scope| {
+        for _ in 0..rayon::current_num_threads() {
+            scope.spawn(|_| {
+                loop {
+                    let k = next.fetch_add(1, Ordering::Relaxed);
+                    if k >= n {
+                        break;
+                    }
+                    let out = task(k);
+                    *lock(&done[k]) = Some(out);
+                }
+                let filler = lock(&filler).take();
+                if let Some(filler) = filler {
+                    let out = filler();
+                    *lock(&filled) = Some(out);
+                }
+            });
+        }
+    });
+    (done.into_iter().map(take).collect(), take(filled))
 }
 
 /// A segment's matcher built ahead of its parse ([`SegmentJob::indexed_chain`]).
@@ -674,9 +722,9 @@ impl<'a> Packing<'a> {
     }
 
     /// Packs every chunk and returns the table sets, one per group. A chunk is encoded while the next one is
-    /// parsed (when two chunks' buffers fit the memory bound, [`overlap_encode`]): encoding never feeds the
-    /// parse, so the archive is the same either way, and the encoder's groups fill the cores that the parse of
-    /// uneven segments and the sequential depth pass leave idle.
+    /// parsed (when two chunks' buffers fit the memory bound, [`overlap_encode`]), as the filler of that parse's
+    /// first round ([`in_order`]): encoding never feeds the parse, so the archive is the same either way, and the
+    /// encoder's groups fill the cores that the parse of uneven segments leaves idle.
     fn run(&mut self, writer: &mut ArchiveWriter, report: &mut PackReport) -> Result<Vec<TableSet>> {
         let total = self.data.len() as u64;
         let chunk = chunk_bytes(self.opts);
@@ -699,10 +747,16 @@ impl<'a> Packing<'a> {
             let (parsed, encoded) = if overlap {
                 let job = pending.take();
                 let scan_ahead = job.is_some();
-                rayon::join(|| next.map(|(s, e)| self.parse_chunk(s, e, scan_ahead, stages)), || encode(job))
+                match next {
+                    Some((s, e)) => {
+                        let (blocks, encoded) = self.parse_chunk(s, e, scan_ahead, stages, || encode(job));
+                        (Some(blocks), encoded)
+                    }
+                    None => (None, encode(job)),
+                }
             } else {
                 let encoded = encode(pending.take());
-                (next.map(|(s, e)| self.parse_chunk(s, e, false, stages)), encoded)
+                (next.map(|(s, e)| self.parse_chunk(s, e, false, stages, || ()).0), encoded)
             };
             if let Some((groups, seconds)) = encoded {
                 report.stages.encode += seconds;
@@ -743,7 +797,7 @@ impl<'a> Packing<'a> {
         let mut start = 0;
         while start < total {
             let end = (start + chunk).min(total);
-            all.extend(self.parse_chunk(start, end, scan_ahead && start > 0, &mut StageTimes::default()));
+            all.extend(self.parse_chunk(start, end, scan_ahead && start > 0, &mut StageTimes::default(), || ()).0);
             start = end;
         }
         all
@@ -760,7 +814,17 @@ impl<'a> Packing<'a> {
     /// sequential task, and the parse four segments of about equal length; the first chunk, with nothing else
     /// beside it, scanned two chunks while the other core parsed three segments, and then parsed the fourth
     /// while that core idled (atha_chr1 genome mode, 2 threads: 0.25 s of the 1.8 s pack).
-    fn parse_chunk(&mut self, start: u64, end: u64, scan_ahead: bool, times: &mut StageTimes) -> Vec<BlockTokens> {
+    ///
+    /// `filler`: work that runs beside the first round's parses once they have all started ([`in_order`]); its
+    /// result is returned with the chunk's blocks.
+    fn parse_chunk<R: Send>(
+        &mut self,
+        start: u64,
+        end: u64,
+        scan_ahead: bool,
+        times: &mut StageTimes,
+        filler: impl FnOnce() -> R + Send,
+    ) -> (Vec<BlockTokens>, R) {
         let mut t = Instant::now();
         let mut lap = |slot: &mut f64| {
             *slot += t.elapsed().as_secs_f64();
@@ -799,22 +863,21 @@ impl<'a> Packing<'a> {
         };
         // A skipped last segment's matcher is built beside the first round, on a core that would otherwise wait
         // for the slowest segment ([`SegmentJob::indexed_chain`]); with one worker it would change nothing but
-        // memory.
+        // memory. It runs with `filler`, once every segment of the first round has been started ([`in_order`]).
         let prebuild = skip_last && rayon::current_num_threads() > 1;
         let prebuild = || prebuild.then(|| PrebuiltChain { segment: last, chain: job.indexed_chain(last) });
+        let fill = move || (prebuild(), filler());
         let ahead = self.ahead.take().filter(|&(s, e, _)| (s, e) == (start, end)).map(|(_, _, found)| found);
         let ldm = &mut self.ldm;
         // A chunk is scanned beside the parse before it only when that parse had an encode beside it too
         // (`scan_ahead`); the others are scanned beside their own parse.
-        let (long, mut per_segment, prebuilt, ahead) = match ahead {
+        let (long, mut per_segment, (prebuilt, filled), ahead) = match ahead {
             Some(found) => {
                 let long = merge_long(&mut self.carry, found, start, end);
                 lap(&mut times.long_matches);
-                let ((per_segment, prebuilt), ahead) = rayon::join(
-                    || rayon::join(|| job.parse(&segments[..todo], &sketch[..todo], &long, None), prebuild),
-                    || scan_next(ldm),
-                );
-                (long, per_segment, prebuilt, ahead)
+                let ((per_segment, filled), ahead) =
+                    rayon::join(|| job.parse(&segments[..todo], &sketch[..todo], &long, None, fill), || scan_next(ldm));
+                (long, per_segment, filled, ahead)
             }
             None if self.streamed => {
                 // A chunk not scanned ahead (the first one, at least): its segments are parsed block by block as
@@ -826,7 +889,7 @@ impl<'a> Packing<'a> {
                 let scan = ScanProgress::default();
                 let carried: Vec<LongMatch> = self.carry.iter().filter(|m| m.end() > start).copied().collect();
                 let carry = &mut self.carry;
-                let ((long, ahead), (per_segment, prebuilt)) = rayon::join(
+                let ((long, ahead), (per_segment, filled)) = rayon::join(
                     || {
                         let mut found = Vec::new();
                         {
@@ -843,23 +906,18 @@ impl<'a> Packing<'a> {
                         found.sort_by_key(|m| (m.start, m.back, m.rc));
                         (merge_long(carry, found, start, end), scan_next(ldm))
                     },
-                    || {
-                        let parse = || job.parse_streamed(&segments[..todo], &sketch[..todo], &carried, &scan);
-                        rayon::join(parse, prebuild)
-                    },
+                    || job.parse_streamed(&segments[..todo], &sketch[..todo], &carried, &scan, fill),
                 );
-                (long, per_segment, prebuilt, ahead)
+                (long, per_segment, filled, ahead)
             }
             None => {
                 let mut found = Vec::new();
                 ldm.scan(data, start, end, reverse_complements(reverse, data, start, end), &mut found);
                 let long = merge_long(&mut self.carry, found, start, end);
                 lap(&mut times.long_matches);
-                let ((per_segment, prebuilt), ahead) = rayon::join(
-                    || rayon::join(|| job.parse(&segments[..todo], &sketch[..todo], &long, None), prebuild),
-                    || scan_next(ldm),
-                );
-                (long, per_segment, prebuilt, ahead)
+                let ((per_segment, filled), ahead) =
+                    rayon::join(|| job.parse(&segments[..todo], &sketch[..todo], &long, None, fill), || scan_next(ldm));
+                (long, per_segment, filled, ahead)
             }
         };
         self.ahead = ahead;
@@ -882,7 +940,7 @@ impl<'a> Packing<'a> {
         let rest = rest.iter().enumerate().map(|(i, b)| self.depth.apply(first + i as u64 * block, b));
         let blocks = done.into_iter().flatten().chain(rest).collect();
         lap(&mut times.depth);
-        blocks
+        (blocks, filled)
     }
 
     /// Runs the depth pass over the freshly parsed segments and parses again, knowing the depths that pass produced,
@@ -936,7 +994,7 @@ impl<'a> Packing<'a> {
         let end = segments.last().map_or(0, |s| s.1);
         if !redo.is_empty() {
             let again: Vec<(u64, u64)> = redo.iter().map(|&k| segments[k]).collect();
-            let reparsed = self.segment_job(end).parse(&again, &vec![false; again.len()], long, prebuilt);
+            let (reparsed, ()) = self.segment_job(end).parse(&again, &vec![false; again.len()], long, prebuilt, || ());
             for (k, blocks) in redo.into_iter().zip(reparsed) {
                 per_segment[k] = blocks;
             }
