@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
-use crate::codec::tables::{Table, SCALE, SCALE_BITS};
+use crate::codec::tables::{normalise4, SCALE, SCALE_BITS};
 use crate::codec::varint;
 use crate::error::DecodeError;
 
@@ -214,8 +214,7 @@ fn freqs_of(counts: &[u64; 4]) -> [u32; 4] {
     if counts.iter().all(|&c| c == 0) {
         return [SCALE / 4; 4];
     }
-    let t = Table::from_counts(counts);
-    std::array::from_fn(|s| t.freq_of(s))
+    normalise4(counts)
 }
 
 fn cum_of(f: &[u32; 4]) -> [u16; 3] {
