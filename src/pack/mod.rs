@@ -517,11 +517,11 @@ impl<'a: 'd, 'd> SegmentJob<'a, 'd> {
         (chain_params, parse_params)
     }
 
-    /// Parses `segments` of a chunk that was not scanned ahead in parallel, like [`Self::parse`], while the chunk
-    /// is still being scanned: each block once the scan is
-    /// [`ldm::MAX_BACK_EXTEND`] past its end, when no match found later can start in it. `carry`: the matches
-    /// found in earlier chunks that reach into this one ([`merge_long`]'s). Every segment gets the same matches in
-    /// the same order as [`Self::parse`] given [`merge_long`] of the whole scan.
+    /// Parses `segments` in parallel like [`Self::parse`], for a chunk that was not scanned ahead, while the chunk
+    /// is still being scanned: each block once the scan is [`ldm::MAX_BACK_EXTEND`] past its end, when no match
+    /// found later can start in it. `carry`: the matches found in earlier chunks that reach into this one
+    /// ([`merge_long`]'s). Every segment gets the same matches in the same order as [`Self::parse`] given
+    /// [`merge_long`] of the whole scan.
     fn parse_streamed<R: Send>(
         &self,
         segments: &[(u64, u64)],
