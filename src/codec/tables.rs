@@ -200,6 +200,42 @@ fn normalise(counts: &[u64]) -> Vec<u16> {
     freq.into_iter().map(|f| f as u16).collect()
 }
 
+/// [`normalise`] of four counts (unused symbols get 0; all zero gives all 0), without allocating. Why: the
+/// literal context model's choice normalises ~87 Ki four-symbol tables a chunk ([`crate::codec::context`]), and
+/// the general function's vectors and heaps made that ~1,700 instructions a table. A heap of at most four
+/// entries always pops the symbol with the largest (smallest, when shrinking) `(key, symbol)` among those it
+/// holds, which is what the scans below pick, so the frequencies are the same.
+pub fn normalise4(counts: &[u64; 4]) -> [u32; 4] {
+    let total: u128 = counts.iter().map(|&c| c as u128).sum();
+    if total == 0 {
+        return [0; 4];
+    }
+    let mut freq = counts.map(|c| if c == 0 { 0 } else { ((c as u128 * SCALE as u128 / total) as u32).max(1) });
+    let sum: u32 = freq.iter().sum();
+    if sum < SCALE {
+        // grow_to_scale: every present symbol is in the heap, keyed by what one more unit saves.
+        for _ in 0..SCALE - sum {
+            let best = (0..4)
+                .filter(|&s| counts[s] != 0)
+                .map(|s| (order_key(gain_of_raise(counts[s], freq[s])), s))
+                .max()
+                .expect("a present symbol");
+            freq[best.1] += 1;
+        }
+    } else if sum > SCALE {
+        // shrink_to_scale: the symbols above 1, keyed by what taking a unit back costs.
+        for _ in 0..sum - SCALE {
+            let Some((_, s)) =
+                (0..4).filter(|&s| freq[s] > 1).map(|s| (order_key(gain_of_raise(counts[s], freq[s] - 1)), s)).min()
+            else {
+                break;
+            };
+            freq[s] -= 1;
+        }
+    }
+    freq
+}
+
 /// Non-negative `f64`s order like their bit patterns, which gives the heaps a total order.
 fn order_key(x: f64) -> u64 {
     x.max(0.0).to_bits()
@@ -370,6 +406,34 @@ impl TableSet {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn normalise4_equals_normalise() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for i in 0..200_000 {
+            // Small, large, zero and equal counts (ties), skewed so that both growing and shrinking happen.
+            let counts: [u64; 4] = std::array::from_fn(|_| match next() % 6 {
+                0 => 0,
+                1 => next() % 4,
+                2 => next() % 100,
+                3 => next() % 100_000,
+                4 => 7,
+                _ => next() >> (next() % 64),
+            });
+            let counts = if i == 0 { [0; 4] } else { counts };
+            let nsym = counts.iter().rposition(|&c| c != 0).map_or(0, |last| last + 1);
+            let slow = normalise(&counts[..nsym]);
+            let fast = normalise4(&counts);
+            let slow: [u32; 4] = std::array::from_fn(|s| slow.get(s).map_or(0, |&f| f as u32));
+            assert_eq!(fast, slow, "{counts:?}");
+        }
+    }
 
     fn coded_bits(counts: &[u64], freq: &[u16]) -> f64 {
         counts

@@ -102,8 +102,8 @@ pub struct PackReport {
     pub literals: u64,
     pub max_depth_seen: u8,
     pub seconds: f64,
-    /// Where the time went (wall time on the packing thread; the long-match scan of every chunk after the first runs
-    /// beside the parse of the one before and is counted there).
+    /// Where the time went (wall time on the packing thread; the long-match scan of a chunk runs beside its own
+    /// parse or, scanned ahead, beside the parse of the one before, and is counted there).
     pub stages: StageTimes,
 }
 
@@ -425,36 +425,78 @@ pub fn pack(inputs: &[PathBuf], output: &Path, opts: &PackOptions) -> Result<Pac
 }
 
 /// The read-only inputs of the parallel segment parse.
-struct SegmentJob<'a> {
+///
+/// `'a`: the stream; `'d`: the view of the depth map (borrowed for one round of parses).
+struct SegmentJob<'a, 'd> {
     data: &'a [u8],
     level: LevelParams,
     block_log: u8,
     max_depth: u8,
-    outer_depth: &'a [u8],
+    outer_depth: &'d [u8],
     /// [`PackOptions::reverse_complements`].
     reverse: bool,
 }
 
-impl<'a> SegmentJob<'a> {
+impl<'a: 'd, 'd> SegmentJob<'a, 'd> {
     /// Parses `segments` in parallel, each with its own matcher and price model; those whose `sketch` flag is
     /// set only lazily (see [`LevelParams::reparse`]).
-    fn parse(&self, segments: &[(u64, u64)], sketch: &[bool], long: &[LongMatch]) -> Vec<Vec<BlockTokens>> {
+    /// `prebuilt`: the matcher of one of them, built ahead ([`Self::indexed_chain`]); `filler`: work to run
+    /// beside them once every segment has been started ([`in_order`]).
+    fn parse<R: Send>(
+        &self,
+        segments: &[(u64, u64)],
+        sketch: &[bool],
+        long: &[LongMatch],
+        mut prebuilt: Option<PrebuiltChain<'a>>,
+        filler: impl FnOnce() -> R + Send,
+    ) -> (Vec<Vec<BlockTokens>>, R) {
         let block = 1u64 << self.block_log;
-        segments
-            .par_iter()
-            .zip(sketch)
-            .map(|(&(s, e), &sketch)| {
-                let seg_long: Vec<LongMatch> = long.iter().filter(|m| m.start < e && m.end() > s).copied().collect();
-                let mut parser = self.parser((s, e), sketch, &seg_long);
-                (s..e).step_by(block as usize).map(|b| parser.parse_block(b, (b + block).min(e))).collect()
-            })
-            .collect()
+        let chains: Vec<std::sync::Mutex<Option<ChainMatcher<'a>>>> = segments
+            .iter()
+            .map(|&seg| std::sync::Mutex::new(prebuilt.take_if(|p| p.segment == seg).map(|p| p.chain)))
+            .collect();
+        let parse = |k: usize| {
+            let ((s, e), chain) = (segments[k], chains[k].lock().unwrap_or_else(|p| p.into_inner()).take());
+            let seg_long: Vec<LongMatch> = long.iter().filter(|m| m.start < e && m.end() > s).copied().collect();
+            let mut parser = self.parser((s, e), sketch[k], &seg_long, chain);
+            (s..e).step_by(block as usize).map(|b| parser.parse_block(b, (b + block).min(e))).collect()
+        };
+        in_order(segments.len(), parse, filler)
     }
 
-    /// The parser of segment `[s, e)`, given the long matches that overlap it (see [`Self::parse`]).
-    fn parser(&self, (s, e): (u64, u64), sketch: bool, seg_long: &[LongMatch]) -> SegmentParser<'a> {
+    /// The chain matcher of segment `[s, e)` with the window before the segment already indexed: what
+    /// [`Self::parser`] starts from, built ahead of the parse. Why: the last segment of a chunk that is not bare
+    /// bases is parsed only after the others and the trial depth pass, alone on one core, and in genome mode
+    /// about half of that was allocating its tables and indexing the 1 MiB of bases before it (atha_chr1: 0.13 s
+    /// with the other core idle). The matcher's state depends on the data alone, so the parse is the same.
+    fn indexed_chain(&self, (s, e): (u64, u64)) -> ChainMatcher<'a> {
+        let mut chain = ChainMatcher::new(self.data, s.saturating_sub(self.level.window), e, self.params((s, e)).0);
+        chain.insert_until(s);
+        chain
+    }
+
+    /// The parser of segment `[s, e)`, given the long matches that overlap it (see [`Self::parse`]) and, if
+    /// built ahead, its matcher ([`Self::indexed_chain`]).
+    fn parser(
+        &self,
+        (s, e): (u64, u64),
+        sketch: bool,
+        seg_long: &[LongMatch],
+        chain: Option<ChainMatcher<'a>>,
+    ) -> SegmentParser<'d> {
+        let (chain_params, mut parse_params) = self.params((s, e));
+        if sketch {
+            parse_params.lazy_steps = parse_params.lazy_steps.or(Some(SKETCH_LAZY_STEPS));
+        }
+        let chain =
+            chain.unwrap_or_else(|| ChainMatcher::new(self.data, s.saturating_sub(self.level.window), e, chain_params));
+        let view = DepthView { max_depth: self.max_depth, outer: self.outer_depth };
+        SegmentParser::new(self.data, parse_params, chain, seg_long, (s, e), view)
+    }
+
+    /// The matcher's and the parser's parameters for segment `[s, e)` (its first parse, not a sketch).
+    fn params(&self, (s, e): (u64, u64)) -> (ChainParams, ParseParams) {
         let (data, level) = (self.data, self.level);
-        let base = s.saturating_sub(level.window);
         let mut chain_params = level.chain;
         if looks_like_nucleotides(&data[s as usize..e as usize]) {
             // Short matches never pay on 2-bit-a-base text; they only lengthen copy chains (depth).
@@ -472,56 +514,116 @@ impl<'a> SegmentJob<'a> {
             }
         }
         parse_params.reverse = reverse_complements(self.reverse, data, s, e);
-        if sketch {
-            parse_params.lazy_steps = parse_params.lazy_steps.or(Some(SKETCH_LAZY_STEPS));
-        }
-        let chain = ChainMatcher::new(data, base, e, chain_params);
-        let view = DepthView { max_depth: self.max_depth, outer: self.outer_depth };
-        SegmentParser::new(data, parse_params, chain, seg_long, (s, e), view)
+        (chain_params, parse_params)
     }
 
-    /// Parses `segments` of the stream's first chunk (no long match carried into it) in parallel, like
-    /// [`Self::parse`], while the chunk is still being scanned: each block once the scan is
-    /// [`ldm::MAX_BACK_EXTEND`] past its end, when no match found later can start in it. Every segment gets the
-    /// same matches in the same order as [`Self::parse`] given the whole scan.
-    fn parse_streamed(&self, segments: &[(u64, u64)], sketch: &[bool], scan: &ScanProgress) -> Vec<Vec<BlockTokens>> {
+    /// Parses `segments` in parallel like [`Self::parse`], for a chunk that was not scanned ahead, while the chunk
+    /// is still being scanned: each block once the scan is [`ldm::MAX_BACK_EXTEND`] past its end, when no match
+    /// found later can start in it. `carry`: the matches found in earlier chunks that reach into this one
+    /// ([`merge_long`]'s). Every segment gets the same matches in the same order as [`Self::parse`] given
+    /// [`merge_long`] of the whole scan.
+    fn parse_streamed<R: Send>(
+        &self,
+        segments: &[(u64, u64)],
+        sketch: &[bool],
+        carry: &[LongMatch],
+        scan: &ScanProgress,
+        filler: impl FnOnce() -> R + Send,
+    ) -> (Vec<Vec<BlockTokens>>, R) {
         let block = 1u64 << self.block_log;
-        segments
-            .par_iter()
-            .zip(sketch)
-            .map(|(&(s, e), &sketch)| {
-                let mut parser = self.parser((s, e), sketch, &[]);
-                // The published matches that overlap the segment, from `taken` on not yet given to the parser,
-                // sorted as the scan's own (stable) sort sorts them; `seen`: how many published ones were looked at.
-                let (mut pending, mut taken, mut seen) = (Vec::<LongMatch>::new(), 0, 0);
+        in_order(
+            segments.len(),
+            |k| {
+                let (s, e) = segments[k];
+                let mut parser = self.parser((s, e), sketch[k], &[], None);
+                // The matches that overlap the segment (carried, then published: `true`), from `taken` on not yet
+                // given to the parser, in [`merge_long`]'s order: its stable sort by (start, back) puts the carried
+                // ones (in their order) before the found ones, which the scan's own stable sort ordered by
+                // (start, back, rc). `seen`: how many published ones were looked at.
+                let overlaps = |m: &LongMatch| m.start < e && m.end() > s;
+                let mut pending: Vec<(LongMatch, bool)> =
+                    carry.iter().filter(|m| overlaps(m)).map(|&m| (m, false)).collect();
+                let (mut taken, mut seen) = (0, 0);
                 let mut out = Vec::new();
                 for b in (s..e).step_by(block as usize) {
                     let b_end = (b + block).min(e);
                     let before = pending.len();
                     scan.wait_for(b_end + ldm::MAX_BACK_EXTEND, &mut seen, |m| {
-                        if m.start < e && m.end() > s {
-                            pending.push(*m);
+                        if overlaps(m) {
+                            pending.push((*m, true));
                         }
                     });
-                    if pending.len() > before {
+                    if pending.len() > before || b == s {
                         pending.drain(..taken);
                         taken = 0;
-                        pending.sort_by_key(|m| (m.start, m.back, m.rc));
+                        pending.sort_by_key(|&(m, found)| (m.start, m.back, found, found && m.rc));
                     }
                     // Those starting before the block's end: no match found later can.
-                    let ready = taken + pending[taken..].partition_point(|m| m.start < b_end);
-                    parser.add_long(&pending[taken..ready]);
+                    let ready = taken + pending[taken..].partition_point(|(m, _)| m.start < b_end);
+                    parser.add_long(pending[taken..ready].iter().map(|&(m, _)| m));
                     taken = ready;
                     out.push(parser.parse_block(b, b_end));
                 }
                 out
-            })
-            .collect()
+            },
+            filler,
+        )
     }
 }
 
-/// How far the long-match scan of the stream's first chunk has got and what it has found, for the parses that
-/// run beside it ([`SegmentJob::parse_streamed`]).
+/// Runs `task(0)`, …, `task(n − 1)` on the pool's workers, handed out in that order, and `filler` on the first
+/// worker that finds none left to start (on a single worker: after them all). Why: a chunk's segments take about
+/// the same time each, a few per core, so the last ones ran with a core idle (atha_chr1 genome mode, 2 threads:
+/// ~0.15 s while the second chunk's last segment was parsed), while the previous chunk's encode, which nothing
+/// in the parse waits for, had run first; as the filler it runs in that gap instead. The results do not depend
+/// on which worker runs what.
+fn in_order<T: Send, R: Send>(
+    n: usize,
+    task: impl Fn(usize) -> T + Sync,
+    filler: impl FnOnce() -> R + Send,
+) -> (Vec<T>, R) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Mutex, MutexGuard};
+    fn lock<X>(m: &Mutex<X>) -> MutexGuard<'_, X> {
+        m.lock().unwrap_or_else(|p| p.into_inner())
+    }
+    fn take<X>(m: Mutex<Option<X>>) -> X {
+        m.into_inner().unwrap_or_else(|p| p.into_inner()).expect("every task ran")
+    }
+    let next = AtomicUsize::new(0);
+    let done: Vec<Mutex<Option<T>>> = (0..n).map(|_| Mutex::new(None)).collect();
+    let filler = Mutex::new(Some(filler));
+    let filled = Mutex::new(None);
+    rayon::scope(|scope| {
+        for _ in 0..rayon::current_num_threads() {
+            scope.spawn(|_| {
+                loop {
+                    let k = next.fetch_add(1, Ordering::Relaxed);
+                    if k >= n {
+                        break;
+                    }
+                    let out = task(k);
+                    *lock(&done[k]) = Some(out);
+                }
+                let filler = lock(&filler).take();
+                if let Some(filler) = filler {
+                    let out = filler();
+                    *lock(&filled) = Some(out);
+                }
+            });
+        }
+    });
+    (done.into_iter().map(take).collect(), take(filled))
+}
+
+/// A segment's matcher built ahead of its parse ([`SegmentJob::indexed_chain`]).
+struct PrebuiltChain<'a> {
+    segment: (u64, u64),
+    chain: ChainMatcher<'a>,
+}
+
+/// How far the long-match scan of a chunk that was not scanned ahead has got and what it has found, for the
+/// parses that run beside it ([`SegmentJob::parse_streamed`]).
 #[derive(Default)]
 struct ScanProgress {
     /// Every window starting before `.0` has been scanned; `.1`: the matches found, in the scan's order.
@@ -560,7 +662,7 @@ impl Drop for ScanDone<'_> {
     }
 }
 
-/// Bytes the long-match scan of the first chunk covers between two publications to the parses beside it.
+/// Bytes the long-match scan of a chunk parsed beside it covers between two publications to the parses beside it.
 const SCAN_STEP: u64 = 256 << 10;
 
 /// Table groups per task of the parallel context statistics (each task's partial statistics take 2 MiB).
@@ -584,8 +686,8 @@ struct Packing<'a> {
     ahead: Option<(u64, u64, Vec<LongMatch>)>,
     depth: depth::DepthPass<'a>,
     progress: Option<indicatif::ProgressBar>,
-    /// Parse the first chunk's segments beside its long-match scan ([`ScanProgress`]); tests turn it off to
-    /// compare with the parse after the whole scan, which must give the same tokens.
+    /// Parse the segments of a chunk not scanned ahead beside its long-match scan ([`ScanProgress`]); tests turn
+    /// it off to compare with the parse after the whole scan, which must give the same tokens.
     streamed: bool,
 }
 
@@ -620,9 +722,9 @@ impl<'a> Packing<'a> {
     }
 
     /// Packs every chunk and returns the table sets, one per group. A chunk is encoded while the next one is
-    /// parsed (when two chunks' buffers fit the memory bound, [`overlap_encode`]): encoding never feeds the
-    /// parse, so the archive is the same either way, and the encoder's groups fill the cores that the parse of
-    /// uneven segments and the sequential depth pass leave idle.
+    /// parsed (when two chunks' buffers fit the memory bound, [`overlap_encode`]), as the filler of that parse's
+    /// first round ([`in_order`]): encoding never feeds the parse, so the archive is the same either way, and the
+    /// encoder's groups fill the cores that the parse of uneven segments leaves idle.
     fn run(&mut self, writer: &mut ArchiveWriter, report: &mut PackReport) -> Result<Vec<TableSet>> {
         let total = self.data.len() as u64;
         let chunk = chunk_bytes(self.opts);
@@ -644,10 +746,17 @@ impl<'a> Packing<'a> {
             let stages = &mut report.stages;
             let (parsed, encoded) = if overlap {
                 let job = pending.take();
-                rayon::join(|| next.map(|(s, e)| self.parse_chunk(s, e, stages)), || encode(job))
+                let scan_ahead = job.is_some();
+                match next {
+                    Some((s, e)) => {
+                        let (blocks, encoded) = self.parse_chunk(s, e, scan_ahead, stages, || encode(job));
+                        (Some(blocks), encoded)
+                    }
+                    None => (None, encode(job)),
+                }
             } else {
                 let encoded = encode(pending.take());
-                (next.map(|(s, e)| self.parse_chunk(s, e, stages)), encoded)
+                (next.map(|(s, e)| self.parse_chunk(s, e, false, stages, || ()).0), encoded)
             };
             if let Some((groups, seconds)) = encoded {
                 report.stages.encode += seconds;
@@ -678,16 +787,17 @@ impl<'a> Packing<'a> {
         Ok(tables)
     }
 
-    /// Parses and depth-bounds the whole stream without encoding (tests and measurements).
+    /// Parses and depth-bounds the whole stream without encoding (tests and measurements); with `scan_ahead`,
+    /// every chunk after the first is scanned beside the parse of the one before (as when packing).
     #[cfg(test)]
-    fn tokens(&mut self) -> Vec<BlockTokens> {
+    fn tokens(&mut self, scan_ahead: bool) -> Vec<BlockTokens> {
         let total = self.data.len() as u64;
         let chunk = chunk_bytes(self.opts);
         let mut all = Vec::new();
         let mut start = 0;
         while start < total {
             let end = (start + chunk).min(total);
-            all.extend(self.parse_chunk(start, end, &mut StageTimes::default()));
+            all.extend(self.parse_chunk(start, end, scan_ahead && start > 0, &mut StageTimes::default(), || ()).0);
             start = end;
         }
         all
@@ -698,7 +808,23 @@ impl<'a> Packing<'a> {
     /// pass had to force many literals) is parsed again knowing the depths the first pass produced, so that
     /// its closure prices and depth caps see the segments before it, and the depth pass runs once more over the
     /// whole chunk. Every step is deterministic.
-    fn parse_chunk(&mut self, start: u64, end: u64, times: &mut StageTimes) -> Vec<BlockTokens> {
+    ///
+    /// With `scan_ahead`, the next chunk's long-match scan runs beside the parse (else beside the next chunk's
+    /// own parse, [`ScanProgress`]): only where an encode runs beside this parse as well. Why: the scan is one
+    /// sequential task, and the parse four segments of about equal length; the first chunk, with nothing else
+    /// beside it, scanned two chunks while the other core parsed three segments, and then parsed the fourth
+    /// while that core idled (atha_chr1 genome mode, 2 threads: 0.25 s of the 1.8 s pack).
+    ///
+    /// `filler`: work that runs beside the first round's parses once they have all started ([`in_order`]); its
+    /// result is returned with the chunk's blocks.
+    fn parse_chunk<R: Send>(
+        &mut self,
+        start: u64,
+        end: u64,
+        scan_ahead: bool,
+        times: &mut StageTimes,
+        filler: impl FnOnce() -> R + Send,
+    ) -> (Vec<BlockTokens>, R) {
         let mut t = Instant::now();
         let mut lap = |slot: &mut f64| {
             *slot += t.elapsed().as_secs_f64();
@@ -729,32 +855,41 @@ impl<'a> Packing<'a> {
         let data = self.data;
         let reverse = self.opts.reverse_complements;
         let scan_next = |ldm: &mut Ldm| {
-            next.map(|(s, e)| {
+            next.filter(|_| scan_ahead).map(|(s, e)| {
                 let mut found = Vec::new();
                 ldm.scan(data, s, e, reverse_complements(reverse, data, s, e), &mut found);
                 (s, e, found)
             })
         };
+        // A skipped last segment's matcher is built beside the first round, on a core that would otherwise wait
+        // for the slowest segment ([`SegmentJob::indexed_chain`]); with one worker it would change nothing but
+        // memory. It runs with `filler`, once every segment of the first round has been started ([`in_order`]).
+        let prebuild = skip_last && rayon::current_num_threads() > 1;
+        let prebuild = || prebuild.then(|| PrebuiltChain { segment: last, chain: job.indexed_chain(last) });
+        let fill = move || (prebuild(), filler());
         let ahead = self.ahead.take().filter(|&(s, e, _)| (s, e) == (start, end)).map(|(_, _, found)| found);
         let ldm = &mut self.ldm;
-        // Only the stream's first chunk has not been scanned beside an earlier parse.
-        let (long, mut per_segment, ahead) = match ahead {
+        // A chunk is scanned beside the parse before it only when that parse had an encode beside it too
+        // (`scan_ahead`); the others are scanned beside their own parse.
+        let (long, mut per_segment, (prebuilt, filled), ahead) = match ahead {
             Some(found) => {
                 let long = merge_long(&mut self.carry, found, start, end);
                 lap(&mut times.long_matches);
-                let (per_segment, ahead) =
-                    rayon::join(|| job.parse(&segments[..todo], &sketch[..todo], &long), || scan_next(ldm));
-                (long, per_segment, ahead)
+                let ((per_segment, filled), ahead) =
+                    rayon::join(|| job.parse(&segments[..todo], &sketch[..todo], &long, None, fill), || scan_next(ldm));
+                (long, per_segment, filled, ahead)
             }
-            None if self.streamed && self.carry.is_empty() => {
-                // The first chunk: its segments are parsed block by block as the scan gets past each
-                // (ScanProgress), beside the scan (which finds in pieces what one call over the chunk finds, in
-                // the same order). The scan runs on this thread and the parses are the half of the join that the
-                // other workers take: with a single worker they run after the scan, and never wait.
+            None if self.streamed => {
+                // A chunk not scanned ahead (the first one, at least): its segments are parsed block by block as
+                // the scan gets past each (ScanProgress), beside the scan (which finds in pieces what one call over
+                // the chunk finds, in the same order). The scan runs on this thread and the parses are the half of
+                // the join that the other workers take: with a single worker they run after the scan, and never
+                // wait.
                 let rc = reverse_complements(reverse, data, start, end);
                 let scan = ScanProgress::default();
+                let carried: Vec<LongMatch> = self.carry.iter().filter(|m| m.end() > start).copied().collect();
                 let carry = &mut self.carry;
-                let ((long, ahead), per_segment) = rayon::join(
+                let ((long, ahead), (per_segment, filled)) = rayon::join(
                     || {
                         let mut found = Vec::new();
                         {
@@ -771,18 +906,18 @@ impl<'a> Packing<'a> {
                         found.sort_by_key(|m| (m.start, m.back, m.rc));
                         (merge_long(carry, found, start, end), scan_next(ldm))
                     },
-                    || job.parse_streamed(&segments[..todo], &sketch[..todo], &scan),
+                    || job.parse_streamed(&segments[..todo], &sketch[..todo], &carried, &scan, fill),
                 );
-                (long, per_segment, ahead)
+                (long, per_segment, filled, ahead)
             }
             None => {
                 let mut found = Vec::new();
                 ldm.scan(data, start, end, reverse_complements(reverse, data, start, end), &mut found);
                 let long = merge_long(&mut self.carry, found, start, end);
                 lap(&mut times.long_matches);
-                let (per_segment, ahead) =
-                    rayon::join(|| job.parse(&segments[..todo], &sketch[..todo], &long), || scan_next(ldm));
-                (long, per_segment, ahead)
+                let ((per_segment, filled), ahead) =
+                    rayon::join(|| job.parse(&segments[..todo], &sketch[..todo], &long, None, fill), || scan_next(ldm));
+                (long, per_segment, filled, ahead)
             }
         };
         self.ahead = ahead;
@@ -794,7 +929,7 @@ impl<'a> Packing<'a> {
         let block = 1u64 << self.opts.block_log;
         let mut done = Vec::new();
         if self.level.reparse {
-            let (reparsed, kept) = self.reparse_segments(&segments, &mut per_segment, &long, skip_last);
+            let (reparsed, kept) = self.reparse_segments(&segments, &mut per_segment, &long, skip_last, prebuilt);
             times.reparsed_segments += reparsed;
             done = kept;
         }
@@ -805,13 +940,13 @@ impl<'a> Packing<'a> {
         let rest = rest.iter().enumerate().map(|(i, b)| self.depth.apply(first + i as u64 * block, b));
         let blocks = done.into_iter().flatten().chain(rest).collect();
         lap(&mut times.depth);
-        blocks
+        (blocks, filled)
     }
 
     /// Runs the depth pass over the freshly parsed segments and parses again, knowing the depths that pass produced,
     /// every segment after the first and each segment where it had to force more than one literal in
     /// [`REPARSE_FORCED_RATIO`] bytes (copy chains across segments parsed side by side). With `skip_last`, the
-    /// last segment has not been parsed yet (its sketch would feed nothing): it is parsed here. Returns how many
+    /// last segment has not been parsed yet (its sketch would feed nothing): it is parsed here (with `prebuilt`, its matcher, when built ahead). Returns how many
     /// segments were parsed again, and the trial pass's output for the segments before the first of them: that
     /// is the final pass's output too (the same tokens over the same depths before them), so the depth pass is
     /// rewound only to where they end, and the caller continues it from there. Why: the final pass over those
@@ -823,6 +958,7 @@ impl<'a> Packing<'a> {
         per_segment: &mut [Vec<BlockTokens>],
         long: &[LongMatch],
         skip_last: bool,
+        prebuilt: Option<PrebuiltChain<'a>>,
     ) -> (u64, Vec<Vec<BlockTokens>>) {
         let bare = |&(s, e): &(u64, u64)| is_bare_bases(&self.data[s as usize..e as usize]);
         // Only segments that are not bare bases are parsed again (a skipped last one never is: see parse_chunk),
@@ -858,7 +994,7 @@ impl<'a> Packing<'a> {
         let end = segments.last().map_or(0, |s| s.1);
         if !redo.is_empty() {
             let again: Vec<(u64, u64)> = redo.iter().map(|&k| segments[k]).collect();
-            let reparsed = self.segment_job(end).parse(&again, &vec![false; again.len()], long);
+            let (reparsed, ()) = self.segment_job(end).parse(&again, &vec![false; again.len()], long, prebuilt, || ());
             for (k, blocks) in redo.into_iter().zip(reparsed) {
                 per_segment[k] = blocks;
             }
@@ -868,7 +1004,7 @@ impl<'a> Packing<'a> {
     }
 
     /// What the segment parsers need; depths of bytes before `known` are taken from the depth map.
-    fn segment_job(&self, known: u64) -> SegmentJob<'_> {
+    fn segment_job(&self, known: u64) -> SegmentJob<'a, '_> {
         SegmentJob {
             data: self.data,
             level: self.level,

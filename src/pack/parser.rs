@@ -319,8 +319,8 @@ impl<'a> SegmentParser<'a> {
 
     /// Appends long matches (sorted by start, none starting before the last one given): those that start in a
     /// block must be given before the block is parsed.
-    pub fn add_long(&mut self, more: &[LongMatch]) {
-        self.ldm.extend_from_slice(more);
+    pub fn add_long(&mut self, more: impl IntoIterator<Item = LongMatch>) {
+        self.ldm.extend(more);
     }
 
     /// Parses the block `[start, end)`; blocks must be given in stream order.

@@ -51,7 +51,7 @@ fn tokens_for(data: &[u8], opts: &PackOptions) -> (Vec<BlockTokens>, u8) {
     let pool = rayon::ThreadPoolBuilder::new().num_threads(opts.threads).build().unwrap();
     pool.install(|| {
         let mut run = Packing::new(data, opts, level_params(opts.level, opts.block_log), &mut depth_map);
-        let blocks = run.tokens();
+        let blocks = run.tokens(true);
         (blocks, run.depth.max_seen)
     })
 }
@@ -153,25 +153,28 @@ fn output_does_not_depend_on_threads() {
 }
 
 #[test]
-fn first_chunk_parsed_beside_its_scan_equals_parsed_after_it() {
-    // Three segments of bare bases (genome mode's stream) and a fourth of text: every segment of the first chunk
-    // is parsed while the long-match scan is still running (one worker: after it).
+fn chunks_parsed_beside_their_scan_equal_parsed_after_it() {
+    // A first chunk of bare bases (genome mode's stream) and a second of bases, then text, that long matches of the
+    // first reach into: every segment of a chunk not scanned ahead is parsed while its long-match scan is still
+    // running (one worker: after it), with the matches carried from the chunk before.
     let mut data: Vec<u8> =
-        genome_like(10 << 20, 17).into_iter().map(|b| if b == b'N' || b == b'\n' { b'C' } else { b }).collect();
+        genome_like(18 << 20, 17).into_iter().map(|b| if b == b'N' || b == b'\n' { b'C' } else { b }).collect();
     data.extend(genome_like(3 << 20, 18));
     for threads in [1, 3] {
         let opts = PackOptions { threads, ..Default::default() };
         let level = level_params(opts.level, opts.block_log);
         let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
-        let run = |streamed: bool| {
+        let run = |streamed: bool, scan_ahead: bool| {
             let mut depth_map = vec![0u8; data.len()];
             pool.install(|| {
                 let mut packing = Packing::new(&data, &opts, level, &mut depth_map);
                 packing.streamed = streamed;
-                packing.tokens()
+                packing.tokens(scan_ahead)
             })
         };
-        assert!(run(true) == run(false), "{threads} threads");
+        let after = run(false, false);
+        assert!(run(true, false) == after, "{threads} threads, every chunk streamed");
+        assert!(run(true, true) == after, "{threads} threads, scanned ahead");
     }
 }
 
@@ -209,7 +212,7 @@ fn bare_bases_parse_lazily_roundtrip_and_find_far_repeats() {
     let mut greedy_params = level_params(opts.level, opts.block_log);
     greedy_params.bases_lazy_steps = 0;
     let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
-    let greedy = pool.install(|| Packing::new(&data, &opts, greedy_params, &mut depth_map).tokens());
+    let greedy = pool.install(|| Packing::new(&data, &opts, greedy_params, &mut depth_map).tokens(true));
     assert!(greedy != tokens_for(&data, &opts).0);
 }
 
@@ -532,7 +535,7 @@ fn closure_price_keeps_late_cold_reads_small() {
         level.parse.closure = price;
         let mut depth_map = vec![0u8; data.len()];
         let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
-        let blocks = pool.install(|| Packing::new(&data, &opts, level, &mut depth_map).tokens());
+        let blocks = pool.install(|| Packing::new(&data, &opts, level, &mut depth_map).tokens(true));
         let (out, _) = replay(&blocks, 1 << opts.block_log, data.len());
         assert!(out == data);
         let src_of = sources_of(&blocks, opts.block_log, data.len());
