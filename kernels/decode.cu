@@ -536,16 +536,6 @@ __device__ __forceinline__ void load_k1_tables(const Ctx& c, u64 grp, K1Tables* 
     }
 }
 
-// *a where `load` holds, else `otherwise`: a predicated load through the non-coherent path, not a branch (the word
-// readers below load a stream's words ahead of use in a thread whose neighbours in the warp decode other slices).
-__device__ __forceinline__ u32 ld_nc_if(const u32* a, bool load, u32 otherwise) {
-    u32 v = otherwise;
-    asm("{\n\t.reg .pred q;\n\tsetp.ne.b32 q, %2, 0;\n\t@q ld.global.nc.u32 %0, [%1];\n\t}"
-        : "+r"(v)
-        : "l"(a), "r"((u32)load));
-    return v;
-}
-
 // The rANS word stream of one K = 1 slice, read as aligned 32-bit words: the one holding the next word's first
 // byte and the two after it. Only aligned words that start before the stream's end are loaded (the payload buffer
 // is padded, so they lie inside it); a word taken past the end is whatever bytes follow or a stale word, and
@@ -557,9 +547,13 @@ struct WordReader1 {
     u32 sel;         // PRMT selector of the next word's two bytes in (c0, c1): b | (b + 1) << 4, b its byte in c0
     u32 taken;       // words taken (checked against the stream's length after the last literal)
 
-    // *a where `load` holds and `a` lies before `end`, else `otherwise`.
+    // *a where `load` holds and `a` lies before `end`, else `otherwise` (a predicated load, not a branch).
     __device__ __forceinline__ u32 ld_if(const u32* a, bool load, u32 otherwise) const {
-        return ld_nc_if(a, load && a < end, otherwise);
+        u32 v = otherwise;
+        asm("{\n\t.reg .pred q;\n\tsetp.ne.b32 q, %2, 0;\n\t@q ld.global.nc.u32 %0, [%1];\n\t}"
+            : "+r"(v)
+            : "l"(a), "r"((u32)(load && a < end)));
+        return v;
     }
     __device__ __forceinline__ void init(const u8* words, u32 nwords, u32 pos) {
         const u8* a = words + 2ull * pos;
@@ -966,28 +960,30 @@ __device__ void literal_phase(const Ctx& c, const Group<W>& g, u32 id, const u32
 // byte at a time at every field's own offset. As in WordRing1, aligned words wholly past the stream are not loaded
 // (they read as 0); the caller checks each token's bits against the stream's length before taking them.
 struct BitReader1 {
-    const u32* p;    // the aligned word `next` holds
+    const u32* p;    // the next aligned word to load
     const u32* end;  // the first aligned word wholly past the stream
     u64 buf;         // bits not yet taken, from the lowest
     u32 have;        // bits in buf (at most 63)
-    u32 next;        // the word at p, loaded a refill ahead of its use, so that no take waits for a load
 
+    __device__ __forceinline__ u32 word() {
+        const u32 v = p < end ? __ldg(p) : 0u;
+        p++;
+        return v;
+    }
     __device__ __forceinline__ void init(const u8* extra, u32 len) {
         const u32* a0 = (const u32*)((u64)extra & ~3ull);
         const u32 shift = 8u * (u32)((u64)extra & 3u);
         end = (const u32*)(((u64)(extra + len) + 3) & ~3ull);
-        buf = ld_nc_if(a0, a0 < end, 0u) >> shift;
+        p = a0;
+        buf = word() >> shift;
         have = 32u - shift;
-        p = a0 + 1;
-        next = ld_nc_if(p, p < end, 0u);
     }
-    // The next n bits (n <= 32). Branch-free: a refill ORs in `next` and loads the word after it.
+    // The next n bits (n <= 32).
     __device__ __forceinline__ u32 take(u32 n) {
-        const bool refill = have < n;
-        buf = refill ? buf | ((u64)next << have) : buf;
-        have += refill ? 32u : 0u;
-        p += refill ? 1 : 0;
-        next = ld_nc_if(p, refill && p < end, refill ? 0u : next);
+        if (have < n) {
+            buf |= (u64)word() << have;
+            have += 32;
+        }
         const u32 v = (u32)buf & (n >= 32 ? 0xFFFFFFFFu : (1u << n) - 1u);
         buf >>= n;
         have -= n;

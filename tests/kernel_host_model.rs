@@ -50,14 +50,9 @@ fn host_asm(mut text: String, start: &str, host: &str) -> String {
     text
 }
 
-/// The word readers' predicated loads (`asm(...);` in `ld_nc_if`) as host loads.
+/// The word reader's predicated loads (`asm(...);` in `ld_if`) as host loads.
 fn host_loads(text: String) -> String {
-    host_asm(text, "asm(", "if (load) v = *a;")
-}
-
-/// `ld_nc_if`, the predicated load the word readers share, as a host load.
-fn predicated_load(src: &str) -> String {
-    host_loads(cut_fn(src, "// *a where `load` holds, else", "__device__ __forceinline__ u32 ld_nc_if"))
+    host_asm(text, "asm(", "if (load && a < end) v = *a;")
 }
 
 fn compiler() -> Option<String> {
@@ -107,8 +102,7 @@ fn run_harness_on(name: &str, inc: &str, input: Option<&[u8]>) {
 #[test]
 fn word_reader_takes_every_word_at_every_alignment() {
     let src = kernel_source();
-    let reader = cut(&src, "struct WordReader1 {", "struct WordReader1 {");
-    run_harness("word_reader", &format!("{}\n{reader}", predicated_load(&src)));
+    run_harness("word_reader", &host_loads(cut(&src, "struct WordReader1 {", "struct WordReader1 {")));
 }
 
 /// The staged word stream (`lds16`, `sts32` and `WordRing1`), its shared accesses on the harness's buffer.
@@ -136,7 +130,7 @@ fn staged_token_parse_matches_the_group_loop() {
     let codes = cut_fn(&src, "// Extra bits used by a log code", "__device__ __forceinline__ u64 read_bits");
     let parse =
         cut_fn(&src, "// A slice's extra-bits stream read in order", "__device__ __forceinline__ bool k1_token_values");
-    run_harness("token_values", &format!("{}\n{codes}\n{parse}", predicated_load(&src)));
+    run_harness("token_values", &format!("{codes}\n{parse}"));
 }
 
 /// `Rng::range` as a u32 in `[0, n)` (`n ≥ 1`).
@@ -228,8 +222,7 @@ fn chain_input() -> Vec<u8> {
 /// The kernel text the chain harnesses need: the reader, the sink, one step, and `extra` (the loops they run).
 fn chain_text(src: &str, extra: &[(&str, &str)]) -> String {
     let mut parts = vec![
-        predicated_load(src),
-        cut(src, "struct WordReader1 {", "struct WordReader1 {"),
+        host_loads(cut(src, "struct WordReader1 {", "struct WordReader1 {")),
         ring_text(src),
         cut(src, "enum K1Place {", "struct LiteralSink1 {"),
         cut_line(src, "#define K1_CTX_ORDER"),
