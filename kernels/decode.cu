@@ -958,7 +958,9 @@ __device__ void literal_phase(const Ctx& c, const Group<W>& g, u32 id, const u32
 // A slice's extra-bits stream read in order, LSB first (FORMAT.md §3.2), for the staged K = 1 token parse: a 64-bit
 // buffer topped up by one aligned 32-bit word when a take needs more bits than it holds, where read_bits loads a
 // byte at a time at every field's own offset. As in WordRing1, aligned words wholly past the stream are not loaded
-// (they read as 0); the caller checks each token's bits against the stream's length before taking them.
+// (they read as 0); the caller checks each token's bits against the stream's length before taking them. (Loading
+// each word a refill ahead with a branch-free, predicated refill was slower: the token parse +0.006 ms on atha in
+// both modes, session 32 run 2; the load is not on the loop's critical path.)
 struct BitReader1 {
     const u32* p;    // the next aligned word to load
     const u32* end;  // the first aligned word wholly past the stream
@@ -1001,7 +1003,8 @@ struct BitReader1 {
 // outputs as the generic group loop in parse_one (whose collectives are identities at W = 1), one token a step
 // with the extra bits from a BitReader1, 32-bit sums, and the next token's codes loaded a step ahead. (The generic
 // loop took ~300 instructions a token at W = 1, its read_bits a byte load at a time: ~9 % of parse_k1_staged's
-// samples on atha_chr1 in genome mode, session 31 run 3.) Stops at the first bad token (the caller reports
+// samples on atha_chr1 in genome mode, session 31 run 3; this loop: the token parse 0.062 -> 0.024 ms there, 0.27 ->
+// 0.19 in general mode, session 32 run 1.) Stops at the first bad token (the caller reports
 // E_VALUE; what a bad token left in the arrays is never read) and returns whether there was one; otherwise
 // `*bits`, `*lits` and `*span` are the extra bits taken, the literals and the bytes the tokens cover.
 __device__ __forceinline__ bool k1_token_values(u32* tp, u32* mp, u32* li, u64* bk, u32 ntok, u32 nmatch,
