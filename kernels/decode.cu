@@ -416,6 +416,14 @@ struct CodeTables {
 };
 #define CODE_SMEM_BYTES 13536  // sizeof(CodeTables), a multiple of 16 (mirrored in src/engine/gpu/device.rs)
 
+// Slot `slot` of code table `which` (0 LL, 1 ML, 2 OF) in the shared `sm` as a dtab entry: symbol | (freq - 1) << 8 |
+// cum << 20, or 0xFFFFFFFF for a slot with no symbol. Two dependent shared loads instead of one global one.
+__device__ __forceinline__ u32 code_entry(const CodeTables* sm, u32 which, u32 slot) {
+    const u32 sym = sm->syms[which * 4096 + slot];
+    const u32 f = sm->fc[64u * which + sym];
+    return f == 0 ? 0xFFFFFFFFu : sym | (((f & 0xFFFFu) - 1) << 8) | ((f >> 16) << 20);
+}
+
 // A group's literal table in shared memory.
 struct LitTables {
     u8 syms[4096];
@@ -1161,14 +1169,7 @@ __device__ void parse_one(const Ctx& c, const Group<W>& g, u32 id, u64 tok_base,
             for (u32 t = 0; t < n; t++) {
                 if ((done++ & 7u) == 0) wring.refill();
                 const u32 slot = x & 4095u;
-                u32 e;
-                if (sm) {
-                    const u32 sym = sm->syms[which * 4096 + slot];
-                    const u32 f = sm->fc[64u * which + sym];
-                    e = f == 0 ? 0xFFFFFFFFu : sym | (((f & 0xFFFFu) - 1) << 8) | ((f >> 16) << 20);
-                } else {
-                    e = tab[which * 4096 + slot];
-                }
+                const u32 e = sm ? code_entry(sm, which, slot) : tab[which * 4096 + slot];
                 if (e == 0xFFFFFFFFu) {
                     bad = true;
                     break;
@@ -1199,10 +1200,7 @@ __device__ void parse_one(const Ctx& c, const Group<W>& g, u32 id, u64 tok_base,
                 u32 which = i < nmatch + 1ull ? 0 : (i < 2ull * nmatch + 1 ? 1 : (i < ncodes ? 2 : 3));
                 u32 e;
                 if (sm && which < 3) {
-                    // Shared-memory tables: two dependent shared loads instead of one global one.
-                    const u32 sym = sm->syms[which * 4096 + slot];
-                    const u32 f = sm->fc[(which == 0 ? 0u : which == 1 ? 64u : 128u) + sym];
-                    e = f == 0 ? 0xFFFFFFFFu : sym | (((f & 0xFFFFu) - 1) << 8) | ((f >> 16) << 20);
+                    e = code_entry(sm, which, slot);
                 } else {
                     e = tab[which * 4096 + slot];
                 }
