@@ -1,4 +1,4 @@
-// aceapex GPU decode kernels (FORMAT.md §3, version 5), compiled at run time by NVRTC for the GPU's own
+// aceapex GPU decode kernels (FORMAT.md §3, version 6), compiled at run time by NVRTC for the GPU's own
 // architecture.
 //
 // The unit of work is a **unit** = one slice of 2^unit_log bytes (FORMAT.md §3: every block is cut into slices,
