@@ -301,8 +301,7 @@ impl<'a> SegmentParser<'a> {
         known: &[u8],
     ) -> Self {
         let local_start = segment.0 - known.len() as u64;
-        let mut local_depth: Vec<u8> = crate::pack::mem::zeroed((segment.1 - local_start) as usize);
-        local_depth[..known.len()].copy_from_slice(known);
+        let local_depth = crate::pack::mem::zeroed_after(known, (segment.1 - local_start) as usize);
         SegmentParser {
             local_start,
             local_depth,
