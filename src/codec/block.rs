@@ -14,6 +14,7 @@ use crate::codec::tables::{
 };
 use crate::codec::{logcode, rans, varint};
 use crate::error::DecodeError;
+use crate::pack::matcher::all_acgt;
 
 mod head;
 pub use head::{SliceHead, SlicePayload};
@@ -235,8 +236,14 @@ pub fn count_slices(slices: &[SliceTokens], contexts: bool, stats: &mut SymbolSt
 /// Whether a slice's literals are coded with its group's context model, when the group has one (FORMAT.md §3.5):
 /// exactly when there are literals and every one is a base (A, C, G, T). The encoder, the symbol counts and the
 /// packer's model statistics all ask this, so they agree on every slice.
+///
+/// Eight bytes at a time ([`all_acgt`]): every slice's literals are checked about three times while packing, a
+/// byte at a time that was 1 % of a genome pack's instructions.
 pub fn codes_with_contexts(literals: &[u8]) -> bool {
-    !literals.is_empty() && literals.iter().all(|&b| base_code(b).is_some())
+    let mut words = literals.chunks_exact(8);
+    !literals.is_empty()
+        && words.all(|w| all_acgt(u64::from_le_bytes(w.try_into().expect("8 bytes"))))
+        && words.remainder().iter().all(|&b| base_code(b).is_some())
 }
 
 /// Adds one slice's symbols (tokens ending with the literal-only one) to `stats`.

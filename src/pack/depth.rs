@@ -6,6 +6,9 @@
 //!
 //! The pass is O(n) over the stream, touches one depth byte per stream byte (a file-backed map for large inputs)
 //! and is deterministic, so the archive does not depend on how parsing was spread over threads.
+//!
+//! A pass can be split at a position ([`DepthPass::split_at`]): the final depths before it, shared read-only
+//! (what the parsers of a chunk read), and a pass over the rest (the trial pass of a chunk, run beside them).
 
 use crate::codec::block::Token;
 use crate::pack::parser::{source_byte, BlockTokens};
@@ -20,10 +23,14 @@ pub struct Checkpoint {
     forced: u64,
 }
 
-/// Depth bookkeeping over the whole stream.
+/// Depth bookkeeping over the stream from `base` on.
 pub struct DepthPass<'a> {
     data: &'a [u8],
+    /// The final depths of the bytes before `base` (read only; empty when `base` is 0).
+    before: &'a [u8],
+    /// The depths of the bytes from `base` on: `depth[p - base]` is byte `p`'s.
     depth: &'a mut [u8],
+    base: usize,
     max_depth: u8,
     pub max_seen: u8,
     /// Bytes forced to be literals so far.
@@ -34,7 +41,41 @@ impl<'a> DepthPass<'a> {
     /// `depth` must be as long as `data`; blocks are then passed in stream order.
     pub fn new(data: &'a [u8], depth: &'a mut [u8], max_depth: u8) -> Self {
         debug_assert_eq!(data.len(), depth.len());
-        DepthPass { data, depth, max_depth: max_depth.max(1), max_seen: 0, forced: 0 }
+        DepthPass { data, before: &[], depth, base: 0, max_depth: max_depth.max(1), max_seen: 0, forced: 0 }
+    }
+
+    /// The final depths of the bytes before `at` (every block before it must have been applied), and a pass over
+    /// the bytes from `at` on with the same statistics, which reads them as the depths of earlier sources. Why:
+    /// a chunk's trial pass runs while its segments' parsers read the depths before the chunk.
+    pub fn split_at(&mut self, at: u64) -> (&[u8], DepthPass<'_>) {
+        debug_assert!(self.base == 0 && self.before.is_empty(), "a pass over the whole stream splits");
+        let (before, depth) = self.depth.split_at_mut(at as usize);
+        let before: &[u8] = before;
+        let tail = DepthPass {
+            data: self.data,
+            before,
+            depth,
+            base: at as usize,
+            max_depth: self.max_depth,
+            max_seen: self.max_seen,
+            forced: self.forced,
+        };
+        (before, tail)
+    }
+
+    /// The depths of the bytes from `from` (at least the pass's start) to `to`, as the pass has left them.
+    pub fn depths(&self, from: u64, to: u64) -> &[u8] {
+        &self.depth[from as usize - self.base..to as usize - self.base]
+    }
+
+    /// The depth of byte `p` (before the pass's start: the final one it was given).
+    #[inline]
+    fn depth_at(&self, p: usize) -> u8 {
+        if p < self.base {
+            self.before[p]
+        } else {
+            self.depth[p - self.base]
+        }
     }
 
     /// The statistics to restore when a chunk's depth pass is run again.
@@ -51,6 +92,7 @@ impl<'a> DepthPass<'a> {
 
     /// The final depths of the stream's first `end` bytes (all blocks before `end` must have been applied).
     pub fn finished(&self, end: u64) -> &[u8] {
+        debug_assert_eq!(self.base, 0, "a pass over the whole stream");
         &self.depth[..end as usize]
     }
 
@@ -66,7 +108,7 @@ impl<'a> DepthPass<'a> {
         for t in &block.tokens {
             let lits = t.lit_len as usize;
             out.literals.extend_from_slice(&block.literals[lit_at..lit_at + lits]);
-            self.depth[pos..pos + lits].fill(0);
+            self.depth[pos - self.base..pos - self.base + lits].fill(0);
             lit_at += lits;
             pos += lits;
             run += t.lit_len;
@@ -92,14 +134,14 @@ impl<'a> DepthPass<'a> {
         let piece_back = |at: usize| if t.rc { t.back + 2 * (at - dst) as u64 } else { t.back };
         while x < end {
             let src = source_byte(piece as u64, piece_back(piece), t.rc, (x - piece) as u64) as usize;
-            let d = self.depth[src] as u32 + 1;
+            let d = self.depth_at(src) as u32 + 1;
             if d <= self.max_depth as u32 {
-                self.depth[x] = d as u8;
+                self.depth[x - self.base] = d as u8;
                 x += 1;
                 continue;
             }
             self.close_piece(piece, x, (piece_back(piece), t.rc), piece == dst && x == end, run, out);
-            self.depth[x] = 0;
+            self.depth[x - self.base] = 0;
             out.literals.push(self.data[x]);
             *run += 1;
             self.forced += 1;
@@ -127,11 +169,11 @@ impl<'a> DepthPass<'a> {
         }
         if n < MIN_PIECE && !(whole && n >= 2) {
             out.literals.extend_from_slice(&self.data[from..to]);
-            self.depth[from..to].fill(0);
+            self.depth[from - self.base..to - self.base].fill(0);
             *run += n;
             return;
         }
-        let piece_max = self.depth[from..to].iter().copied().max().unwrap_or(0);
+        let piece_max = self.depth[from - self.base..to - self.base].iter().copied().max().unwrap_or(0);
         self.max_seen = self.max_seen.max(piece_max);
         out.tokens.push(Token { lit_len: *run, match_len: n, back, rc });
         *run = 0;

@@ -18,6 +18,16 @@ pub fn zeroed<T: Copy + Default>(len: usize) -> Vec<T> {
     v
 }
 
+/// A vector of `len` values (at least `prefix.len()`) that starts with `prefix` and is zero after it, on huge pages
+/// like [`zeroed`]; each page is written once (the prefix is not zeroed first).
+pub fn zeroed_after<T: Copy + Default>(prefix: &[T], len: usize) -> Vec<T> {
+    let mut v = Vec::with_capacity(len);
+    advise_huge(v.as_ptr() as usize, len * std::mem::size_of::<T>());
+    v.extend_from_slice(prefix);
+    v.resize(len, T::default());
+    v
+}
+
 /// [`zeroed`], written by up to `threads` threads, a contiguous share each. Why: the first touch of a large
 /// table is the kernel clearing every page as it faults in, and on this project's 2-core host that was a serial
 /// 0.12–0.4 s for atha_chr1's 64 MiB long-distance table (the stream it waits beside is built in ~20 ms); the

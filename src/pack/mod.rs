@@ -43,6 +43,7 @@ use crate::format::tree::Tree;
 use crate::format::writer::ArchiveWriter;
 use crate::format::Header;
 use cost::PRICE_ONE;
+use depth::DepthPass;
 use ldm::{Ldm, LdmParams, LongMatch};
 use matcher::{ChainMatcher, ChainParams};
 use parser::{BlockTokens, ClosurePrice, DepthView, ParseParams, SegmentParser};
@@ -111,9 +112,10 @@ pub struct PackReport {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct StageTimes {
     pub long_matches: f64,
+    /// Every parse of the chunks' segments, with the trial depth pass and the second parses of the levels that
+    /// re-parse, which run beside the first parses.
     pub parse: f64,
-    /// The trial depth pass and the second parse of the segments it sends back (levels that re-parse).
-    pub reparse: f64,
+    /// The final depth pass.
     pub depth: f64,
     pub encode: f64,
     pub segments: u64,
@@ -426,7 +428,7 @@ pub fn pack(inputs: &[PathBuf], output: &Path, opts: &PackOptions) -> Result<Pac
 
 /// The read-only inputs of the parallel segment parse.
 ///
-/// `'a`: the stream; `'d`: the view of the depth map (borrowed for one round of parses).
+/// `'a`: the stream; `'d`: the view of the depth map (the final depths before the chunk).
 struct SegmentJob<'a, 'd> {
     data: &'a [u8],
     level: LevelParams,
@@ -437,52 +439,298 @@ struct SegmentJob<'a, 'd> {
     reverse: bool,
 }
 
+/// What the parse of a chunk does, decided before it starts: each segment's first parse (a sketch, or final),
+/// and at the levels that re-parse the trial depth pass and the segments it sends back to the parser
+/// ([`LevelParams::reparse`], [`SegmentJob::parse_phase`]).
+struct ChunkPlan {
+    segments: Vec<(u64, u64)>,
+    /// Whose first parse is only a sketch for the depth estimates (a lazy one).
+    sketch: Vec<bool>,
+    /// Segments `[0, first)` are parsed a first time; a last segment past them is parsed only once the trial
+    /// pass has reached it (its sketch would feed nothing).
+    first: usize,
+    /// Segments `[0, tried)` go through the trial depth pass, which stops after the last segment that may be
+    /// parsed again (0: no second round).
+    tried: usize,
+    /// Segments parsed again whatever the trial pass finds (every one after the first that is not bare bases).
+    again: Vec<bool>,
+    /// Whether the first segment is parsed again when the trial pass forces more than one literal in
+    /// [`REPARSE_FORCED_RATIO`] bytes of it (not bare bases, and some segment may be parsed again).
+    first_may_again: bool,
+    /// Build the last segment's matcher ahead of its parse ([`SegmentJob::indexed_chain`]).
+    prebuild: bool,
+}
+
+impl ChunkPlan {
+    /// The plan for `segments` (bare bases or not: `bare`) at a level that re-parses or not, for `workers`
+    /// workers.
+    fn new(segments: Vec<(u64, u64)>, bare: &[bool], reparse: bool, workers: usize) -> ChunkPlan {
+        let n = segments.len();
+        // At the levels that re-parse, every segment but the first is parsed again, so its first parse only has
+        // to give the depth estimates that the second parses of the segments after it start from.
+        let sketch: Vec<bool> = (0..n).map(|k| k > 0 && reparse).collect();
+        // Only segments that are not bare bases are parsed again (bare bases' sketch is final), so the trial
+        // pass stops after the last one that is not, and does not run at all when none is (a chunk of bare
+        // bases: a serial pass over the whole chunk that fed nothing).
+        let last = bare.iter().rposition(|&b| !b).filter(|_| reparse);
+        // The last segment's sketch would only feed segments after it: a last segment that is parsed again is
+        // parsed once, after the trial pass.
+        let skip_last = n > 1 && last == Some(n - 1);
+        let first = n - skip_last as usize;
+        let tried = last.map_or(0, |l| l + 1 - skip_last as usize);
+        let again = (0..n).map(|k| k > 0 && last.is_some_and(|l| k <= l) && !bare[k]).collect();
+        ChunkPlan {
+            segments,
+            sketch,
+            first,
+            tried,
+            again,
+            first_may_again: last.is_some() && !bare[0],
+            // With one worker it would change nothing but memory.
+            prebuild: skip_last && workers > 1,
+        }
+    }
+
+    /// The tasks of the chunk's parse, in the order they are handed out ([`TaskBoard`]): a segment's second
+    /// parse (if it may have one) before the first parse of the segment after it — it is ready as soon as the
+    /// first parses before it are in, and is the longer of the two (an optimal parse against a lazy sketch), so
+    /// it is the one to start first (all eleven fly-chr4 files: the third segment's second parse started once the
+    /// scan was over, 0.1 s later, and ended alone) — except the first segment's, which waits for its own first
+    /// parse; the prebuilt matcher just before the last segment's second parse; then `filler`, which nothing
+    /// waits for (as the last task its internal parallelism fills the cores as the parses finish). With a single
+    /// worker every task is ready when its turn comes.
+    fn tasks(&self) -> Vec<Task> {
+        let n = self.segments.len();
+        let second = |k: usize| self.again[k] || (k == 0 && self.first_may_again);
+        let mut tasks = Vec::new();
+        for k in 0..n {
+            if k > 0 && second(k) {
+                if self.prebuild && k == n - 1 {
+                    tasks.push(Task::Prebuild);
+                }
+                tasks.push(Task::Second(k));
+            }
+            if k < self.first {
+                tasks.push(Task::First(k));
+            }
+            if k == 0 && second(0) {
+                tasks.push(Task::Second(0));
+            }
+        }
+        tasks.push(Task::Filler);
+        tasks
+    }
+}
+
+/// One task of a chunk's parse ([`ChunkPlan::tasks`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Task {
+    First(usize),
+    Prebuild,
+    Second(usize),
+    Filler,
+}
+
+/// The trial depth pass of a chunk: its segments' first parses through the depth pass, in order, as they come in
+/// ([`SegmentJob::parse_phase`]). It decides which segments are parsed again and gives their second parses the
+/// depths of the segments before them.
+struct Trial<'d> {
+    pass: DepthPass<'d>,
+    /// Segments `[0, next)` have been through it.
+    next: usize,
+    /// Its output for the segments before the first one parsed again: the final pass's output too (the same
+    /// tokens over the same depths before them).
+    kept: Vec<Vec<BlockTokens>>,
+    /// The pass's statistics after the kept segments.
+    checkpoint: depth::Checkpoint,
+}
+
+/// What the parse of a chunk returns ([`SegmentJob::parse_phase`]).
+struct Parsed<R> {
+    /// Every segment's final parse (before the final depth pass).
+    segments: Vec<Vec<BlockTokens>>,
+    /// How many segments were parsed a second time.
+    reparsed: u64,
+    /// The trial pass's output for the first segments, which the final pass need not run again, and its
+    /// statistics after them (`None`: no trial pass).
+    kept: Vec<Vec<BlockTokens>>,
+    checkpoint: Option<depth::Checkpoint>,
+    filled: R,
+}
+
+/// Where a chunk's first parses get the long matches from when they run beside the chunk's scan: the matches
+/// carried into the chunk, and the scan's progress ([`SegmentJob::parse_streamed_segment`]).
+type Streamed<'s> = (&'s [LongMatch], &'s ScanProgress);
+
 impl<'a: 'd, 'd> SegmentJob<'a, 'd> {
-    /// Parses `segments` in parallel, each with its own matcher and price model; those whose `sketch` flag is
-    /// set only lazily (see [`LevelParams::reparse`]).
-    /// `prebuilt`: the matcher of one of them, built ahead ([`Self::indexed_chain`]); `filler`: work to run
-    /// beside them once every segment has been started ([`in_order`]).
-    fn parse<R: Send>(
+    /// Parses the chunk's segments on the pool's workers, each with its own matcher and price model, and, at the
+    /// levels that re-parse, the trial depth pass over their first parses and the segments it sends back, each
+    /// parsed again knowing the depths the trial pass gave the segments before it. A second parse needs only
+    /// those, so it starts as soon as the trial pass has passed the segments before it, beside the first parses
+    /// of the segments after it ([`TaskBoard`]). Why: the second round waited for the whole first round, and its
+    /// last parse then ran alone (all eleven fly-chr4 files: a 0.8 s parse of the third segment with the other
+    /// core idle, a third of the pack).
+    ///
+    /// `long`: the chunk's long matches ([`merge_long`]); with `streamed` set by the scan beside the parse once it
+    /// is done (which must then call [`TaskBoard::changed`] on `board`), the first parses reading them from the
+    /// scan as it goes. `trial`: the depth pass over the chunk when the plan has a trial pass. `filler`: work
+    /// that nothing here waits for, run as the last task.
+    #[allow(clippy::too_many_arguments)]
+    fn parse_phase<R: Send>(
         &self,
-        segments: &[(u64, u64)],
-        sketch: &[bool],
-        long: &[LongMatch],
-        mut prebuilt: Option<PrebuiltChain<'a>>,
+        plan: &ChunkPlan,
+        streamed: Option<Streamed<'_>>,
+        long: &std::sync::OnceLock<Vec<LongMatch>>,
+        trial: Option<DepthPass<'_>>,
+        board: &TaskBoard,
         filler: impl FnOnce() -> R + Send,
-    ) -> (Vec<Vec<BlockTokens>>, R) {
+    ) -> Parsed<R> {
+        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+        use std::sync::Mutex;
+        let n = plan.segments.len();
         let block = 1u64 << self.block_log;
-        let chains: Vec<std::sync::Mutex<Option<ChainMatcher<'a>>>> = segments
-            .iter()
-            .map(|&seg| std::sync::Mutex::new(prebuilt.take_if(|p| p.segment == seg).map(|p| p.chain)))
-            .collect();
-        let parse = |k: usize| {
-            let ((s, e), chain) = (segments[k], chains[k].lock().unwrap_or_else(|p| p.into_inner()).take());
-            let seg_long: Vec<LongMatch> = long.iter().filter(|m| m.start < e && m.end() > s).copied().collect();
-            let mut parser = self.parser((s, e), sketch[k], &seg_long, chain);
-            (s..e).step_by(block as usize).map(|b| parser.parse_block(b, (b + block).min(e))).collect()
+        let tasks = plan.tasks();
+        let first: Vec<Mutex<Option<Vec<BlockTokens>>>> = (0..n).map(|_| Mutex::new(None)).collect();
+        let second: Vec<Mutex<Option<Vec<BlockTokens>>>> = (0..n).map(|_| Mutex::new(None)).collect();
+        let trial = trial.filter(|_| plan.tried > 0).map(|pass| {
+            let checkpoint = pass.checkpoint();
+            Mutex::new(Trial { pass, next: 0, kept: Vec::new(), checkpoint })
+        });
+        // What the readiness of a second parse reads (under the board's lock, so without locks of their own):
+        // how many segments the trial pass has passed, whether the first is parsed again, the prebuilt matcher.
+        let tried = AtomicUsize::new(0);
+        let first_again = AtomicBool::new(false);
+        let prebuilt: Mutex<Option<ChainMatcher<'a>>> = Mutex::new(None);
+        let prebuilt_done = AtomicBool::new(false);
+        let filler = Mutex::new(Some(filler));
+        let filled = Mutex::new(None);
+        let last = plan.segments.len() - 1;
+        let ready = |k: usize| match tasks[k] {
+            Task::First(_) | Task::Prebuild | Task::Filler => true,
+            Task::Second(s) => {
+                long.get().is_some()
+                    && tried.load(Ordering::Acquire) >= s.max(1)
+                    && (!plan.prebuild || s != last || prebuilt_done.load(Ordering::Acquire))
+            }
         };
-        in_order(segments.len(), parse, filler)
+        // Runs the trial pass over every segment whose first parse is in and whose predecessors have been through.
+        let advance = |trial: &Mutex<Trial<'_>>| {
+            let mut t = lock(trial);
+            while t.next < plan.tried {
+                let k = t.next;
+                let parsed = lock(&first[k]);
+                let Some(blocks) = parsed.as_ref() else { break };
+                let (s, e) = plan.segments[k];
+                let forced_before = t.pass.forced;
+                let applied: Vec<BlockTokens> =
+                    blocks.iter().enumerate().map(|(i, b)| t.pass.apply(s + i as u64 * block, b)).collect();
+                let forced = t.pass.forced - forced_before;
+                let again = plan.again[k] || (k == 0 && plan.first_may_again && forced * REPARSE_FORCED_RATIO > e - s);
+                if k == 0 {
+                    first_again.store(again, Ordering::Release);
+                }
+                if !again && t.kept.len() == k {
+                    t.kept.push(applied);
+                    t.checkpoint = t.pass.checkpoint();
+                }
+                t.next += 1;
+                tried.store(t.next, Ordering::Release);
+            }
+        };
+        let run = |k: usize| match tasks[k] {
+            Task::First(s) => {
+                let blocks = match streamed {
+                    Some((carry, scan)) => self.parse_streamed_segment(plan, s, carry, scan),
+                    None => self.parse_segment(plan.segments[s], plan.sketch[s], long_of(long), None, &[]),
+                };
+                *lock(&first[s]) = Some(blocks);
+                if let Some(trial) = &trial {
+                    advance(trial);
+                }
+            }
+            Task::Prebuild => {
+                *lock(&prebuilt) = Some(self.indexed_chain(plan.segments[last]));
+                prebuilt_done.store(true, Ordering::Release);
+            }
+            Task::Second(s) => {
+                if s == 0 && !first_again.load(Ordering::Acquire) {
+                    return;
+                }
+                let (start, seg_start) = (plan.segments[0].0, plan.segments[s].0);
+                let known = match &trial {
+                    Some(trial) if s > 0 => lock(trial).pass.depths(start, seg_start).to_vec(),
+                    _ => Vec::new(),
+                };
+                let chain = if s == last { lock(&prebuilt).take() } else { None };
+                *lock(&second[s]) = Some(self.parse_segment(plan.segments[s], false, long_of(long), chain, &known));
+            }
+            Task::Filler => {
+                let filler = lock(&filler).take().expect("the filler runs once");
+                *lock(&filled) = Some(filler());
+            }
+        };
+        board.run(&ready, &run);
+        let take = |m: Mutex<Option<Vec<BlockTokens>>>| m.into_inner().unwrap_or_else(|p| p.into_inner());
+        let mut reparsed = 0;
+        let segments = first
+            .into_iter()
+            .zip(second)
+            .map(|(a, b)| match take(b) {
+                Some(again) => {
+                    reparsed += 1;
+                    again
+                }
+                None => take(a).expect("every segment is parsed"),
+            })
+            .collect();
+        let (kept, checkpoint) = match trial {
+            Some(trial) => {
+                let t = trial.into_inner().unwrap_or_else(|p| p.into_inner());
+                (t.kept, Some(t.checkpoint))
+            }
+            None => (Vec::new(), None),
+        };
+        let filled = filled.into_inner().unwrap_or_else(|p| p.into_inner()).expect("the filler ran");
+        Parsed { segments, reparsed, kept, checkpoint, filled }
+    }
+
+    /// Parses segment `[s, e)` given the chunk's long matches (those overlapping it are its own), its matcher if
+    /// built ahead, and the depths `known` of the bytes before it that the final depths before the chunk do not
+    /// give ([`SegmentParser::new`]).
+    fn parse_segment(
+        &self,
+        (s, e): (u64, u64),
+        sketch: bool,
+        long: &[LongMatch],
+        chain: Option<ChainMatcher<'a>>,
+        known: &[u8],
+    ) -> Vec<BlockTokens> {
+        let block = 1u64 << self.block_log;
+        let seg_long: Vec<LongMatch> = long.iter().filter(|m| m.start < e && m.end() > s).copied().collect();
+        let mut parser = self.parser((s, e), sketch, &seg_long, chain, known);
+        (s..e).step_by(block as usize).map(|b| parser.parse_block(b, (b + block).min(e))).collect()
     }
 
     /// The chain matcher of segment `[s, e)` with the window before the segment already indexed: what
     /// [`Self::parser`] starts from, built ahead of the parse. Why: the last segment of a chunk that is not bare
-    /// bases is parsed only after the others and the trial depth pass, alone on one core, and in genome mode
-    /// about half of that was allocating its tables and indexing the 1 MiB of bases before it (atha_chr1: 0.13 s
-    /// with the other core idle). The matcher's state depends on the data alone, so the parse is the same.
+    /// bases is parsed only after the trial pass has passed every other segment, and in genome mode about half of
+    /// that parse was allocating its tables and indexing the 1 MiB of bases before it (atha_chr1: 0.13 s with the
+    /// other core idle). The matcher's state depends on the data alone, so the parse is the same.
     fn indexed_chain(&self, (s, e): (u64, u64)) -> ChainMatcher<'a> {
         let mut chain = ChainMatcher::new(self.data, s.saturating_sub(self.level.window), e, self.params((s, e)).0);
         chain.insert_until(s);
         chain
     }
 
-    /// The parser of segment `[s, e)`, given the long matches that overlap it (see [`Self::parse`]) and, if
-    /// built ahead, its matcher ([`Self::indexed_chain`]).
+    /// The parser of segment `[s, e)`, given the long matches that overlap it (see [`Self::parse_segment`]), its
+    /// matcher if built ahead ([`Self::indexed_chain`]), and the depths `known` just before it.
     fn parser(
         &self,
         (s, e): (u64, u64),
         sketch: bool,
         seg_long: &[LongMatch],
         chain: Option<ChainMatcher<'a>>,
+        known: &[u8],
     ) -> SegmentParser<'d> {
         let (chain_params, mut parse_params) = self.params((s, e));
         if sketch {
@@ -491,7 +739,7 @@ impl<'a: 'd, 'd> SegmentJob<'a, 'd> {
         let chain =
             chain.unwrap_or_else(|| ChainMatcher::new(self.data, s.saturating_sub(self.level.window), e, chain_params));
         let view = DepthView { max_depth: self.max_depth, outer: self.outer_depth };
-        SegmentParser::new(self.data, parse_params, chain, seg_long, (s, e), view)
+        SegmentParser::new(self.data, parse_params, chain, seg_long, (s, e), view, known)
     }
 
     /// The matcher's and the parser's parameters for segment `[s, e)` (its first parse, not a sketch).
@@ -516,114 +764,139 @@ impl<'a: 'd, 'd> SegmentJob<'a, 'd> {
         parse_params.reverse = reverse_complements(self.reverse, data, s, e);
         (chain_params, parse_params)
     }
-
-    /// Parses `segments` in parallel like [`Self::parse`], for a chunk that was not scanned ahead, while the chunk
-    /// is still being scanned: each block once the scan is [`ldm::MAX_BACK_EXTEND`] past its end, when no match
-    /// found later can start in it. `carry`: the matches found in earlier chunks that reach into this one
-    /// ([`merge_long`]'s). Every segment gets the same matches in the same order as [`Self::parse`] given
-    /// [`merge_long`] of the whole scan.
-    fn parse_streamed<R: Send>(
+    /// The first parse of segment `k` of `plan` while the chunk is still being scanned (a chunk not scanned
+    /// ahead): each block once the scan is [`ldm::MAX_BACK_EXTEND`] past its end, when no match found later can
+    /// start in it. `carry`: the matches found in earlier chunks that reach into this one ([`merge_long`]'s). The
+    /// segment gets the same matches in the same order as [`Self::parse_segment`] given [`merge_long`] of the
+    /// whole scan.
+    fn parse_streamed_segment(
         &self,
-        segments: &[(u64, u64)],
-        sketch: &[bool],
+        plan: &ChunkPlan,
+        k: usize,
         carry: &[LongMatch],
         scan: &ScanProgress,
-        filler: impl FnOnce() -> R + Send,
-    ) -> (Vec<Vec<BlockTokens>>, R) {
+    ) -> Vec<BlockTokens> {
         let block = 1u64 << self.block_log;
-        in_order(
-            segments.len(),
-            |k| {
-                let (s, e) = segments[k];
-                let mut parser = self.parser((s, e), sketch[k], &[], None);
-                // The matches that overlap the segment (carried, then published: `true`), from `taken` on not yet
-                // given to the parser, in [`merge_long`]'s order: its stable sort by (start, back) puts the carried
-                // ones (in their order) before the found ones, which the scan's own stable sort ordered by
-                // (start, back, rc). `seen`: how many published ones were looked at.
-                let overlaps = |m: &LongMatch| m.start < e && m.end() > s;
-                let mut pending: Vec<(LongMatch, bool)> =
-                    carry.iter().filter(|m| overlaps(m)).map(|&m| (m, false)).collect();
-                let (mut taken, mut seen) = (0, 0);
-                let mut out = Vec::new();
-                for b in (s..e).step_by(block as usize) {
-                    let b_end = (b + block).min(e);
-                    let before = pending.len();
-                    scan.wait_for(b_end + ldm::MAX_BACK_EXTEND, &mut seen, |m| {
-                        if overlaps(m) {
-                            pending.push((*m, true));
-                        }
-                    });
-                    if pending.len() > before || b == s {
-                        pending.drain(..taken);
-                        taken = 0;
-                        pending.sort_by_key(|&(m, found)| (m.start, m.back, found, found && m.rc));
-                    }
-                    // Those starting before the block's end: no match found later can.
-                    let ready = taken + pending[taken..].partition_point(|(m, _)| m.start < b_end);
-                    parser.add_long(pending[taken..ready].iter().map(|&(m, _)| m));
-                    taken = ready;
-                    out.push(parser.parse_block(b, b_end));
-                }
-                out
-            },
-            filler,
-        )
-    }
-}
-
-/// Runs `task(0)`, …, `task(n − 1)` on the pool's workers, handed out in that order, and `filler` on the first
-/// worker that finds none left to start (on a single worker: after them all). Why: a chunk's segments take about
-/// the same time each, a few per core, so the last ones ran with a core idle (atha_chr1 genome mode, 2 threads:
-/// ~0.15 s while the second chunk's last segment was parsed), while the previous chunk's encode, which nothing
-/// in the parse waits for, had run first; as the filler it runs in that gap instead. The results do not depend
-/// on which worker runs what.
-fn in_order<T: Send, R: Send>(
-    n: usize,
-    task: impl Fn(usize) -> T + Sync,
-    filler: impl FnOnce() -> R + Send,
-) -> (Vec<T>, R) {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::sync::{Mutex, MutexGuard};
-    fn lock<X>(m: &Mutex<X>) -> MutexGuard<'_, X> {
-        m.lock().unwrap_or_else(|p| p.into_inner())
-    }
-    fn take<X>(m: Mutex<Option<X>>) -> X {
-        m.into_inner().unwrap_or_else(|p| p.into_inner()).expect("every task ran")
-    }
-    let next = AtomicUsize::new(0);
-    let done: Vec<Mutex<Option<T>>> = (0..n).map(|_| Mutex::new(None)).collect();
-    let filler = Mutex::new(Some(filler));
-    let filled = Mutex::new(None);
-    rayon::scope(|scope| {
-        for _ in 0..rayon::current_num_threads() {
-            scope.spawn(|_| {
-                loop {
-                    let k = next.fetch_add(1, Ordering::Relaxed);
-                    if k >= n {
-                        break;
-                    }
-                    let out = task(k);
-                    *lock(&done[k]) = Some(out);
-                }
-                let filler = lock(&filler).take();
-                if let Some(filler) = filler {
-                    let out = filler();
-                    *lock(&filled) = Some(out);
+        let (s, e) = plan.segments[k];
+        let mut parser = self.parser((s, e), plan.sketch[k], &[], None, &[]);
+        // The matches that overlap the segment (carried, then published: `true`), from `taken` on not yet given
+        // to the parser, in [`merge_long`]'s order: its stable sort by (start, back) puts the carried ones (in
+        // their order) before the found ones, which the scan's own stable sort ordered by (start, back, rc).
+        // `seen`: how many published ones were looked at.
+        let overlaps = |m: &LongMatch| m.start < e && m.end() > s;
+        let mut pending: Vec<(LongMatch, bool)> = carry.iter().filter(|m| overlaps(m)).map(|&m| (m, false)).collect();
+        let (mut taken, mut seen) = (0, 0);
+        let mut out = Vec::new();
+        for b in (s..e).step_by(block as usize) {
+            let b_end = (b + block).min(e);
+            let before = pending.len();
+            scan.wait_for(b_end + ldm::MAX_BACK_EXTEND, &mut seen, |m| {
+                if overlaps(m) {
+                    pending.push((*m, true));
                 }
             });
+            if pending.len() > before || b == s {
+                pending.drain(..taken);
+                taken = 0;
+                pending.sort_by_key(|&(m, found)| (m.start, m.back, found, found && m.rc));
+            }
+            // Those starting before the block's end: no match found later can.
+            let ready = taken + pending[taken..].partition_point(|(m, _)| m.start < b_end);
+            parser.add_long(pending[taken..ready].iter().map(|&(m, _)| m));
+            taken = ready;
+            out.push(parser.parse_block(b, b_end));
         }
-    });
-    (done.into_iter().map(take).collect(), take(filled))
+        out
+    }
 }
 
-/// A segment's matcher built ahead of its parse ([`SegmentJob::indexed_chain`]).
-struct PrebuiltChain<'a> {
-    segment: (u64, u64),
-    chain: ChainMatcher<'a>,
+/// The chunk's long matches once they are all known ([`SegmentJob::parse_phase`] hands out the tasks that read
+/// them only then).
+fn long_of(long: &std::sync::OnceLock<Vec<LongMatch>>) -> &[LongMatch] {
+    long.get().expect("the chunk's long matches are known")
+}
+
+/// Locks `m`, whether or not a panicking thread held it (a panic is propagated by the scope that ran it).
+fn lock<X>(m: &std::sync::Mutex<X>) -> std::sync::MutexGuard<'_, X> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Hands tasks `0..n` out to the pool's workers ([`TaskBoard::run`]): each worker takes the first task not yet
+/// taken that is ready, in index order, waits while none is, and stops once every task has been taken. What
+/// makes a task ready is the caller's ([`SegmentJob::parse_phase`]: a second parse waits for the trial pass);
+/// whoever changes it calls [`TaskBoard::changed`]. The results do not depend on which worker runs what, so
+/// the archive does not depend on the thread count.
+struct TaskBoard {
+    /// Which tasks have been taken, and whether one panicked (then nothing more is handed out).
+    state: std::sync::Mutex<(Vec<bool>, bool)>,
+    changed: std::sync::Condvar,
+}
+
+impl TaskBoard {
+    fn new(n: usize) -> TaskBoard {
+        TaskBoard { state: std::sync::Mutex::new((vec![false; n], false)), changed: std::sync::Condvar::new() }
+    }
+
+    /// Wakes the workers waiting for a task to become ready (after a change of what `ready` reads).
+    fn changed(&self) {
+        let _state = lock(&self.state);
+        self.changed.notify_all();
+    }
+
+    /// Stops handing out tasks (a task, or the work that readies them, panicked: what waits for it would wait
+    /// forever; the panic itself propagates from where it ran).
+    fn fail(&self) {
+        lock(&self.state).1 = true;
+        self.changed.notify_all();
+    }
+
+    /// Runs every task on the pool's workers (on a single worker: in index order, which must therefore be one in
+    /// which every task is ready once those before it have run). `ready(k)` is called with the board locked, so
+    /// it must not wait for anything a task holds.
+    fn run(&self, ready: &(impl Fn(usize) -> bool + Sync), task: &(impl Fn(usize) + Sync)) {
+        rayon::scope(|scope| {
+            for _ in 0..rayon::current_num_threads() {
+                scope.spawn(|_| {
+                    while let Some(k) = self.next(ready) {
+                        let guard = FailOnPanic(self);
+                        task(k);
+                        std::mem::forget(guard);
+                        self.changed();
+                    }
+                });
+            }
+        });
+    }
+
+    /// The next task for a worker: the first one not taken that is ready, once there is one; `None` once every
+    /// task has been taken (or one failed).
+    fn next(&self, ready: &impl Fn(usize) -> bool) -> Option<usize> {
+        let mut state = lock(&self.state);
+        loop {
+            let (taken, failed) = &mut *state;
+            if *failed || taken.iter().all(|&t| t) {
+                return None;
+            }
+            if let Some(k) = (0..taken.len()).find(|&k| !taken[k] && ready(k)) {
+                taken[k] = true;
+                return Some(k);
+            }
+            state = self.changed.wait(state).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+}
+
+/// Fails its [`TaskBoard`] when dropped (by a panic: the work it guards forgets it when it completes).
+struct FailOnPanic<'a>(&'a TaskBoard);
+
+impl Drop for FailOnPanic<'_> {
+    fn drop(&mut self) {
+        self.0.fail();
+    }
 }
 
 /// How far the long-match scan of a chunk that was not scanned ahead has got and what it has found, for the
-/// parses that run beside it ([`SegmentJob::parse_streamed`]).
+/// parses that run beside it ([`SegmentJob::parse_streamed_segment`]).
 #[derive(Default)]
 struct ScanProgress {
     /// Every window starting before `.0` has been scanned; `.1`: the matches found, in the scan's order.
@@ -722,8 +995,8 @@ impl<'a> Packing<'a> {
     }
 
     /// Packs every chunk and returns the table sets, one per group. A chunk is encoded while the next one is
-    /// parsed (when two chunks' buffers fit the memory bound, [`overlap_encode`]), as the filler of that parse's
-    /// first round ([`in_order`]): encoding never feeds the parse, so the archive is the same either way, and the
+    /// parsed (when two chunks' buffers fit the memory bound, [`overlap_encode`]), as the filler of that parse
+    /// ([`ChunkPlan::tasks`]): encoding never feeds the parse, so the archive is the same either way, and the
     /// encoder's groups fill the cores that the parse of uneven segments leaves idle.
     fn run(&mut self, writer: &mut ArchiveWriter, report: &mut PackReport) -> Result<Vec<TableSet>> {
         let total = self.data.len() as u64;
@@ -804,10 +1077,11 @@ impl<'a> Packing<'a> {
     }
 
     /// Parses the chunk and bounds its depth. Segments are parsed in parallel, each blind to the depths of the
-    /// segments beside it; at the levels that re-parse, every segment but the first (and any where the depth
-    /// pass had to force many literals) is parsed again knowing the depths the first pass produced, so that
-    /// its closure prices and depth caps see the segments before it, and the depth pass runs once more over the
-    /// whole chunk. Every step is deterministic.
+    /// segments beside it; at the levels that re-parse, every segment but the first (and the first where the
+    /// depth pass had to force many literals) is parsed again knowing the depths the trial depth pass gave the
+    /// segments before it, so that its closure prices and depth caps see them, and the depth pass runs once more
+    /// over the segments from the first one parsed again ([`SegmentJob::parse_phase`]). Every step is
+    /// deterministic.
     ///
     /// With `scan_ahead`, the next chunk's long-match scan runs beside the parse (else beside the next chunk's
     /// own parse, [`ScanProgress`]): only where an encode runs beside this parse as well. Why: the scan is one
@@ -815,8 +1089,8 @@ impl<'a> Packing<'a> {
     /// beside it, scanned two chunks while the other core parsed three segments, and then parsed the fourth
     /// while that core idled (atha_chr1 genome mode, 2 threads: 0.25 s of the 1.8 s pack).
     ///
-    /// `filler`: work that runs beside the first round's parses once they have all started ([`in_order`]); its
-    /// result is returned with the chunk's blocks.
+    /// `filler`: work that runs beside the parses, as the last of their tasks ([`ChunkPlan::tasks`]); its result
+    /// is returned with the chunk's blocks.
     fn parse_chunk<R: Send>(
         &mut self,
         start: u64,
@@ -830,29 +1104,23 @@ impl<'a> Packing<'a> {
             *slot += t.elapsed().as_secs_f64();
             t = Instant::now();
         };
-        let segments = segments_of(self.data, start, end, 1 << self.opts.block_log);
+        let data = self.data;
+        let segments = segments_of(data, start, end, 1 << self.opts.block_log);
+        let bare: Vec<bool> = segments.iter().map(|&(s, e)| is_bare_bases(&data[s as usize..e as usize])).collect();
+        let plan = ChunkPlan::new(segments, &bare, self.level.reparse, rayon::current_num_threads());
         // The long-match scan is sequential: the next chunk's runs beside this chunk's parse.
-        let next =
-            (end < self.data.len() as u64).then(|| (end, (end + chunk_bytes(self.opts)).min(self.data.len() as u64)));
+        let next = (end < data.len() as u64).then(|| (end, (end + chunk_bytes(self.opts)).min(data.len() as u64)));
+        // The final depths before the chunk, which the parsers read, and the trial pass over the chunk.
+        let (outer_depth, trial) = self.depth.split_at(start);
         // Field by field, so that the long-match table can be borrowed beside it.
         let job = SegmentJob {
-            data: self.data,
+            data,
             level: self.level,
             block_log: self.opts.block_log,
             max_depth: self.opts.max_depth,
-            outer_depth: self.depth.finished(start),
+            outer_depth,
             reverse: self.opts.reverse_complements,
         };
-        // At the levels that re-parse, every segment but the first is parsed again, so its first parse only
-        // has to give the depth estimates that the second parses of the segments after it start from.
-        let sketch: Vec<bool> = (0..segments.len()).map(|k| k > 0 && self.level.reparse).collect();
-        // A sketch only feeds the depth estimates of the segments after it, so the last segment's would be
-        // thrown away: it is parsed once, in the second round (unless bare bases, whose sketch is final).
-        let last = *segments.last().expect("a chunk has a segment");
-        let skip_last =
-            segments.len() > 1 && self.level.reparse && !is_bare_bases(&self.data[last.0 as usize..last.1 as usize]);
-        let todo = segments.len() - skip_last as usize;
-        let data = self.data;
         let reverse = self.opts.reverse_complements;
         let scan_next = |ldm: &mut Ldm| {
             next.filter(|_| scan_ahead).map(|(s, e)| {
@@ -861,36 +1129,31 @@ impl<'a> Packing<'a> {
                 (s, e, found)
             })
         };
-        // A skipped last segment's matcher is built beside the first round, on a core that would otherwise wait
-        // for the slowest segment ([`SegmentJob::indexed_chain`]); with one worker it would change nothing but
-        // memory. It runs with `filler`, once every segment of the first round has been started ([`in_order`]).
-        let prebuild = skip_last && rayon::current_num_threads() > 1;
-        let prebuild = || prebuild.then(|| PrebuiltChain { segment: last, chain: job.indexed_chain(last) });
-        let fill = move || (prebuild(), filler());
+        let board = TaskBoard::new(plan.tasks().len());
+        let long = std::sync::OnceLock::new();
         let ahead = self.ahead.take().filter(|&(s, e, _)| (s, e) == (start, end)).map(|(_, _, found)| found);
         let ldm = &mut self.ldm;
         // A chunk is scanned beside the parse before it only when that parse had an encode beside it too
         // (`scan_ahead`); the others are scanned beside their own parse.
-        let (long, mut per_segment, (prebuilt, filled), ahead) = match ahead {
+        let (parsed, ahead) = match ahead {
             Some(found) => {
-                let long = merge_long(&mut self.carry, found, start, end);
+                let _ = long.set(merge_long(&mut self.carry, found, start, end));
                 lap(&mut times.long_matches);
-                let ((per_segment, filled), ahead) =
-                    rayon::join(|| job.parse(&segments[..todo], &sketch[..todo], &long, None, fill), || scan_next(ldm));
-                (long, per_segment, filled, ahead)
+                rayon::join(|| job.parse_phase(&plan, None, &long, Some(trial), &board, filler), || scan_next(ldm))
             }
             None if self.streamed => {
                 // A chunk not scanned ahead (the first one, at least): its segments are parsed block by block as
                 // the scan gets past each (ScanProgress), beside the scan (which finds in pieces what one call over
                 // the chunk finds, in the same order). The scan runs on this thread and the parses are the half of
                 // the join that the other workers take: with a single worker they run after the scan, and never
-                // wait.
+                // wait. Second parses wait for the whole scan (`long`).
                 let rc = reverse_complements(reverse, data, start, end);
                 let scan = ScanProgress::default();
                 let carried: Vec<LongMatch> = self.carry.iter().filter(|m| m.end() > start).copied().collect();
                 let carry = &mut self.carry;
-                let ((long, ahead), (per_segment, filled)) = rayon::join(
+                let (ahead, parsed) = rayon::join(
                     || {
+                        let guard = FailOnPanic(&board);
                         let mut found = Vec::new();
                         {
                             let _done = ScanDone(&scan);
@@ -904,115 +1167,39 @@ impl<'a> Packing<'a> {
                             }
                         }
                         found.sort_by_key(|m| (m.start, m.back, m.rc));
-                        (merge_long(carry, found, start, end), scan_next(ldm))
+                        let _ = long.set(merge_long(carry, found, start, end));
+                        std::mem::forget(guard);
+                        board.changed();
+                        scan_next(ldm)
                     },
-                    || job.parse_streamed(&segments[..todo], &sketch[..todo], &carried, &scan, fill),
+                    || job.parse_phase(&plan, Some((&carried, &scan)), &long, Some(trial), &board, filler),
                 );
-                (long, per_segment, filled, ahead)
+                (parsed, ahead)
             }
             None => {
                 let mut found = Vec::new();
                 ldm.scan(data, start, end, reverse_complements(reverse, data, start, end), &mut found);
-                let long = merge_long(&mut self.carry, found, start, end);
+                let _ = long.set(merge_long(&mut self.carry, found, start, end));
                 lap(&mut times.long_matches);
-                let ((per_segment, filled), ahead) =
-                    rayon::join(|| job.parse(&segments[..todo], &sketch[..todo], &long, None, fill), || scan_next(ldm));
-                (long, per_segment, filled, ahead)
+                rayon::join(|| job.parse_phase(&plan, None, &long, Some(trial), &board, filler), || scan_next(ldm))
             }
         };
         self.ahead = ahead;
-        if skip_last {
-            per_segment.push(Vec::new());
-        }
         lap(&mut times.parse);
-        times.segments += segments.len() as u64;
-        let block = 1u64 << self.opts.block_log;
-        let mut done = Vec::new();
-        if self.level.reparse {
-            let (reparsed, kept) = self.reparse_segments(&segments, &mut per_segment, &long, skip_last, prebuilt);
-            times.reparsed_segments += reparsed;
-            done = kept;
-        }
-        lap(&mut times.reparse);
+        times.segments += plan.segments.len() as u64;
+        times.reparsed_segments += parsed.reparsed;
         // The segments whose trial depth pass was kept are final already; the pass continues after them.
+        if let Some(checkpoint) = parsed.checkpoint {
+            self.depth.rewind(checkpoint);
+        }
+        let block = 1u64 << self.opts.block_log;
+        let done = parsed.kept;
         let first = start + done.iter().map(Vec::len).sum::<usize>() as u64 * block;
-        let rest: Vec<BlockTokens> = per_segment.into_iter().skip(done.len()).flatten().collect();
+        let rest: Vec<BlockTokens> = parsed.segments.into_iter().skip(done.len()).flatten().collect();
         let rest = rest.iter().enumerate().map(|(i, b)| self.depth.apply(first + i as u64 * block, b));
         let blocks = done.into_iter().flatten().chain(rest).collect();
         lap(&mut times.depth);
-        (blocks, filled)
-    }
-
-    /// Runs the depth pass over the freshly parsed segments and parses again, knowing the depths that pass produced,
-    /// every segment after the first and each segment where it had to force more than one literal in
-    /// [`REPARSE_FORCED_RATIO`] bytes (copy chains across segments parsed side by side). With `skip_last`, the
-    /// last segment has not been parsed yet (its sketch would feed nothing): it is parsed here (with `prebuilt`, its matcher, when built ahead). Returns how many
-    /// segments were parsed again, and the trial pass's output for the segments before the first of them: that
-    /// is the final pass's output too (the same tokens over the same depths before them), so the depth pass is
-    /// rewound only to where they end, and the caller continues it from there. Why: the final pass over those
-    /// segments ran serially on one core while the other idled (atha_chr1 genome mode: the 13 MB of bases before
-    /// the last chunk's structure).
-    fn reparse_segments(
-        &mut self,
-        segments: &[(u64, u64)],
-        per_segment: &mut [Vec<BlockTokens>],
-        long: &[LongMatch],
-        skip_last: bool,
-        prebuilt: Option<PrebuiltChain<'a>>,
-    ) -> (u64, Vec<Vec<BlockTokens>>) {
-        let bare = |&(s, e): &(u64, u64)| is_bare_bases(&self.data[s as usize..e as usize]);
-        // Only segments that are not bare bases are parsed again (a skipped last one never is: see parse_chunk),
-        // and a second parse reads the depths before its segment, never after: the trial depth pass stops after
-        // the last segment that may be parsed again, and is not run at all when none may (a chunk of bare bases:
-        // a serial pass over the whole chunk that fed nothing).
-        let Some(last) = segments.iter().rposition(|seg| !bare(seg)) else {
-            return (0, Vec::new());
-        };
-        let block = 1u64 << self.opts.block_log;
-        let mut redo = Vec::new();
-        // The trial output of the segments before the first one parsed again, and the statistics after them.
-        let mut kept = Vec::new();
-        let mut checkpoint = self.depth.checkpoint();
-        for (k, seg) in per_segment.iter().enumerate().take(last + 1) {
-            if skip_last && k + 1 == segments.len() {
-                redo.push(k);
-                continue;
-            }
-            let forced_before = self.depth.forced;
-            let applied: Vec<BlockTokens> =
-                seg.iter().enumerate().map(|(i, b)| self.depth.apply(segments[k].0 + i as u64 * block, b)).collect();
-            let forced = self.depth.forced - forced_before;
-            let (s, e) = segments[k];
-            if (k > 0 || forced * REPARSE_FORCED_RATIO > e - s) && !bare(&segments[k]) {
-                redo.push(k);
-            } else if redo.is_empty() {
-                kept.push(applied);
-                checkpoint = self.depth.checkpoint();
-            }
-        }
-        let count = redo.len() as u64;
-        let end = segments.last().map_or(0, |s| s.1);
-        if !redo.is_empty() {
-            let again: Vec<(u64, u64)> = redo.iter().map(|&k| segments[k]).collect();
-            let (reparsed, ()) = self.segment_job(end).parse(&again, &vec![false; again.len()], long, prebuilt, || ());
-            for (k, blocks) in redo.into_iter().zip(reparsed) {
-                per_segment[k] = blocks;
-            }
-        }
-        self.depth.rewind(checkpoint);
-        (count, kept)
-    }
-
-    /// What the segment parsers need; depths of bytes before `known` are taken from the depth map.
-    fn segment_job(&self, known: u64) -> SegmentJob<'a, '_> {
-        SegmentJob {
-            data: self.data,
-            level: self.level,
-            block_log: self.opts.block_log,
-            max_depth: self.opts.max_depth,
-            outer_depth: self.depth.finished(known),
-            reverse: self.opts.reverse_complements,
-        }
+        (blocks, parsed.filled)
     }
 }
 

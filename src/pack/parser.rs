@@ -253,10 +253,12 @@ pub struct SegmentParser<'a> {
     rep_mask: u64,
     rep_mask_at: u64,
     first_block: bool,
-    /// First stream position of the segment; `local_depth[p - seg_start]` is the depth of byte `p` as parsed.
-    seg_start: u64,
+    /// `local_depth[p - local_start]` is the depth of byte `p` from `local_start` on: the segment's own as parsed,
+    /// after those of the bytes before it that were given ([`SegmentParser::new`]'s `known`).
+    local_start: u64,
     local_depth: Vec<u8>,
-    /// Final depths of everything before the current chunk (read-only while the chunk is parsed).
+    /// Final depths of everything before the current chunk (read-only while the chunk is parsed); bytes past its
+    /// end that `local_depth` does not hold count as 0.
     outer_depth: &'a [u8],
     max_depth: u8,
     /// First stream position of the block being parsed: sources at or after it cost a cold read nothing extra.
@@ -286,6 +288,9 @@ pub struct DepthView<'a> {
 }
 
 impl<'a> SegmentParser<'a> {
+    /// The parser of `segment`. `known`: the depths of the `known.len()` bytes just before the segment, read in
+    /// place of `depth.outer`'s (a second parse of a segment: the trial depths of the chunk's segments before
+    /// it, which `outer` does not reach).
     pub fn new(
         data: &'a [u8],
         params: ParseParams,
@@ -293,10 +298,13 @@ impl<'a> SegmentParser<'a> {
         ldm: &[LongMatch],
         segment: (u64, u64),
         depth: DepthView<'a>,
+        known: &[u8],
     ) -> Self {
+        let local_start = segment.0 - known.len() as u64;
+        let local_depth = crate::pack::mem::zeroed_after(known, (segment.1 - local_start) as usize);
         SegmentParser {
-            seg_start: segment.0,
-            local_depth: crate::pack::mem::zeroed((segment.1 - segment.0) as usize),
+            local_start,
+            local_depth,
             outer_depth: depth.outer,
             max_depth: depth.max_depth.max(1),
             data,
@@ -443,8 +451,8 @@ impl<'a> SegmentParser<'a> {
 
     #[inline]
     fn depth_at(&self, p: u64) -> u8 {
-        if p >= self.seg_start {
-            self.local_depth[(p - self.seg_start) as usize]
+        if p >= self.local_start {
+            self.local_depth[(p - self.local_start) as usize]
         } else {
             self.outer_depth.get(p as usize).copied().unwrap_or(0)
         }
@@ -452,7 +460,7 @@ impl<'a> SegmentParser<'a> {
 
     #[inline]
     fn set_depth(&mut self, p: u64, d: u8) {
-        self.local_depth[(p - self.seg_start) as usize] = d;
+        self.local_depth[(p - self.local_start) as usize] = d;
     }
 
     /// Shortens a candidate to the bytes whose sources are shallow enough to stay within the depth bound.
@@ -465,7 +473,7 @@ impl<'a> SegmentParser<'a> {
         let end = src + span;
         // Sources before the segment read the final depths (bytes past them count as 0), the rest this
         // segment's own estimates.
-        let split = self.seg_start.clamp(src, end);
+        let split = self.local_start.clamp(src, end);
         if split > src {
             let outer_end = (split as usize).min(self.outer_depth.len());
             if (src as usize) < outer_end {
@@ -475,7 +483,7 @@ impl<'a> SegmentParser<'a> {
             }
         }
         if end > split {
-            let local = &self.local_depth[(split - self.seg_start) as usize..(end - self.seg_start) as usize];
+            let local = &self.local_depth[(split - self.local_start) as usize..(end - self.local_start) as usize];
             if let Some(k) = first_deep(local, self.max_depth) {
                 return (split - src) as u32 + k as u32;
             }
@@ -489,9 +497,9 @@ impl<'a> SegmentParser<'a> {
     fn cap_rc_by_depth(&self, pos: u64, c: Candidate) -> u32 {
         let last = pos - c.back;
         let first = last + 1 - c.len as u64;
-        let split = self.seg_start.clamp(first, last + 1);
+        let split = self.local_start.clamp(first, last + 1);
         if last + 1 > split {
-            let local = &self.local_depth[(split - self.seg_start) as usize..(last + 1 - self.seg_start) as usize];
+            let local = &self.local_depth[(split - self.local_start) as usize..(last + 1 - self.local_start) as usize];
             if let Some(i) = last_deep(local, self.max_depth) {
                 return (last - (split + i as u64)) as u32;
             }

@@ -275,7 +275,7 @@ fn optimal_parse_takes_reverse_complements_and_their_continuations() {
     level.parse.reverse = true;
     let chain = ChainMatcher::new(&data, 0, data.len() as u64, level.chain);
     let view = DepthView { max_depth: opts.max_depth, outer: &[] };
-    let mut parser = SegmentParser::new(&data, level.parse, chain, &[], (0, data.len() as u64), view);
+    let mut parser = SegmentParser::new(&data, level.parse, chain, &[], (0, data.len() as u64), view, &[]);
     let (block, total) = (1u64 << opts.block_log, data.len() as u64);
     let blocks: Vec<BlockTokens> =
         (0..total).step_by(block as usize).map(|b| parser.parse_block(b, (b + block).min(total))).collect();
@@ -618,4 +618,114 @@ fn mutated_copies_take_continuation_codes() {
     let mut buf = vec![0u8; data.len() + 10];
     assert_eq!(archive.read_file(id, 0, &mut buf).unwrap(), data.len());
     assert!(buf[..data.len()] == data[..]);
+}
+
+#[test]
+fn task_board_runs_every_task_once_after_what_it_waits_for() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    // Task k waits for task k / 2 (k > 0) to have run: a tree of dependencies, every one on a task before it,
+    // handed out to more workers than can all be busy.
+    for threads in [1, 2, 4] {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+        let n = 40;
+        let runs: Vec<AtomicUsize> = (0..n).map(|_| AtomicUsize::new(0)).collect();
+        let order = std::sync::Mutex::new(Vec::new());
+        let board = TaskBoard::new(n);
+        pool.install(|| {
+            board.run(&|k| k == 0 || runs[k / 2].load(Ordering::Acquire) > 0, &|k| {
+                assert!(k == 0 || runs[k / 2].load(Ordering::Acquire) == 1, "task {k} ran before {}", k / 2);
+                std::thread::sleep(std::time::Duration::from_micros(200 * (k % 3) as u64));
+                order.lock().unwrap().push(k);
+                runs[k].fetch_add(1, Ordering::AcqRel);
+            })
+        });
+        assert!(runs.iter().all(|r| r.load(Ordering::Relaxed) == 1), "{threads} threads");
+        if threads == 1 {
+            assert_eq!(*order.lock().unwrap(), (0..n).collect::<Vec<_>>());
+        }
+    }
+}
+
+#[test]
+fn task_board_stops_handing_out_after_a_panic() {
+    // Task 1 panics; task 2 waits for it and would wait forever: the board stops and the panic propagates.
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        pool.install(|| {
+            TaskBoard::new(3).run(&|k| k < 2 || done.load(std::sync::atomic::Ordering::Acquire), &|k| {
+                if k == 1 {
+                    panic!("task 1 fails");
+                }
+            })
+        })
+    }));
+    assert!(result.is_err());
+}
+
+#[test]
+fn chunk_plans_hand_out_tasks_in_an_order_one_worker_can_run() {
+    // (bare per segment, reparse): the tasks run by one worker in list order must find what each waits for done.
+    let cases: [(&[bool], bool); 6] = [
+        (&[true, true, true, false], true),
+        (&[false, false, false, false], true),
+        (&[true, false, true, true, false], true),
+        (&[false], true),
+        (&[false, true, true], true),
+        (&[false, false, false], false),
+    ];
+    for (bare, reparse) in cases {
+        let segments: Vec<(u64, u64)> = (0..bare.len() as u64).map(|k| (k << 20, (k + 1) << 20)).collect();
+        for workers in [1, 2] {
+            let plan = ChunkPlan::new(segments.clone(), bare, reparse, workers);
+            let tasks = plan.tasks();
+            assert_eq!(tasks.last(), Some(&Task::Filler));
+            let firsts = tasks.iter().filter(|t| matches!(t, Task::First(_))).count();
+            assert_eq!(firsts, plan.first, "{bare:?}");
+            let mut first_done = 0;
+            for t in &tasks {
+                match *t {
+                    Task::First(k) => {
+                        assert_eq!(k, first_done);
+                        first_done += 1;
+                    }
+                    Task::Second(k) => {
+                        assert!(reparse && first_done.min(plan.tried) >= k.max(1), "{bare:?}: {tasks:?}");
+                        assert!(k == 0 || plan.again[k]);
+                    }
+                    Task::Prebuild => assert!(workers > 1 && plan.prebuild),
+                    Task::Filler => {}
+                }
+            }
+            // The last segment is parsed only once, after the trial pass, when it is parsed again anyway.
+            let last = bare.len() - 1;
+            assert_eq!(plan.first == last, bare.len() > 1 && reparse && !bare[last], "{bare:?}");
+        }
+    }
+}
+
+#[test]
+fn a_split_depth_pass_equals_the_whole_pass() {
+    // Chains of copies across the split point: the pass over the tail reads the depths before it as given.
+    let data = genome_like(1 << 16, 5);
+    let block = 1usize << 12;
+    let opts = PackOptions { threads: 1, max_depth: 3, ..small_opts() };
+    let mut parsed_map = vec![0u8; data.len()];
+    let blocks = Packing::new(&data, &opts, level_params(opts.level, opts.block_log), &mut parsed_map).tokens(false);
+    let at = 5 * block;
+    let mut whole_map = vec![0u8; data.len()];
+    let mut whole = DepthPass::new(&data, &mut whole_map, 2);
+    let expect: Vec<BlockTokens> = blocks.iter().enumerate().map(|(i, b)| whole.apply((i * block) as u64, b)).collect();
+    let (max_seen, forced) = (whole.max_seen, whole.forced);
+    assert!(forced > 0, "the bound must force literals for the test to mean anything");
+    let mut split_map = vec![0u8; data.len()];
+    let mut pass = DepthPass::new(&data, &mut split_map, 2);
+    let mut got: Vec<BlockTokens> =
+        blocks[..at / block].iter().enumerate().map(|(i, b)| pass.apply((i * block) as u64, b)).collect();
+    let (before, mut tail) = pass.split_at(at as u64);
+    assert_eq!(before, &whole_map[..at]);
+    got.extend(blocks[at / block..].iter().enumerate().map(|(i, b)| tail.apply((at + i * block) as u64, b)));
+    assert_eq!((tail.max_seen, tail.forced), (max_seen, forced));
+    assert_eq!(tail.depths(at as u64, data.len() as u64), &whole_map[at..]);
+    assert!(got == expect);
 }

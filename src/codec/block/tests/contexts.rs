@@ -195,3 +195,20 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn codes_with_contexts_equals_a_byte_check() {
+    // Every length around the 8-byte words, a non-base at every position (lower case, N, a byte with a base's
+    // low bits, zero).
+    for len in 0..40 {
+        let bases: Vec<u8> = (0..len).map(|i| b"ACGT"[(i * 7 + i / 3) % 4]).collect();
+        assert_eq!(codes_with_contexts(&bases), len > 0, "len {len}");
+        for at in 0..len {
+            for bad in [b'a', b'N', 0xc1, 0x01, 0, b'U'] {
+                let mut v = bases.clone();
+                v[at] = bad;
+                assert!(!codes_with_contexts(&v), "len {len}, {bad:#x} at {at}");
+            }
+        }
+    }
+}
