@@ -493,10 +493,12 @@ __device__ __forceinline__ u32 k1_ctx_copies_log(u32 order) {
     return order <= 4 ? K1_CTX_COPIES_LOG : min(K1_CTX_COPIES_LOG, 1u);
 }
 
-// Where a lane finds its copy of the successor rows in shared memory: rows nb .. nb + 3 at a + nb·mul (the first
-// 16 bytes) and b + nb·mul (the second), mul = 8·R.
+// Where a lane finds its copy of the successor rows in shared memory: rows nb .. nb + 3 at a + nb·8·R (the first
+// 16 bytes) and b + nb·8·R (the second). The chain carries nb·8·R itself (`o` in k1_context_step), so that the
+// next one is a shift and one LOP3 and the addresses one add each; `sh` and `m` step it (k1_context_literals sets
+// them).
 struct K1Rows {
-    u32 a, b, mul;
+    u32 a, b, sh, m;
 };
 
 // The 16-byte word i of the shared copies (see K1Rows) of a model whose rows start at `rows`: piece i >> rlog,
@@ -794,25 +796,27 @@ struct LiteralSink1 {
     }
 };
 
-// One context-coded literal (FORMAT.md §3.5) of a K = 1 slice: the base `x` selects in row `e` of context `ctx`,
-// then `e` becomes the row of the next context. SMEM: the model's rows are in shared memory, this lane's copy at
-// `sr` (see K1Rows: the four successor rows are two 16-byte loads); else at T, in global memory.
+// One context-coded literal (FORMAT.md §3.5) of a K = 1 slice: the base `x` selects in row `e` of the current
+// context, then `e` becomes the row of the next context. `o` locates the current context's four successor rows
+// (((ctx << 2) | s) & mask for the bases s): SMEM, the byte offset nb·8·R of this lane's copy (see K1Rows: the four
+// rows are two 16-byte loads at sr.a + o and sr.b + o); else their index nb in T, in global memory. Either way the
+// next `o` is ((o << 2) | (s << sr.sh)) & sr.m, and the base is two selects: session 33's SASS of the sum of three
+// compares and of ctx -> nb -> nb·mul took 11 instructions a literal on the chain from the compares to the next
+// loads, these take 6.
 template <bool SMEM, class WR>
-__device__ __forceinline__ u32 k1_context_step(const uint2* T, const K1Rows& sr, u32 mask, u32& x, u32& ctx,
-                                               uint2& e, WR& wr) {
-    const u32 nb = (ctx << 2) & mask;  // the successors' rows: nb .. nb + 3 (mask = 4^k - 1, k >= 1)
+__device__ __forceinline__ u32 k1_context_step(const uint2* T, const K1Rows& sr, u32& x, u32& o, uint2& e, WR& wr) {
     uint2 r0, r1, r2, r3;
     if constexpr (SMEM) {
-        const uint4 a = lds128(sr.a + nb * sr.mul), b = lds128(sr.b + nb * sr.mul);
+        const uint4 a = lds128(sr.a + o), b = lds128(sr.b + o);
         r0 = make_uint2(a.x, a.y);
         r1 = make_uint2(a.z, a.w);
         r2 = make_uint2(b.x, b.y);
         r3 = make_uint2(b.z, b.w);
     } else {
-        r0 = T[nb];
-        r1 = T[nb + 1];
-        r2 = T[nb + 2];
-        r3 = T[nb + 3];
+        r0 = T[o];
+        r1 = T[o + 1];
+        r2 = T[o + 2];
+        r3 = T[o + 3];
     }
     const u32 slot = x & 4095u;
     const u32 c1 = e.x & 0xFFFFu, c2 = e.x >> 16, c3 = e.y;
@@ -820,10 +824,10 @@ __device__ __forceinline__ u32 k1_context_step(const uint2* T, const K1Rows& sr,
     // The base's slot range [lo, hi) (a base of frequency 0 has an empty one and is never chosen).
     const u32 lo = m2 ? (m3 ? c3 : c2) : (m1 ? c1 : 0u);
     const u32 hi = m2 ? (m3 ? 4096u : c3) : (m1 ? c2 : c1);
-    const u32 s = (u32)m1 + (u32)m2 + (u32)m3;
+    const u32 s = m2 ? (m3 ? 3u : 2u) : (m1 ? 1u : 0u);
     x = (hi - lo) * (x >> 12) + slot - lo;
     wr.renorm(&x);
-    ctx = nb | s;
+    o = ((o << 2) | (s << sr.sh)) & sr.m;
     e = m2 ? (m3 ? r3 : r2) : (m1 ? r1 : r0);
     return s;
 }
@@ -837,26 +841,27 @@ __device__ __forceinline__ u32 acgt4(u32 sel) { return __byte_perm(0x54474341u, 
 template <bool SMEM, K1Place P, class WR>
 __device__ __forceinline__ void k1_context_literals(const uint2* T, u32 mask, u32 nlit, u32* xp, WR& wr,
                                                     LiteralSink1& sink, u8* bytes, u8* stamps) {
-    u32 x = *xp, ctx = 0;
-    uint2 e = T[0];  // row 0 (in shared memory the first 8 bytes of copy 0)
+    u32 x = *xp, o = 0;  // context 0: its successors are rows 0 .. 3
+    uint2 e = T[0];      // row 0 (in shared memory the first 8 bytes of copy 0)
     // This lane's copy as shared window addresses, once: through a generic pointer every step converted it again
-    // (S2UR and ULEA in the loop, session 23 run 5).
-    K1Rows sr = {0u, 0u, 0u};
+    // (S2UR and ULEA in the loop, session 23 run 5). In global memory `o` is a row index: nb itself.
+    K1Rows sr = {0u, 0u, 2u, mask};
     if constexpr (SMEM) {
         const u32 rlog = k1_ctx_copies_log((32u - __clz(mask)) / 2u);
         sr.a = (u32)__cvta_generic_to_shared(T) + 16u * (threadIdx.x & ((1u << rlog) - 1u));
         sr.b = sr.a + (16u << rlog);
-        sr.mul = 8u << rlog;
+        sr.sh = 5u + rlog;         // nb·8·R = nb << (3 + rlog), and s enters nb two bits up
+        sr.m = mask << (3u + rlog);
     }
     u32 l = 0;
     for (; l + 8 <= nlit; l += 8) {
         wr.refill();
         u32 sel = 0;
 #pragma unroll
-        for (u32 k = 0; k < 8; k++) sel |= k1_context_step<SMEM>(T, sr, mask, x, ctx, e, wr) << (4 * k);
+        for (u32 k = 0; k < 8; k++) sel |= k1_context_step<SMEM>(T, sr, x, o, e, wr) << (4 * k);
         sink.put8<P>(bytes, stamps, l, (u64)acgt4(sel & 0xFFFFu) | ((u64)acgt4(sel >> 16) << 32));
     }
-    for (; l < nlit; l++) sink.put<P>(bytes, stamps, l, acgt4(k1_context_step<SMEM>(T, sr, mask, x, ctx, e, wr)));
+    for (; l < nlit; l++) sink.put<P>(bytes, stamps, l, acgt4(k1_context_step<SMEM>(T, sr, x, o, e, wr)));
     *xp = x;
 }
 
@@ -2137,6 +2142,49 @@ extern "C" __global__ void chase_matches(Ctx c, const u32* index, const u32* lit
         const u32 t = ld_issued_u32(index_entry(c, index, p >> c.unit_log, (u32)(p & mask)));
         if ((lit >> (p & 31)) & 1) continue;
         c.bytes[p] = (u8)chase_at(c, index, litmap, rec, p, lit, 0, t);
+    }
+}
+
+// chase_matches with a warp per window of 32 literal-map words (1,024 stream bytes), CHASE_WARPS warps a CTA:
+// the warp loads its 32 words in one coalesced round and, when any bit is 0 (a match byte), lists its window's
+// match bytes in shared memory (each lane its word's, at its prefix sum), then chases them 32 at a time, a lane a
+// byte. chase_matches spends a thread and two loads on every stream byte though ~88 % are literals (atha_chr1):
+// its 30.7 M threads are ~114 waves of the H200, each a load's round trip, where this takes 30 K warps, three
+// quarters of whose windows hold no match byte and cost one load. Bits of the map past the stream (the last unit
+// may be short; its map bits past it are 0) are treated as literals.
+#define CHASE_WARPS 8
+extern "C" __global__ void __launch_bounds__(CHASE_WARPS * 32)
+    chase_match_windows(Ctx c, const u32* index, const u32* litmap, const uint4* rec) {
+    __shared__ u16 todo[CHASE_WARPS][1024];
+    if (c.nunits == 0 || failed(c)) return;
+    const u64 last = c.nunits - 1;
+    const u64 total = (last << c.unit_log) + c.meta[last * META_WORDS + 7];
+    const u64 nwords = (total + 31) >> 5;
+    const u32 lane = threadIdx.x & 31;
+    u16* list = todo[threadIdx.x >> 5];
+    const u64 warps = (u64)gridDim.x * (blockDim.x >> 5);
+    for (u64 g = ((u64)blockIdx.x * blockDim.x + threadIdx.x) >> 5; (g << 5) < nwords; g += warps) {
+        const u64 wi = (g << 5) + lane;
+        u32 match = wi < nwords ? ~ld_now_u32(litmap + wi) : 0u;
+        if (wi + 1 == nwords && (total & 31)) match &= (1u << (total & 31)) - 1u;
+        const u32 n = __popc(match);
+        u32 at = n;  // inclusive prefix sum of the lanes' counts
+#pragma unroll
+        for (u32 d = 1; d < 32; d <<= 1) {
+            const u32 v = __shfl_up_sync(0xFFFFFFFFu, at, d);
+            if (lane >= d) at += v;
+        }
+        const u32 all = __shfl_sync(0xFFFFFFFFu, at, 31);
+        if (all == 0) continue;  // the whole window is literals (uniform across the warp)
+        for (at -= n; match; match &= match - 1, at++) list[at] = (u16)((lane << 5) | (__ffs(match) - 1));
+        __syncwarp();
+        for (u32 k = lane; k < all; k += 32) {
+            const u64 p = (g << 10) + list[k];
+            // A match byte by its map bit (0), so chase_at's first check falls through to its token.
+            const u32 t = ld_now_u32(index_entry(c, index, p >> c.unit_log, (u32)(p & ((1ull << c.unit_log) - 1))));
+            c.bytes[p] = (u8)chase_at(c, index, litmap, rec, p, 0u, 0u, t);
+        }
+        __syncwarp();  // the list is rewritten by the next window
     }
 }
 
