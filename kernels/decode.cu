@@ -800,9 +800,10 @@ struct LiteralSink1 {
 // context, then `e` becomes the row of the next context. `o` locates the current context's four successor rows
 // (((ctx << 2) | s) & mask for the bases s): SMEM, the byte offset nb·8·R of this lane's copy (see K1Rows: the four
 // rows are two 16-byte loads at sr.a + o and sr.b + o); else their index nb in T, in global memory. Either way the
-// next `o` is ((o << 2) | (s << sr.sh)) & sr.m, and the base is two selects: session 33's SASS of the sum of three
-// compares and of ctx -> nb -> nb·mul took 11 instructions a literal on the chain from the compares to the next
-// loads, these take 6.
+// next `o` is ((o << 2) | (s << sr.sh)) & sr.m, and the base is two selects, where the sum of three compares and
+// ctx -> nb -> nb·mul took 11 instructions from the compares to the next loads (the staged literal loop 43.5 -> 39
+// instructions a literal; H200, session 34 run 1: atha genome's entropy decode 0.411 -> 0.398 ms, fly x11's 0.375 ->
+// 0.366).
 template <bool SMEM, class WR>
 __device__ __forceinline__ u32 k1_context_step(const uint2* T, const K1Rows& sr, u32& x, u32& o, uint2& e, WR& wr) {
     uint2 r0, r1, r2, r3;
@@ -2131,7 +2132,10 @@ extern "C" __global__ void chase_resident(Ctx c, const u32* ids, u32 n, u8* out,
 // leave the stream (the maps themselves stay inside each unit's tokens and bytes whatever they hold).
 // A thread per stream byte, its literal-map word and index entry issued together (the entry is wasted on a
 // literal but saves a match byte a round). Taking 2 or 4 bytes a grid stride apart per thread, their first loads
-// issued together, was measured no faster on any archive (session 28, docs/BENCH-GPU.md).
+// issued together, was measured no faster on any archive (session 28, docs/BENCH-GPU.md); nor a warp per 1,024
+// bytes that lists its window's match bytes in shared memory and chases only those, a lane a byte: its lanes chase
+// one byte after another where this kernel's threads all wait at once, and the chase took twice as long (atha
+// genome 0.116 -> 0.245 ms, general 0.276 -> 0.415, fly x11 0.228 -> 0.408; session 34 run 1).
 extern "C" __global__ void chase_matches(Ctx c, const u32* index, const u32* litmap, const uint4* rec) {
     const u64 mask = (1ull << c.unit_log) - 1;
     if (c.nunits == 0 || failed(c)) return;
@@ -2142,49 +2146,6 @@ extern "C" __global__ void chase_matches(Ctx c, const u32* index, const u32* lit
         const u32 t = ld_issued_u32(index_entry(c, index, p >> c.unit_log, (u32)(p & mask)));
         if ((lit >> (p & 31)) & 1) continue;
         c.bytes[p] = (u8)chase_at(c, index, litmap, rec, p, lit, 0, t);
-    }
-}
-
-// chase_matches with a warp per window of 32 literal-map words (1,024 stream bytes), CHASE_WARPS warps a CTA:
-// the warp loads its 32 words in one coalesced round and, when any bit is 0 (a match byte), lists its window's
-// match bytes in shared memory (each lane its word's, at its prefix sum), then chases them 32 at a time, a lane a
-// byte. chase_matches spends a thread and two loads on every stream byte though ~88 % are literals (atha_chr1):
-// its 30.7 M threads are ~114 waves of the H200, each a load's round trip, where this takes 30 K warps, three
-// quarters of whose windows hold no match byte and cost one load. Bits of the map past the stream (the last unit
-// may be short; its map bits past it are 0) are treated as literals.
-#define CHASE_WARPS 8
-extern "C" __global__ void __launch_bounds__(CHASE_WARPS * 32)
-    chase_match_windows(Ctx c, const u32* index, const u32* litmap, const uint4* rec) {
-    __shared__ u16 todo[CHASE_WARPS][1024];
-    if (c.nunits == 0 || failed(c)) return;
-    const u64 last = c.nunits - 1;
-    const u64 total = (last << c.unit_log) + c.meta[last * META_WORDS + 7];
-    const u64 nwords = (total + 31) >> 5;
-    const u32 lane = threadIdx.x & 31;
-    u16* list = todo[threadIdx.x >> 5];
-    const u64 warps = (u64)gridDim.x * (blockDim.x >> 5);
-    for (u64 g = ((u64)blockIdx.x * blockDim.x + threadIdx.x) >> 5; (g << 5) < nwords; g += warps) {
-        const u64 wi = (g << 5) + lane;
-        u32 match = wi < nwords ? ~ld_now_u32(litmap + wi) : 0u;
-        if (wi + 1 == nwords && (total & 31)) match &= (1u << (total & 31)) - 1u;
-        const u32 n = __popc(match);
-        u32 at = n;  // inclusive prefix sum of the lanes' counts
-#pragma unroll
-        for (u32 d = 1; d < 32; d <<= 1) {
-            const u32 v = __shfl_up_sync(0xFFFFFFFFu, at, d);
-            if (lane >= d) at += v;
-        }
-        const u32 all = __shfl_sync(0xFFFFFFFFu, at, 31);
-        if (all == 0) continue;  // the whole window is literals (uniform across the warp)
-        for (at -= n; match; match &= match - 1, at++) list[at] = (u16)((lane << 5) | (__ffs(match) - 1));
-        __syncwarp();
-        for (u32 k = lane; k < all; k += 32) {
-            const u64 p = (g << 10) + list[k];
-            // A match byte by its map bit (0), so chase_at's first check falls through to its token.
-            const u32 t = ld_now_u32(index_entry(c, index, p >> c.unit_log, (u32)(p & ((1ull << c.unit_log) - 1))));
-            c.bytes[p] = (u8)chase_at(c, index, litmap, rec, p, 0u, 0u, t);
-        }
-        __syncwarp();  // the list is rewritten by the next window
     }
 }
 

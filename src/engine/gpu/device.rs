@@ -193,10 +193,8 @@ struct Kernels {
     index_tokens: CudaFunction,
     index_literals: CudaFunction,
     index_chase_tokens: CudaFunction,
-    /// The full decode's resolution through the chase maps (`Resolve::Maps`): a warp per 1,024 stream bytes
-    /// (`chase_match_windows`, the default), or a thread per byte (`chase_matches`, ACEAPEX_GPU_CHASE_WINDOWS=0).
+    /// The full decode's resolution through the chase maps (`Resolve::Maps`).
     chase_matches: CudaFunction,
-    chase_match_windows: CudaFunction,
     reset: CudaFunction,
     resolve_round: CudaFunction,
     resolve_chase: CudaFunction,
@@ -373,7 +371,6 @@ impl Device {
             index_literals: load("index_literals")?,
             index_chase_tokens: load("index_chase_tokens")?,
             chase_matches: load("chase_matches")?,
-            chase_match_windows: load("chase_match_windows")?,
             reset: load("reset_batch")?,
             resolve_round: load("resolve_round")?,
             resolve_chase: load("resolve_chase")?,

@@ -51,17 +51,6 @@ fn k1_linear_knob() -> bool {
     env_knob(&LINEAR, "ACEAPEX_GPU_K1_LINEAR", 1, |v| v <= 1) == 1
 }
 
-/// Whether the map chase of a full decode takes a warp per 1,024 stream bytes (`chase_match_windows`, the default)
-/// or a thread per byte (`chase_matches`, ACEAPEX_GPU_CHASE_WINDOWS=0; measurements).
-fn chase_windows_knob() -> bool {
-    static WINDOWS: OnceLock<u32> = OnceLock::new();
-    env_knob(&WINDOWS, "ACEAPEX_GPU_CHASE_WINDOWS", 1, |v| v <= 1) == 1
-}
-
-/// Warps a CTA of `chase_match_windows` (kernel CHASE_WARPS), each taking 32 literal-map words (1,024 bytes) at
-/// a time.
-const CHASE_WARPS: u64 = 8;
-
 /// Whether the full decode of few K = 1 units runs `parse_k1_staged` (the default) or `parse_k1` as before
 /// (ACEAPEX_GPU_K1_STAGED=0; measurements).
 fn k1_staged_knob() -> bool {
@@ -737,8 +726,7 @@ impl Device {
         // the shared memory for their units' K1_RING_BYTES-aligned rings, allowed by prepare_staged_parse),
         // place_literals_k1(Ctx, u32) (n: every unit, each at its own 2^unit_log <= 4096 bytes), resolve_round(Ctx,
         // u32, u32*, u32, u32, u64*, u64*, u64*, u64*, u32*, u32, u32), index_tokens(Ctx, u32*), resolve_chase(Ctx,
-        // u64*, u64*, u32*, u32, const u32*) and chase_matches and chase_match_windows (Ctx, const u32*, const u32*,
-        // const uint4*; the latter's CTA CHASE_WARPS warps, its shared memory static); `c`
+        // u64*, u64*, u32*, u32, const u32*) and chase_matches(Ctx, const u32*, const u32*, const uint4*); `c`
         // points at the full-decode buffers sized for all units and tokens (tok_off is their exact prefix sum), the
         // four lists hold every deferred piece (list_cap), the stamps every stream byte, the token index (when
         // used) nunits << (unit_log - TOKEN_BUCKET_LOG) entries, and the chase maps (chase_map_ptrs) a bit per
@@ -807,25 +795,13 @@ impl Device {
             if let Some(maps) = map_chase {
                 // chase_matches(Ctx, const u32*, const u32*, const uint4*) over the maps just built from this
                 // parse's tokens; `c.bytes` holds the whole stream.
-                let bytes = self.nunits << self.unit_log;
-                let (f, cfg) = match chase_windows_knob() {
-                    true => {
-                        let cfg = LaunchConfig {
-                            grid_dim: (grid_for(bytes.div_ceil(1024), CHASE_WARPS, 132 * 16), 1, 1),
-                            block_dim: (CHASE_WARPS as u32 * 32, 1, 1),
-                            shared_mem_bytes: 0,
-                        };
-                        (&self.kernels.chase_match_windows, cfg)
-                    }
-                    false => (&self.kernels.chase_matches, grid_stride(bytes)),
-                };
                 stream
-                    .launch_builder(f)
+                    .launch_builder(&self.kernels.chase_matches)
                     .arg(&c)
                     .arg(&maps.index)
                     .arg(&maps.literals)
                     .arg(&maps.records)
-                    .launch(cfg)
+                    .launch(grid_stride(self.nunits << self.unit_log))
                     .map_err(gpu("map chase"))?;
             }
             if chase {
