@@ -2071,16 +2071,20 @@ extern "C" __global__ void index_chase_tokens(Ctx c, uint4* rec) {
 // byte, and a token's next start, match start and back word from three arrays. chasestats,
 // examples/chasestats.rs, counts 5.2 -> 2.2 dependent rounds a warp for atha_chr1 in genome mode, 9.2 -> 6.0 as
 // plain text, 12.8 -> 9.9 for fly x11; session 26 measured the time to follow the loads more than the rounds.)
-__device__ __forceinline__ u32 chase_at(const Ctx& c, const u32* index, const u32* litmap, const uint4* rec, u64 p,
+// P is the position type: u32 where every stream position fits (chase_matches on a stream under 4 GiB: a hop
+// ~15 instructions shorter than with u64, whose shifts, adds and compares are two instructions each), else u64.
+// (The token index entry of p is index_entry(c, index, p >> unit_log, p & mask), which is index + (p >>
+// TOKEN_BUCKET_LOG).)
+template <class P>
+__device__ __forceinline__ u32 chase_at(const Ctx& c, const u32* index, const u32* litmap, const uint4* rec, P p,
                                         u32 lit, u32 v, u32 t) {
-    const u64 mask = (1ull << c.unit_log) - 1;
+    const P mask = ((P)1 << c.unit_log) - 1;
     bool flip = false;  // an odd number of reverse-complement hops so far
     for (u32 hops = 0;; hops++) {
-        const u64 b = p >> c.unit_log;
         const u32 o = (u32)(p & mask);
         if ((lit >> (o & 31)) & 1) return flip ? complement(v) : v;
         if (hops == c.max_depth) {  // a match after max_depth of them
-            report(c.status, E_DEPTH, b);
+            report(c.status, E_DEPTH, p >> c.unit_log);
             return 0;
         }
         // The unit's last record ends at 0xFFFFFFFF, so the scan stops inside the unit.
@@ -2090,16 +2094,21 @@ __device__ __forceinline__ u32 chase_at(const Ctx& c, const u32* index, const u3
         // its byte is then the literal's.
         if (o < r.x) return flip ? complement(v) : v;
         const u64 bkv = (u64)r.z | ((u64)r.w << 32);
-        if (match_dist(bkv) == 0) {
-            report(c.status, E_BACK, b);
+        // Below the match's start (the parse checked dist <= it), so it fits P.
+        const P dist = (P)match_dist(bkv);
+        if (dist == 0) {
+            report(c.status, E_BACK, p >> c.unit_log);
             return 0;
         }
         flip ^= match_rc(bkv);
-        // >= 0 and < p: the parse checked dist <= match start (and dist + len - 1 <= it for a reverse complement).
-        p = source_of((b << c.unit_log) + r.x - match_dist(bkv), bkv, o - r.x);
+        // source_of in P: >= 0 and < p, as the parse checked dist <= match start (and dist + len - 1 <= it for a
+        // reverse complement).
+        const P base = (p & ~mask) + r.x - dist;
+        const u32 k = o - r.x;
+        p = match_rc(bkv) ? base - k : base + (dist > k ? k : k % (u32)dist);
         lit = ld_now_u32(litmap + (p >> 5));
         v = ld_now_u8(c.bytes + p);
-        t = ld_now_u32(index_entry(c, index, p >> c.unit_log, (u32)(p & mask)));
+        t = ld_now_u32(index + (p >> TOKEN_BUCKET_LOG));
     }
 }
 
@@ -2122,6 +2131,19 @@ extern "C" __global__ void chase_resident(Ctx c, const u32* ids, u32 n, u8* out,
     }
 }
 
+// chase_matches' loop over stream positions [0, total) in P (see chase_at).
+template <class P>
+__device__ __forceinline__ void chase_stream(const Ctx& c, const u32* index, const u32* litmap, const uint4* rec,
+                                             P total) {
+    const P stride = (P)gridDim.x * blockDim.x;
+    for (P p = (P)blockIdx.x * blockDim.x + threadIdx.x; p < total; p += stride) {
+        const u32 lit = ld_now_u32(litmap + (p >> 5));
+        const u32 t = ld_issued_u32(index + (p >> TOKEN_BUCKET_LOG));
+        if ((lit >> (p & 31)) & 1) continue;
+        c.bytes[p] = (u8)chase_at<P>(c, index, litmap, rec, p, lit, 0, t);
+    }
+}
+
 // Full decode through the chase maps (Resolve::Maps): after the parse of every unit and the three maps above,
 // every match byte of the stream is chased to its literal and written in place, a thread per byte; a literal byte
 // stops at its map bit. Reading a literal through the non-coherent path while other threads write match bytes of
@@ -2137,16 +2159,11 @@ extern "C" __global__ void chase_resident(Ctx c, const u32* ids, u32 n, u8* out,
 // one byte after another where this kernel's threads all wait at once, and the chase took twice as long (atha
 // genome 0.116 -> 0.245 ms, general 0.276 -> 0.415, fly x11 0.228 -> 0.408; session 34 run 1).
 extern "C" __global__ void chase_matches(Ctx c, const u32* index, const u32* litmap, const uint4* rec) {
-    const u64 mask = (1ull << c.unit_log) - 1;
     if (c.nunits == 0 || failed(c)) return;
     const u64 last = c.nunits - 1;
     const u64 total = (last << c.unit_log) + c.meta[last * META_WORDS + 7];
-    for (u64 p = (u64)blockIdx.x * blockDim.x + threadIdx.x; p < total; p += (u64)gridDim.x * blockDim.x) {
-        const u32 lit = ld_now_u32(litmap + (p >> 5));
-        const u32 t = ld_issued_u32(index_entry(c, index, p >> c.unit_log, (u32)(p & mask)));
-        if ((lit >> (p & 31)) & 1) continue;
-        c.bytes[p] = (u8)chase_at(c, index, litmap, rec, p, lit, 0, t);
-    }
+    if (total <= 0xFFFFFFFFull) chase_stream<u32>(c, index, litmap, rec, (u32)total);
+    else chase_stream<u64>(c, index, litmap, rec, total);
 }
 
 // Clears the batch's claims (the host zeroes the counters after it).
