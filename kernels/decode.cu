@@ -2071,7 +2071,7 @@ extern "C" __global__ void index_chase_tokens(Ctx c, uint4* rec) {
 // byte, and a token's next start, match start and back word from three arrays. chasestats,
 // examples/chasestats.rs, counts 5.2 -> 2.2 dependent rounds a warp for atha_chr1 in genome mode, 9.2 -> 6.0 as
 // plain text, 12.8 -> 9.9 for fly x11; session 26 measured the time to follow the loads more than the rounds.)
-// P is the position type: u32 where every stream position fits (chase_matches on a stream under 4 GiB: a hop
+// P is the position type: u32 where every stream position fits (chase_matches on a stream under 2 GiB: a hop
 // ~15 instructions shorter than with u64, whose shifts, adds and compares are two instructions each), else u64.
 // (The token index entry of p is index_entry(c, index, p >> unit_log, p & mask), which is index + (p >>
 // TOKEN_BUCKET_LOG).)
@@ -2162,7 +2162,8 @@ extern "C" __global__ void chase_matches(Ctx c, const u32* index, const u32* lit
     if (c.nunits == 0 || failed(c)) return;
     const u64 last = c.nunits - 1;
     const u64 total = (last << c.unit_log) + c.meta[last * META_WORDS + 7];
-    if (total <= 0xFFFFFFFFull) chase_stream<u32>(c, index, litmap, rec, (u32)total);
+    // Under 2^31, so that a u32 position plus the grid's stride (at most 2^31) cannot wrap around.
+    if (total < (1ull << 31)) chase_stream<u32>(c, index, litmap, rec, (u32)total);
     else chase_stream<u64>(c, index, litmap, rec, total);
 }
 
