@@ -2131,28 +2131,16 @@ extern "C" __global__ void chase_resident(Ctx c, const u32* ids, u32 n, u8* out,
     }
 }
 
-// chase_matches' loop over stream positions [0, total) in P (see chase_at), CHASE_BYTES consecutive positions a
-// thread (1, 2 or 4: they share one literal-map word and one index bucket, so a thread whose bytes are all
-// literals costs one round where CHASE_BYTES threads did; its match bytes are chased one after another).
-// CHASE_BYTES is a measurement knob: the host sets it from ACEAPEX_GPU_CHASE_BYTES.
-#ifndef CHASE_BYTES
-#define CHASE_BYTES 1
-#endif
+// chase_matches' loop over stream positions [0, total) in P (see chase_at).
 template <class P>
 __device__ __forceinline__ void chase_stream(const Ctx& c, const u32* index, const u32* litmap, const uint4* rec,
                                              P total) {
-    const P stride = (P)gridDim.x * blockDim.x * CHASE_BYTES;
-    for (P p0 = ((P)blockIdx.x * blockDim.x + threadIdx.x) * CHASE_BYTES; p0 < total; p0 += stride) {
-        const u32 lit = ld_now_u32(litmap + (p0 >> 5));
-        const u32 t = ld_issued_u32(index + (p0 >> TOKEN_BUCKET_LOG));
-        const u32 bits = (lit >> (p0 & 31)) & ((1u << CHASE_BYTES) - 1u);
-        if (bits == (1u << CHASE_BYTES) - 1u) continue;
-#pragma unroll
-        for (u32 k = 0; k < CHASE_BYTES; k++) {
-            const P p = p0 + k;
-            if (p < total && !((bits >> k) & 1))
-                c.bytes[p] = (u8)chase_at<P>(c, index, litmap, rec, p, lit, 0, t);
-        }
+    const P stride = (P)gridDim.x * blockDim.x;
+    for (P p = (P)blockIdx.x * blockDim.x + threadIdx.x; p < total; p += stride) {
+        const u32 lit = ld_now_u32(litmap + (p >> 5));
+        const u32 t = ld_issued_u32(index + (p >> TOKEN_BUCKET_LOG));
+        if ((lit >> (p & 31)) & 1) continue;
+        c.bytes[p] = (u8)chase_at<P>(c, index, litmap, rec, p, lit, 0, t);
     }
 }
 

@@ -253,16 +253,12 @@ fn context_chain_decodes_what_the_encoder_coded() {
 #[test]
 fn resident_chase_resolves_every_byte_a_sequential_decode_does() {
     let src = kernel_source();
-    // The full decode's chase with each CHASE_BYTES the host may set (ACEAPEX_GPU_CHASE_BYTES).
-    for bytes in [1, 2, 4] {
-        let text = [
-            format!("#define CHASE_BYTES {bytes}"),
-            cut_fn(&src, "#define RC_FLAG", "u32 complement(u32 b)"),
-            cut_fn(&src, "__device__ __forceinline__ u32 last_le(", "u32 last_le("),
-            // The resident chase's loads (`ld_now_*`, `ld_issued_*`: `asm volatile("ld...` into `v`).
-            host_asm(cut_fn(&src, "#ifndef TOKEN_BUCKET_LOG", "void chase_matches("), "asm volatile(\"ld.", "v = *p;"),
-        ]
-        .join("\n");
-        run_harness("resident_chase", &text);
-    }
+    let text = [
+        cut_fn(&src, "#define RC_FLAG", "u32 complement(u32 b)"),
+        cut_fn(&src, "__device__ __forceinline__ u32 last_le(", "u32 last_le("),
+        // The resident chase's loads (`ld_now_*`, `ld_issued_*`: `asm volatile("ld...` into `v`).
+        host_asm(cut_fn(&src, "#ifndef TOKEN_BUCKET_LOG", "void chase_matches("), "asm volatile(\"ld.", "v = *p;"),
+    ]
+    .join("\n");
+    run_harness("resident_chase", &text);
 }

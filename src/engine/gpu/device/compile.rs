@@ -31,13 +31,6 @@ fn k1_staged_prefetch() -> u32 {
     env_knob(&ON, "ACEAPEX_GPU_K1_STAGED_PREFETCH", 1, |v| v <= 1)
 }
 
-/// kernels/decode.cu `CHASE_BYTES` (1, 2 or 4 stream bytes a thread of the map chase), as ACEAPEX_GPU_CHASE_BYTES
-/// sets it (measurements).
-fn chase_bytes() -> u32 {
-    static BYTES: OnceLock<u32> = OnceLock::new();
-    env_knob(&BYTES, "ACEAPEX_GPU_CHASE_BYTES", 1, |b| matches!(b, 1 | 2 | 4))
-}
-
 /// The NVRTC architecture option for a compute capability (kernels need warp reductions: sm_80 or later).
 pub(super) fn arch_for(major: i32, minor: i32) -> Result<&'static str> {
     Ok(match (major, minor) {
@@ -65,9 +58,6 @@ pub(super) fn compile_options() -> Vec<String> {
     }
     if k1_ring_bytes() != K1_RING_BYTES {
         options.push(format!("-DK1_RING_BYTES={}", k1_ring_bytes()));
-    }
-    if chase_bytes() != 1 {
-        options.push(format!("-DCHASE_BYTES={}", chase_bytes()));
     }
     if k1_staged_prefetch() != 1 {
         options.push(format!("-DK1_STAGED_PREFETCH={}", k1_staged_prefetch()));
