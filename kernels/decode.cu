@@ -2157,7 +2157,9 @@ __device__ __forceinline__ void chase_stream(const Ctx& c, const u32* index, con
 // issued together, was measured no faster on any archive (session 28, docs/BENCH-GPU.md); nor a warp per 1,024
 // bytes that lists its window's match bytes in shared memory and chases only those, a lane a byte: its lanes chase
 // one byte after another where this kernel's threads all wait at once, and the chase took twice as long (atha
-// genome 0.116 -> 0.245 ms, general 0.276 -> 0.415, fly x11 0.228 -> 0.408; session 34 run 1).
+// genome 0.116 -> 0.245 ms, general 0.276 -> 0.415, fly x11 0.228 -> 0.408; session 34 run 1); nor 2 or 4
+// consecutive bytes a thread sharing one map word and index bucket, their match bytes chased in turn (2: atha
+// genome's chase 0.083 -> 0.078 ms but general 0.224 -> 0.287, fly 0.167 -> 0.187; 4: slower on all three; run 4).
 extern "C" __global__ void chase_matches(Ctx c, const u32* index, const u32* litmap, const uint4* rec) {
     if (c.nunits == 0 || failed(c)) return;
     const u64 last = c.nunits - 1;
