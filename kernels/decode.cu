@@ -1673,38 +1673,17 @@ extern "C" __global__ void place_literals_k1(Ctx c, u32 n) {
         const u32* tp = c.tpos + tb;
         const u32* li = c.lidx + tb;
         if (nlit == 0 || (ntok == 1 && tp[0] == 0)) continue;  // warp-uniform
-        const u32* mp = c.mpos + tb;
-        const u32 len = m[7];
         u8* out = c.bytes + ((u64)id << c.unit_log);
-        __syncwarp();  // the previous unit's writes are done with the buffer
+        __syncwarp();  // the previous unit's scatter is done with the buffer
         for (u32 k = 4u * lane; k < nlit; k += 128u) *(u32*)(lit + k) = *(const u32*)(out + k);
         __syncwarp();
-        // A lane an aligned output word at a time (one coalesced store where a byte store a literal went to its own
-        // place): byte pos of token t's literal run [tp[t], mp[t]) is literal li[t] + pos - tp[t]; a match byte
-        // gets 0 (every resolution writes it later, as in LiteralSink1). The last token is literals to the end.
-        u32 t = 0, lend = ntok > 1 ? mp[0] : len, tnext = ntok > 1 ? tp[1] : len, lbase = li[0] - tp[0];
-        for (u32 w = lane; 4 * w < len; w += 32u) {
-            u32 v = 0;
-            if (4 * w + 4 <= lend) {  // the word lies in the current token's literal run (lend <= tnext)
-                const u32 k = lbase + 4 * w;
-                v = (u32)lit[k & (PLACE_MAX_UNIT - 1)] | ((u32)lit[(k + 1) & (PLACE_MAX_UNIT - 1)] << 8) |
-                    ((u32)lit[(k + 2) & (PLACE_MAX_UNIT - 1)] << 16) | ((u32)lit[(k + 3) & (PLACE_MAX_UNIT - 1)] << 24);
-                *(u32*)(out + 4 * w) = v;
-                continue;
+        u32 t = 0, next = ntok > 1 ? li[1] : nlit;  // this lane's token: the last with lidx[t] <= k
+        for (u32 k = lane; k < nlit; k += 32u) {
+            while (k >= next) {
+                t++;
+                next = t + 1 < ntok ? li[t + 1] : nlit;
             }
-#pragma unroll
-            for (u32 b = 0; b < 4; b++) {
-                const u32 pos = 4 * w + b;
-                if (pos >= len) break;
-                while (pos >= tnext) {  // t + 1 < ntok here: the last token's tnext is len
-                    t++;
-                    lbase = li[t] - tnext;
-                    lend = t + 1 < ntok ? mp[t] : len;
-                    tnext = t + 1 < ntok ? tp[t + 1] : len;
-                }
-                if (pos < lend) v |= (u32)lit[(lbase + pos) & (PLACE_MAX_UNIT - 1)] << (8 * b);
-            }
-            *(u32*)(out + 4 * w) = v;
+            out[tp[t] + (k - li[t])] = lit[k];
         }
     }
 }
