@@ -158,11 +158,14 @@ __device__ __forceinline__ u64 match_dist(u64 bk) { return bk & ~RC_FLAG; }
 __device__ __forceinline__ bool match_rc(u64 bk) { return (bk >> 63) != 0; }
 // The stream position that byte k of a match copies, with base = the match's start - its distance: forward,
 // base + k mod distance (a periodic fill); reverse complement, base - k (the source read backwards from its last
-// byte, base). The parse checked base >= 0, and for a reverse complement base >= len - 1.
-__device__ __forceinline__ u64 source_of(u64 base, u64 bk, u32 k) {
-    const u64 dist = match_dist(bk);
+// byte, base). The parse checked base >= 0, and for a reverse complement base >= len - 1. source_in computes it in
+// the position type P (u32 where every position and distance fits, see chase_at).
+template <class P>
+__device__ __forceinline__ P source_in(P base, u64 bk, u32 k) {
+    const P dist = (P)match_dist(bk);
     return match_rc(bk) ? base - k : base + (dist > k ? k : k % (u32)dist);
 }
+__device__ __forceinline__ u64 source_of(u64 base, u64 bk, u32 k) { return source_in<u64>(base, bk, k); }
 // The complement of a byte (FORMAT.md §1): A<->T, C<->G in either case, every other byte itself.
 __device__ __forceinline__ u32 complement(u32 b) {
     switch (b) {
@@ -1963,10 +1966,11 @@ extern "C" __global__ void chase_bytes(Ctx c, u32 n, u8* out) {
 #ifndef TOKEN_BUCKET_LOG
 #define TOKEN_BUCKET_LOG 6
 #endif
-// The token-index entry of byte `off` of unit `unit`: a unit's entries start at unit << (unit_log -
-// TOKEN_BUCKET_LOG), one per 2^TOKEN_BUCKET_LOG bytes (index_tokens).
-__device__ __forceinline__ const u32* index_entry(const Ctx& c, const u32* index, u64 unit, u32 off) {
-    return index + (unit << (c.unit_log - TOKEN_BUCKET_LOG)) + (off >> TOKEN_BUCKET_LOG);
+// The token-index entry of stream byte `p`: one per 2^TOKEN_BUCKET_LOG bytes, a unit's starting at unit <<
+// (unit_log - TOKEN_BUCKET_LOG) (index_tokens). P is the position type (see chase_at).
+template <class P>
+__device__ __forceinline__ const u32* index_entry(const u32* index, P p) {
+    return index + (p >> TOKEN_BUCKET_LOG);
 }
 extern "C" __global__ void index_tokens(Ctx c, u32* index) {
     const u32 per_unit_log = c.unit_log - TOKEN_BUCKET_LOG;
@@ -2076,8 +2080,6 @@ extern "C" __global__ void index_chase_tokens(Ctx c, uint4* rec) {
 // plain text, 12.8 -> 9.9 for fly x11; session 26 measured the time to follow the loads more than the rounds.)
 // P is the position type: u32 where every stream position fits (chase_matches on a stream under 2 GiB: a hop
 // ~15 instructions shorter than with u64, whose shifts, adds and compares are two instructions each), else u64.
-// (The token index entry of p is index_entry(c, index, p >> unit_log, p & mask), which is index + (p >>
-// TOKEN_BUCKET_LOG).)
 template <class P>
 __device__ __forceinline__ u32 chase_at(const Ctx& c, const u32* index, const u32* litmap, const uint4* rec, P p,
                                         u32 lit, u32 v, u32 t) {
@@ -2104,14 +2106,11 @@ __device__ __forceinline__ u32 chase_at(const Ctx& c, const u32* index, const u3
             return 0;
         }
         flip ^= match_rc(bkv);
-        // source_of in P: >= 0 and < p, as the parse checked dist <= match start (and dist + len - 1 <= it for a
-        // reverse complement).
-        const P base = (p & ~mask) + r.x - dist;
-        const u32 k = o - r.x;
-        p = match_rc(bkv) ? base - k : base + (dist > k ? k : k % (u32)dist);
+        // >= 0 and < p: the parse checked dist <= match start (and dist + len - 1 <= it for a reverse complement).
+        p = source_in<P>((p & ~mask) + r.x - dist, bkv, o - r.x);
         lit = ld_now_u32(litmap + (p >> 5));
         v = ld_now_u8(c.bytes + p);
-        t = ld_now_u32(index + (p >> TOKEN_BUCKET_LOG));
+        t = ld_now_u32(index_entry(index, p));
     }
 }
 
@@ -2129,7 +2128,7 @@ extern "C" __global__ void chase_resident(Ctx c, const u32* ids, u32 n, u8* out,
         const u64 p = (id << c.unit_log) + off;
         const u32 lit = ld_now_u32(litmap + (p >> 5));
         const u32 v = ld_now_u8(c.bytes + p);
-        const u32 t = ld_issued_u32(index_entry(c, index, id, off));
+        const u32 t = ld_issued_u32(index_entry(index, p));
         out[g] = (u8)chase_at(c, index, litmap, rec, p, lit, v, t);
     }
 }
@@ -2141,7 +2140,7 @@ __device__ __forceinline__ void chase_stream(const Ctx& c, const u32* index, con
     const P stride = (P)gridDim.x * blockDim.x;
     for (P p = (P)blockIdx.x * blockDim.x + threadIdx.x; p < total; p += stride) {
         const u32 lit = ld_now_u32(litmap + (p >> 5));
-        const u32 t = ld_issued_u32(index + (p >> TOKEN_BUCKET_LOG));
+        const u32 t = ld_issued_u32(index_entry(index, p));
         if ((lit >> (p & 31)) & 1) continue;
         c.bytes[p] = (u8)chase_at<P>(c, index, litmap, rec, p, lit, 0, t);
     }
