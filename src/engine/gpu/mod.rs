@@ -2,8 +2,9 @@
 //!
 //! [`GpuEngine::try_new`] loads the driver and NVRTC at run time, compiles kernels/decode.cu once per process for
 //! the GPU's own architecture, and uploads the archive's payloads, per-slice metadata (prep.rs) and decode
-//! tables. The device works on slices (FORMAT.md §3): a group of K lanes (K = the archive's rANS lanes; a single
-//! thread when K = 1) parses one slice. A batch of blocks is decoded by one launch sequence (see the kernel
+//! tables. The device works on slices (FORMAT.md §3): a thread (or, for the seek's token parse, a warp) parses
+//! one slice, and each of its one or two rANS lanes (FORMAT.md §3.4) decodes its literals on a thread, the two at
+//! once in the full decode of few slices. A batch of blocks is decoded by one launch sequence (see the kernel
 //! file's overview): the requested blocks' slices are parsed, the source ranges their matches need are found
 //! level by level (at most `max_depth` levels) and only the slices holding them are parsed too, and every
 //! requested byte is resolved to a literal. Results come back through pinned memory and
