@@ -1,8 +1,9 @@
-//! Host checks of kernels/decode.cu, with no GPU. The K = 1 literal path: `WordReader1` (the rANS word
-//! stream), `LiteralSink1` (where literals land) and the context-coded literal chain (`k1_context_step`,
-//! `k1_context_literals`) are copied out of the kernel source as they are, compiled with the host C++ compiler
-//! beside the harnesses in tests/kernel_host/, and run against reference models on random inputs, and the chain
-//! on streams the crate's own encoder made. These are branch-free or batched rewrites whose bugs would otherwise
+//! Host checks of kernels/decode.cu, with no GPU. The literal path of a thread per rANS lane: `WordReader1` and
+//! `WordReader1Back` (lane 0's word stream from its front, lane 1's from its back, FORMAT.md §3.4), the staged
+//! rings `WordRing1` / `WordRing1Back`, `LiteralSink1` (where literals land) and the context-coded literal chain
+//! (`k1_context_step`, `k1_context_literals`) are copied out of the kernel source as they are, compiled with the
+//! host C++ compiler beside the harnesses in tests/kernel_host/, and run against reference models on random
+//! inputs, and the chain on two-lane streams the crate's own encoder made. These are branch-free or batched rewrites whose bugs would otherwise
 //! first show as wrong blocks on the H200. Without a C++ compiler the test says it skipped; with `CI` set that is
 //! a failure.
 
@@ -105,15 +106,36 @@ fn word_reader_takes_every_word_at_every_alignment() {
     run_harness("word_reader", &host_loads(cut(&src, "struct WordReader1 {", "struct WordReader1 {")));
 }
 
-/// The staged word stream (`lds16`, `sts32` and `WordRing1`), its shared accesses on the harness's buffer.
+/// `WordReader1Back`, its predicated loads (`asm(...);` in `ld_if`) as the harness's checked host loads.
+fn back_reader_text(src: &str) -> String {
+    host_asm(
+        cut(src, "struct WordReader1Back {", "struct WordReader1Back {"),
+        "asm(",
+        "if (load && a >= begin && a < end) v = host_load(a);",
+    )
+}
+
+#[test]
+fn back_word_reader_takes_every_word_from_the_back_at_every_alignment() {
+    let src = kernel_source();
+    run_harness("word_reader_back", &back_reader_text(&src));
+}
+
+/// The staged word streams (`lds16`, `sts32` and `WordRingT`, both directions), their shared accesses on the
+/// harness's buffer.
 fn ring_text(src: &str) -> String {
-    let text = cut(src, "// Shared-memory loads and stores at shared window", "struct WordRing1 {");
+    let text = cut_through(
+        src,
+        "// Shared-memory loads and stores at shared window",
+        "typedef WordRingT<true> WordRing1Back;",
+        "\n",
+    );
     let text = host_asm(text, "asm volatile(\"ld.shared.u16", "memcpy(&v, host_shared(a, 2), 2);");
     host_asm(text, "asm volatile(\"st.shared.u32", "memcpy(host_shared(a, 4), &v, 4);")
 }
 
 #[test]
-fn word_ring_stages_every_word_and_stays_in_its_ring() {
+fn word_rings_stage_every_word_in_either_direction_and_stay_in_their_ring() {
     let src = kernel_source();
     run_harness("word_ring", &ring_text(&src));
 }
