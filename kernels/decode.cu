@@ -461,8 +461,9 @@ __device__ __forceinline__ void load_lit_table(const Ctx& c, u64 grp, LitTables*
 // A rANS lane's literals are one serial chain: each step's slot needs the state the step before left. So the time
 // of a decode of few slices (atha_chr1: 7,504 slices, ~3,600 literals each) is the length of that chain in cycles,
 // not a throughput (hence format version 7's second lane, FORMAT.md §3.4: with K = 2 a slice's literals are two
-// independent chains of about half the length each, which parse_k1_linear runs on two threads): session 20's K = 1 literal loop took ~740 cycles a literal
-// there (entropy alone 1.35 ms on an H200). This loop issues its memory accesses ahead of the chain:
+// independent chains of about half the length each, which parse_k1_linear runs on two threads): session 20's
+// K = 1 literal loop took ~740 cycles a literal there (entropy alone 1.35 ms on an H200). This loop issues its
+// memory accesses ahead of the chain:
 //  * the context model is in shared memory when its order is at most K1_CTX_ORDER (else global, through L1), in
 //    copies that keep a quarter-warp's loads free of bank conflicts (K1Rows), and the four rows a literal's
 //    successor context can have (consecutive: ((ctx << 2) | s) & mask) are loaded while the literal itself
@@ -552,8 +553,8 @@ __device__ __forceinline__ void load_k1_tables(const Ctx& c, u64 grp, K1Tables* 
     }
 }
 
-// The rANS word stream of one K = 1 slice, read as aligned 32-bit words: the one holding the next word's first
-// byte and the two after it. Only aligned words that start before the stream's end are loaded (the payload buffer
+// Lane 0's words of a slice's rANS stream (from its front), read as aligned 32-bit words: the one holding the next
+// word's first byte and the two after it. Only aligned words that start before the stream's end are loaded (the payload buffer
 // is padded, so they lie inside it); a word taken past the end is whatever bytes follow or a stale word, and
 // `taken` exceeding the stream's words refuses the slice after the loop.
 struct WordReader1 {
@@ -673,8 +674,8 @@ __device__ __forceinline__ u32 lds16(u32 a) {
 }
 __device__ __forceinline__ void sts32(u32 a, u32 v) { asm volatile("st.shared.u32 [%0], %1;" ::"r"(a), "r"(v)); }
 
-// The rANS word stream of one K = 1 slice staged in a ring of K1_RING_WORDS words in shared memory (the staged
-// K = 1 parse, parse_k1_staged): a renormalisation is a compare, a PRMT, an add and the next word's shared load
+// A rANS lane's word stream staged in a ring of K1_RING_WORDS words in shared memory (the staged parses,
+// parse_k1_staged and parse_k1_linear): a renormalisation is a compare, a PRMT, an add and the next word's shared load
 // (~5 instructions), where WordReader1's aligned-word window took ~19 a literal and its global loads stalled the
 // chain (long scoreboard, 0.40 of 3.2 cycles an instruction, session 30 run 1). Ring word i % K1_RING_WORDS holds
 // stream word i. The parse stages the first ring's worth when it starts the slice (`init`, beside the payload's
@@ -802,7 +803,7 @@ struct WordRingT {
 typedef WordRingT<false> WordRing1;      // lane 0: the stream from its front
 typedef WordRingT<true> WordRing1Back;  // lane 1: from its back
 
-// Where a K = 1 slice's literals go: literal l to unit offset obase + l while l < end_l (token t's run), the next
+// Where a thread's slice's literals go: literal l to unit offset obase + l while l < end_l (token t's run), the next
 // token's offset and run end loaded a token ahead. Literals are written a few at a time into aligned 8-byte words
 // (a lane's stores each go to another slice, so a byte store per literal cost a memory transaction each: the 4.65
 // GB generated archive's 222 M literals, 4.4 ms of its parse, session 20). `lw` is what the word `lwa` holds so
@@ -898,7 +899,7 @@ struct LiteralSink1 {
     }
 };
 
-// One context-coded literal (FORMAT.md §3.5) of a K = 1 slice: the base `x` selects in row `e` of the current
+// One context-coded literal (FORMAT.md §3.5) of a rANS lane: the base `x` selects in row `e` of the current
 // context, then `e` becomes the row of the next context. `o` locates the current context's four successor rows
 // (((ctx << 2) | s) & mask for the bases s): SMEM, the byte offset nb·8·R of this lane's copy (see K1Rows: the four
 // rows are two 16-byte loads at sr.a + o and sr.b + o); else their index nb in T, in global memory. Either way the
@@ -970,7 +971,7 @@ __device__ __forceinline__ void k1_context_literals(const uint2* T, u32 mask, u3
     *xp = x;
 }
 
-// One LIT-table literal of a K = 1 slice (`L` the group's 4096 slot entries, dtab layout, shared or global): its
+// One LIT-table literal of a rANS lane (`L` the group's 4096 slot entries, dtab layout, shared or global): its
 // byte. A slot with no symbol sets `bad` and decodes on as if it had one (the slice is refused after the loop).
 template <class WR>
 __device__ __forceinline__ u32 k1_table_step(const u32* L, u32& x, WR& wr, bool& bad) {
@@ -1141,8 +1142,8 @@ __device__ __forceinline__ void lane1_literals(const Ctx& c, u32 id, u8* bytes, 
     c.lane_end[2ull * id + 1] = taken;
 }
 
-// A slice's extra-bits stream read in order, LSB first (FORMAT.md §3.2), for the staged K = 1 token parse: a 64-bit
-// buffer topped up by one aligned 32-bit word when a take needs more bits than it holds, where read_bits loads a
+// A slice's extra-bits stream read in order, LSB first (FORMAT.md §3.2), for the staged token parse (a thread a
+// slice): a 64-bit buffer topped up by one aligned 32-bit word when a take needs more bits than it holds, where read_bits loads a
 // byte at a time at every field's own offset. As in WordRing1, aligned words wholly past the stream are not loaded
 // (they read as 0); the caller checks each token's bits against the stream's length before taking them. (Loading
 // each word a refill ahead with a branch-free, predicated refill was slower: the token parse +0.006 ms on atha in
@@ -1185,7 +1186,7 @@ struct BitReader1 {
     }
 };
 
-// Phase B of parse_one for a staged K = 1 slice (parse_k1_staged, parse_k1_linear): the same values, checks and
+// Phase B of parse_one for a staged slice (parse_k1_staged, parse_k1_linear): the same values, checks and
 // outputs as the generic group loop in parse_one (whose collectives are identities at W = 1), one token a step
 // with the extra bits from a BitReader1, 32-bit sums, and the next token's codes loaded a step ahead. (The generic
 // loop took ~300 instructions a token at W = 1, its read_bits a byte load at a time: ~9 % of parse_k1_staged's
@@ -1311,7 +1312,7 @@ __device__ __forceinline__ void parse_one(const Ctx& c, const Group<W>& g, u32 i
     WordRing1 wring;
     if constexpr (W == 1 && STAGED) wring.init(words, nwords, ring);
 
-    // K = 1: the CTA's tables in shared memory serve the slices of its group (see K1Tables).
+    // W = 1: the CTA's tables in shared memory serve the slices of its group (see K1Tables).
     if (W == 1 && k1 != nullptr && k1->group == (u64)(id >> c.group_shift)) sm = &k1->code;
     if (mode == MODE_TOKENS && !sm) prefetch_l1_shared(tab, 3 * 4096 * 4);  // the LL, ML and OF tables
 
@@ -1319,14 +1320,14 @@ __device__ __forceinline__ void parse_one(const Ctx& c, const Group<W>& g, u32 i
     // the token arrays, on the group's lane 0 from state[0] and the words at the stream's front. The other lanes
     // hold x = 2^16 and take no word.
     u32 x = lane == 0 ? load_u32_le(states) : 65536u;
-    WordWindow<W> ww;  // the generic code phase's words (the staged K = 1 parses read theirs from `wring`)
+    WordWindow<W> ww;  // the generic code phase's words (the staged parses read theirs from `wring`)
     if constexpr (!(W == 1 && STAGED)) ww.init(words, nwords, lane);
     // An encoder never leaves a state below 2^16 (the CPU decoder refuses it too).
     bool bad = x < 65536u;
     const u32 ncodes = 3u * nmatch + 1u;
 
     if constexpr (W == 1 && STAGED) {
-        // K = 1, staged: the code phase's own loop, its words from the ring too (which holds the stream from word
+        // Staged: the code phase's own loop, its words from the ring too (which holds the stream from word
         // 0): the LL codes of the ntok tokens, then the ML and the OF codes of the nmatch matches, one symbol a
         // step as in the generic loop below (which took ~90 instructions a code, branches and 64-bit indices
         // included: ~10 % of parse_k1_staged's samples on atha genome, session 31 run 3; this loop: its full decode
@@ -1397,7 +1398,7 @@ __device__ __forceinline__ void parse_one(const Ctx& c, const Group<W>& g, u32 i
     // chunk in `prev_diag` / `have_prev`. A forward match's diagonal is its back; a reverse complement's is its
     // anti-diagonal 2 dst - back (dst + the source's last byte) with RC_FLAG. An explicit match heads a segment
     // with its diagonal, a continuation adds its delta (two's complement) and takes the segment's kind.
-    // (The staged K = 1 parses run k1_token_values instead: the same values and checks, one token a step.)
+    // (The staged parses run k1_token_values instead: the same values and checks, one token a step.)
     u64 bit_run = 0;
     u32 lit_run = 0, pos_run = 0;
     const u64 extra_bits_total = 8ull * extra_len;
