@@ -266,6 +266,10 @@ pub struct Device {
     /// driver's choice; see [`Device::set_parse_carveout`]).
     sm_count: u32,
     parse_carveout: i32,
+    /// The dynamic shared memory `parse_k1_staged` and `parse_k1_linear` may take (full::prepare_staged_parse), and
+    /// the carveouts they have now (percent, -1: the driver's choice; full::set_staged_carveout).
+    staged_smem: [u32; 2],
+    staged_carveout: [i32; 2],
     /// Expansions drop source pieces inside the requested units (kernels/decode.cu `piece_needed`), unless
     /// ACEAPEX_GPU_EXPAND_ALL=1 (for comparison).
     skip_requested: bool,
@@ -408,8 +412,10 @@ impl Device {
                 (CODE_SMEM_BYTES * (CTA_THREADS / 32)) as i32,
             )
             .map_err(gpu("shared memory attribute"))?;
-        full::prepare_staged_parse(&ctx, &kernels.parse_staged, 1)?;
-        full::prepare_staged_parse(&ctx, &kernels.parse_linear.0, u32::from(data.header.rans_lanes))?;
+        let staged_smem = [
+            full::prepare_staged_parse(&ctx, &kernels.parse_staged, 1)?,
+            full::prepare_staged_parse(&ctx, &kernels.parse_linear.0, u32::from(data.header.rans_lanes))?,
+        ];
         let nunits = data.global_slice_count();
         if nunits > u32::MAX as u64 / 2 {
             return Err(Error::Gpu("too many slices for the GPU engine".into()));
@@ -470,6 +476,8 @@ impl Device {
             later_grid,
             sm_count,
             parse_carveout: -1,
+            staged_smem,
+            staged_carveout: [-1; 2],
             skip_requested: std::env::var_os("ACEAPEX_GPU_EXPAND_ALL").is_none(),
             depth_hint: 2,
             graphs: HashMap::new(),

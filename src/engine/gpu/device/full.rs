@@ -64,24 +64,41 @@ fn k1_units_per_cta(threads: u32, lanes: u32) -> u32 {
 }
 
 /// Lets a staged parse (`parse_k1_staged`, `parse_k1_linear`) take its rings beyond the 48 KB of dynamic shared
-/// memory a launch gets by default, and asks for a shared-memory carveout that holds one CTA's tables and rings: the
-/// rest of the SM's 256 KB stays L1. `rings_per_unit`: 1, or 2 for `parse_k1_linear` on a K = 2 archive (a ring for
-/// each rANS lane's thread, see [`Device::k1_linear`]).
-pub(super) fn prepare_staged_parse(ctx: &CudaContext, f: &CudaFunction, rings_per_unit: u32) -> Result<()> {
+/// memory a launch gets by default: up to the rings of [`K1_STAGED_UNITS_MAX`] units (`rings_per_unit`: 1, or 2 for
+/// `parse_k1_linear` on a K = 2 archive, a ring for each rANS lane's thread, see [`Device::k1_linear`]) or what the
+/// device allows a CTA beside the function's tables, whichever is less; returns that many bytes (a launch that
+/// would need more runs another parse).
+pub(super) fn prepare_staged_parse(ctx: &CudaContext, f: &CudaFunction, rings_per_unit: u32) -> Result<u32> {
     use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
-    let rings = (K1_STAGED_UNITS_MAX * rings_per_unit + 1) * k1_ring_bytes();
+    let tables =
+        f.get_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES).map_err(gpu("attribute"))?;
+    let optin = ctx
+        .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+        .map_err(gpu("device attribute"))?;
+    let rings = ((K1_STAGED_UNITS_MAX * rings_per_unit + 1) * k1_ring_bytes()).min((optin - tables).max(0) as u32);
     f.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, rings as i32)
         .map_err(gpu("shared memory attribute"))?;
+    Ok(rings)
+}
+
+/// Asks for a shared-memory carveout of `f` that holds one CTA's tables and `rings` bytes of rings (a staged parse
+/// launch's): the rest of the SM's 256 KB stays L1, for the word streams the parse prefetches. `current` is the
+/// percentage last asked for (-1: none), updated.
+pub(super) fn set_staged_carveout(ctx: &CudaContext, f: &CudaFunction, rings: u32, current: &mut i32) -> Result<()> {
+    use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
     let tables =
         f.get_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES).map_err(gpu("attribute"))?;
     let per_sm = ctx
         .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR)
         .map_err(gpu("device attribute"))?
         .max(1);
-    let percent = (100 * (tables + rings as i32) + per_sm - 1) / per_sm;
-    let percent = percent.min(100);
-    f.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, percent)
-        .map_err(gpu("shared memory carveout"))
+    let percent = ((100 * (tables + rings as i32) + per_sm - 1) / per_sm).min(100);
+    if percent != *current {
+        f.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, percent)
+            .map_err(gpu("shared memory carveout"))?;
+        *current = percent;
+    }
+    Ok(())
 }
 
 /// Threads of `copy_tail`'s one CTA (kernel TAIL_THREADS) and pieces a warp copies at once (TAIL_UNROLL).
@@ -589,7 +606,11 @@ impl Device {
     /// 1.116 -> 0.970; run 3: a 512-byte ring or the word stream left out of the L1 prefetch no better. More units
     /// keep `parse_k1`, whose CTAs share the SMs.
     fn k1_staged(&self, n: u64, threads: u32, lanes: u32) -> bool {
-        k1_staged_knob() && self.k1_few_units(n) && k1_units_per_cta(threads, lanes) <= K1_STAGED_UNITS_MAX
+        let units = k1_units_per_cta(threads, lanes);
+        k1_staged_knob()
+            && self.k1_few_units(n)
+            && units <= K1_STAGED_UNITS_MAX
+            && (units + 1) * k1_ring_bytes() <= self.staged_smem[0]
     }
 
     /// Whether a staged parse (see [`Self::k1_staged`]) writes its literals in literal order, eight to an aligned
@@ -602,9 +623,15 @@ impl Device {
     ///
     /// On a K = 2 archive (FORMAT.md §3.4, version 7) its CTAs have twice `threads`: the second half runs each
     /// unit's rANS lane 1 on a thread of its own, at the same time as lane 0 (the serial chain a thread about
-    /// halves), with a ring each; so only while that stays within 1024 threads a CTA.
-    fn k1_linear(&self, staged: bool, stamps: bool, threads: u32) -> bool {
-        staged && !stamps && self.unit_log <= PLACE_MAX_UNIT_LOG && k1_linear_knob() && threads * self.lanes <= 1024
+    /// halves), with a ring each; so only while that stays within 1024 threads a CTA and the shared memory a CTA
+    /// may have.
+    fn k1_linear(&self, staged: bool, stamps: bool, threads: u32, lanes: u32) -> bool {
+        staged
+            && !stamps
+            && self.unit_log <= PLACE_MAX_UNIT_LOG
+            && k1_linear_knob()
+            && threads * self.lanes <= 1024
+            && (k1_units_per_cta(threads, lanes) * self.lanes + 1) * k1_ring_bytes() <= self.staged_smem[1]
     }
 
     /// Sets the parse function's preferred shared-memory carveout for a launch of `grid` CTAs. A K = 1 parse CTA
@@ -693,16 +720,21 @@ impl Device {
         let (parse_threads, k1_lanes) = self.k1_launch(n as u64);
         let parse_grid = grid_for(n as u64, u64::from(k1_units_per_cta(parse_threads, k1_lanes)), 1 << 20);
         let staged = self.k1_staged(n as u64, parse_threads, k1_lanes);
-        if !staged {
+        // Levels, the flow and the map chase resolve without stamps, so the parse does not write them.
+        let stamps = variant == FullVariant::Full && !levels && !flow && map_chase.is_none();
+        let linear = self.k1_linear(staged, stamps, parse_threads, k1_lanes);
+        // parse_k1_linear on a K = 2 archive: a second half of each CTA runs the units' rANS lane 1, a ring a thread.
+        let lane_threads = if linear { self.lanes } else { 1 };
+        let rings = (k1_units_per_cta(parse_threads, k1_lanes) * lane_threads + 1) * k1_ring_bytes();
+        if linear {
+            set_staged_carveout(&self.ctx, &self.kernels.parse_linear.0, rings, &mut self.staged_carveout[1])?;
+        } else if staged {
+            set_staged_carveout(&self.ctx, &self.kernels.parse_staged, rings, &mut self.staged_carveout[0])?;
+        } else {
             self.set_parse_carveout(parse_grid)?;
         }
         let full = self.full.as_ref().expect("ensured above");
-        // Levels, the flow and the map chase resolve without stamps, so the parse does not write them.
-        let stamps = variant == FullVariant::Full && !levels && !flow && map_chase.is_none();
         let c = self.full_ctx(full, stamps);
-        let linear = self.k1_linear(staged, stamps, parse_threads);
-        // parse_k1_linear on a K = 2 archive: a second half of each CTA runs the units' rANS lane 1, a ring a thread.
-        let lane_threads = if linear { self.lanes } else { 1 };
         let lists: Vec<u64> = full.lists.iter().map(|l| self.ptr(l)).collect();
         let trim = u32::from(self.resolve_trim);
         let counts_ptr = self.ptr(&full.list_counts);
@@ -745,7 +777,6 @@ impl Device {
             let cfg =
                 LaunchConfig { grid_dim: (parse_grid, 1, 1), block_dim: (CTA_THREADS, 1, 1), shared_mem_bytes: 0 };
             let level = 0u32;
-            let rings = (k1_units_per_cta(parse_threads, k1_lanes) * lane_threads + 1) * k1_ring_bytes();
             let (parse, rings, place) = if linear {
                 (&self.kernels.parse_linear.0, rings, Some(&self.kernels.parse_linear.1))
             } else if staged {
