@@ -2,7 +2,7 @@
 //!
 //! The data path, from the bottom up:
 //!
-//! - [`codec`]: the format stages of one block — varints, log codes, interleaved rANS, frequency tables, block
+//! - [`codec`]: the format stages of one block — varints, log codes, two-lane rANS, frequency tables, block
 //!   payloads — and the CPU reference decoder that resolves absolute back-references.
 //! - [`format`](mod@format): the archive container: header, footer, index, tables and tree sections.
 //! - [`pack`]: the packer — global match search, parsing, the reference-depth bound, table groups, writing.

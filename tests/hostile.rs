@@ -177,7 +177,7 @@ impl Fixture {
         }
         let archive = dir.path().join("f.acx");
         let opts =
-            PackOptions { block_log: 12, group_log: 1, max_depth: 16, rans_lanes: 4, threads: 1, ..Default::default() };
+            PackOptions { block_log: 12, group_log: 1, max_depth: 16, rans_lanes: 2, threads: 1, ..Default::default() };
         pack(&[input], &archive, &opts).unwrap();
         Fixture { image: std::fs::read(&archive).unwrap(), files, dir }
     }

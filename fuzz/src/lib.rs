@@ -31,9 +31,9 @@ use aceapex::codec::cut::{cut_slices, SliceTokens};
 use aceapex::codec::rans;
 use aceapex::codec::tables::{SymbolStats, Table, TableSet, OF_CONTINUATION_DELTAS};
 
-/// Lane count from a selector byte: one of 1, 2, 4, 8, 16, 32.
+/// Lane count from a selector byte: 1 or 2.
 fn lanes_of(selector: u8) -> usize {
-    1 << ((selector & 0x7f) % 6)
+    1 + (selector & 1) as usize
 }
 
 /// Reads `N` bytes at `*at` (zero-padded past the end) and advances.
@@ -55,12 +55,16 @@ fn table_from_bytes(counts: &[u8]) -> Table {
     Table::from_counts(&counts)
 }
 
-/// FORMAT.md §3.4 as written: steps of K symbols, every lane decodes, then the lanes below 2^16 refill in lane
-/// order. Returns the symbols, or `None` where the format says the stream is corrupt.
-pub fn reference_rans_decode(states: &[u32], words: &[u16], segments: &[(usize, &Table)]) -> Option<Vec<u8>> {
-    let k = states.len();
-    let mut x = states.to_vec();
-    if x.iter().any(|&s| s < 1 << 16) {
+/// FORMAT.md §3.4 as written: lane `l` decodes symbols `[starts[l], starts[l + 1])` on its own, lane 0 taking its
+/// words from the front of the stream and lane 1 from the back; at the end every lane is at 2^16 and the lanes
+/// took every word once. Returns the symbols, or `None` where the format says the stream is corrupt.
+pub fn reference_rans_decode(
+    states: &[u32],
+    words: &[u16],
+    segments: &[(usize, &Table)],
+    starts: &[usize],
+) -> Option<Vec<u8>> {
+    if states.iter().any(|&s| s < 1 << 16) || states.len() != starts.len() {
         return None;
     }
     let mut tables = Vec::new();
@@ -72,49 +76,65 @@ pub fn reference_rans_decode(states: &[u32], words: &[u16], segments: &[(usize, 
     }
     let total = tables.len();
     let mut out = vec![0u8; total];
-    let mut pos = 0;
-    for step in 0..total.div_ceil(k) {
-        let active = (0..k).filter(|lane| step * k + lane < total);
-        for lane in active.clone() {
-            let i = step * k + lane;
+    let mut taken = 0;
+    for (lane, (&start, &state)) in starts.iter().zip(states).enumerate() {
+        let end = starts.get(lane + 1).copied().unwrap_or(total);
+        let mut x = state;
+        let mut k = 0;
+        for i in start..end {
             let t = tables[i];
-            let slot = x[lane] & 4095;
+            let slot = x & 4095;
             let s =
                 (0..t.freq.len()).find(|&s| (t.cum[s] as u32) <= slot && slot < t.cum[s] as u32 + t.freq[s] as u32)?;
             out[i] = s as u8;
-            x[lane] = t.freq[s] as u32 * (x[lane] >> 12) + slot - t.cum[s] as u32;
-        }
-        for lane in active {
-            if x[lane] < 1 << 16 {
-                x[lane] = (x[lane] << 16) | *words.get(pos)? as u32;
-                pos += 1;
+            x = t.freq[s] as u32 * (x >> 12) + slot - t.cum[s] as u32;
+            if x < 1 << 16 {
+                let at = if lane == 0 { Some(k) } else { words.len().checked_sub(1 + k) };
+                x = (x << 16) | *words.get(at?)? as u32;
+                k += 1;
             }
         }
+        if x != 1 << 16 {
+            return None;
+        }
+        taken += k;
     }
-    (pos == words.len() && x.iter().all(|&s| s == 1 << 16)).then_some(out)
+    (taken == words.len()).then_some(out)
 }
 
-/// Decodes with the crate's fast decoder; `None` on any error.
+/// Decodes with the crate's fast decoder, a `rans::Decoder` per lane; `None` on any error.
 fn fast_rans_decode(
     state_bytes: &[u8],
     word_bytes: &[u8],
-    lanes: usize,
     segments: &[(usize, &Table)],
+    starts: &[usize],
 ) -> Option<Vec<u8>> {
-    let mut decoder = rans::Decoder::new(state_bytes, word_bytes, lanes).ok()?;
+    let total: usize = segments.iter().map(|s| s.0).sum();
+    let mut lanes = Vec::new();
     let mut out = Vec::new();
-    for &(n, t) in segments {
-        let mut part = vec![0u8; n];
-        decoder.decode(t, &mut part).ok()?;
-        out.extend_from_slice(&part);
+    for (lane, &start) in starts.iter().enumerate() {
+        let end = starts.get(lane + 1).copied().unwrap_or(total);
+        let mut decoder = rans::Decoder::new(state_bytes.get(4 * lane..4 * lane + 4)?, word_bytes, lane == 1).ok()?;
+        let mut at = 0;
+        for &(n, t) in segments {
+            let (a, b) = (at.max(start), (at + n).min(end));
+            if a < b {
+                let mut part = vec![0u8; b - a];
+                decoder.decode(t, &mut part).ok()?;
+                out.extend_from_slice(&part);
+            }
+            at += n;
+        }
+        lanes.push(decoder);
     }
-    decoder.finish().ok()?;
+    rans::finish_lanes(&lanes).ok()?;
     Some(out)
 }
 
 /// rANS stage. Hostile layout: `mode, n_a: u16, n_b: u16, k, count[k], states[4·lanes], words...`: `n_a`
-/// symbols with a table from the counts, then `n_b` with a fixed skewed table. Round trip: `mode, split: u8,
-/// symbols...` with a table per side built from its own symbols.
+/// symbols with a table from the counts, then `n_b` with a fixed skewed table; with two lanes, lane 1 starts at
+/// symbol `n_a`. Round trip: `mode, split: u8, symbols...` with a table per side built from its own symbols, and
+/// with two lanes lane 1 starting at the split.
 pub fn rans_decode(data: &[u8]) {
     let Some(&mode) = data.first() else { return };
     let lanes = lanes_of(mode);
@@ -131,12 +151,14 @@ pub fn rans_decode(data: &[u8]) {
         };
         let (ta, tb) = (count(a), count(b));
         let segments = [(a.len(), &ta), (b.len(), &tb)];
-        let encoded = rans::encode(symbols, &segments, lanes);
+        let starts: &[usize] = if lanes == 2 { &[0, split] } else { &[0] };
+        let encoded = rans::encode_lanes(symbols, &segments, None, starts);
         let mut bytes = Vec::new();
         rans::write_stream(&encoded, &mut bytes);
         let (sb, wb) = bytes.split_at(4 * lanes);
-        assert_eq!(fast_rans_decode(sb, wb, lanes, &segments).as_deref(), Some(symbols));
-        assert_eq!(reference_rans_decode(&encoded.states, &encoded.words, &segments).as_deref(), Some(symbols));
+        assert_eq!(fast_rans_decode(sb, wb, &segments, starts).as_deref(), Some(symbols));
+        let reference = reference_rans_decode(&encoded.states, &encoded.words, &segments, starts);
+        assert_eq!(reference.as_deref(), Some(symbols));
         return;
     }
     // At most 4096 symbols per segment keeps executions fast; longer streams add no new paths.
@@ -155,10 +177,11 @@ pub fn rans_decode(data: &[u8]) {
     let (state_bytes, word_bytes) = rest.split_at(4 * lanes);
     let word_bytes = &word_bytes[..word_bytes.len() & !1];
     let segments = [(n_a, &table_a), (n_b, &table_b)];
-    let fast = fast_rans_decode(state_bytes, word_bytes, lanes, &segments);
+    let starts: &[usize] = if lanes == 2 { &[0, n_a] } else { &[0] };
+    let fast = fast_rans_decode(state_bytes, word_bytes, &segments, starts);
     let states: Vec<u32> = state_bytes.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
     let words: Vec<u16> = word_bytes.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]])).collect();
-    assert_eq!(fast, reference_rans_decode(&states, &words, &segments), "fast decoder disagrees with §3.4");
+    assert_eq!(fast, reference_rans_decode(&states, &words, &segments, starts), "fast decoder disagrees with §3.4");
 }
 
 /// The invariants every successfully decoded unit (a slice, or a whole block of slices) must satisfy

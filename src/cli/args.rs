@@ -59,8 +59,8 @@ fn block_log_arg(text: &str) -> Result<u8, String> {
 
 fn lanes_arg(text: &str) -> Result<u8, String> {
     match text.parse::<u8>() {
-        Ok(k @ (1 | 2 | 4 | 8 | 16 | 32)) => Ok(k),
-        _ => Err(format!("{text:?}: rANS lanes must be one of 1, 2, 4, 8, 16, 32")),
+        Ok(k @ (1 | 2)) => Ok(k),
+        _ => Err(format!("{text:?}: rANS lanes must be 1 or 2")),
     }
 }
 
@@ -89,7 +89,7 @@ pub struct PackArgs {
     /// Memory budget for the packer's working structures, e.g. 4G [default: 1G].
     #[arg(long, value_name = "SIZE", value_parser = size_arg)]
     pub memory: Option<u64>,
-    /// Interleaved rANS states per slice: 1, 2, 4, 8, 16 or 32 (1 packs smallest, more decode faster).
+    /// rANS lanes per slice, 1 or 2: two pack ~0.3 % larger and halve the serial decode chain of a slice.
     #[arg(long, value_name = "K", value_parser = lanes_arg, default_value_t = PackOptions::default().rans_lanes)]
     pub lanes: u8,
     /// A table group is 2^N consecutive blocks sharing frequency tables, 0..=12.

@@ -74,7 +74,7 @@ pub struct StreamSizes {
     pub block_headers: u64,
     /// Final rANS states (4 bytes per lane per slice).
     pub rans_states: u64,
-    /// The interleaved rANS word stream (tokens' codes and literal bytes).
+    /// The rANS word stream (tokens' codes and literal bytes), both lanes.
     pub rans_words: u64,
     /// The extra-bits stream of lengths and distances.
     pub extra_bits: u64,

@@ -1,5 +1,5 @@
 //! Block payloads (FORMAT.md §3): a block is cut into slices of `S = 2^slice_log` bytes, each coded on its own as
-//! one interleaved rANS stream plus an extra-bits stream, behind a directory of slice payload lengths; and the
+//! one rANS stream of one or two lanes plus an extra-bits stream, behind a directory of slice payload lengths; and the
 //! parsed form that decoding works from.
 //!
 //! The parse unit is a [`ParsedBlock`]: either one slice (random access resolves a few source bytes by decoding
@@ -406,22 +406,25 @@ fn encode_slice_with(
     let extra = extra.finish();
 
     let model = tables.ctx_model().filter(|_| codes_with_contexts(literals));
+    // Lane 0 codes every code and the literals before the split, lane 1 the rest (FORMAT.md §3.4).
+    let first = 3 * nmatch + 1;
+    let split = rans::lane_split(first, literals.len(), lanes as usize);
+    let starts = if lanes == 1 { vec![0] } else { vec![0, first + split] };
     let encoded = match model {
         None => {
             let segments =
                 [(nmatch + 1, &tables.ll), (nmatch, &tables.ml), (nmatch, &tables.of), (literals.len(), &tables.lit)];
-            rans::encode(&symbols, &segments, lanes as usize)
+            rans::encode_lanes(&symbols, &segments, None, &starts)
         }
         Some(model) => {
             // The literals as base codes, each with the context of its lane (FORMAT.md §3.5).
-            let first = 3 * nmatch + 1;
             let mut contexts = vec![0u32; literals.len()];
             for_each_context(literals, first, lanes as usize, model.mask(), |j, ctx, code| {
                 contexts[j] = ctx;
                 lit_syms[j] = code as u8;
             });
             let segments = [(nmatch + 1, &tables.ll), (nmatch, &tables.ml), (nmatch, &tables.of)];
-            rans::encode_with_contexts(&symbols, &segments, Some((model, &contexts)), lanes as usize)
+            rans::encode_lanes(&symbols, &segments, Some((model, &contexts)), &starts)
         }
     };
 
@@ -554,9 +557,8 @@ pub fn decode_block(payload: &[u8], tables: &TableSet, shape: BlockShape) -> Res
 /// [`decode_block`] into an existing [`ParsedBlock`], reusing its allocations (a decoder working through many
 /// blocks keeps one). On error `out` holds unspecified (but bounded) contents.
 ///
-/// With one rANS lane per slice, the slices' streams are decoded four at a time in lock step
-/// ([`rans::Decoder::decode_lockstep_all`]): one lane is a single dependency chain per slice, and interleaving four
-/// independent chains gives the CPU the parallelism that more lanes would, without their per-slice cost.
+/// The slices' rANS lanes are decoded four at a time in lock step ([`rans::Decoder::decode_lockstep_all`]): a
+/// lane is a single dependency chain, and interleaving four independent chains keeps the core's ALUs busy.
 pub fn decode_block_into(
     payload: &[u8],
     tables: &TableSet,
@@ -595,9 +597,9 @@ struct Dest {
     lits: usize,
 }
 
-/// The entropy stage of every slice (in lock-step groups of four), then each slice's token parse in order,
-/// appended to its unit (units must have been reset). Slice `k` is coded with `sets[k]`. Errors name the index
-/// of the slice that failed.
+/// The entropy stage of every slice (its lanes in lock-step groups of four), then each slice's token parse in
+/// order, appended to its unit (units must have been reset). Slice `k` is coded with `sets[k]`. Errors name the
+/// index of the slice that failed.
 fn decode_layouts(
     layouts: &[SlicePayload],
     dests: &[Dest],
@@ -620,11 +622,15 @@ fn decode_layouts(
         out.literals.clear();
         out.literals.resize(nlit, 0);
     }
-    if scratch.decoders.len() < n {
-        scratch.decoders.resize_with(n, rans::Decoder::default);
+    // Decoder j·K + l is lane l of slice j: a slice's lanes are neighbours in the lock steps, whose chains
+    // overlap.
+    if scratch.decoders.len() < n * lanes {
+        scratch.decoders.resize_with(n * lanes, rans::Decoder::default);
     }
-    for (j, (dec, l)) in scratch.decoders.iter_mut().zip(layouts).enumerate() {
-        dec.reset(l.states, l.words, lanes).map_err(|e| (j, e))?;
+    for (j, (decs, l)) in scratch.decoders.chunks_mut(lanes).zip(layouts).enumerate() {
+        for (lane, (dec, state)) in decs.iter_mut().zip(l.states.chunks_exact(4)).enumerate() {
+            dec.reset(state, l.words, lane == 1).map_err(|e| (j, e))?;
+        }
     }
     for (j, (l, set)) in layouts.iter().zip(sets).enumerate() {
         if l.head.contexts && set.ctx.is_none() {
@@ -633,10 +639,12 @@ fn decode_layouts(
         }
     }
     {
-        // Each slice's four output segments: its LL, ML and OF codes, and its literals (in its unit). A slice
-        // whose literals are context-coded gets an empty LIT segment: its literals follow the lock step.
-        let mut segs: Vec<[&mut [u8]; 4]> = Vec::with_capacity(n);
+        // Each lane's four output segments: lane 0 its slice's LL, ML and OF codes and literals before the split,
+        // lane 1 the literals after it (in its unit). A lane whose literals are context-coded gets an empty LIT
+        // segment: its literals follow the lock step.
+        let mut segs: Vec<[&mut [u8]; 4]> = Vec::with_capacity(n * lanes);
         let mut ctx_lits: Vec<(usize, &mut [u8])> = Vec::new();
+        let mut table_sets: Vec<[&Table; 4]> = Vec::with_capacity(n * lanes);
         let mut codes = &mut scratch.codes[..];
         let mut lits: Vec<&mut [u8]> = outs.iter_mut().map(|o| &mut o.literals[..]).collect();
         for (j, (l, d)) in layouts.iter().zip(dests).enumerate() {
@@ -647,32 +655,42 @@ fn decode_layouts(
             let (ml, of) = c.split_at_mut(nmatch);
             let (lit, rest) = std::mem::take(&mut lits[d.unit]).split_at_mut(nlit.min(d.lits));
             lits[d.unit] = rest;
-            if l.head.contexts {
-                ctx_lits.push((j, lit));
-                segs.push([ll, ml, of, &mut []]);
-            } else {
-                segs.push([ll, ml, of, lit]);
+            // A prefix (d.lits < nlit) may end before the split: lane 1 then decodes nothing.
+            let split = rans::lane_split(3 * nmatch + 1, nlit, lanes).min(lit.len());
+            let (lit0, lit1) = lit.split_at_mut(split);
+            let t = sets[j];
+            let mut lane_codes = Some([ll, ml, of]);
+            for (lane, lit) in [lit0, lit1].into_iter().take(lanes).enumerate() {
+                let body = if l.head.contexts {
+                    ctx_lits.push((j * lanes + lane, lit));
+                    &mut [][..]
+                } else {
+                    lit
+                };
+                let [ll, ml, of] = lane_codes.take().unwrap_or_default();
+                segs.push([ll, ml, of, body]);
+                table_sets.push([&t.ll, &t.ml, &t.of, &t.lit]);
             }
         }
-        let table_sets: Vec<[&Table; 4]> = sets.iter().map(|t| [&t.ll, &t.ml, &t.of, &t.lit]).collect();
-        rans::Decoder::decode_lockstep_all(&mut scratch.decoders[..n], segs, &table_sets)?;
+        let decoders = &mut scratch.decoders[..n * lanes];
+        rans::Decoder::decode_lockstep_all(decoders, segs, &table_sets).map_err(|(k, e)| (k / lanes, e))?;
         if !ctx_lits.is_empty() {
             let mut streams = Vec::with_capacity(ctx_lits.len());
-            let mut decs = scratch.decoders[..n].iter_mut().enumerate();
-            for (j, lit) in ctx_lits {
-                // ctx_lits is in slice order, so the decoder of slice j is still ahead in `decs`.
-                let Some((_, dec)) = decs.find(|(i, _)| *i == j) else { break };
-                if let Some(model) = sets[j].ctx_model() {
+            let mut decs = decoders.iter_mut().enumerate();
+            for (k, lit) in ctx_lits {
+                // ctx_lits is in lane order, so lane k's decoder is still ahead in `decs`.
+                let Some((_, dec)) = decs.find(|(i, _)| *i == k) else { break };
+                if let Some(model) = sets[k / lanes].ctx_model() {
                     streams.push((dec, model, lit));
                 }
             }
             rans::Decoder::decode_contexts_all(streams);
         }
     }
-    for (j, (dec, (l, d))) in scratch.decoders[..n].iter().zip(layouts.iter().zip(dests)).enumerate() {
+    for (j, (decs, (l, d))) in scratch.decoders.chunks(lanes).zip(layouts.iter().zip(dests)).enumerate() {
         // A prefix stops before the end of its stream; the block hash checks what it produced.
         if d.lits >= l.head.nlit as usize {
-            dec.finish().map_err(|e| (j, e))?;
+            rans::finish_lanes(decs).map_err(|e| (j, e))?;
         }
     }
     let mut c0 = 0usize;
@@ -1327,7 +1345,7 @@ mod tests {
 
     #[test]
     fn literal_only_blocks() {
-        for lanes in [1, 2, 4, 8, 16, 32] {
+        for lanes in [1, 2] {
             round_trip(0, &[Token { lit_len: 5, match_len: 0, back: 0, rc: false }], b"hello", lanes);
             // A block of zero bytes has no slices at all: an empty payload.
             assert!(round_trip(0, &[Token::default()], b"", lanes).is_empty());
@@ -1344,7 +1362,7 @@ mod tests {
             Token { lit_len: 0, match_len: 2, back: MAX_BACK - 5, rc: false },
             Token { lit_len: 0, match_len: 0, back: 0, rc: false },
         ];
-        round_trip(MAX_BACK, &tokens, b"ACGT", 32);
+        round_trip(MAX_BACK, &tokens, b"ACGT", 2);
     }
 
     #[test]
@@ -1355,7 +1373,7 @@ mod tests {
             Token { lit_len: 10, match_len: 0, back: 0, rc: false },
         ];
         let literals = vec![7u8; 300_010];
-        round_trip(MAX_BACK, &tokens, &literals, 8);
+        round_trip(MAX_BACK, &tokens, &literals, 2);
     }
 
     /// Encodes `tokens` as a block at `start` and returns what decoding the whole block says.
@@ -1372,11 +1390,11 @@ mod tests {
     #[test]
     fn refuses_back_before_stream_start() {
         let tokens = [Token { lit_len: 2, match_len: 4, back: 3, rc: false }, Token::default()];
-        let (tables, payload, _) = encode_with_own_tables(1, &tokens, b"ab", 4);
-        let err = decode_as(&payload, &tables, 0, 6, 4).unwrap_err();
+        let (tables, payload, _) = encode_with_own_tables(1, &tokens, b"ab", 2);
+        let err = decode_as(&payload, &tables, 0, 6, 2).unwrap_err();
         assert!(matches!(err, DecodeError::Invalid { what: "match distance", .. }), "{err}");
         // The same payload is fine one byte further into the stream.
-        assert!(decode_as(&payload, &tables, 1, 6, 4).is_ok());
+        assert!(decode_as(&payload, &tables, 1, 6, 2).is_ok());
     }
 
     #[test]
@@ -1385,18 +1403,18 @@ mod tests {
             Token { lit_len: 2, match_len: 4, back: 1, rc: false },
             Token { lit_len: 1, match_len: 0, back: 0, rc: false },
         ];
-        let (tables, payload, _) = encode_with_own_tables(0, &tokens, b"abc", 4);
-        assert!(decode_as(&payload, &tables, 0, 7, 4).is_ok());
+        let (tables, payload, _) = encode_with_own_tables(0, &tokens, b"abc", 2);
+        assert!(decode_as(&payload, &tables, 0, 7, 2).is_ok());
         for len in [0, 6, 8, 3000, 1 << 20] {
-            assert!(decode_as(&payload, &tables, 0, len, 4).is_err(), "len {len}");
+            assert!(decode_as(&payload, &tables, 0, len, 2).is_err(), "len {len}");
         }
-        let too_long = BlockShape { start: 0, len: (1 << 20) + 1, slice_log: 15, lanes: 4 };
+        let too_long = BlockShape { start: 0, len: (1 << 20) + 1, slice_log: 15, lanes: 2 };
         assert!(matches!(decode_block(&payload, &tables, too_long), Err(DecodeError::Limit { .. })));
-        for lanes in [0, 2, 3, 8, 64] {
+        for lanes in [0, 1, 3, 4, 64] {
             assert!(decode_as(&payload, &tables, 0, 7, lanes).is_err(), "lanes {lanes}");
         }
         for slice_log in [0, 8, 21, 255] {
-            let shape = BlockShape { start: 0, len: 7, slice_log, lanes: 4 };
+            let shape = BlockShape { start: 0, len: 7, slice_log, lanes: 2 };
             assert!(decode_block(&payload, &tables, shape).is_err(), "slice_log {slice_log}");
             assert!(decode_slice(&payload, &tables, shape, 0).is_err(), "slice_log {slice_log}");
         }
@@ -1455,7 +1473,7 @@ mod tests {
         let dir = SliceDirectory::parse(&payload, 3).unwrap();
         let lens: Vec<usize> = dir.slices().map(|s| s.len()).collect();
         let dir_len = payload.len() - lens.iter().sum::<usize>();
-        assert!(decode_as(&payload, &tables, 0, 5000, 4).is_ok());
+        assert!(decode_as(&payload, &tables, 0, 5000, 2).is_ok());
         // Lying lengths that keep the sum: the bytes move between slices and each slice's own checks refuse.
         for (a, b) in [(0usize, 1usize), (1, 0), (1, 2), (2, 1)] {
             let mut lying = lens.clone();
@@ -1467,8 +1485,8 @@ mod tests {
                 continue;
             }
             p.extend_from_slice(&payload[dir_len..]);
-            assert!(decode_as(&p, &tables, 0, 5000, 4).is_err(), "lengths {lying:?}");
-            let shape = shape(0, 5000, 4);
+            assert!(decode_as(&p, &tables, 0, 5000, 2).is_err(), "lengths {lying:?}");
+            let shape = shape(0, 5000, 2);
             // The slice that kept its bytes still decodes alone; the two that traded bytes do not.
             let untouched = 3 - a - b;
             assert!(decode_slice(&p, &tables, shape, untouched).is_ok());
@@ -1483,18 +1501,18 @@ mod tests {
                 varint::write(l, &mut p);
             }
             p.extend_from_slice(&payload[dir_len..]);
-            let err = decode_as(&p, &tables, 0, 5000, 4).unwrap_err();
+            let err = decode_as(&p, &tables, 0, 5000, 2).unwrap_err();
             assert!(matches!(err, DecodeError::Invalid { what: "slice directory", .. }), "{err}");
             for s in 0..3 {
-                assert!(decode_slice(&p, &tables, shape(0, 5000, 4), s).is_err());
+                assert!(decode_slice(&p, &tables, shape(0, 5000, 2), s).is_err());
             }
         }
         for cut in 0..dir_len {
-            assert!(decode_as(&payload[..cut], &tables, 0, 5000, 4).is_err());
+            assert!(decode_as(&payload[..cut], &tables, 0, 5000, 2).is_err());
         }
         // A directory varint that never ends.
         let endless = vec![0x80u8; 40];
-        let err = decode_as(&endless, &tables, 0, 5000, 4).unwrap_err();
+        let err = decode_as(&endless, &tables, 0, 5000, 2).unwrap_err();
         assert!(matches!(err, DecodeError::Invalid { what: "slice directory", .. }), "{err}");
     }
 
@@ -1519,7 +1537,7 @@ mod tests {
 
     #[test]
     fn slices_decoded_together_equal_slices_decoded_alone() {
-        for lanes in [1, 2, 4, 8] {
+        for lanes in [1, 2] {
             let (tables, payload) = three_slices(lanes);
             let mut bad = payload.clone();
             let last = bad.len() - 2;
@@ -1565,7 +1583,7 @@ mod tests {
 
     #[test]
     fn slice_prefixes_hold_the_whole_tokens_and_the_first_literals() {
-        for lanes in [1, 4] {
+        for lanes in [1, 2] {
             let (tables, payload) = three_slices(lanes);
             let shape = shape(0, 5000, lanes);
             for j in 0..3 {
@@ -1631,13 +1649,13 @@ mod tests {
             Token { lit_len: 1, match_len: 0, back: 0, rc: false },
         ];
         let b = [Token { lit_len: 2, match_len: 0, back: 0, rc: false }];
-        let (ta, pa, _) = encode_with_own_tables(0, &a, b"ACGTA", 16);
-        let (tb, pb, _) = encode_with_own_tables(13, &b, b"GG", 16);
+        let (ta, pa, _) = encode_with_own_tables(0, &a, b"ACGTA", 2);
+        let (tb, pb, _) = encode_with_own_tables(13, &b, b"GG", 2);
         let mut parsed = ParsedBlock::default();
-        decode_block_into(&pa, &ta, shape(0, 13, 16), &mut parsed).unwrap();
-        decode_block_into(&pb, &tb, shape(13, 2, 16), &mut parsed).unwrap();
+        decode_block_into(&pa, &ta, shape(0, 13, 2), &mut parsed).unwrap();
+        decode_block_into(&pb, &tb, shape(13, 2, 2), &mut parsed).unwrap();
         check_parsed(&parsed, &b, b"GG", 13);
-        decode_slice_into(&pa, &ta, shape(0, 13, 16), 0, &mut parsed).unwrap();
+        decode_slice_into(&pa, &ta, shape(0, 13, 2), 0, &mut parsed).unwrap();
         check_parsed(&parsed, &a, b"ACGTA", 0);
     }
 
@@ -1671,7 +1689,7 @@ mod tests {
     #[test]
     fn continuations_round_trip_and_are_used() {
         let mut rng = XorShift(0x1234_5678_9abc_def1);
-        for (len, lanes) in [(600u32, 1u32), (5000, 4), (70_000, 32), (1 << 20, 8)] {
+        for (len, lanes) in [(600u32, 1u32), (5000, 2), (70_000, 2), (1 << 20, 1)] {
             let start = 1u64 << 22;
             let (tokens, literals) = mutated_copy_tokens(len, &mut rng);
             let (tables, _, slices) = encode_with_own_tables(start, &tokens, &literals, lanes);
@@ -1757,7 +1775,7 @@ mod tests {
         ];
         let slice = SliceTokens { tokens: tokens.to_vec(), literals: b"ACGTAC".to_vec() };
         let shape = BlockShape { start: 0, len: 15, slice_log: 11, lanes: 2 };
-        for lanes in [1, 2, 32] {
+        for lanes in [1, 2] {
             let shape = BlockShape { lanes, ..shape };
             // As the encoder writes it: explicit, then continuations +0 and +1.
             let good = payload_with(std::slice::from_ref(&slice), &tables, lanes, |_, _, back, prev| {
@@ -1817,13 +1835,13 @@ mod tests {
         let slices = cut_slices(&tokens, &literals, &block, 512);
         assert_eq!(slices.len(), 2);
         assert_eq!(slices[1].tokens[0].back, 7);
-        let shape = BlockShape { start: 1000, len: 1024, slice_log: 9, lanes: 4 };
-        let good = payload_with(&slices, &tables, 4, |_, _, back, prev| {
+        let shape = BlockShape { start: 1000, len: 1024, slice_log: 9, lanes: 2 };
+        let good = payload_with(&slices, &tables, 2, |_, _, back, prev| {
             distance_code(back, false, 0, PrevMatch::forward(prev))
         });
         let parsed = decode_block(&good, &tables, shape).unwrap();
         assert_eq!(reference_block_bytes(1000, &parsed.tokens, &parsed.literals, outside_byte), block);
-        let carried = payload_with(&slices, &tables, 4, |j, t, back, prev| {
+        let carried = payload_with(&slices, &tables, 2, |j, t, back, prev| {
             if j == 1 && t == 0 {
                 (OF_EXPLICIT_CODES as u32, 0, 0)
             } else {
@@ -1845,7 +1863,7 @@ mod tests {
         tokens.push(Token { lit_len: 2000, match_len: 0, back: 0, rc: false });
         let nlit: u32 = tokens.iter().map(|t| t.lit_len).sum();
         let literals: Vec<u8> = (0..nlit).map(|i| b"ACGTN"[(i % 5) as usize]).collect();
-        for lanes in [1, 2, 4, 8, 16, 32] {
+        for lanes in [1, 2] {
             round_trip(1 << 20, &tokens, &literals, lanes);
         }
     }
@@ -1920,7 +1938,7 @@ mod tests {
                 .enumerate()
                 .map(|(i, (tokens, literals))| block_bytes((i as u64 + 1000) * block_len as u64, tokens, literals))
                 .collect();
-            for lanes in [1u32, 2, 4, 8, 32] {
+            for lanes in [1u32, 2] {
                 let slice_len = 2048;
                 let mut stats = SymbolStats::default();
                 for ((tokens, literals), b) in blocks.iter().zip(&bytes) {
@@ -1975,7 +1993,7 @@ mod tests {
 
         #[test]
         fn random_blocks_round_trip(start in prop_oneof![Just(0u64), 0u64..(1 << 40)], shapes in shapes(),
-                                    final_lits in 0u32..100, lane_log in 0u32..6, seed: u8) {
+                                    final_lits in 0u32..100, lane_log in 0u32..2, seed: u8) {
             let (mut tokens, literals) = build_block(start, &shapes, final_lits, seed);
             // Keep the block within 1 MiB by dropping matches from the end.
             while block_len_of(&tokens) > 1 << 20 {
@@ -1992,13 +2010,13 @@ mod tests {
         }
 
         #[test]
-        fn mutated_copies_round_trip(seed in 1u64.., len in 2u32..200_000, lane_log in 0u32..6) {
+        fn mutated_copies_round_trip(seed in 1u64.., len in 2u32..200_000, lane_log in 0u32..2) {
             let (tokens, literals) = mutated_copy_tokens(len, &mut XorShift(seed));
             round_trip(1 << 22, &tokens, &literals, 1 << lane_log);
         }
 
         #[test]
-        fn corrupt_payloads_never_panic(start in 0u64..1000, shapes in shapes(), lane_log in 0u32..6, seed: u8,
+        fn corrupt_payloads_never_panic(start in 0u64..1000, shapes in shapes(), lane_log in 0u32..2, seed: u8,
                                         flips in proptest::collection::vec((any::<usize>(), 1u8..=255), 0..4),
                                         cut in proptest::option::of(any::<usize>()), slice_log in 9u8..12) {
             let shapes: Vec<_> = shapes.into_iter().take(20).map(|(l, m, b)| (l % 300, m % 300 + 2, b)).collect();
@@ -2050,7 +2068,7 @@ mod tests {
             stats.of.iter_mut().for_each(|c| *c = 1);
             stats.lit.iter_mut().for_each(|c| *c = 1);
             let tables = TableSet::from_stats(&stats);
-            let shape = BlockShape { start: 0, len, slice_log, lanes: 4 };
+            let shape = BlockShape { start: 0, len, slice_log, lanes: 2 };
             let _ = decode_block(&payload, &tables, shape);
             let _ = decode_slice(&payload, &tables, shape, j);
         }

@@ -1,8 +1,8 @@
 //! Literal context models (FORMAT.md §2.4 and §3.5, version 4): in genome mode nearly every literal is one of
 //! the bases A, C, G, T, and a base is more predictable from the bases before it than from the group's order-0
 //! byte table. A [`CtxModel`] of order `k` holds one 4-symbol table (A, C, G, T) per context, the context of a
-//! literal being the previous `k` literals of its rANS lane in its slice (reset at every slice start), so a slice
-//! still decodes on its own and a GPU lane keeps its context in a register.
+//! literal being the previous `k` literals of its rANS lane in its slice (reset where each lane starts), so a
+//! lane still decodes on its own and a GPU thread keeps its context in a register.
 //!
 //! A 4-symbol table decodes by comparing the slot with three cumulative frequencies (no 4096-entry lookup per
 //! context), so a model of order 8 (65 536 contexts) costs 384 KiB of host memory and no per-context build.
@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
+use crate::codec::rans::lane_split;
 use crate::codec::tables::{normalise4, SCALE, SCALE_BITS};
 use crate::codec::varint;
 use crate::error::DecodeError;
@@ -229,27 +230,20 @@ pub fn next_context(ctx: u32, s: u32, mask: u32) -> u32 {
     ((ctx << 2) | s) & mask
 }
 
-/// The context of every literal of a slice whose literals are all bases, for `lanes` interleaved rANS lanes:
-/// literal `j` is symbol `first + j` of the slice's stream (`first = 3·nmatch + 1`), so it belongs to lane
-/// `(first + j) mod K`, and its context is made of the previous literals of that lane (0 at the slice start).
+/// The context of every literal of a slice whose literals are all bases, coded with `lanes` rANS lanes: a
+/// literal's context is made of the literals before it in its lane, starting at 0 at literal 0 and, with two
+/// lanes, again at the split where lane 1 begins ([`lane_split`]; `first = 3·nmatch + 1`, the slice's codes).
 /// Calls `f(j, ctx, code)` for every literal in order.
 pub fn for_each_context(literals: &[u8], first: usize, lanes: usize, mask: u32, mut f: impl FnMut(usize, u32, u32)) {
-    let mut ctx = [0u32; crate::codec::rans::MAX_LANES];
-    let lanes = lanes.clamp(1, crate::codec::rans::MAX_LANES);
-    if lanes == 1 {
-        // The default: one lane, no division per literal.
-        for (j, &b) in literals.iter().enumerate() {
-            let s = base_code_unchecked(b);
-            f(j, ctx[0], s);
-            ctx[0] = next_context(ctx[0], s, mask);
-        }
-        return;
-    }
+    let split = lane_split(first, literals.len(), lanes);
+    let mut ctx = 0u32;
     for (j, &b) in literals.iter().enumerate() {
-        let lane = (first + j) % lanes;
+        if j == split {
+            ctx = 0;
+        }
         let s = base_code_unchecked(b);
-        f(j, ctx[lane], s);
-        ctx[lane] = next_context(ctx[lane], s, mask);
+        f(j, ctx, s);
+        ctx = next_context(ctx, s, mask);
     }
 }
 
@@ -419,12 +413,27 @@ mod tests {
 
     #[test]
     fn contexts_follow_lanes() {
-        // Two lanes, first literal is symbol 3 (lane 1): lanes alternate 1, 0, 1, 0, ...
-        let lits = b"ACGTTG";
+        // One code symbol and 20 literals over two lanes: the split is 8·ceil(19/16) = 16, where lane 1's context
+        // starts again at 0.
+        let lits = b"ACGTTGCAACGTTGCAGTCA";
         let mut seen = Vec::new();
-        for_each_context(lits, 3, 2, 15, |j, ctx, s| seen.push((j, ctx, s)));
-        // Lane 1 sees A, G, T (j = 0, 2, 4); lane 0 sees C, T, G (j = 1, 3, 5).
-        assert_eq!(seen, vec![(0, 0, 0), (1, 0, 1), (2, 0, 2), (3, 1, 3), (4, 2, 3), (5, 7, 2)]);
+        for_each_context(lits, 1, 2, 15, |j, ctx, s| seen.push((j, ctx, s)));
+        let codes: Vec<u32> = lits.iter().map(|&b| base_code(b).unwrap() as u32).collect();
+        for (j, &(at, ctx, s)) in seen.iter().enumerate() {
+            assert_eq!((at, s), (j, codes[j]));
+            let want = match j {
+                0 | 16 => 0,
+                17 => codes[16],
+                _ if j > 16 => (codes[j - 2] << 2 | codes[j - 1]) & 15,
+                1 => codes[0],
+                _ => (codes[j - 2] << 2 | codes[j - 1]) & 15,
+            };
+            assert_eq!(ctx, want, "literal {j}");
+        }
+        // One lane: no restart.
+        let mut one = Vec::new();
+        for_each_context(lits, 1, 1, 15, |_, ctx, _| one.push(ctx));
+        assert_eq!(one[16], (codes[14] << 2 | codes[15]) & 15);
     }
 
     #[test]

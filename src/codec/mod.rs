@@ -2,7 +2,8 @@
 //!
 //! - [`varint`]: LEB128 integers used by every header-like structure.
 //! - [`logcode`]: the log code shared by literal-run, match-length and distance fields (§3.2).
-//! - [`rans`]: K-lane interleaved rANS with 12-bit tables and 16-bit words, the layout a warp decodes (§3.4).
+//! - [`rans`]: rANS with 12-bit tables and 16-bit words, a slice's symbols split between two independent lanes
+//!   that read one word stream from its two ends (§3.4).
 //! - [`tables`]: symbol statistics, normalisation to 4096 and the table-set serialisation (§2.4).
 //! - [`context`]: literal context models (version 4): 4-symbol base tables conditioned on the lane's previous
 //!   bases.

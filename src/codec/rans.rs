@@ -1,33 +1,43 @@
-//! K-lane interleaved rANS (FORMAT.md §3.4): 12-bit tables, 32-bit states kept in `[2^16, 2^32)`, 16-bit words.
+//! rANS lanes (FORMAT.md §3.4): 12-bit tables, 32-bit states kept in `[2^16, 2^32)`, 16-bit words.
 //!
-//! Symbol `i` belongs to lane `i mod K`. The format describes decoding in steps of K symbols where every lane
-//! decodes and then the lanes that fell below `2^16` take one word each, in lane order — what a GPU warp does with
-//! a ballot and a popcount. A lane's refill depends only on its own state, so taking each lane's word right after
-//! it decodes, in symbol order, hands out exactly the same words: the CPU decoder below is therefore a plain
-//! loop over symbols with the lane cycling, and the encoder is the same loop run backwards.
+//! A slice's symbols are coded by one or two **lanes**, each an independent single-state stream over a contiguous
+//! run of them: lane 0 every code and the first literals, lane 1 the rest of the literals ([`lane_split`]). Lane 0
+//! takes its words from the front of the slice's word stream and lane 1 from the back, so neither needs a word
+//! count, and a decoder runs both at once: two GPU threads, or two chains interleaved in one CPU loop (the lock
+//! steps below, which interleave the lanes of several slices the same way).
 //!
-//! The decoder never branches on data to stay in bounds: the word stream carries one zero sentinel and the read
-//! position is clamped to it, so a hostile stream simply decodes garbage until the final check (every lane back
-//! at `2^16`, every word consumed exactly once) rejects it.
+//! A [`Decoder`] is one lane. It never branches on data to stay in bounds: its words carry one zero sentinel and
+//! the read position is clamped to it, so a hostile stream simply decodes garbage until the final check
+//! ([`finish_lanes`]: every lane back at `2^16`, the lanes' words adding up to the stream's) rejects it.
 
-use crate::codec::context::{base_byte, decode_packed, next_context, CtxModel};
+use crate::codec::context::{base_byte, decode_packed, CtxModel};
 use crate::codec::tables::{Table, SCALE, SCALE_BITS};
 use crate::error::DecodeError;
 
 /// Lower bound of a normalised state, and the state every lane starts (encoder) and ends (decoder) at.
 pub const STATE_LOW: u32 = 1 << 16;
-/// The most lanes a slice may use (one warp).
-pub const MAX_LANES: usize = 32;
+/// The most lanes a slice may use: lane 0 reads the word stream from its front and lane 1 from its back, which is
+/// what lets two lanes share one stream without a word count (FORMAT.md §3.4).
+pub const MAX_LANES: usize = 2;
 
 const SLOT_MASK: u32 = SCALE - 1;
 
 /// Checks the header's `rans_lanes` and returns it as a `usize`.
 pub fn check_lanes(lanes: u32) -> Result<usize, DecodeError> {
-    if lanes.is_power_of_two() && lanes as usize <= MAX_LANES {
-        Ok(lanes as usize)
-    } else {
-        Err(DecodeError::Invalid { what: "rans_lanes", detail: format!("{lanes} is not one of 1, 2, 4, 8, 16, 32") })
+    match lanes {
+        1 | 2 => Ok(lanes as usize),
+        _ => Err(DecodeError::Invalid { what: "rans_lanes", detail: format!("{lanes} is neither 1 nor 2") }),
     }
+}
+
+/// The split `s` of a slice's literals between its lanes (FORMAT.md §3.4): lane 0 codes the `ncodes` codes and
+/// literals `[0, s)`, lane 1 literals `[s, nlit)`. About half the symbols each, rounded to a multiple of 8 so
+/// that a GPU thread writes its lane's literals as aligned 8-byte pieces; with one lane, `s = nlit`.
+pub fn lane_split(ncodes: usize, nlit: usize, lanes: usize) -> usize {
+    if lanes < 2 {
+        return nlit;
+    }
+    nlit.min(8 * nlit.saturating_sub(ncodes).div_ceil(16))
 }
 
 /// A table's decode lookup: for each of the 4096 slots, the symbol, its frequency and `slot − cum[symbol]`,
@@ -237,19 +247,6 @@ fn step_clamped(lookup: &DecodeLookup, x: &mut u32, words: &[u16], nwords: usize
     s
 }
 
-/// [`step_clamped`] without the clamp and bounds check.
-///
-/// # Safety
-/// `*pos < words.len()`.
-#[inline(always)]
-unsafe fn step_unchecked(lookup: &DecodeLookup, x: &mut u32, words: &[u16], pos: &mut usize) -> u8 {
-    let (s, y) = decode_step(lookup, *x);
-    // SAFETY: the caller guarantees `*pos < words.len()`.
-    let w = unsafe { *words.get_unchecked(*pos) };
-    *x = refill(y, w, pos);
-    s
-}
-
 /// The most single-lane streams one lock step interleaves. Four independent dependency chains (lookup,
 /// multiply, add, compare, move: about 12 cycles each) already keep the core's ALUs busy; with more, the states,
 /// positions and pointers no longer fit in registers and the spills cost more than the extra overlap brings.
@@ -332,7 +329,7 @@ fn lockstep_n<const N: usize>(streams: Vec<Lockstep>) {
     }
     let mut rest = Vec::new();
     for st in streams {
-        st.dec.states[0] = st.x;
+        st.dec.state = st.x;
         st.dec.pos = st.pos;
         let mut st = st;
         if st.current_len() > 0 {
@@ -459,7 +456,7 @@ struct CtxStream<'d, 'm, 'o> {
 fn contexts_round<const N: usize>(group: &mut [CtxStream]) {
     let round = group.iter().map(|s| s.out.len()).min().unwrap_or(0);
     let Ok(group): Result<&mut [CtxStream; N], _> = group.try_into() else { return };
-    let mut x: [u32; N] = std::array::from_fn(|k| group[k].dec.states[0]);
+    let mut x: [u32; N] = std::array::from_fn(|k| group[k].dec.state);
     let mut p: [usize; N] = std::array::from_fn(|k| group[k].dec.pos);
     let mut ctx: [u32; N] = std::array::from_fn(|k| group[k].ctx);
     let masks: [u32; N] = std::array::from_fn(|k| group[k].model.mask());
@@ -502,7 +499,7 @@ fn contexts_round<const N: usize>(group: &mut [CtxStream]) {
         }
     }
     for (k, st) in group.iter_mut().enumerate() {
-        st.dec.states[0] = x[k];
+        st.dec.state = x[k];
         st.dec.pos = p[k];
         st.dec.next += round;
         st.ctx = ctx[k];
@@ -552,203 +549,90 @@ unsafe fn contexts_span<const N: usize, const SHARED: bool>(
     (*x, *p, *ctx) = (xs, ps, cs);
 }
 
-/// Whole decoding steps with eight lanes per vector (AVX2 on x86-64), for lane counts that are multiples of 8.
-///
-/// Per group of eight lanes: one gather of the lookup entries, the state update in vector arithmetic, then the
-/// refill: the lanes below `2^16` form a bit mask, and lane `i` of them takes word number
-/// `popcount(mask & ((1 << i) − 1))` — exactly the lane-order hand-out of FORMAT.md §3.4 (what the GPU does with
-/// ballot and popc), done with one permutation from a 256-entry table.
-mod simd {
-    use super::DecodeLookup;
-
-    thread_local! {
-        /// Lets tests compare the vector path against the scalar one on the same thread.
-        static ENABLED: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
-    }
-
-    /// Turns the vector path on or off for this thread (tests only; it is on by default).
-    #[cfg(test)]
-    pub(super) fn set_enabled(on: bool) {
-        ENABLED.with(|e| e.set(on));
-    }
-
-    /// Decodes whole steps of `K` lanes into `out` while `*pos + K <= nwords` (no step can run out of words)
-    /// and a whole step fits in `out`. Returns how many symbols it decoded (a multiple of `K`; 0 when the CPU or
-    /// `K` does not allow the vector path). `states` and `*pos` are updated as the scalar loop would.
-    #[inline]
-    pub(super) fn decode_steps<const K: usize>(
-        lookup: &DecodeLookup,
-        states: &mut [u32; K],
-        out: &mut [u8],
-        words: &[u16],
-        nwords: usize,
-        pos: &mut usize,
-    ) -> usize {
-        #[cfg(target_arch = "x86_64")]
-        if K % 8 == 0 && ENABLED.with(|e| e.get()) && std::is_x86_feature_detected!("avx2") {
-            debug_assert!(nwords < words.len());
-            // SAFETY: AVX2 is available (checked just above); `K` is a multiple of 8, and `words` holds more than
-            // `nwords` entries (the decoder's sentinel), which is what `avx2::decode_steps` requires.
-            return unsafe { avx2::decode_steps::<K>(&lookup.entries, states, out, words, nwords, pos) };
-        }
-        let _ = (lookup, states, out, words, nwords, pos);
-        0
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    mod avx2 {
-        use std::arch::x86_64::*;
-
-        /// `EXPAND[mask][i]`: which of the loaded words lane `i` takes when the lanes in `mask` refill.
-        static EXPAND: [[u32; 8]; 256] = {
-            let mut table = [[0u32; 8]; 256];
-            let mut mask = 0;
-            while mask < 256 {
-                let mut lane = 0;
-                while lane < 8 {
-                    table[mask][lane] = (mask & ((1 << lane) - 1)).count_ones();
-                    lane += 1;
-                }
-                mask += 1;
-            }
-            table
-        };
-
-        /// # Safety
-        /// The CPU supports AVX2, `K` is a multiple of 8 and `nwords < words.len()`.
-        #[target_feature(enable = "avx2")]
-        pub(super) unsafe fn decode_steps<const K: usize>(
-            entries: &[u32; 4096],
-            states: &mut [u32; K],
-            out: &mut [u8],
-            words: &[u16],
-            nwords: usize,
-            pos: &mut usize,
-        ) -> usize {
-            let slot_mask = _mm256_set1_epi32(0xfff);
-            let one = _mm256_set1_epi32(1);
-            // Picks the low byte of each 32-bit entry (the symbol) into the low 4 bytes of each 128-bit half.
-            let symbol_bytes = _mm256_setr_epi8(
-                0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, //
-                0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
-            );
-            let mut done = 0;
-            while done + K <= out.len() && *pos + K <= nwords {
-                // Loop invariant: `*pos` is at most the step's starting position plus `8·group`, and that start
-                // plus `K` is at most `nwords`, so `*pos + 8 <= nwords < words.len()` for every group.
-                for group in 0..K / 8 {
-                    // SAFETY: `8·group + 8 <= K`: the eight states lie inside `states`.
-                    let state_ptr = unsafe { states.as_mut_ptr().add(8 * group) } as *mut __m256i;
-                    // SAFETY: as above; unaligned loads are allowed.
-                    let x = unsafe { _mm256_loadu_si256(state_ptr) };
-                    let slot = _mm256_and_si256(x, slot_mask);
-                    // SAFETY: every index is masked below 4096, the length of `entries`.
-                    let e = unsafe { _mm256_i32gather_epi32::<4>(entries.as_ptr() as *const i32, slot) };
-                    let freq = _mm256_add_epi32(_mm256_srli_epi32::<20>(e), one);
-                    let bias = _mm256_and_si256(_mm256_srli_epi32::<8>(e), slot_mask);
-                    let y = _mm256_add_epi32(_mm256_mullo_epi32(freq, _mm256_srli_epi32::<12>(x)), bias);
-
-                    let symbols = _mm256_shuffle_epi8(e, symbol_bytes);
-                    // SAFETY: `done + 8·group + 8 <= done + K <= out.len()`: eight output bytes are writable.
-                    unsafe {
-                        let out_ptr = out.as_mut_ptr().add(done + 8 * group);
-                        (out_ptr as *mut i32).write_unaligned(_mm256_extract_epi32::<0>(symbols));
-                        (out_ptr.add(4) as *mut i32).write_unaligned(_mm256_extract_epi32::<4>(symbols));
-                    }
-
-                    // Lanes below 2^16 (those whose top half is zero) take the next words in lane order.
-                    let refill = _mm256_cmpeq_epi32(_mm256_srli_epi32::<16>(y), _mm256_setzero_si256());
-                    let mask = _mm256_movemask_ps(_mm256_castsi256_ps(refill)) as usize;
-                    // SAFETY: by the loop invariant, `words[*pos .. *pos + 8]` is in bounds.
-                    let loaded = unsafe { _mm_loadu_si128(words.as_ptr().add(*pos) as *const __m128i) };
-                    // SAFETY: `EXPAND[mask]` is a checked index; its row is exactly eight `u32`s.
-                    let order = unsafe { _mm256_loadu_si256(EXPAND[mask].as_ptr() as *const __m256i) };
-                    let w = _mm256_permutevar8x32_epi32(_mm256_cvtepu16_epi32(loaded), order);
-                    let refilled = _mm256_or_si256(_mm256_slli_epi32::<16>(y), w);
-                    // SAFETY: the same eight states as the load above.
-                    unsafe { _mm256_storeu_si256(state_ptr, _mm256_blendv_epi8(y, refilled, refill)) };
-                    *pos += mask.count_ones() as usize;
-                }
-                done += K;
-            }
-            done
-        }
-    }
-}
-
-/// The encoder's output: the final states (lane 0 first) and the word stream in decoder order.
+/// The encoder's output: the final states (lane 0 first) and the word stream as stored: lane 0's words in the
+/// order its decoder takes them, then lane 1's in reverse (its decoder takes them from the back).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Encoded {
     pub states: Vec<u32>,
     pub words: Vec<u16>,
 }
 
-/// Encodes `symbols` with `lanes` interleaved states. `segments` lists `(count, table)` in symbol order: the first
-/// `count` symbols use the first table, and so on (FORMAT.md §3.1); the counts must sum to `symbols.len()`.
+/// Encodes `symbols` as one lane. `segments` lists `(count, table)` in symbol order: the first `count` symbols use
+/// the first table, and so on (FORMAT.md §3.1); the counts must sum to `symbols.len()`.
 ///
 /// # Panics
-/// When `lanes` is not a valid lane count, the segments do not cover the symbols, or a symbol has frequency 0 in
-/// its table: all three are bugs in the caller (the packer builds its tables from the same symbols).
-pub fn encode(symbols: &[u8], segments: &[(usize, &Table)], lanes: usize) -> Encoded {
-    encode_with_contexts(symbols, segments, None, lanes)
+/// As [`encode_lanes`].
+pub fn encode(symbols: &[u8], segments: &[(usize, &Table)]) -> Encoded {
+    encode_lanes(symbols, segments, None, &[0])
 }
 
-/// [`encode`], except that the last `contexts.len()` symbols, when `tail` is `Some((model, contexts))`, are base
-/// codes (0..4) coded with `model` in the given contexts (FORMAT.md §3.5); `segments` cover the symbols before.
+/// Encodes `symbols` with one lane per entry of `starts` (`starts[0] = 0`, non-decreasing, at most [`MAX_LANES`]):
+/// lane `l` codes symbols `[starts[l], starts[l + 1])`, the last lane up to the end (FORMAT.md §3.4). `segments`
+/// give the tables as in [`encode`]; when `tail` is `Some((model, contexts))`, the last `contexts.len()` symbols
+/// are base codes (0..4) coded with `model` in the given contexts (FORMAT.md §3.5) and `segments` cover the
+/// symbols before them.
 ///
 /// # Panics
-/// As [`encode`]; also when a base code is 4 or more or has frequency 0 in its context.
-pub fn encode_with_contexts(
+/// When `starts` is not a valid lane layout, the segments do not cover the symbols, a symbol has frequency 0 in
+/// its table, or a base code is 4 or more: all bugs in the caller (the packer builds its tables from the same
+/// symbols).
+pub fn encode_lanes(
     symbols: &[u8],
     segments: &[(usize, &Table)],
     tail: Option<(&CtxModel, &[u32])>,
-    lanes: usize,
+    starts: &[usize],
 ) -> Encoded {
-    assert!(lanes.is_power_of_two() && lanes <= MAX_LANES, "invalid rANS lane count {lanes}");
+    let valid = starts.first() == Some(&0)
+        && starts.len() <= MAX_LANES
+        && starts.windows(2).all(|w| w[0] <= w[1])
+        && starts.last().is_some_and(|&s| s <= symbols.len());
+    assert!(valid, "invalid rANS lane starts {starts:?} for {} symbols", symbols.len());
     let tail_len = tail.map_or(0, |(_, c)| c.len());
     let covered: usize = segments.iter().map(|&(n, _)| n).sum::<usize>() + tail_len;
     assert_eq!(covered, symbols.len(), "rANS segments cover {covered} symbols, have {}", symbols.len());
 
-    let mut states = vec![STATE_LOW; lanes];
+    let mut states = Vec::with_capacity(starts.len());
     // Each symbol emits at most one word; most emit none.
-    let mut words: Vec<u16> = Vec::with_capacity(symbols.len() / 2 + lanes);
-    // One lane (the default) keeps its state in a register: indexed in the vector, the state went through memory
-    // from one symbol to the next (the vector might change under the word pushes as far as the compiler knows),
-    // a store and a load in the chain that bounds the encoder.
-    if lanes == 1 {
-        encode_lanes::<true>(symbols, segments, tail, &mut states, &mut words);
-    } else {
-        encode_lanes::<false>(symbols, segments, tail, &mut states, &mut words);
+    let mut words: Vec<u16> = Vec::with_capacity(symbols.len() / 2 + starts.len());
+    for (lane, &start) in starts.iter().enumerate() {
+        let end = starts.get(lane + 1).copied().unwrap_or(symbols.len());
+        let mark = words.len();
+        states.push(encode_lane(symbols, segments, tail, start..end, &mut words));
+        // A lane emits its words last first. Lane 0's decoder takes them from the front, so they are reversed;
+        // lane 1's takes them from the back, so they stay as emitted.
+        if lane == 0 {
+            words[mark..].reverse();
+        }
     }
-    words.reverse();
     Encoded { states, words }
 }
 
-/// The body of [`encode_with_contexts`]: codes the symbols from the last to the first into `states` (one per
-/// lane, `states.len()` a power of two) and `words`; `ONE`: a single lane, held in a local.
-fn encode_lanes<const ONE: bool>(
+/// Codes the symbols of `range` (one lane) from the last to the first, pushing the words it emits onto `words`;
+/// returns the lane's final state. The state lives in a local: in a vector indexed by lane it went through
+/// memory from one symbol to the next, a store and a load on the chain that bounds the encoder.
+fn encode_lane(
     symbols: &[u8],
     segments: &[(usize, &Table)],
     tail: Option<(&CtxModel, &[u32])>,
-    states: &mut [u32],
+    range: std::ops::Range<usize>,
     words: &mut Vec<u16>,
-) {
-    let lanes = states.len();
-    let mut single = states[0];
+) -> u32 {
+    let mut x = STATE_LOW;
     let mut put = |i: usize, f: u32, c: u32| {
         assert!(f != 0, "rANS encode: symbol {} (index {i}) has frequency 0 in its table", symbols[i]);
-        let x = if ONE { &mut single } else { &mut states[i & (lanes - 1)] };
         // In u64: for f = 4096 the bound is 2^32, which no state reaches (a certain symbol costs nothing).
-        if *x as u64 >= (f as u64) << (32 - SCALE_BITS) {
-            words.push(*x as u16);
-            *x >>= 16;
+        if x as u64 >= (f as u64) << (32 - SCALE_BITS) {
+            words.push(x as u16);
+            x >>= 16;
         }
-        *x = ((*x / f) << SCALE_BITS) + (*x % f) + c;
+        x = ((x / f) << SCALE_BITS) + (x % f) + c;
     };
+    // The part of symbols [start, end) that lies in the lane, last first.
+    let within = |start: usize, end: usize| (start.max(range.start)..end.min(range.end)).rev();
     let mut end = symbols.len();
     if let Some((model, contexts)) = tail {
         let start = end - contexts.len();
-        for i in (start..end).rev() {
+        for i in within(start, end) {
             let s = symbols[i] as u32;
             assert!(s < 4, "rANS encode: base code {s} (index {i})");
             let (f, c) = model.freq_cum(contexts[i - start], s);
@@ -758,68 +642,70 @@ fn encode_lanes<const ONE: bool>(
     }
     for &(count, table) in segments.iter().rev() {
         let start = end - count;
-        for i in (start..end).rev() {
+        for i in within(start, end) {
             let s = symbols[i] as usize;
             put(i, table.freq_of(s), table.cum.get(s).map_or(0, |&c| c as u32));
         }
         end = start;
     }
-    if ONE {
-        states[0] = single;
-    }
+    x
 }
 
-/// Streaming decoder over one slice's rANS stream. Feed it the slice's segments in order with [`Decoder::decode`],
-/// then call [`Decoder::finish`].
+/// Streaming decoder of one lane of a slice's rANS stream (FORMAT.md §3.4). Feed it the lane's segments in order
+/// with [`Decoder::decode`] or [`Decoder::decode_contexts`], then check the slice's lanes with [`finish_lanes`].
 #[derive(Debug, Clone)]
 pub struct Decoder {
-    states: [u32; MAX_LANES],
-    lanes: usize,
-    /// The word stream followed by one zero sentinel; reads past the end land on it (see the module notes).
+    state: u32,
+    /// The lane's words in the order it takes them (lane 1's reversed from the stream), then one zero sentinel;
+    /// reads past the end land on it (see the module notes).
     words: Vec<u16>,
     nwords: usize,
     pos: usize,
-    /// Index of the next symbol, which fixes its lane.
+    /// Symbols decoded so far.
     next: usize,
 }
 
 impl Default for Decoder {
     /// A decoder with no stream yet (see [`Decoder::reset`]).
     fn default() -> Self {
-        Decoder { states: [STATE_LOW; MAX_LANES], lanes: 1, words: vec![0], nwords: 0, pos: 0, next: 0 }
+        Decoder { state: STATE_LOW, words: vec![0], nwords: 0, pos: 0, next: 0 }
     }
 }
 
 impl Decoder {
-    /// `state_bytes` holds `lanes` little-endian `u32`s, `word_bytes` the little-endian word stream. Initial states
-    /// below `2^16` cannot come from an encoder and are refused.
-    pub fn new(state_bytes: &[u8], word_bytes: &[u8], lanes: usize) -> Result<Decoder, DecodeError> {
+    /// A lane whose final encoder state is the little-endian `u32` in `state_bytes`, over the little-endian word
+    /// stream `word_bytes`, taking its words from the back when `from_back` (lane 1). A state below `2^16` cannot
+    /// come from an encoder and is refused.
+    pub fn new(state_bytes: &[u8], word_bytes: &[u8], from_back: bool) -> Result<Decoder, DecodeError> {
         let mut decoder = Decoder::default();
-        decoder.reset(state_bytes, word_bytes, lanes)?;
+        decoder.reset(state_bytes, word_bytes, from_back)?;
         Ok(decoder)
     }
 
-    /// Starts over on another stream (see [`Decoder::new`]), reusing the word buffer: a decoder that works
-    /// through many small slices keeps one.
-    pub fn reset(&mut self, state_bytes: &[u8], word_bytes: &[u8], lanes: usize) -> Result<(), DecodeError> {
-        let lanes = check_lanes(u32::try_from(lanes).unwrap_or(0))?;
-        if state_bytes.len() != 4 * lanes || word_bytes.len() % 2 != 0 {
+    /// Starts over on another lane (see [`Decoder::new`]), reusing the word buffer: a decoder that works through
+    /// many small slices keeps one.
+    pub fn reset(&mut self, state_bytes: &[u8], word_bytes: &[u8], from_back: bool) -> Result<(), DecodeError> {
+        let (Ok(state), true) = (<[u8; 4]>::try_from(state_bytes), word_bytes.len() % 2 == 0) else {
             return Err(DecodeError::Rans {
-                detail: format!("{} state bytes for {lanes} lanes, {} word bytes", state_bytes.len(), word_bytes.len()),
+                detail: format!("{} state bytes for one lane, {} word bytes", state_bytes.len(), word_bytes.len()),
             });
-        }
-        for (lane, (state, bytes)) in self.states.iter_mut().zip(state_bytes.chunks_exact(4)).enumerate() {
-            *state = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
-            if *state < STATE_LOW {
-                return Err(DecodeError::Rans { detail: format!("lane {lane} starts at state {state:#x} < 2^16") });
-            }
+        };
+        let state = u32::from_le_bytes(state);
+        if state < STATE_LOW {
+            let lane = u8::from(from_back);
+            return Err(DecodeError::Rans { detail: format!("lane {lane} starts at state {state:#x} < 2^16") });
         }
         let nwords = word_bytes.len() / 2;
         self.words.clear();
         self.words.reserve(nwords + 1);
-        self.words.extend(word_bytes.chunks_exact(2).map(|w| u16::from_le_bytes([w[0], w[1]])));
+        let words = word_bytes.chunks_exact(2).map(|w| u16::from_le_bytes([w[0], w[1]]));
+        if from_back {
+            self.words.extend(words.rev());
+        } else {
+            self.words.extend(words);
+        }
         self.words.push(0);
-        self.lanes = lanes;
+        self.state = state;
         self.nwords = nwords;
         self.pos = 0;
         self.next = 0;
@@ -837,24 +723,24 @@ impl Decoder {
                 detail: format!("symbol {} needs a table the group does not use (nsym = 0)", self.next),
             });
         }
-        with_lookup(table, |lookup| match self.lanes {
-            1 => self.decode_lanes::<1>(lookup, out),
-            2 => self.decode_lanes::<2>(lookup, out),
-            4 => self.decode_lanes::<4>(lookup, out),
-            8 => self.decode_lanes::<8>(lookup, out),
-            16 => self.decode_lanes::<16>(lookup, out),
-            _ => self.decode_lanes::<32>(lookup, out),
+        let n = out.len();
+        // One stream through the lock step's round: its unchecked spans and clamped tail.
+        with_lookup(table, |lookup| {
+            let mut cur = [RoundStream { out, lookup, words: &self.words[..=self.nwords] }];
+            let (mut x, mut p) = ([self.state], [self.pos]);
+            lockstep_round(&mut cur, &mut x, &mut p, n);
+            (self.state, self.pos) = (x[0], p[0]);
         });
+        self.next += n;
         Ok(())
     }
 
-    /// Decodes several streams in lock step: stream `j` is `decoders[j]`, decoding the four segments `outs[j]`
-    /// with the tables `tables[j]` (LL, ML, OF, LIT). Single-lane streams advance one symbol each per round, in
-    /// groups of [`MAX_LOCKSTEP`] consecutive streams, so that their dependency chains (lookup, multiply, refill)
-    /// overlap instead of running one after another. The result is exactly what [`Decoder::decode`] on each
-    /// stream in turn gives; streams with more than one lane, or already part-way through their slice, are
-    /// decoded one by one. Call [`Decoder::finish`] on each afterwards. On error returns the index of the stream
-    /// at fault (streams before its group are decoded, the rest are not).
+    /// Decodes several lanes in lock step: lane `j` is `decoders[j]`, decoding the four segments `outs[j]` with the
+    /// tables `tables[j]` (LL, ML, OF, LIT). Lanes advance one symbol each per round, in groups of [`MAX_LOCKSTEP`]
+    /// consecutive lanes, so that their dependency chains (lookup, multiply, refill) overlap instead of running one
+    /// after another. The result is exactly what [`Decoder::decode`] on each lane in turn gives; lanes already
+    /// part-way through their symbols are decoded one by one. On error returns the index of the lane at fault
+    /// (lanes before its group are decoded, the rest are not).
     pub fn decode_lockstep_all(
         decoders: &mut [Decoder],
         outs: Vec<[&mut [u8]; 4]>,
@@ -873,8 +759,8 @@ impl Decoder {
         Ok(())
     }
 
-    /// One lock step of up to [`MAX_LOCKSTEP`] streams (more are split by `run_lockstep`), after the checks;
-    /// errors name the stream within the group.
+    /// One lock step of up to [`MAX_LOCKSTEP`] lanes (more are split by `run_lockstep`), after the checks; errors
+    /// name the lane within the group.
     fn lockstep_group(
         decoders: Vec<&mut Decoder>,
         outs: Vec<[&mut [u8]; 4]>,
@@ -889,20 +775,20 @@ impl Decoder {
                 }
             }
         }
-        // Multi-lane streams and streams already started go one by one, through `decode`.
-        let mut single = Vec::with_capacity(decoders.len());
+        // Lanes already started go one by one, through `decode`.
+        let mut fresh = Vec::with_capacity(decoders.len());
         for (s, ((dec, segs), set)) in decoders.into_iter().zip(outs).zip(tables).enumerate() {
-            if dec.lanes != 1 || dec.next != 0 {
+            if dec.next != 0 {
                 for (seg, table) in segs.into_iter().zip(set) {
                     dec.decode(table, seg).map_err(|e| (s, e))?;
                 }
             } else {
-                single.push((dec, segs, set));
+                fresh.push((dec, segs, set));
             }
         }
-        // The distinct tables (streams of one group share theirs), and which one each segment uses.
+        // The distinct tables (lanes of one group share theirs), and which one each segment uses.
         let mut distinct: Vec<&Table> = Vec::with_capacity(16);
-        let which: Vec<[usize; 4]> = single
+        let which: Vec<[usize; 4]> = fresh
             .iter()
             .map(|(_, _, set)| {
                 set.map(|t| match distinct.iter().position(|d| std::ptr::eq(*d, t)) {
@@ -915,12 +801,12 @@ impl Decoder {
             })
             .collect();
         with_lookups(&distinct, |lookups| {
-            let streams = single
+            let streams = fresh
                 .into_iter()
                 .zip(&which)
                 .map(|((dec, segs, _), which)| {
                     dec.next = segs.iter().map(|s| s.len()).sum();
-                    Lockstep { x: dec.states[0], pos: dec.pos, segs, seg: 0, lookups: which.map(|i| lookups[i]), dec }
+                    Lockstep { x: dec.state, pos: dec.pos, segs, seg: 0, lookups: which.map(|i| lookups[i]), dec }
                 })
                 .collect();
             run_lockstep(streams);
@@ -928,118 +814,59 @@ impl Decoder {
         Ok(())
     }
 
-    /// The decode loop, monomorphised per lane count so the lane index is a cheap mask and whole steps unroll.
-    fn decode_lanes<const K: usize>(&mut self, lookup: &DecodeLookup, out: &mut [u8]) {
-        let mut lane = self.next % K;
-        let mut pos = self.pos;
-        let words = &self.words[..];
-        let nwords = self.nwords;
-        let mut states: [u32; K] = [0; K];
-        states.copy_from_slice(&self.states[..K]);
-
-        // Symbols until the first step boundary, then whole steps, then the tail.
-        let head = ((K - lane) % K).min(out.len());
-        let (head_out, rest) = out.split_at_mut(head);
-        for o in head_out.iter_mut() {
-            *o = step_clamped(lookup, &mut states[lane], words, nwords, &mut pos);
-            lane = (lane + 1) % K;
-        }
-        // Whole steps eight lanes at a time where the CPU can, while the words cannot run out; then scalar.
-        let simd_done = simd::decode_steps::<K>(lookup, &mut states, rest, words, nwords, &mut pos);
-        let mut whole = rest[simd_done..].chunks_exact_mut(K);
-        for chunk in &mut whole {
-            if pos + K <= nwords {
-                // A step reads at most K words, all before `nwords`: no clamping needed.
-                for (x, o) in states.iter_mut().zip(chunk.iter_mut()) {
-                    // SAFETY: within this step `pos` starts at `p0` with `p0 + K <= nwords` and grows by at most
-                    // one per symbol, so before the k-th symbol (k < K) `pos <= p0 + k < nwords < words.len()`.
-                    *o = unsafe { step_unchecked(lookup, x, words, &mut pos) };
-                }
-            } else {
-                for (x, o) in states.iter_mut().zip(chunk.iter_mut()) {
-                    *o = step_clamped(lookup, x, words, nwords, &mut pos);
-                }
-            }
-        }
-        for o in whole.into_remainder().iter_mut() {
-            *o = step_clamped(lookup, &mut states[lane], words, nwords, &mut pos);
-            lane = (lane + 1) % K;
-        }
-
-        self.states[..K].copy_from_slice(&states);
-        self.pos = pos;
-        self.next += out.len();
-    }
-
     /// Decodes `out.len()` literals coded with a context model (FORMAT.md §3.5) into `out` as bytes A, C, G, T:
-    /// the slice's literal segment (or its first literals), which starts at the next symbol. Each lane's context
-    /// starts at 0 here and takes in every base that lane decodes.
+    /// the lane's literals (or its first ones), which start at the next symbol, their context at 0.
     pub fn decode_contexts(&mut self, model: &CtxModel, out: &mut [u8]) {
-        let lanes = self.lanes.max(1);
-        let mask = model.mask();
-        let mut ctx = [0u32; MAX_LANES];
-        let mut lane = self.next % lanes;
-        let mut pos = self.pos;
-        let words = &self.words[..];
-        let nwords = self.nwords;
-        for o in out.iter_mut() {
-            let x = self.states[lane];
-            let slot = x & SLOT_MASK;
-            let (s, f, c) = model.decode_slot(ctx[lane], slot);
-            let y = f * (x >> SCALE_BITS) + slot - c;
-            self.states[lane] = refill(y, words[pos.min(nwords)], &mut pos);
-            ctx[lane] = next_context(ctx[lane], s, mask);
-            *o = base_byte(s);
-            lane = (lane + 1) & (lanes - 1);
-        }
-        self.pos = pos;
-        self.next += out.len();
+        Decoder::decode_contexts_all(vec![(self, model, out)]);
     }
 
-    /// [`Decoder::decode_contexts`] for several single-lane streams at once, in lock steps of up to
-    /// [`MAX_LOCKSTEP`]: a context decode is one dependency chain per slice (slot, three compares, multiply,
-    /// refill, next context), and interleaving independent slices overlaps them. Streams with more lanes are
-    /// decoded one by one.
+    /// [`Decoder::decode_contexts`] for several lanes at once, in lock steps of up to [`MAX_LOCKSTEP`]: a context
+    /// decode is one dependency chain per lane (slot, three compares, multiply, refill, next context), and
+    /// interleaving independent lanes overlaps them.
     pub fn decode_contexts_all(streams: Vec<(&mut Decoder, &CtxModel, &mut [u8])>) {
-        let mut single = Vec::with_capacity(streams.len());
-        for (dec, model, out) in streams {
-            if dec.lanes == 1 {
-                single.push(CtxStream { dec, model, out, ctx: 0 });
-            } else {
-                dec.decode_contexts(model, out);
-            }
-        }
+        let mut lanes: Vec<CtxStream> =
+            streams.into_iter().map(|(dec, model, out)| CtxStream { dec, model, out, ctx: 0 }).collect();
         loop {
-            single.retain(|s| !s.out.is_empty());
-            match single.len() {
+            lanes.retain(|s| !s.out.is_empty());
+            match lanes.len() {
                 0 => break,
-                1 => contexts_round::<1>(&mut single[..1]),
-                2 => contexts_round::<2>(&mut single[..2]),
-                3 => contexts_round::<3>(&mut single[..3]),
-                _ => contexts_round::<4>(&mut single[..4]),
+                1 => contexts_round::<1>(&mut lanes[..1]),
+                2 => contexts_round::<2>(&mut lanes[..2]),
+                3 => contexts_round::<3>(&mut lanes[..3]),
+                _ => contexts_round::<4>(&mut lanes[..4]),
             }
         }
     }
 
-    /// Checks the end of the stream: every lane back at `2^16`, all words consumed and no read past the end.
+    /// Checks the end of a one-lane stream (see [`finish_lanes`]).
     pub fn finish(&self) -> Result<(), DecodeError> {
-        if self.pos != self.nwords {
-            return Err(DecodeError::Rans {
-                detail: format!("{} of {} words consumed after {} symbols", self.pos, self.nwords, self.next),
-            });
-        }
-        if let Some(lane) = (0..self.lanes).find(|&l| self.states[l] != STATE_LOW) {
-            return Err(DecodeError::Rans {
-                detail: format!("lane {lane} ends at state {:#x}, expected 0x10000", self.states[lane]),
-            });
-        }
-        Ok(())
+        finish_lanes(std::slice::from_ref(self))
     }
 
     /// Number of symbols decoded so far.
     pub fn symbols_decoded(&self) -> usize {
         self.next
     }
+}
+
+/// Checks the end of a slice's stream, given its lanes after their last symbols (all over the same word stream):
+/// every lane back at `2^16`, and the words they took adding up to exactly the stream's (so none read past its
+/// end, and together they took every word once).
+pub fn finish_lanes(lanes: &[Decoder]) -> Result<(), DecodeError> {
+    let nwords = lanes.first().map_or(0, |d| d.nwords);
+    let taken: usize = lanes.iter().map(|d| d.pos).sum();
+    if taken != nwords {
+        let symbols: usize = lanes.iter().map(|d| d.next).sum();
+        return Err(DecodeError::Rans {
+            detail: format!("{taken} of {nwords} words consumed by {} lane(s) after {symbols} symbols", lanes.len()),
+        });
+    }
+    if let Some(lane) = lanes.iter().position(|d| d.state != STATE_LOW) {
+        return Err(DecodeError::Rans {
+            detail: format!("lane {lane} ends at state {:#x}, expected 0x10000", lanes[lane].state),
+        });
+    }
+    Ok(())
 }
 
 /// Encodes into the byte layout of a block payload's `state[K]` and `word[nwords]` fields.
@@ -1068,100 +895,165 @@ mod tests {
         (all[..split].to_vec(), all[split..].to_vec())
     }
 
-    /// A literal transcription of FORMAT.md §3.4's step-wise decoder (all lanes decode, then refill in lane order).
-    // Indexed loops on purpose: this mirrors the spec's pseudo-code line by line.
-    #[allow(clippy::needless_range_loop)]
-    fn reference_decode(states: &[u32], words: &[u16], segments: &[(usize, &Table)]) -> Result<Vec<u8>, &'static str> {
-        let k = states.len();
-        let mut x = states.to_vec();
-        let total: usize = segments.iter().map(|s| s.0).sum();
-        let table_of = |i: usize| {
-            let mut end = 0;
-            for &(n, t) in segments {
-                end += n;
-                if i < end {
-                    return t;
-                }
+    /// The table of symbol `i`.
+    fn table_of<'t>(segments: &[(usize, &'t Table)], i: usize) -> &'t Table {
+        let mut end = 0;
+        for &(n, t) in segments {
+            end += n;
+            if i < end {
+                return t;
             }
-            unreachable!()
-        };
+        }
+        unreachable!("symbol {i} past the segments")
+    }
+
+    /// A literal transcription of FORMAT.md §3.4: each lane decodes its run of symbols on its own, lane 0 taking
+    /// words from the front, lane 1 from the back; at the end every lane is at 2^16 and the lanes took every word.
+    fn reference_decode(
+        states: &[u32],
+        words: &[u16],
+        segments: &[(usize, &Table)],
+        starts: &[usize],
+    ) -> Result<Vec<u8>, &'static str> {
+        let total: usize = segments.iter().map(|s| s.0).sum();
         let mut out = vec![0u8; total];
-        let mut pos = 0;
-        let mut j = 0;
-        while j * k < total {
-            for lane in 0..k {
-                let i = j * k + lane;
-                if i >= total {
-                    continue;
-                }
-                let t = table_of(i);
-                let slot = x[lane] & 4095;
+        let mut taken = 0;
+        for (lane, &start) in starts.iter().enumerate() {
+            let end = starts.get(lane + 1).copied().unwrap_or(total);
+            let mut x = states[lane];
+            let mut k = 0;
+            for i in start..end {
+                let t = table_of(segments, i);
+                let slot = x & 4095;
                 let s = (0..t.freq.len())
                     .find(|&s| (t.cum[s] as u32) <= slot && slot < t.cum[s] as u32 + t.freq[s] as u32)
-                    .unwrap();
+                    .ok_or("no symbol")?;
                 out[i] = s as u8;
-                x[lane] = t.freq[s] as u32 * (x[lane] >> 12) + slot - t.cum[s] as u32;
-            }
-            for lane in 0..k {
-                if j * k + lane < total && x[lane] < 1 << 16 {
-                    let w = *words.get(pos).ok_or("out of words")?;
-                    x[lane] = (x[lane] << 16) | w as u32;
-                    pos += 1;
+                x = t.freq[s] as u32 * (x >> 12) + slot - t.cum[s] as u32;
+                if x < 1 << 16 {
+                    let at = if lane == 0 { Some(k) } else { words.len().checked_sub(1 + k) };
+                    let w = *at.and_then(|a| words.get(a)).ok_or("out of words")?;
+                    x = (x << 16) | w as u32;
+                    k += 1;
                 }
             }
-            j += 1;
+            if x != 1 << 16 {
+                return Err("bad end state");
+            }
+            taken += k;
         }
-        if pos != words.len() || x.iter().any(|&s| s != 1 << 16) {
-            return Err("bad end");
+        if taken != words.len() {
+            return Err("words left over or shared");
         }
         Ok(out)
     }
 
-    fn decode_all(enc: &Encoded, segments: &[(usize, &Table)]) -> Result<Vec<u8>, DecodeError> {
-        let (sb, wb) = stream_bytes(enc);
-        let mut dec = Decoder::new(&sb, &wb, enc.states.len())?;
+    /// Decodes lane `l` (`[start, end)` of the symbols) with a `Decoder`, segment by segment.
+    fn decode_lane(
+        dec: &mut Decoder,
+        segments: &[(usize, &Table)],
+        start: usize,
+        end: usize,
+    ) -> Result<Vec<u8>, DecodeError> {
         let mut out = Vec::new();
+        let mut at = 0;
         for &(n, t) in segments {
-            let mut part = vec![0u8; n];
-            dec.decode(t, &mut part)?;
-            out.extend_from_slice(&part);
+            let (a, b) = (at.max(start), (at + n).min(end));
+            if a < b {
+                let mut part = vec![0u8; b - a];
+                dec.decode(t, &mut part)?;
+                out.extend_from_slice(&part);
+            }
+            at += n;
         }
-        dec.finish()?;
+        Ok(out)
+    }
+
+    fn decode_all(enc: &Encoded, segments: &[(usize, &Table)], starts: &[usize]) -> Result<Vec<u8>, DecodeError> {
+        let (sb, wb) = stream_bytes(enc);
+        decode_bytes(&sb, &wb, segments, starts)
+    }
+
+    fn decode_bytes(
+        sb: &[u8],
+        wb: &[u8],
+        segments: &[(usize, &Table)],
+        starts: &[usize],
+    ) -> Result<Vec<u8>, DecodeError> {
+        let total: usize = segments.iter().map(|s| s.0).sum();
+        let mut lanes = Vec::new();
+        let mut out = Vec::new();
+        for (lane, &start) in starts.iter().enumerate() {
+            let end = starts.get(lane + 1).copied().unwrap_or(total);
+            let mut dec = Decoder::new(&sb[4 * lane..4 * lane + 4], wb, lane == 1)?;
+            out.extend(decode_lane(&mut dec, segments, start, end)?);
+            lanes.push(dec);
+        }
+        finish_lanes(&lanes)?;
         Ok(out)
     }
 
     #[test]
     fn empty_stream() {
         let t = table(&[1, 1]);
-        let enc = encode(&[], &[(0, &t)], 4);
-        assert_eq!(enc.states, vec![STATE_LOW; 4]);
-        assert!(enc.words.is_empty());
-        assert_eq!(decode_all(&enc, &[(0, &t)]), Ok(vec![]));
+        for starts in [&[0][..], &[0, 0]] {
+            let enc = encode_lanes(&[], &[(0, &t)], None, starts);
+            assert_eq!(enc.states, vec![STATE_LOW; starts.len()]);
+            assert!(enc.words.is_empty());
+            assert_eq!(decode_all(&enc, &[(0, &t)], starts), Ok(vec![]));
+        }
     }
 
     #[test]
     fn single_symbol_table_costs_nothing() {
         let t = table(&[0, 0, 5]);
         let symbols = vec![2u8; 10_000];
-        let enc = encode(&symbols, &[(symbols.len(), &t)], 32);
+        let starts = [0, 4_000];
+        let enc = encode_lanes(&symbols, &[(symbols.len(), &t)], None, &starts);
         assert!(enc.words.is_empty());
-        assert_eq!(decode_all(&enc, &[(symbols.len(), &t)]), Ok(symbols));
+        assert_eq!(decode_all(&enc, &[(symbols.len(), &t)], &starts), Ok(symbols));
     }
 
     #[test]
     fn lanes_are_validated() {
-        for bad in [0u32, 3, 5, 64, u32::MAX] {
+        for bad in [0u32, 3, 4, 32, u32::MAX] {
             assert!(check_lanes(bad).is_err());
         }
-        assert!(Decoder::new(&[0; 12], &[], 3).is_err());
-        assert!(Decoder::new(&[0, 0, 1, 0], &[], 1).is_ok());
+        assert!(check_lanes(1).is_ok() && check_lanes(2).is_ok());
+        assert!(Decoder::new(&[0; 8], &[], false).is_err());
+        assert!(Decoder::new(&[0, 0, 1, 0], &[0], true).is_err());
+        assert!(Decoder::new(&[0, 0, 1, 0], &[], true).is_ok());
         // A state below 2^16 cannot come from an encoder.
-        assert!(matches!(Decoder::new(&[0xff, 0xff, 0, 0], &[], 1), Err(DecodeError::Rans { .. })));
+        assert!(matches!(Decoder::new(&[0xff, 0xff, 0, 0], &[], false), Err(DecodeError::Rans { .. })));
+    }
+
+    #[test]
+    fn lane_split_follows_the_format() {
+        // K = 1: everything on lane 0.
+        assert_eq!(lane_split(61, 3600, 1), 3600);
+        // Half of what the codes leave, rounded up to 8: lane 0 1837 symbols, lane 1 1824.
+        assert_eq!(lane_split(61, 3600, 2), 1776);
+        // More codes than literals: lane 1 takes every literal.
+        assert_eq!(lane_split(901, 300, 2), 0);
+        // Never past the literals.
+        assert_eq!(lane_split(1, 3, 2), 3);
+        assert_eq!(lane_split(1, 0, 2), 0);
+        for (c, n) in [(1usize, 0usize), (1, 17), (7, 4096), (100, 50), (3001, 4096)] {
+            let s = lane_split(c, n, 2);
+            assert!(s <= n && (s % 8 == 0 || s == n), "{c} {n} -> {s}");
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "invalid rANS lane starts")]
+    fn three_lanes_are_refused_by_the_encoder() {
+        let t = table(&[1, 1]);
+        encode_lanes(&[0, 1, 0], &[(3, &t)], None, &[0, 1, 2]);
     }
 
     #[test]
     fn unused_table_is_corruption() {
-        let mut dec = Decoder::new(&[0, 0, 1, 0], &[], 1).unwrap();
+        let mut dec = Decoder::new(&[0, 0, 1, 0], &[], false).unwrap();
         assert!(dec.decode(&Table::default(), &mut []).is_ok());
         assert!(matches!(dec.decode(&Table::default(), &mut [0]), Err(DecodeError::Rans { .. })));
     }
@@ -1171,10 +1063,32 @@ mod tests {
         // Hand-checkable: two symbols of frequency 2048 each encode one bit per symbol.
         let t = table(&[1, 1]);
         let symbols = [1u8, 0, 1, 1, 0, 0, 0, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1];
-        let enc = encode(&symbols, &[(symbols.len(), &t)], 1);
+        let enc = encode(&symbols, &[(symbols.len(), &t)]);
         // 17 bits: 65536 · 2^17 overflows once, so exactly one word comes out.
         assert_eq!(enc.words.len(), 1);
-        assert_eq!(reference_decode(&enc.states, &enc.words, &[(symbols.len(), &t)]), Ok(symbols.to_vec()));
+        assert_eq!(reference_decode(&enc.states, &enc.words, &[(symbols.len(), &t)], &[0]), Ok(symbols.to_vec()));
+    }
+
+    #[test]
+    fn two_lanes_share_the_stream_from_both_ends() {
+        // 40 one-bit symbols a lane: lane 0's words come first in the stream, lane 1's after them, reversed.
+        let t = table(&[1, 1]);
+        let symbols: Vec<u8> = (0..80).map(|i| (i * 7 % 3 == 0) as u8).collect();
+        let one = |range: std::ops::Range<usize>| encode(&symbols[range.clone()], &[(range.len(), &t)]);
+        let (a, b) = (one(0..40), one(40..80));
+        let both = encode_lanes(&symbols, &[(80, &t)], None, &[0, 40]);
+        assert_eq!(both.states, vec![a.states[0], b.states[0]]);
+        let stored: Vec<u16> = a.words.iter().chain(b.words.iter().rev()).copied().collect();
+        assert_eq!(both.words, stored);
+        assert_eq!(decode_all(&both, &[(80, &t)], &[0, 40]), Ok(symbols.clone()));
+        // The wrong split, or both lanes from the front, is caught by the end checks.
+        assert!(decode_all(&both, &[(80, &t)], &[0, 48]).is_err());
+        let (sb, wb) = stream_bytes(&both);
+        let mut l1 = Decoder::new(&sb[4..], &wb, false).unwrap();
+        let got = decode_lane(&mut l1, &[(80, &t)], 40, 80).unwrap();
+        let mut l0 = Decoder::new(&sb[..4], &wb, false).unwrap();
+        decode_lane(&mut l0, &[(80, &t)], 0, 40).unwrap();
+        assert!(got != symbols[40..] || finish_lanes(&[l0, l1]).is_err());
     }
 
     #[test]
@@ -1183,24 +1097,25 @@ mod tests {
         let mut tables: Vec<Table> =
             (0..LOOKUP_CACHE_SLOTS as u64 + 5).map(|i| table(&[1, i + 1, 3 * i + 2])).collect();
         let symbols: Vec<u8> = (0..500).map(|i| (i % 3) as u8).collect();
+        let starts = [0, 200];
         for round in 0..3 {
             for t in &tables {
-                let enc = encode(&symbols, &[(symbols.len(), t)], 8);
-                assert_eq!(decode_all(&enc, &[(symbols.len(), t)]), Ok(symbols.clone()), "round {round}");
+                let enc = encode_lanes(&symbols, &[(symbols.len(), t)], None, &starts);
+                assert_eq!(decode_all(&enc, &[(symbols.len(), t)], &starts), Ok(symbols.clone()), "round {round}");
             }
         }
         tables[0] = table(&[5, 1, 1]);
-        let enc = encode(&symbols, &[(symbols.len(), &tables[0])], 8);
-        assert_eq!(decode_all(&enc, &[(symbols.len(), &tables[0])]), Ok(symbols.clone()));
+        let enc = encode_lanes(&symbols, &[(symbols.len(), &tables[0])], None, &starts);
+        assert_eq!(decode_all(&enc, &[(symbols.len(), &tables[0])], &starts), Ok(symbols.clone()));
         let changed = &mut tables[1];
         *changed = table(&[1, 1, 9]);
-        let enc = encode(&symbols, &[(symbols.len(), &tables[1])], 8);
-        assert_eq!(decode_all(&enc, &[(symbols.len(), &tables[1])]), Ok(symbols));
+        let enc = encode_lanes(&symbols, &[(symbols.len(), &tables[1])], None, &starts);
+        assert_eq!(decode_all(&enc, &[(symbols.len(), &tables[1])], &starts), Ok(symbols));
     }
 
     #[test]
-    fn vector_path_on_long_streams() {
-        // Long enough for many whole steps on the vector path, in both a high- and a low-entropy table.
+    fn long_two_lane_streams() {
+        // Long enough for many unchecked spans, in both a high- and a low-entropy table, split anywhere.
         let mut seed = 12345u64;
         let mut next = move || {
             seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
@@ -1213,13 +1128,9 @@ mod tests {
             symbols.iter().for_each(|&s| counts[s as usize] += 1);
             let t = table(&counts);
             let segments = [(symbols.len() / 3, &t), (symbols.len() - symbols.len() / 3, &t)];
-            for lanes in [8, 16, 32] {
-                let enc = encode(&symbols, &segments, lanes);
-                assert_eq!(decode_all(&enc, &segments), Ok(symbols.clone()), "{lanes} lanes");
-                simd::set_enabled(false);
-                let scalar = decode_all(&enc, &segments);
-                simd::set_enabled(true);
-                assert_eq!(scalar, Ok(symbols.clone()));
+            for starts in [&[0][..], &[0, 0], &[0, 5_000], &[0, 10_008], &[0, 20_000]] {
+                let enc = encode_lanes(&symbols, &segments, None, starts);
+                assert_eq!(decode_all(&enc, &segments, starts), Ok(symbols.clone()), "{starts:?}");
             }
         }
     }
@@ -1238,7 +1149,7 @@ mod tests {
                 .collect();
             let symbols: Vec<u8> = segs.concat();
             let segments: Vec<(usize, &Table)> = splits.iter().copied().zip(tables).collect();
-            let enc = encode(&symbols, &segments, 1);
+            let enc = encode(&symbols, &segments);
             let (sb, mut wb) = stream_bytes(&enc);
             for &(at, x) in flips {
                 if !wb.is_empty() {
@@ -1248,20 +1159,20 @@ mod tests {
             }
             streams.push((sb, wb, *splits));
         }
-        let mut decs: Vec<Decoder> = streams.iter().map(|(sb, wb, _)| Decoder::new(sb, wb, 1).unwrap()).collect();
+        let mut decs: Vec<Decoder> = streams.iter().map(|(sb, wb, _)| Decoder::new(sb, wb, false).unwrap()).collect();
         let mut bufs: Vec<[Vec<u8>; 4]> = streams.iter().map(|(_, _, sp)| sp.map(|n| vec![0u8; n])).collect();
         {
             let outs = bufs.iter_mut().map(|b| b.each_mut().map(|v| &mut v[..])).collect();
             Decoder::decode_lockstep_all(&mut decs, outs, &[tables; 4]).unwrap();
         }
         for ((sb, wb, splits), (dec, buf)) in streams.iter().zip(decs.iter().zip(&bufs)) {
-            let mut alone = Decoder::new(sb, wb, 1).unwrap();
+            let mut alone = Decoder::new(sb, wb, false).unwrap();
             for (k, &n) in splits.iter().enumerate() {
                 let mut part = vec![0u8; n];
                 alone.decode(tables[k], &mut part).unwrap();
                 assert_eq!(part, buf[k]);
             }
-            assert_eq!((alone.pos, alone.states[0], alone.next), (dec.pos, dec.states[0], dec.next));
+            assert_eq!((alone.pos, alone.state, alone.next), (dec.pos, dec.state, dec.next));
             assert_eq!(alone.finish(), dec.finish());
             if flips.is_empty() {
                 assert!(dec.finish().is_ok());
@@ -1277,7 +1188,7 @@ mod tests {
         // A segment that needs an unused table is refused, as `decode` refuses it.
         let t = table(&[1, 1]);
         let empty = Table::default();
-        let mut d = Decoder::new(&[0, 0, 1, 0], &[], 1).unwrap();
+        let mut d = Decoder::new(&[0, 0, 1, 0], &[], false).unwrap();
         let mut one = [0u8; 1];
         let outs = vec![[&mut [][..], &mut [][..], &mut [][..], &mut one[..]]];
         assert!(Decoder::decode_lockstep_all(std::slice::from_mut(&mut d), outs, &[[&t, &t, &t, &empty]]).is_err());
@@ -1291,53 +1202,55 @@ mod tests {
             .collect()
     }
 
-    /// One stream of a wide lock-step test: its lane count, its four segments' (length, pool table) and
-    /// corruption (word-byte flips, a cut of the word stream).
-    type StreamSpec = (u32, [(usize, usize); 4], Vec<(usize, u8)>, Option<usize>);
+    /// One stream of a wide lock-step test: whether it is coded as lane 1 (read from the back), its four
+    /// segments' (length, pool table) and corruption (word-byte flips, a cut of the word stream).
+    type StreamSpec = (bool, [(usize, usize); 4], Vec<(usize, u8)>, Option<usize>);
 
     fn stream_spec() -> impl Strategy<Value = StreamSpec> {
         let seg = (prop_oneof![0usize..4, 0usize..300, 1000usize..3000], 0usize..LOOKUP_CACHE_SLOTS + 8);
         (
-            prop_oneof![6 => Just(0u32), 1 => 1u32..3],
+            any::<bool>(),
             [seg.clone(), seg.clone(), seg.clone(), seg],
             proptest::collection::vec((any::<usize>(), 1u8..=255), 0..2),
             proptest::option::weighted(0.15, any::<usize>()),
         )
     }
 
-    /// Encodes each spec's stream (symbols cycling through each table's alphabet), corrupts it as asked, then
-    /// decodes all streams with `decode_lockstep_all` and each alone with `decode`: the same symbols (garbage
-    /// included), positions, states, symbol counts and verdicts.
+    /// Encodes each spec's stream (symbols cycling through each table's alphabet; as lane 1 of a stream whose
+    /// lane 0 is empty, when asked), corrupts it as asked, then decodes all streams with `decode_lockstep_all`
+    /// and each alone with `decode`: the same symbols (garbage included), positions, states, symbol counts and
+    /// verdicts.
     fn wide_lockstep_agrees(specs: &[StreamSpec], pool: &[Table]) {
         let mut streams = Vec::new();
-        for (s, (lane_log, segs, flips, cut)) in specs.iter().enumerate() {
-            let lanes = 1usize << lane_log;
+        for (s, (back, segs, flips, cut)) in specs.iter().enumerate() {
             let symbols: Vec<u8> = segs
                 .iter()
                 .flat_map(|&(n, t)| (0..n).map(move |i| ((i * 7 + s + i / 5) % pool[t].nsym()) as u8))
                 .collect();
             let segments: Vec<(usize, &Table)> = segs.iter().map(|&(n, t)| (n, &pool[t])).collect();
-            let enc = encode(&symbols, &segments, lanes);
+            let enc = encode_lanes(&symbols, &segments, None, if *back { &[0, 0] } else { &[0] });
             let (sb, mut wb) = stream_bytes(&enc);
             flip_words(&mut wb, flips);
             if let (Some(cut), false) = (cut, wb.is_empty()) {
                 wb.truncate((cut % wb.len()) & !1);
             }
-            streams.push((sb, wb, lanes));
+            // Lane 1's state (lane 0 codes nothing).
+            streams.push((sb[sb.len() - 4..].to_vec(), wb, *back));
         }
-        let mut decs: Vec<Decoder> = streams.iter().map(|(sb, wb, k)| Decoder::new(sb, wb, *k).unwrap()).collect();
+        let mut decs: Vec<Decoder> =
+            streams.iter().map(|(sb, wb, back)| Decoder::new(sb, wb, *back).unwrap()).collect();
         let mut bufs: Vec<[Vec<u8>; 4]> = specs.iter().map(|sp| sp.1.map(|(n, _)| vec![0u8; n])).collect();
         let sets: Vec<[&Table; 4]> = specs.iter().map(|sp| sp.1.map(|(_, t)| &pool[t])).collect();
         let outs: Vec<[&mut [u8]; 4]> = bufs.iter_mut().map(|b| b.each_mut().map(|v| &mut v[..])).collect();
         Decoder::decode_lockstep_all(&mut decs, outs, &sets).unwrap();
-        for (s, ((sb, wb, lanes), (dec, buf))) in streams.iter().zip(decs.iter().zip(&bufs)).enumerate() {
-            let mut alone = Decoder::new(sb, wb, *lanes).unwrap();
+        for (s, ((sb, wb, back), (dec, buf))) in streams.iter().zip(decs.iter().zip(&bufs)).enumerate() {
+            let mut alone = Decoder::new(sb, wb, *back).unwrap();
             for (k, &(n, t)) in specs[s].1.iter().enumerate() {
                 let mut part = vec![0u8; n];
                 alone.decode(&pool[t], &mut part).unwrap();
                 assert_eq!(part, buf[k], "stream {s} segment {k}");
             }
-            assert_eq!((alone.pos, alone.states, alone.next), (dec.pos, dec.states, dec.next), "stream {s}");
+            assert_eq!((alone.pos, alone.state, alone.next), (dec.pos, dec.state, dec.next), "stream {s}");
             assert_eq!(alone.finish(), dec.finish(), "stream {s}");
             if specs[s].2.is_empty() && specs[s].3.is_none() {
                 assert!(dec.finish().is_ok(), "stream {s}");
@@ -1349,14 +1262,14 @@ mod tests {
     fn wide_lockstep_fixed_cases() {
         let pool = table_pool();
         // Nine streams (two full lock steps and one more), of different lengths, all sharing a table set; then 20
-        // streams with 32+ distinct tables per group; then a group with multi-lane streams mixed in.
+        // streams with 32+ distinct tables per group; then a group with back-reading lanes mixed in.
         let shared: Vec<StreamSpec> =
-            (0..9).map(|s| (0, [(3, 0), (2, 1), (2, 2), (2000 + 40 * s, 3)], vec![], None)).collect();
+            (0..9).map(|s| (false, [(3, 0), (2, 1), (2, 2), (2000 + 40 * s, 3)], vec![], None)).collect();
         wide_lockstep_agrees(&shared, &pool);
         let distinct: Vec<StreamSpec> = (0..20)
             .map(|s| {
                 (
-                    0,
+                    false,
                     [(50 + s, 4 * s % 40), (60, (4 * s + 1) % 40), (7, (4 * s + 2) % 40), (900, (4 * s + 3) % 40)],
                     vec![],
                     None,
@@ -1365,7 +1278,7 @@ mod tests {
             .collect();
         wide_lockstep_agrees(&distinct, &pool);
         let mixed: Vec<StreamSpec> = (0..8)
-            .map(|s| (s % 3, [(10, 5), (0, 6), (20, 7), (1500, 8)], vec![], if s == 5 { Some(7) } else { None }))
+            .map(|s| (s % 3 == 1, [(10, 5), (0, 6), (20, 7), (1500, 8)], vec![], if s == 5 { Some(7) } else { None }))
             .collect();
         wide_lockstep_agrees(&mixed, &pool);
     }
@@ -1382,9 +1295,10 @@ mod tests {
             let symbols: Vec<u8> =
                 splits.iter().zip(t).flat_map(|(&n, tb)| (0..n).map(move |i| ((i + s) % tb.nsym()) as u8)).collect();
             let segments: Vec<(usize, &Table)> = splits.iter().copied().zip(t.iter().copied()).collect();
-            streams.push((stream_bytes(&encode(&symbols, &segments, 1)), splits, symbols));
+            streams.push((stream_bytes(&encode(&symbols, &segments)), splits, symbols));
         }
-        let mut decs: Vec<Decoder> = streams.iter().map(|((sb, wb), _, _)| Decoder::new(sb, wb, 1).unwrap()).collect();
+        let mut decs: Vec<Decoder> =
+            streams.iter().map(|((sb, wb), _, _)| Decoder::new(sb, wb, false).unwrap()).collect();
         let mut bufs: Vec<[Vec<u8>; 4]> = streams.iter().map(|(_, sp, _)| sp.map(|n| vec![0u8; n])).collect();
         {
             let outs = bufs.iter_mut().map(|b| b.each_mut().map(|v| &mut v[..])).collect();
@@ -1436,80 +1350,54 @@ mod tests {
         }
     }
 
+    /// The lane starts for `lanes` lanes with lane 1 at `split` (mod the symbol count + 1).
+    fn starts_of(lanes: bool, split: usize, total: usize) -> Vec<usize> {
+        if lanes {
+            vec![0, split % (total + 1)]
+        } else {
+            vec![0]
+        }
+    }
+
     proptest! {
         #[test]
-        fn round_trip_matches_reference(segs in segment_strategy(), lane_log in 0u32..6) {
-            let lanes = 1usize << lane_log;
+        fn round_trip_matches_reference(segs in segment_strategy(), two: bool, split in any::<usize>()) {
             let tables: Vec<Table> = segs.iter().map(|(c, _)| table(c)).collect();
             let segments: Vec<(usize, &Table)> = segs.iter().zip(&tables).map(|((_, s), t)| (s.len(), t)).collect();
             let symbols: Vec<u8> = segs.iter().flat_map(|(_, s)| s.iter().copied()).collect();
-            let enc = encode(&symbols, &segments, lanes);
-            prop_assert_eq!(enc.states.len(), lanes);
-            prop_assert_eq!(decode_all(&enc, &segments), Ok(symbols.clone()));
-            prop_assert_eq!(reference_decode(&enc.states, &enc.words, &segments), Ok(symbols));
-        }
-
-        #[test]
-        fn vector_and_scalar_paths_agree(segs in segment_strategy(), lane_log in 3u32..6,
-                                         flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 0..3)) {
-            // Same stream through both paths, corrupted or not: the same symbols (garbage included), the same
-            // verdict, the same word position.
-            let lanes = 1usize << lane_log;
-            let tables: Vec<Table> = segs.iter().map(|(c, _)| table(c)).collect();
-            let segments: Vec<(usize, &Table)> = segs.iter().zip(&tables).map(|((_, s), t)| (s.len(), t)).collect();
-            let symbols: Vec<u8> = segs.iter().flat_map(|(_, s)| s.iter().copied()).collect();
-            let enc = encode(&symbols, &segments, lanes);
-            let (sb, mut wb) = stream_bytes(&enc);
-            flip_words(&mut wb, &flips);
-            let run = |vector: bool| {
-                simd::set_enabled(vector);
-                let mut dec = Decoder::new(&sb, &wb, lanes).unwrap();
-                let mut out = Vec::new();
-                for &(n, t) in &segments {
-                    let mut part = vec![0u8; n];
-                    dec.decode(t, &mut part).unwrap();
-                    out.extend_from_slice(&part);
-                }
-                simd::set_enabled(true);
-                (out, dec.finish(), dec.pos, dec.states)
-            };
-            prop_assert_eq!(run(true), run(false));
+            let starts = starts_of(two, split, symbols.len());
+            let enc = encode_lanes(&symbols, &segments, None, &starts);
+            prop_assert_eq!(enc.states.len(), starts.len());
+            prop_assert_eq!(decode_all(&enc, &segments, &starts), Ok(symbols.clone()));
+            prop_assert_eq!(reference_decode(&enc.states, &enc.words, &segments, &starts), Ok(symbols));
         }
 
         #[test]
         fn wide_lockstep_matches_one_by_one(specs in proptest::collection::vec(stream_spec(), 1..20)) {
-            // Any number of streams (several lock steps), any lane counts, shared or distinct tables, corrupted
-            // or cut streams: `decode_lockstep_all` agrees with decoding each stream alone.
+            // Any number of streams (several lock steps), lanes read from either end, shared or distinct tables,
+            // corrupted or cut streams: `decode_lockstep_all` agrees with decoding each stream alone.
             thread_local! { static POOL: Vec<Table> = table_pool(); }
             POOL.with(|pool| wide_lockstep_agrees(&specs, pool));
         }
 
         #[test]
-        fn corrupt_streams_never_panic(segs in segment_strategy(), lane_log in 0u32..6,
+        fn corrupt_streams_never_panic(segs in segment_strategy(), two: bool, split in any::<usize>(),
                                        flips in proptest::collection::vec((any::<usize>(), 1u8..=255), 1..4),
                                        cut in any::<usize>(), do_cut: bool) {
-            let lanes = 1usize << lane_log;
             let tables: Vec<Table> = segs.iter().map(|(c, _)| table(c)).collect();
             let segments: Vec<(usize, &Table)> = segs.iter().zip(&tables).map(|((_, s), t)| (s.len(), t)).collect();
             let symbols: Vec<u8> = segs.iter().flat_map(|(_, s)| s.iter().copied()).collect();
-            let enc = encode(&symbols, &segments, lanes);
+            let starts = starts_of(two, split, symbols.len());
+            let enc = encode_lanes(&symbols, &segments, None, &starts);
             let (sb, mut wb) = stream_bytes(&enc);
             flip_words(&mut wb, &flips);
             if do_cut && !wb.is_empty() {
                 wb.truncate((cut % wb.len()) & !1);
             }
             // Either an error or some symbols: the point is no panic and agreement with the reference on validity.
-            let ours = Decoder::new(&sb, &wb, lanes).and_then(|mut dec| {
-                let mut out = Vec::new();
-                for &(n, t) in &segments {
-                    let mut part = vec![0u8; n];
-                    dec.decode(t, &mut part)?;
-                    out.extend_from_slice(&part);
-                }
-                dec.finish().map(|_| out)
-            });
+            let ours = decode_bytes(&sb, &wb, &segments, &starts);
             let words: Vec<u16> = wb.chunks_exact(2).map(|w| u16::from_le_bytes([w[0], w[1]])).collect();
-            let reference = reference_decode(&enc.states, &words, &segments);
+            let reference = reference_decode(&enc.states, &words, &segments, &starts);
             prop_assert_eq!(ours.ok(), reference.ok());
         }
     }

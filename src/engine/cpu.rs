@@ -645,7 +645,7 @@ mod tests {
 
     /// A random program (near, far, cross-block and periodic sources) over `blocks` blocks of 4 KiB, written.
     fn random_archive(dir: &std::path::Path, seed: u64, blocks: usize) -> (Arc<ArchiveData>, Plan) {
-        let plan = Plan::random(small_header(6, 8), blocks * 4096 - 777, &mut Rng(seed));
+        let plan = Plan::random(small_header(6, 2), blocks * 4096 - 777, &mut Rng(seed));
         let path = dir.join(format!("seq{seed}.acx"));
         plan.write(&path);
         (Arc::new(ArchiveData::open(&path).unwrap()), plan)
@@ -675,7 +675,7 @@ mod tests {
     fn reverse_complement_sources_decode_in_batch_in_the_window_and_far_behind() {
         // Format version 5: a third of the matches are reverse complements, near, far and cross-block.
         let dir = tempfile::tempdir().unwrap();
-        let plan = Plan::random_rc(small_header(6, 8), 120 * 4096 - 333, &mut Rng(21));
+        let plan = Plan::random_rc(small_header(6, 2), 120 * 4096 - 333, &mut Rng(21));
         let rc = plan.blocks.iter().flat_map(|b| &b.tokens).filter(|t| t.rc);
         let far = rc.clone().filter(|t| t.back > 8 * 4096).count();
         assert!(rc.count() > 1000 && far > 100, "the program lacks RC sources ({far} far)");
@@ -718,7 +718,7 @@ mod tests {
     fn sources_in_packed_window_blocks_are_copied_exactly() {
         // Pure bases, so the window packs its older blocks: sources 2..26 blocks back come from packed blocks,
         // older ones through tokens.
-        let mut plan = Plan::new(small_header(6, 8));
+        let mut plan = Plan::new(small_header(6, 2));
         let mut rng = Rng(5);
         while plan.stream.len() < 150 * 4096 {
             let room = plan.room();
@@ -750,7 +750,7 @@ mod tests {
     fn a_corrupt_block_fails_with_the_blocks_that_depend_on_it_and_no_other() {
         let dir = tempfile::tempdir().unwrap();
         let (data, plan) = random_archive(dir.path(), 11, 200);
-        let bad = 97;
+        let bad = 95;
         let (from, to) = (data.payload_offset(bad) as usize, data.payload_end[bad as usize] as usize);
         let path = data.path.clone();
         drop(data);

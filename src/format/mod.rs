@@ -31,7 +31,7 @@ pub const HEADER_LEN: usize = 64;
 pub const FOOTER_LEN: usize = 64;
 pub const MAGIC: &[u8; 8] = b"ACEAPEX\0";
 pub const FOOTER_MAGIC: &[u8; 8] = b"ACXFOOT\0";
-pub const VERSION: u16 = 6;
+pub const VERSION: u16 = 7;
 pub const MAX_TOTAL_LEN: u64 = 1 << 40;
 
 /// The header's parameters (FORMAT.md §2.1).

@@ -61,7 +61,7 @@ pub struct PackOptions {
     pub threads: usize,
     /// Bound on the packer's own working memory in bytes (tables, per-chunk buffers); the input itself is mapped.
     pub memory: u64,
-    /// Interleaved rANS lanes per slice (1, 2, 4, 8, 16, 32).
+    /// rANS lanes per slice: 1 or 2 (FORMAT.md §3.4).
     pub rans_lanes: u8,
     /// Blocks per table group: `2^group_log`.
     pub group_log: u8,
@@ -300,8 +300,8 @@ fn validate(opts: &PackOptions) -> Result<()> {
     if opts.max_depth == 0 {
         return bad("max_depth must be at least 1".into());
     }
-    if ![1, 2, 4, 8, 16, 32].contains(&opts.rans_lanes) {
-        return bad(format!("rans_lanes {} is not one of 1, 2, 4, 8, 16, 32", opts.rans_lanes));
+    if !crate::format::header::LEGAL_LANES.contains(&opts.rans_lanes) {
+        return bad(format!("rans_lanes {} is neither 1 nor 2", opts.rans_lanes));
     }
     if opts.group_log > 12 {
         return bad(format!("group_log {} exceeds 12", opts.group_log));

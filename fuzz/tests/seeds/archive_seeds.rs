@@ -83,29 +83,29 @@ fn inputs() -> Vec<Input> {
     ];
     vec![
         Input { name: "mixed_k1", files: mixed.clone(), opts: opts(1, 16, 1, 6) },
-        Input { name: "mixed_k4_depth2", files: mixed, opts: opts(4, 2, 0, 9) },
-        Input { name: "dna_k32_level1", files: vec![(b"dna".to_vec(), dna)], opts: opts(32, 4, 2, 1) },
+        Input { name: "mixed_k2_depth2", files: mixed, opts: opts(2, 2, 0, 9) },
+        Input { name: "dna_k2_level1", files: vec![(b"dna".to_vec(), dna)], opts: opts(2, 4, 2, 1) },
         Input { name: "run_of_one_byte", files: vec![(b"run".to_vec(), vec![b'N'; 12000])], opts: opts(2, 16, 1, 6) },
         Input { name: "periodic_depth1", files: vec![(b"p".to_vec(), periodic)], opts: opts(1, 1, 0, 6) },
         Input { name: "tiny_files", files: tiny, opts: opts(1, 16, 1, 6) },
-        Input { name: "odd_names", files: odd_names, opts: opts(8, 8, 3, 6) },
+        Input { name: "odd_names", files: odd_names, opts: opts(2, 8, 3, 6) },
         Input { name: "empty_dir", files: Vec::new(), opts: opts(1, 16, 1, 6) },
         // FASTA that genome mode stores as structure plus bases (transform 1), beside a plain file.
-        Input { name: "genome_mode", files: genome_files(), opts: opts(4, 16, 1, 6) },
+        Input { name: "genome_mode", files: genome_files(), opts: opts(2, 16, 1, 6) },
         // FASTA whose bases have context structure: the packer gives them a literal context model (format
         // version 4), stored by the first group of the chunk and referred to by later ones (ctx_back), and flags
         // the slices whose literals are all bases.
         Input { name: "genome_ctx_k1", files: ctx_genome_files(1), opts: opts(1, 16, 0, 6) },
-        Input { name: "genome_ctx_k8", files: ctx_genome_files(8), opts: opts(8, 4, 1, 6) },
+        Input { name: "genome_ctx_k2", files: ctx_genome_files(1), opts: opts(2, 4, 1, 6) },
         // FASTA with inverted repeats: the packer codes them as reverse-complement matches (format version 5),
         // explicit and continued, near and across blocks, some through chains of both kinds.
         Input { name: "genome_rc_k2", files: rc_genome_files(), opts: opts(2, 16, 1, 6) },
-        Input { name: "genome_rc_k32_depth3", files: rc_genome_files(), opts: opts(32, 3, 0, 9) },
+        Input { name: "genome_rc_k1_depth3", files: rc_genome_files(), opts: opts(1, 3, 0, 9) },
     ]
 }
 
 /// Seeds whose archives must hold reverse-complement matches.
-pub(crate) const RC_SEEDS: [&str; 2] = ["genome_rc_k2", "genome_rc_k32_depth3"];
+pub(crate) const RC_SEEDS: [&str; 2] = ["genome_rc_k2", "genome_rc_k1_depth3"];
 
 /// A FASTA whose sequence repeats earlier stretches as their reverse complements (one base in 40 substituted,
 /// so the matches continue across substitutions), some of them of stretches that are copies themselves.
@@ -137,10 +137,10 @@ fn rc_genome_files() -> Vec<(Vec<u8>, Vec<u8>)> {
 }
 
 /// Seeds that must reach the context decoder: their archives hold a context model.
-const CONTEXT_SEEDS: [&str; 2] = ["genome_ctx_k1", "genome_ctx_k8"];
+const CONTEXT_SEEDS: [&str; 2] = ["genome_ctx_k1", "genome_ctx_k2"];
 
 /// A FASTA of context-structured bases (upper and lower case, an N run) with a copied stretch. Each base depends
-/// on the bases `lag` and `2·lag` before it: the contexts of `lag` interleaved rANS lanes (FORMAT.md §3.5).
+/// on the bases `lag` and `2·lag` before it.
 fn ctx_genome_files(lag: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
     let mut fasta = Vec::new();
     for (name, len, salt) in [("chrA", 20000usize, 7u64), ("chrB", 5000, 8)] {

@@ -109,7 +109,7 @@ pub(super) fn check_round_trip(start: u64, tokens: &[Token], literals: &[u8], la
 #[test]
 fn every_order_and_lane_count_round_trips() {
     for order in 1..=MAX_LIT_ORDER {
-        for lanes in [1, 2, 4, 8, 32] {
+        for lanes in [1, 2] {
             // Pure bases, and bases with an N now and then (those slices use the LIT table).
             for (other, seed) in [(0usize, 3u64), (3000, 5)] {
                 let lits = markov_bases(12_000, seed + order as u64, other);
@@ -130,7 +130,7 @@ fn long_fills_and_short_literal_runs() {
         Token { lit_len: 2048, match_len: 0, back: 0, rc: false },
     ];
     check_round_trip(0, &tokens, &lits, 1, 4);
-    check_round_trip(0, &tokens, &lits, 4, 2);
+    check_round_trip(0, &tokens, &lits, 2, 2);
 }
 
 #[test]
@@ -169,14 +169,14 @@ proptest! {
 
     #[test]
     fn random_base_blocks_round_trip(n in 1usize..20_000, seed in 1u64.., other in prop_oneof![Just(0usize), 2usize..5000],
-                                     order in 1u8..=MAX_LIT_ORDER, lane_log in 0u32..6, start in 0u64..(1 << 30)) {
+                                     order in 1u8..=MAX_LIT_ORDER, lane_log in 0u32..2, start in 0u64..(1 << 30)) {
         let lits = markov_bases(n, seed, other);
         let (tokens, literals) = block_of(&lits, seed ^ 0x55);
         check_round_trip(start + 4096, &tokens, &literals, 1 << lane_log, order);
     }
 
     #[test]
-    fn corrupt_context_payloads_never_panic(seed in 1u64.., order in 1u8..=MAX_LIT_ORDER, lane_log in 0u32..6,
+    fn corrupt_context_payloads_never_panic(seed in 1u64.., order in 1u8..=MAX_LIT_ORDER, lane_log in 0u32..2,
                                             flips in proptest::collection::vec((any::<usize>(), 1u8..=255), 1..4)) {
         let lits = markov_bases(6000, seed, 0);
         let (tokens, literals) = block_of(&lits, seed);
