@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use aceapex::codec::context::{next_context, CtxModel, MAX_LIT_ORDER};
-use aceapex::codec::rans::encode_with_contexts;
+use aceapex::codec::rans::{encode_lanes, lane_split};
 use aceapex::format::testkit::Rng;
 
 fn kernel_source() -> String {
@@ -161,7 +161,9 @@ fn below(rng: &mut Rng, n: u32) -> u32 {
 }
 
 /// One slice's literals for the chain harness: a random context model (skewed counts, some bases of frequency 0
-/// in some contexts), bases drawn from it, coded by the crate's encoder, and a random token layout to place them.
+/// in some contexts), bases drawn from it, coded by the crate's encoder in one rANS lane or two (FORMAT.md §3.4: the
+/// split as a slice with a random number of codes before its literals would have it, the context restarting at
+/// it), and a random token layout to place them.
 fn chain_case(rng: &mut Rng, out: &mut Vec<u8>) {
     let order = 1 + below(rng, MAX_LIT_ORDER.min(6) as u32) as u8;
     let nctx = 1usize << (2 * order);
@@ -182,9 +184,14 @@ fn chain_case(rng: &mut Rng, out: &mut Vec<u8>) {
     let model = CtxModel::from_counts(order, &counts);
     let mask = model.mask();
     let nlit = below(rng, 4097) as usize;
+    let lanes = 1 + below(rng, 2) as usize;
+    let split = lane_split(below(rng, nlit as u32 + 1) as usize, nlit, lanes);
     let (mut codes, mut contexts) = (Vec::with_capacity(nlit), Vec::with_capacity(nlit));
     let mut ctx = 0u32;
-    for _ in 0..nlit {
+    for l in 0..nlit {
+        if l == split {
+            ctx = 0; // lane 1's first literal
+        }
         // A base the context can code (frequency > 0), uniformly: rare ones come up as often as common ones.
         let ok: Vec<u32> = (0..4).filter(|&s| model.freq_cum(ctx, s).0 > 0).collect();
         let s = ok[below(rng, ok.len() as u32) as usize];
@@ -192,7 +199,8 @@ fn chain_case(rng: &mut Rng, out: &mut Vec<u8>) {
         contexts.push(ctx);
         ctx = next_context(ctx, s, mask);
     }
-    let enc = encode_with_contexts(&codes, &[], Some((&model, &contexts)), 1);
+    let starts: &[usize] = if lanes == 2 { &[0, split] } else { &[0] };
+    let enc = encode_lanes(&codes, &[], Some((&model, &contexts)), starts);
     // Tokens: literal runs (empty, short or long) between matches of 2 .. 40 bytes.
     let (mut tp, mut li) = (Vec::new(), Vec::new());
     let (mut pos, mut lit) = (0u32, 0u32);
@@ -215,7 +223,10 @@ fn chain_case(rng: &mut Rng, out: &mut Vec<u8>) {
     let mut put = |v: u32| out.extend_from_slice(&v.to_le_bytes());
     put(mask);
     put(nlit as u32);
+    put(lanes as u32);
+    put(split as u32);
     put(enc.states[0]);
+    put(enc.states.get(1).copied().unwrap_or(1 << 16));
     put(enc.words.len() as u32);
     put(below(rng, 4));
     put(tp.len() as u32);
@@ -245,6 +256,7 @@ fn chain_input() -> Vec<u8> {
 fn chain_text(src: &str, extra: &[(&str, &str)]) -> String {
     let mut parts = vec![
         host_loads(cut(src, "struct WordReader1 {", "struct WordReader1 {")),
+        back_reader_text(src),
         ring_text(src),
         cut(src, "enum K1Place {", "struct LiteralSink1 {"),
         cut_line(src, "#define K1_CTX_ORDER"),
@@ -268,7 +280,7 @@ fn chain_text(src: &str, extra: &[(&str, &str)]) -> String {
 #[test]
 fn context_chain_decodes_what_the_encoder_coded() {
     let src = kernel_source();
-    let text = chain_text(&src, &[("// Context-coded literals of a K = 1 slice", "void k1_context_literals(")]);
+    let text = chain_text(&src, &[("// Context-coded literals [first, end) of a slice", "void k1_context_literals(")]);
     run_harness_on("context_chain", &text, Some(&chain_input()));
 }
 
