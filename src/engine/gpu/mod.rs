@@ -576,7 +576,7 @@ mod tests {
     fn mutated_archives_use_continuations() {
         use crate::engine::cpu::CpuEngine;
         let dir = tempfile::tempdir().unwrap();
-        let (data, stream, continuing) = mutated_archive(dir.path(), 21, 4, 10);
+        let (data, stream, continuing) = mutated_archive(dir.path(), 21, 2, 10);
         let matches = stream.len() / 40;
         assert!(continuing * 2 > matches, "{continuing} continuations for about {matches} matches");
         let cpu = CpuEngine::new(data.clone());
