@@ -1,4 +1,4 @@
-// aceapex GPU decode kernels (FORMAT.md §3, version 6), compiled at run time by NVRTC for the GPU's own
+// aceapex GPU decode kernels (FORMAT.md §3, version 7), compiled at run time by NVRTC for the GPU's own
 // architecture.
 //
 // The unit of work is a **unit** = one slice of 2^unit_log bytes (FORMAT.md §3: every block is cut into slices,
@@ -6,9 +6,12 @@
 // u << unit_log, and its table group is u >> group_shift. Matches never cross a unit boundary; their sources lie
 // anywhere before them.
 //
-// Two paths share the unit parser (`parse_k<K>`, a group of K lanes per unit, so with K = 1 a warp parses 32
-// units at once: interleaved rANS with a lane per state, token parse by group prefix sums, literals written to
-// their final offsets):
+// A slice's rANS stream has K = 1 or 2 independent lanes (FORMAT.md §3.4): lane 0 decodes every code and literals
+// [0, s) from state[0], its words from the front of the word stream; lane 1 (K = 2) literals [s, nlit) from
+// state[1], its words from the back (`lane_split` gives s). At the end both lanes' states are 2^16 and their words
+// add up to the stream's. Two paths share the unit parser (`parse_units`: the code phase and the token parse of a
+// unit on a thread, or on a warp by group prefix sums; then each lane's literals on a thread, literal_phase_k1, or
+// with K = 2 in parse_k1_linear lane 1 on a thread of its own):
 //
 //  * Full decode (device-resident throughput): the parser over every unit writes literals to their stream
 //    positions and tokens to flat arrays; then, on an archive with few match bytes (the host decides, Resolve::Auto
@@ -88,19 +91,19 @@ typedef unsigned long long u64;
 #define E_RANGES 11      // range list capacity exceeded
 #define E_VALUE 12       // a length value out of range
 
-// Variant switches for the time breakdown (parse_k<K> `mode`).
+// Variant switches for the time breakdown (the parses' `mode`).
 #define MODE_FULL 0
 #define MODE_ENTROPY_ONLY 1  // rANS decode only: symbols are not stored, nothing is parsed
 #define MODE_NO_LITERALS 2   // entropy + token parse, literal bytes decoded but not written
-#define MODE_TOKENS 3        // entropy-decode the codes and parse the tokens only; the rANS state is saved in
-                             // `resume` and `literals_k<K>` decodes and places the literals later (seek path)
+#define MODE_TOKENS 3        // entropy-decode the codes and parse the tokens only; lane 0's rANS state is saved in
+                             // `resume` and literals_k1 / literals_warp decode and place the literals later (seek)
 #define MODE_SMEM 16         // flag (parse_k32 only): each warp loads its slice's LL/ML/OF tables into the
                              // dynamic shared memory the launch provides (CODE_SMEM_BYTES per warp)
-#define MODE_K1_LANES_SHIFT 8  // parse_k1: bits 8.. hold how many lanes of each warp take a unit (1 .. 32; 0 = 32)
+#define MODE_K1_LANES_SHIFT 8  // parse_k1*: bits 8.. hold how many lanes of each warp take a unit (1 .. 32; 0 = 32)
 
-// Words of resume state per worklist entry: [0] words consumed, [1 + lane] rANS state, [33 + lane] the literal
-// a lane decoded in the last code step (or 0xFFFFFFFF).
-#define RESUME_WORDS 65
+// Words of resume state per worklist entry (MODE_TOKENS): [0] words rANS lane 0's code phase took, [1] lane 0's
+// state after it. (Lane 1 starts from its state in the payload.)
+#define RESUME_WORDS 2
 
 // Bytes of a deferred match per list entry of the full decode's resolve rounds (mirrored in
 // src/engine/gpu/device.rs, which sizes the lists for it).
@@ -230,9 +233,9 @@ __device__ __forceinline__ u32 last_le(const u32* arr, u32 lo, u32 hi, u32 key) 
     return lo;
 }
 
-// A thread group of W lanes (W = K, a power of two <= 32) of one warp, working on one unit. All collective
-// operations name only the group's lanes, so the groups of a warp run independently (different units, different
-// trip counts); with W = 1 every collective is the identity and a warp decodes 32 units at once.
+// A thread group of W lanes (W = 1 or 32) of one warp, working on one unit: with W = 1 every collective is the
+// identity and a warp decodes 32 units at once; with W = 32 (the seek's token levels) a whole warp parses one
+// unit's tokens by group prefix sums. All collective operations name only the group's lanes.
 template <int W>
 struct Group {
     u32 lane;  // lane within the group
@@ -246,14 +249,7 @@ struct Group {
         mask = W == 32 ? FULL_MASK : (((1u << (W & 31)) - 1u) << base);
     }
     __device__ __forceinline__ u32 shfl(u32 v, u32 src) const { return W == 1 ? v : __shfl_sync(mask, v, src, W); }
-    __device__ __forceinline__ u32 ballot(bool p) const {
-        if (W == 1) return p ? 1u : 0u;
-        u32 b = __ballot_sync(mask, p) >> base;
-        return W == 32 ? b : b & ((1u << (W & 31)) - 1u);
-    }
     __device__ __forceinline__ bool any(bool p) const { return W == 1 ? p : __any_sync(mask, p); }
-    __device__ __forceinline__ bool all(bool p) const { return W == 1 ? p : __all_sync(mask, p); }
-    __device__ __forceinline__ u32 max(u32 v) const { return W == 1 ? v : __reduce_max_sync(mask, v); }
     __device__ __forceinline__ void sync() const {
         if (W > 1) __syncwarp(mask);
     }
@@ -289,9 +285,10 @@ struct Group {
     __device__ __forceinline__ u32 last(u32 v) const { return shfl(v, W - 1); }
 };
 
-// The rANS word stream as a group reads it: words are consumed in order, at most W per step, so each lane keeps
-// one word of the current W-word window and one of each of the next two, loaded two windows ahead of use to hide
-// memory latency. `take` hands every lane that needs a word the next one in lane order (ballot + popcount).
+// The front of the rANS word stream as the generic code phase reads it (lane 0 of the stream, FORMAT.md §3.4: the
+// group's lane 0 decodes every code, so it takes at most one word a step): each lane of the group keeps one word of
+// the current W-word window and one of each of the next two, loaded two windows ahead of use to hide memory
+// latency, and the taker gets its word by a shuffle.
 template <int W>
 struct WordWindow {
     const u8* words;
@@ -302,35 +299,33 @@ struct WordWindow {
 
     __device__ __forceinline__ u32 load(u32 i) const { return i < nwords ? load_u16_le(words + 2ull * i) : 0u; }
 
-    // Starts with `consumed` words already taken (0 for a fresh stream, or a saved position to resume at).
-    __device__ __forceinline__ void init(const u8* w, u32 n, u32 lane, u32 consumed) {
+    __device__ __forceinline__ void init(const u8* w, u32 n, u32 lane) {
         words = w;
         nwords = n;
-        pos = consumed;
-        base = consumed & ~(u32)(W - 1);
-        cur = load(base + lane);
-        next = load(base + W + lane);
-        next2 = load(base + 2 * W + lane);
+        pos = 0;
+        base = 0;
+        cur = load(lane);
+        next = load(W + lane);
+        next2 = load(2 * W + lane);
     }
 
-    // Every lane of the group calls this. Lanes with `need` get their word in *x; a read past the stream's end
-    // sets *bad.
+    // Every lane of the group calls this, `need` set at most on lane 0 (the taker): it gets the next word in *x;
+    // a read past the stream's end sets *bad.
     __device__ __forceinline__ void take(const Group<W>& g, bool need, u32* x, bool* bad) {
-        u32 m = g.ballot(need);
-        u32 idx = pos + __popc(m & ((1u << g.lane) - 1u));
-        u32 rel = idx - base;  // < 2W: pos - base < W and at most W - 1 lanes before this one
-        u32 a = g.shfl(cur, rel & (W - 1));
-        u32 b = g.shfl(next, rel & (W - 1));
+        const bool any = g.any(need);
+        const u32 a = g.shfl(cur, pos - base);  // pos - base < W
         if (need) {
-            if (idx >= nwords) *bad = true;
-            else *x = (*x << 16) | (rel < W ? a : b);
+            if (pos >= nwords) *bad = true;
+            else *x = (*x << 16) | a;
         }
-        pos += __popc(m);
-        if (pos - base >= W) {
-            base += W;
-            cur = next;
-            next = next2;
-            next2 = load(base + 2 * W + g.lane);
+        if (any) {
+            pos++;
+            if (pos - base >= W) {
+                base += W;
+                cur = next;
+                next = next2;
+                next2 = load(base + 2 * W + g.lane);
+            }
         }
     }
 };
@@ -361,11 +356,13 @@ struct Ctx {
     const u32* ctab;      // compact decode tables, CT_WORDS per group
     const u32* xgrp;      // literal context model per group: order, first context (see above)
     const uint2* xtab;    // literal context tables, one uint2 per context
+    u32* lane_end;        // 2 per unit: words rANS lanes 0 and 1 took, when parse_k1_linear decodes lane 1 on a
+                          // thread of its own (place_literals_k1 checks their sum); null elsewhere
     u64 pool_cap;         // token storage available
     u64 nunits;           // units (slices) in the stream
     u32 wl_cap;           // worklist entries available
     u32 range_cap;        // ranges per level available
-    u32 lanes;            // rANS lanes K (the parse entry point is chosen by it; kept for the layout)
+    u32 lanes;            // rANS lanes K (1 or 2, FORMAT.md §3.4): the slice's 4 K state bytes before its words
     u32 unit_log;         // slice_log: a unit (slice) holds 2^unit_log bytes
     u32 group_shift;      // unit id >> group_shift = table group (block_log - slice_log + group_log)
     u32 max_depth;
@@ -406,10 +403,15 @@ __device__ __forceinline__ u32 decode_base(const LitModel& lm, u32* ctx, u32* x)
     return (0x54474341u >> (8u * s)) & 0xFFu;  // "ACGT"[s]
 }
 
-// The context after a lane's first literal `b` (a base byte: A, C, G or T), for a lane whose first literal was
-// decoded in the code phase.
-__device__ __forceinline__ u32 context_after(u32 b, const LitModel& lm) {
-    return ((u32)(b == 'C') | ((u32)(b == 'G') << 1) | ((u32)(b == 'T') * 3u)) & lm.mask;
+// Where a slice's literals split between its rANS lanes (FORMAT.md §3.4): lane 0 decodes every code and literals
+// [0, s), lane 1 literals [s, nlit). K = 1: s = nlit (lane 1 is empty). K = 2: s = min(nlit, 8 ceil(max(0, nlit -
+// n_c) / 16)) with n_c = 3 nmatch + 1 codes, so the lanes carry about as many symbols each, and s is a multiple of 8
+// unless it is nlit (each lane's literals go out in aligned 8-byte pieces). Mirrors rans::lane_split in src/codec.
+__device__ __forceinline__ u32 lane_split(u32 nmatch, u32 nlit, u32 lanes) {
+    if (lanes == 1) return nlit;
+    const u32 ncodes = 3u * nmatch + 1u;
+    const u32 rest = nlit > ncodes ? nlit - ncodes : 0u;
+    return min(nlit, 8u * ((rest + 15u) / 16u));
 }
 
 // A group's LL, ML and OF tables in shared memory (one warp's copy): symbol per slot, freq | cum << 16 per symbol.
@@ -454,12 +456,14 @@ __device__ __forceinline__ void load_lit_table(const Ctx& c, u64 grp, LitTables*
     warp_copy16((uint4*)t->fc, (const uint4*)(g + CT_FC + CT_LIT_FC), 256 / 4);
 }
 
-// ---- K = 1: a thread per slice, its literals in registers (the full decode's and the seek's literal phase) ----
+// ---- A thread per rANS lane, its literals in registers (the full decode's and the seek's literal phase) ----
 //
-// With one rANS state per slice, a slice's literals are one serial chain: each step's slot needs the state the
-// step before left. So the time of a decode of few slices (atha_chr1: 7,504 slices, ~3,600 literals each) is the
-// length of that chain in cycles, not a throughput: session 20's K = 1 literal loop took ~740 cycles a literal
-// there (entropy alone 1.35 ms on an H200). This loop issues its memory accesses ahead of the chain:
+// A rANS lane's literals are one serial chain: each step's slot needs the state the step before left. So the time
+// of a decode of few slices (atha_chr1: 7,504 slices, ~3,600 literals each) is the length of that chain in cycles,
+// not a throughput (hence format version 7's second lane, FORMAT.md §3.4: with K = 2 a slice's literals are two
+// independent chains of about half the length each, which parse_k1_linear runs on two threads): session 20's
+// K = 1 literal loop took ~740 cycles a literal there (entropy alone 1.35 ms on an H200). This loop issues its
+// memory accesses ahead of the chain:
 //  * the context model is in shared memory when its order is at most K1_CTX_ORDER (else global, through L1), in
 //    copies that keep a quarter-warp's loads free of bank conflicts (K1Rows), and the four rows a literal's
 //    successor context can have (consecutive: ((ctx << 2) | s) & mask) are loaded while the literal itself
@@ -477,8 +481,8 @@ __device__ __forceinline__ void load_lit_table(const Ctx& c, u64 grp, LitTables*
 // word streams by the launch's shared-memory carveout, src/engine/gpu/device.rs set_parse_carveout). What is left
 // there (session 29 run 1): ~75 warp instructions a literal, ~3.6 cycles apart with one warp per scheduler, most
 // of it the chain's own fixed-latency dependencies; the word moves wait on loads issued one move earlier.
-// tests/kernel_host_model.rs compiles WordReader1, LiteralSink1 and the context chain (both paths) from this file
-// on the host and checks them.
+// tests/kernel_host_model.rs compiles WordReader1, WordReader1Back, the rings (both directions), LiteralSink1 and the
+// context chain (both paths, both lanes) from this file on the host and checks them.
 #define K1_CTX_ORDER 5
 // Shared-memory rows of the context model: 16 KB, an order-4 model eight times over or an order-5 one twice.
 #define K1_CTX_ROWS 2048u
@@ -549,8 +553,8 @@ __device__ __forceinline__ void load_k1_tables(const Ctx& c, u64 grp, K1Tables* 
     }
 }
 
-// The rANS word stream of one K = 1 slice, read as aligned 32-bit words: the one holding the next word's first
-// byte and the two after it. Only aligned words that start before the stream's end are loaded (the payload buffer
+// Lane 0's words of a slice's rANS stream (from its front), read as aligned 32-bit words: the one holding the next
+// word's first byte and the two after it. Only aligned words that start before the stream's end are loaded (the payload buffer
 // is padded, so they lie inside it); a word taken past the end is whatever bytes follow or a stale word, and
 // `taken` exceeding the stream's words refuses the slice after the loop.
 struct WordReader1 {
@@ -606,6 +610,61 @@ struct WordReader1 {
     __device__ __forceinline__ u32 taken_words() const { return taken; }
 };
 
+// Lane 1's words (FORMAT.md §3.4: a K = 2 slice's lane 1 takes the word stream from its back, word[nwords - 1]
+// first) read as aligned 32-bit words going down, as WordReader1 reads lane 0's going up: the aligned word holding
+// the next word's high byte and the two below it. Only aligned words that hold a byte of the stream are loaded (so
+// every load lies inside the stream's payload); a word taken past the stream's front is a stale word or zeros, and
+// the two lanes' words not adding up to the stream's refuses the slice after the loop.
+struct WordReader1Back {
+    const u32* p;      // the next aligned 32-bit word to load (into c2), going down
+    const u32* begin;  // the aligned word holding the stream's first byte: those below it are not loaded
+    const u32* end;    // the first aligned word wholly past the stream
+    u32 c0, c1, c2;    // c0: the aligned word holding the next word's high byte, c1 the one below it, c2 below c1
+    u32 sel;           // PRMT selector of the next word's two bytes in (c1, c0): (3 + b) | (4 + b) << 4, with b
+                       // the high byte's place in c0 (b = 0: the low byte is c1's last)
+    u32 taken;         // words taken
+
+    __device__ __forceinline__ u32 ld_if(const u32* a, bool load, u32 otherwise) const {
+        u32 v = otherwise;
+        asm("{\n\t.reg .pred q;\n\tsetp.ne.b32 q, %2, 0;\n\t@q ld.global.nc.u32 %0, [%1];\n\t}"
+            : "+r"(v)
+            : "l"(a), "r"((u32)(load && a >= begin && a < end)));
+        return v;
+    }
+    __device__ __forceinline__ void init(const u8* words, u32 nwords) {
+        const u64 hi = (u64)words + 2ull * nwords - 1;  // the last word's high byte (nwords = 0: none is loaded)
+        begin = (const u32*)((u64)words & ~3ull);
+        end = (const u32*)(((u64)(words + 2ull * nwords) + 3) & ~3ull);
+        taken = 0;
+        const u32* a0 = (const u32*)(hi & ~3ull);
+        const u32 b = (u32)(hi & 3u);
+        sel = (3u + b) | ((4u + b) << 4);
+        c0 = ld_if(a0, true, 0u);
+        c1 = ld_if(a0 - 1, true, 0u);
+        c2 = ld_if(a0 - 2, true, 0u);
+        p = a0 - 3;
+    }
+    // As WordReader1::renorm, two bytes further down the stream a take.
+    __device__ __forceinline__ void renorm(u32* x) {
+        const bool need = *x < 65536u;
+        const u32 w = __byte_perm(c1, c0, sel);
+        *x = need ? __byte_perm(*x, w, 0x1054u) : *x;
+        taken += need ? 1u : 0u;
+        const u32 b0 = (sel & 15u) - 3u;
+        const bool move = need && b0 < 2u;  // the next word's high byte is in c1
+        const u32 b = (b0 + (need ? 2u : 0u)) & 3u;
+        sel = (3u + b) | ((4u + b) << 4);
+        c0 = move ? c1 : c0;
+        c1 = move ? c2 : c1;
+        c2 = ld_if(p, move, c2);
+        p -= move ? 1 : 0;
+    }
+    __device__ __forceinline__ void refill() {}
+    __device__ __forceinline__ u32 taken_words() const { return taken; }
+    // Starts lane 1 of a slice whose `nwords` words are at `words` (see WordRing1::begin_lane).
+    __device__ __forceinline__ void begin_lane(const u8* words, u32 nwords) { init(words, nwords); }
+};
+
 // Shared-memory loads and stores at shared window addresses (volatile: the ring below is written and read by the
 // same thread, and volatile asm statements keep their order; no memory clobber, so global loads may pass them).
 __device__ __forceinline__ u32 lds16(u32 a) {
@@ -615,8 +674,8 @@ __device__ __forceinline__ u32 lds16(u32 a) {
 }
 __device__ __forceinline__ void sts32(u32 a, u32 v) { asm volatile("st.shared.u32 [%0], %1;" ::"r"(a), "r"(v)); }
 
-// The rANS word stream of one K = 1 slice staged in a ring of K1_RING_WORDS words in shared memory (the staged
-// K = 1 parse, parse_k1_staged): a renormalisation is a compare, a PRMT, an add and the next word's shared load
+// A rANS lane's word stream staged in a ring of K1_RING_WORDS words in shared memory (the staged parses,
+// parse_k1_staged and parse_k1_linear): a renormalisation is a compare, a PRMT, an add and the next word's shared load
 // (~5 instructions), where WordReader1's aligned-word window took ~19 a literal and its global loads stalled the
 // chain (long scoreboard, 0.40 of 3.2 cycles an instruction, session 30 run 1). Ring word i % K1_RING_WORDS holds
 // stream word i. The parse stages the first ring's worth when it starts the slice (`init`, beside the payload's
@@ -637,42 +696,75 @@ __device__ __forceinline__ void sts32(u32 a, u32 v) { asm volatile("st.shared.u3
 #define K1_STAGED_PREFETCH 1
 #endif
 #define K1_RING_WORDS (K1_RING_BYTES / 2u)
-struct WordRing1 {
-    const u32* src0;  // the aligned global word holding the stream's first byte
+// BACK: lane 1's words (FORMAT.md §3.4: taken from the stream's back, word[nwords - 1] first), staged in the order
+// the lane takes them, so ring word i % K1_RING_WORDS holds the lane's i-th word, stream word nwords - 1 - i, and
+// the renormalisation is the forward ring's. A staged 32-bit ring word holds two stream words swapped, so each is
+// one PRMT of two aligned words (its selector fixed by the stream end's byte offset) going down from the end.
+template <bool BACK>
+struct WordRingT {
+    const u32* src0;  // forward: the aligned global word holding the stream's first byte; BACK: the aligned word
+                      // holding the byte at words + 2 nwords - 4 (where the lane's first two words start)
+    const u32* lo;    // BACK: the aligned word holding the stream's first byte: those below it are not loaded
     const u32* end;   // the first aligned word wholly past the stream: it and those after it are not loaded
-    u32 shift;        // 8 x the stream's byte offset in an aligned word
+    u32 shift;        // forward: 8 x the stream's byte offset in an aligned word; BACK: the PRMT selector
     u32 ring;         // shared window address of the ring (aligned to K1_RING_BYTES)
     u32 at;           // 2 x the next word's index: its byte offset in the ring, unwrapped
     u32 w;            // the next word (ring byte offset at % K1_RING_BYTES)
-    u32 staged;       // stream words [0, staged) have been staged (the last K1_RING_WORDS of them are in the ring)
+    u32 staged;       // words [0, staged) have been staged (the last K1_RING_WORDS of them are in the ring)
     u32 avail;        // words the stream has
     u32 first;        // the word the literal phase started at
 
+    __device__ __forceinline__ u32 ld(const u32* a) const {
+        if constexpr (BACK) return a >= lo && a < end ? __ldg(a) : 0u;
+        return a < end ? __ldg(a) : 0u;
+    }
     // Stages words [staged, staged + K1_RING_WORDS / 2) into the half of the ring they map to.
     __device__ __forceinline__ void stage() {
         const u32 dst = ring + 2u * (staged % K1_RING_WORDS);
-        const u32* s = src0 + staged / 2u;
-        u32 cur = s < end ? __ldg(s) : 0u;
-        for (u32 q = 0; q < K1_RING_WORDS / 4; q += 16) {
-            u32 v[16];
+        if constexpr (BACK) {
+            // Ring word pair q (the lane's words staged + 2q and + 2q + 1) is stream words j and j - 1, j = nwords -
+            // 1 - staged - 2q: the four bytes at words + 2 (j - 1), which start in aligned word s - q.
+            const u32* s = src0 - staged / 2u;
+            u32 cur = ld(s + 1);
+            for (u32 q = 0; q < K1_RING_WORDS / 4; q += 16) {
+                u32 v[16];
 #pragma unroll
-            for (u32 k = 0; k < 16; k++) {
-                const u32* a = s + q + k + 1;
-                v[k] = a < end ? __ldg(a) : 0u;
+                for (u32 k = 0; k < 16; k++) v[k] = ld(s - (q + k));
+#pragma unroll
+                for (u32 k = 0; k < 16; k++) {
+                    sts32(dst + 4u * (q + k), __byte_perm(v[k], cur, shift));
+                    cur = v[k];
+                }
             }
+        } else {
+            const u32* s = src0 + staged / 2u;
+            u32 cur = ld(s);
+            for (u32 q = 0; q < K1_RING_WORDS / 4; q += 16) {
+                u32 v[16];
 #pragma unroll
-            for (u32 k = 0; k < 16; k++) {
-                sts32(dst + 4u * (q + k), __funnelshift_r(cur, v[k], shift));
-                cur = v[k];
+                for (u32 k = 0; k < 16; k++) v[k] = ld(s + q + k + 1);
+#pragma unroll
+                for (u32 k = 0; k < 16; k++) {
+                    sts32(dst + 4u * (q + k), __funnelshift_r(cur, v[k], shift));
+                    cur = v[k];
+                }
             }
         }
         staged += K1_RING_WORDS / 2;
     }
     // The slice's `nwords` words at `words` (byte-aligned), into the ring at shared window address `ring_`.
     __device__ __forceinline__ void init(const u8* words, u32 nwords, u32 ring_) {
-        src0 = (const u32*)((u64)words & ~3ull);
         end = (const u32*)(((u64)(words + 2ull * nwords) + 3) & ~3ull);
-        shift = 8u * (u32)((u64)words & 3u);
+        if constexpr (BACK) {
+            const u64 t = (u64)words + 2ull * nwords - 4;
+            src0 = (const u32*)(t & ~3ull);
+            lo = (const u32*)((u64)words & ~3ull);
+            const u32 o = (u32)(t & 3u);  // the bytes of the pair at t: o .. o + 3 of (aligned word, next one)
+            shift = (o + 2u) | ((o + 3u) << 4) | (o << 8) | ((o + 1u) << 12);
+        } else {
+            src0 = (const u32*)((u64)words & ~3ull);
+            shift = 8u * (u32)((u64)words & 3u);
+        }
         ring = ring_;
         avail = nwords;
         staged = 0;
@@ -694,6 +786,12 @@ struct WordRing1 {
         refill();
         w = lds16(ring | (at & (K1_RING_BYTES - 2u)));
     }
+    // BACK: starts lane 1 of a slice whose `nwords` words are at `words`, in this ring (`ring` set; a slice's lane
+    // 1 after its lane 0 in one thread takes over lane 0's ring).
+    __device__ __forceinline__ void begin_lane(const u8* words, u32 nwords) {
+        init(words, nwords, ring);
+        start(0);
+    }
     __device__ __forceinline__ void renorm(u32* x) {
         const bool need = *x < 65536u;
         *x = need ? __byte_perm(*x, w, 0x1054u) : *x;
@@ -702,8 +800,10 @@ struct WordRing1 {
     }
     __device__ __forceinline__ u32 taken_words() const { return at / 2u - first; }
 };
+typedef WordRingT<false> WordRing1;      // lane 0: the stream from its front
+typedef WordRingT<true> WordRing1Back;  // lane 1: from its back
 
-// Where a K = 1 slice's literals go: literal l to unit offset obase + l while l < end_l (token t's run), the next
+// Where a thread's slice's literals go: literal l to unit offset obase + l while l < end_l (token t's run), the next
 // token's offset and run end loaded a token ahead. Literals are written a few at a time into aligned 8-byte words
 // (a lane's stores each go to another slice, so a byte store per literal cost a memory transaction each: the 4.65
 // GB generated archive's 222 M literals, 4.4 ms of its parse, session 20). `lw` is what the word `lwa` holds so
@@ -799,7 +899,7 @@ struct LiteralSink1 {
     }
 };
 
-// One context-coded literal (FORMAT.md §3.5) of a K = 1 slice: the base `x` selects in row `e` of the current
+// One context-coded literal (FORMAT.md §3.5) of a rANS lane: the base `x` selects in row `e` of the current
 // context, then `e` becomes the row of the next context. `o` locates the current context's four successor rows
 // (((ctx << 2) | s) & mask for the bases s): SMEM, the byte offset nb·8·R of this lane's copy (see K1Rows: the four
 // rows are two 16-byte loads at sr.a + o and sr.b + o); else their index nb in T, in global memory. Either way the
@@ -839,11 +939,13 @@ __device__ __forceinline__ u32 k1_context_step(const uint2* T, const K1Rows& sr,
 // "ACGT"[s] for the bases s_k in bits 4k .. 4k + 3 of `sel`, k = 0 .. 3 (PRMT's selector).
 __device__ __forceinline__ u32 acgt4(u32 sel) { return __byte_perm(0x54474341u, 0u, sel); }
 
-// Context-coded literals of a K = 1 slice (`T` the model's rows, shared or global memory; the context starts at
-// 0), eight at a time: the bases gather into a PRMT selector (an IMAD a literal) and go out as one 8-byte piece,
-// so the token walk and the word merging are once every eight literals, not in every step of the chain.
+// Context-coded literals [first, end) of a slice, one rANS lane's (`T` the model's rows, shared or global memory;
+// the context starts at 0, as it does at each lane's first literal, FORMAT.md §3.5), eight at a time: the bases
+// gather into a PRMT selector (an IMAD a literal) and go out as one 8-byte piece, so the token walk and the word
+// merging are once every eight literals, not in every step of the chain. `first` is 0 or a multiple of 8 (the
+// lane split), so K1_LINEAR's pieces stay aligned.
 template <bool SMEM, K1Place P, class WR>
-__device__ __forceinline__ void k1_context_literals(const uint2* T, u32 mask, u32 nlit, u32* xp, WR& wr,
+__device__ __forceinline__ void k1_context_literals(const uint2* T, u32 mask, u32 first, u32 end, u32* xp, WR& wr,
                                                     LiteralSink1& sink, u8* bytes, u8* stamps) {
     u32 x = *xp, o = 0;  // context 0: its successors are rows 0 .. 3
     uint2 e = T[0];      // row 0 (in shared memory the first 8 bytes of copy 0)
@@ -857,19 +959,19 @@ __device__ __forceinline__ void k1_context_literals(const uint2* T, u32 mask, u3
         sr.sh = 5u + rlog;         // nb·8·R = nb << (3 + rlog), and s enters nb two bits up
         sr.m = mask << (3u + rlog);
     }
-    u32 l = 0;
-    for (; l + 8 <= nlit; l += 8) {
+    u32 l = first;
+    for (; l + 8 <= end; l += 8) {
         wr.refill();
         u32 sel = 0;
 #pragma unroll
         for (u32 k = 0; k < 8; k++) sel |= k1_context_step<SMEM>(T, sr, x, o, e, wr) << (4 * k);
         sink.put8<P>(bytes, stamps, l, (u64)acgt4(sel & 0xFFFFu) | ((u64)acgt4(sel >> 16) << 32));
     }
-    for (; l < nlit; l++) sink.put<P>(bytes, stamps, l, acgt4(k1_context_step<SMEM>(T, sr, x, o, e, wr)));
+    for (; l < end; l++) sink.put<P>(bytes, stamps, l, acgt4(k1_context_step<SMEM>(T, sr, x, o, e, wr)));
     *xp = x;
 }
 
-// One LIT-table literal of a K = 1 slice (`L` the group's 4096 slot entries, dtab layout, shared or global): its
+// One LIT-table literal of a rANS lane (`L` the group's 4096 slot entries, dtab layout, shared or global): its
 // byte. A slot with no symbol sets `bad` and decodes on as if it had one (the slice is refused after the loop).
 template <class WR>
 __device__ __forceinline__ u32 k1_table_step(const u32* L, u32& x, WR& wr, bool& bad) {
@@ -881,99 +983,167 @@ __device__ __forceinline__ u32 k1_table_step(const u32* L, u32& x, WR& wr, bool&
     return e & 0xFFu;
 }
 
-// LIT-table literals of a K = 1 slice, eight at a time as in k1_context_literals.
+// LIT-table literals [first, end) of one rANS lane, eight at a time as in k1_context_literals.
 template <K1Place P, class WR>
-__device__ __forceinline__ void k1_table_literals(const u32* L, u32 nlit, u32* xp, WR& wr, LiteralSink1& sink,
-                                                  u8* bytes, u8* stamps, bool* bad) {
+__device__ __forceinline__ void k1_table_literals(const u32* L, u32 first, u32 end, u32* xp, WR& wr,
+                                                  LiteralSink1& sink, u8* bytes, u8* stamps, bool* bad) {
     u32 x = *xp;
     bool b = false;
-    u32 l = 0;
-    for (; l + 8 <= nlit; l += 8) {
+    u32 l = first;
+    for (; l + 8 <= end; l += 8) {
         wr.refill();
         u64 v = 0;
 #pragma unroll
         for (u32 k = 0; k < 8; k++) v |= (u64)k1_table_step(L, x, wr, b) << (8 * k);
         sink.put8<P>(bytes, stamps, l, v);
     }
-    for (; l < nlit; l++) sink.put<P>(bytes, stamps, l, k1_table_step(L, x, wr, b));
+    for (; l < end; l++) sink.put<P>(bytes, stamps, l, k1_table_step(L, x, wr, b));
     *bad |= b;
     *xp = x;
 }
 
+// Literals [first, end) of unit `id`, one rANS lane's, from its state *x and words `wr`.
 template <K1Place P, class WR>
-__device__ __forceinline__ void k1_literals(const Ctx& c, u32 id, bool lit_ctx, u32 nlit, u32* x, WR& wr,
+__device__ __forceinline__ void k1_literals(const Ctx& c, u32 id, bool lit_ctx, u32 first, u32 end, u32* x, WR& wr,
                                             LiteralSink1& sink, u8* bytes, u8* stamps, const K1Tables* k1, bool* bad) {
     const u64 grp = id >> c.group_shift;
     const bool local = k1 != nullptr && k1->group == grp;
     if (lit_ctx) {
         const LitModel lm = lit_model_of(c, id);
         if (local && k1->ctx_first != NO_SLOT)
-            k1_context_literals<true, P>(k1->ctx, lm.mask, nlit, x, wr, sink, bytes, stamps);
+            k1_context_literals<true, P>(k1->ctx, lm.mask, first, end, x, wr, sink, bytes, stamps);
         else
-            k1_context_literals<false, P>(lm.t, lm.mask, nlit, x, wr, sink, bytes, stamps);
+            k1_context_literals<false, P>(lm.t, lm.mask, first, end, x, wr, sink, bytes, stamps);
     } else {
         const u32* L = local ? k1->lit : c.dtab + grp * 4 * 4096 + 3 * 4096;
-        k1_table_literals<P>(L, nlit, x, wr, sink, bytes, stamps, bad);
+        k1_table_literals<P>(L, first, end, x, wr, sink, bytes, stamps, bad);
     }
 }
 
-// The literal phase of a K = 1 slice (symbols [3 nmatch + 1, N) of its stream, from the state `x` and word
-// position `pos` the code phase left; with K = 1 the code phase takes no literal), its word stream read through
-// `wr`: each literal to its unit offset in `bytes` (mode MODE_FULL), or decoded only (MODE_NO_LITERALS,
-// MODE_ENTROPY_ONLY, which also leaves the token arrays alone); then the end-of-stream checks.
+// One rANS lane's literals [first, end) in the placement `mode` asks for: MODE_FULL, to their unit offsets (K1_WORDS,
+// or K1_STAMPS when the parse writes stamps; LINEAR, in literal order, K1_LINEAR, with no stamps), else decoded
+// only (K1_NONE).
 template <bool LINEAR, class WR>
+__device__ __forceinline__ void k1_lane_literals(const Ctx& c, u32 id, bool lit_ctx, u32 first, u32 end, u32* x,
+                                                 WR& wr, LiteralSink1& sink, u8* bytes, u8* stamps, u32 mode,
+                                                 const K1Tables* k1, bool* bad) {
+    if (mode == MODE_FULL) {
+        if constexpr (LINEAR) {
+            k1_literals<K1_LINEAR>(c, id, lit_ctx, first, end, x, wr, sink, bytes, stamps, k1, bad);
+        } else if (stamps) {
+            k1_literals<K1_STAMPS>(c, id, lit_ctx, first, end, x, wr, sink, bytes, stamps, k1, bad);
+        } else {
+            k1_literals<K1_WORDS>(c, id, lit_ctx, first, end, x, wr, sink, bytes, stamps, k1, bad);
+        }
+    } else {
+        k1_literals<K1_NONE>(c, id, lit_ctx, first, end, x, wr, sink, bytes, stamps, k1, bad);
+    }
+}
+
+// The literal phase of a slice (symbols [3 nmatch + 1, N) of its stream, FORMAT.md §3.4): rANS lane 0's literals
+// [0, s) from the state `x` and word position `pos` its code phase left, its words read through `wr`; then, unless
+// LINEAR with K = 2 (parse_k1_linear decodes lane 1 on a thread of its own, see lane1_literals), lane 1's literals
+// [s, nlit) in this thread from state[1], its words from the stream's back through `wr1` (a WordReader1Back, or the
+// staged parse's WordRing1Back over the ring lane 0 is done with), the sink standing at literal s. Each literal to
+// its unit offset in `bytes` (mode MODE_FULL; LINEAR: literal l to offset l), or decoded only (MODE_NO_LITERALS,
+// MODE_ENTROPY_ONLY, which also leaves the token arrays alone); then the end-of-stream checks: both lanes end at
+// 2^16 and their words add up to the stream's (LINEAR with K = 2: lane 0 leaves its count in lane_end and
+// place_literals_k1 checks the sum).
+template <bool LINEAR, class WR, class WR1>
 __device__ __forceinline__ void literal_phase_k1_with(const Ctx& c, u32 id, u32* tp, const u32* li, u8* bytes,
                                                        u8* stamps, u32 mode, u32 x, u32 pos, const K1Tables* k1,
-                                                       WR& wr) {
+                                                       WR& wr, WR1& wr1) {
     const u32* m = c.meta + (u64)id * META_WORDS;
     const u32 nmatch = m[2], nlit = m[3], nwords = m[4];
     const bool lit_ctx = (m[6] & META_CTX) != 0;
+    const u32 s = lane_split(nmatch, nlit, c.lanes);
     LiteralSink1 sink;
     bool bad = false;
-    if (mode == MODE_FULL) {
-        sink.init(tp, li, nmatch + 1, nlit);
-        if (stamps) {
-            k1_literals<K1_STAMPS>(c, id, lit_ctx, nlit, &x, wr, sink, bytes, stamps, k1, &bad);
-        } else if constexpr (LINEAR) {
-            k1_literals<K1_LINEAR>(c, id, lit_ctx, nlit, &x, wr, sink, bytes, stamps, k1, &bad);
-        } else {
-            k1_literals<K1_WORDS>(c, id, lit_ctx, nlit, &x, wr, sink, bytes, stamps, k1, &bad);
+    if (mode == MODE_FULL) sink.init(tp, li, nmatch + 1, nlit);
+    k1_lane_literals<LINEAR>(c, id, lit_ctx, 0, s, &x, wr, sink, bytes, stamps, mode, k1, &bad);
+    // Words lane 0 took, code phase included; more than the stream holds (they read as 0) is a stream that ran out.
+    const u32 taken0 = pos + wr.taken_words();
+    if constexpr (LINEAR) {
+        if (c.lanes == 2) {
+            if (mode == MODE_ENTROPY_ONLY) tp[0] = taken0;  // a visible result: the decode is not dead code
+            if (bad || x != 65536u || taken0 > nwords) report(c.status, bad || taken0 > nwords ? E_WORDS : E_FINAL, id);
+            c.lane_end[2ull * id] = taken0;
+            return;
         }
-    } else {
-        k1_literals<K1_NONE>(c, id, lit_ctx, nlit, &x, wr, sink, bytes, stamps, k1, &bad);
-        if (mode == MODE_ENTROPY_ONLY) tp[0] = wr.taken_words();  // a visible result: the decode is not dead code
     }
-    // More words taken than the stream holds (they read as 0) is a stream that ran out.
-    const u32 taken = wr.taken_words();
-    bad |= taken > nwords - pos;
-    if (bad || x != 65536u || taken != nwords - pos) report(c.status, bad ? E_WORDS : E_FINAL, id);
+    u32 x1 = 65536u, taken1 = 0;  // lane 1 (K = 1: empty, no state)
+    if constexpr (!LINEAR) {
+        if (c.lanes == 2) {
+            const u64 payload = (u64)m[0] | ((u64)m[1] << 32);
+            const u8* states = c.file + payload + (m[6] & META_HDR_MASK);
+            x1 = load_u32_le(states + 4);
+            bad |= x1 < 65536u;  // an encoder never leaves a state below 2^16
+            wr1.begin_lane(states + 8, nwords);
+            k1_lane_literals<LINEAR>(c, id, lit_ctx, s, nlit, &x1, wr1, sink, bytes, stamps, mode, k1, &bad);
+            taken1 = wr1.taken_words();
+        }
+    }
+    const u32 taken = taken0 + taken1;
+    if (mode == MODE_ENTROPY_ONLY) tp[0] = taken;  // a visible result: the decode is not dead code
+    bad |= taken > nwords;
+    if (bad || x != 65536u || x1 != 65536u || taken != nwords) report(c.status, bad ? E_WORDS : E_FINAL, id);
 }
 
-// The literal phase of a K = 1 slice (see literal_phase_k1_with): STAGED, its words through the WordRing1 `ring`
-// the parse staged (parse_k1_staged), else through a WordReader1; LINEAR (parse_k1_linear), its literals in literal
-// order (K1_LINEAR) unless the parse writes stamps.
+// The literal phase of a slice (see literal_phase_k1_with): STAGED, its words through the WordRing1 `ring` the
+// parse staged (parse_k1_staged, parse_k1_linear) and lane 1's through a WordRing1Back in the same ring, else through
+// a WordReader1 and a WordReader1Back; LINEAR (parse_k1_linear), its literals in literal order (K1_LINEAR).
 template <bool STAGED = false, bool LINEAR = false>
 __device__ __forceinline__ void literal_phase_k1(const Ctx& c, u32 id, u32* tp, const u32* li, u8* bytes, u8* stamps,
                                                   u32 mode, u32 x, u32 pos, const K1Tables* k1,
                                                   WordRing1* ring = nullptr) {
     if constexpr (STAGED) {
         ring->start(pos);
-        literal_phase_k1_with<LINEAR>(c, id, tp, li, bytes, stamps, mode, x, pos, k1, *ring);
+        WordRing1Back r1;
+        r1.ring = ring->ring;
+        literal_phase_k1_with<LINEAR>(c, id, tp, li, bytes, stamps, mode, x, pos, k1, *ring, r1);
     } else {
         const u32* m = c.meta + (u64)id * META_WORDS;
         const u64 payload = (u64)m[0] | ((u64)m[1] << 32);
         WordReader1 wr;
-        wr.init(c.file + payload + (m[6] & META_HDR_MASK) + 4, m[4], pos);
-        literal_phase_k1_with<false>(c, id, tp, li, bytes, stamps, mode, x, pos, k1, wr);
+        wr.init(c.file + payload + (m[6] & META_HDR_MASK) + 4 * c.lanes, m[4], pos);
+        WordReader1Back r1;
+        literal_phase_k1_with<false>(c, id, tp, li, bytes, stamps, mode, x, pos, k1, wr, r1);
     }
 }
 
-template <int W>
-__device__ void literal_phase(const Ctx& c, const Group<W>& g, u32 id, const u32* tp, const u32* li, u8* bytes,
-                              u8* stamps, u32 mode, u32 x, WordWindow<W>& ww, int pending);
+// Lane 1 of a K = 2 slice in parse_k1_linear, on a thread of its own beside the one that runs the slice's code
+// phase, token parse and lane 0 (FORMAT.md §3.4: the lanes share no state): literals [s, nlit) from state[1], the
+// context from 0, its words from the stream's back staged in its own ring (WordRing1Back at shared window address
+// `ring`), each written at unit offset l in literal order (K1_LINEAR: s is a multiple of 8, so the 8-byte pieces
+// stay aligned and never touch lane 0's literals) for place_literals_k1 to move; then its final state is checked
+// here and its word count left in lane_end for place_literals_k1 to add to lane 0's.
+__device__ __forceinline__ void lane1_literals(const Ctx& c, u32 id, u8* bytes, u32 mode, const K1Tables* k1,
+                                               u32 ring) {
+    const u32* m = c.meta + (u64)id * META_WORDS;
+    if (m[7] == BAD_ENTRY) return;  // reported by lane 0's thread
+    const u32 nmatch = m[2], nlit = m[3], nwords = m[4];
+    const bool lit_ctx = (m[6] & META_CTX) != 0;
+    const u32 s = lane_split(nmatch, nlit, 2);
+    const u64 payload = (u64)m[0] | ((u64)m[1] << 32);
+    const u8* states = c.file + payload + (m[6] & META_HDR_MASK);
+    u32 x = load_u32_le(states + 4);
+    bool bad = x < 65536u;  // an encoder never leaves a state below 2^16
+    u32 taken = 0;
+    if (s < nlit) {
+        WordRing1Back wr;
+        wr.init(states + 8, nwords, ring);
+        wr.start(0);
+        LiteralSink1 sink;  // K1_LINEAR needs no tokens
+        if (mode == MODE_FULL) k1_literals<K1_LINEAR>(c, id, lit_ctx, s, nlit, &x, wr, sink, bytes, nullptr, k1, &bad);
+        else k1_literals<K1_NONE>(c, id, lit_ctx, s, nlit, &x, wr, sink, bytes, nullptr, k1, &bad);
+        taken = wr.taken_words();
+    }
+    if (bad || x != 65536u || taken > nwords) report(c.status, bad || taken > nwords ? E_WORDS : E_FINAL, id);
+    c.lane_end[2ull * id + 1] = taken;
+}
 
-// A slice's extra-bits stream read in order, LSB first (FORMAT.md §3.2), for the staged K = 1 token parse: a 64-bit
-// buffer topped up by one aligned 32-bit word when a take needs more bits than it holds, where read_bits loads a
+// A slice's extra-bits stream read in order, LSB first (FORMAT.md §3.2), for the staged token parse (a thread a
+// slice): a 64-bit buffer topped up by one aligned 32-bit word when a take needs more bits than it holds, where read_bits loads a
 // byte at a time at every field's own offset. As in WordRing1, aligned words wholly past the stream are not loaded
 // (they read as 0); the caller checks each token's bits against the stream's length before taking them. (Loading
 // each word a refill ahead with a branch-free, predicated refill was slower: the token parse +0.006 ms on atha in
@@ -1016,7 +1186,7 @@ struct BitReader1 {
     }
 };
 
-// Phase B of parse_one for a staged K = 1 slice (parse_k1_staged, parse_k1_linear): the same values, checks and
+// Phase B of parse_one for a staged slice (parse_k1_staged, parse_k1_linear): the same values, checks and
 // outputs as the generic group loop in parse_one (whose collectives are identities at W = 1), one token a step
 // with the extra bits from a BitReader1, 32-bit sums, and the next token's codes loaded a step ahead. (The generic
 // loop took ~300 instructions a token at W = 1, its read_bits a byte load at a time: ~9 % of parse_k1_staged's
@@ -1090,14 +1260,16 @@ __device__ __forceinline__ bool k1_token_values(u32* tp, u32* mp, u32* li, u64* 
     return false;
 }
 
-// One group of W = K lanes decodes one unit (slice): rANS (a lane per interleaved state), token parse by group
-// prefix sums, then (unless `mode` is MODE_TOKENS, which saves the rANS state in `resume` instead) the literals to
-// their unit offsets in `bytes` (a unit-local buffer of 2^unit_log bytes).
+// One group of W lanes (W = 1, or W = 32: the seek's token levels) decodes one unit (slice): the code phase on the
+// group's lane 0 (every code is rANS lane 0's, FORMAT.md §3.4), token parse by group prefix sums, then (unless
+// `mode` is MODE_TOKENS, which saves lane 0's state in `resume` instead) the literals of both rANS lanes, on the
+// group's lane 0 (literal_phase_k1), to their unit offsets in `bytes` (a unit-local buffer of 2^unit_log bytes).
 // STAGED (W = 1, parse_k1_staged): the literal phase reads the word stream through a WordRing1 at shared window
 // address `ring`; LINEAR (parse_k1_linear) too, and it writes the literals in literal order.
 template <int W, bool STAGED = false, bool LINEAR = false>
-__device__ void parse_one(const Ctx& c, const Group<W>& g, u32 id, u64 tok_base, u8* bytes, u8* stamps, u32 mode,
-                          u32* resume, const CodeTables* sm, const K1Tables* k1 = nullptr, u32 ring = 0) {
+__device__ __forceinline__ void parse_one(const Ctx& c, const Group<W>& g, u32 id, u64 tok_base, u8* bytes,
+                                          u8* stamps, u32 mode, u32* resume, const CodeTables* sm,
+                                          const K1Tables* k1 = nullptr, u32 ring = 0) {
     const u8* file = c.file;
     u64* status = c.status;
     const u32 lane = g.lane;
@@ -1115,15 +1287,9 @@ __device__ void parse_one(const Ctx& c, const Group<W>& g, u32 id, u64 tok_base,
     }
     const u64 payload = (u64)m[0] | ((u64)m[1] << 32);
     const u32 nmatch = m[2], nlit = m[3], nwords = m[4], extra_len = m[5], hdr_len = m[6] & META_HDR_MASK;
-    const bool lit_ctx = (m[6] & META_CTX) != 0;
-    const LitModel lm = lit_model_of(c, id);
-    u32 lctx = 0;  // this lane's literal context (context-coded units)
     const u32 ntok = nmatch + 1;
-    const u64 S = 3ull * nmatch + 1 + nlit;
     const u8* states = file + payload + hdr_len;
-    // K rANS lanes (the archive's) among the group's W lanes: W = K, except that the W = 32 entry point also
-    // serves smaller K (the seek's token levels: the whole warp then runs the token parse of one slice).
-    const u32 K = W == 32 ? c.lanes : W;
+    const u32 K = c.lanes;  // 4 K bytes of states before the words
     const u8* words = states + 4 * K;
     const u8* extra = words + 2ull * nwords;
     const u32* tab = c.dtab + (u64)(id >> c.group_shift) * 4 * 4096;
@@ -1146,26 +1312,22 @@ __device__ void parse_one(const Ctx& c, const Group<W>& g, u32 id, u64 tok_base,
     WordRing1 wring;
     if constexpr (W == 1 && STAGED) wring.init(words, nwords, ring);
 
-    // K = 1: the CTA's tables in shared memory serve the slices of its group (see K1Tables).
+    // W = 1: the CTA's tables in shared memory serve the slices of its group (see K1Tables).
     if (W == 1 && k1 != nullptr && k1->group == (u64)(id >> c.group_shift)) sm = &k1->code;
     if (mode == MODE_TOKENS && !sm) prefetch_l1_shared(tab, 3 * 4096 * 4);  // the LL, ML and OF tables
 
-    // Phase A: entropy-decode the LL, ML and OF codes (symbols [0, 3 nmatch + 1)) into the token arrays, and
-    // keep going into the literals up to the end of the step that holds the last code: those (at most one per
-    // lane) wait in `pending` until the tokens are parsed.
-    // Lanes >= K hold no state: x = 2^16, the value every lane must end with.
-    u32 x = lane < K ? load_u32_le(states + 4 * lane) : 65536u;
-    WordWindow<W> ww;  // the generic code phase's words (the staged K = 1 parses read theirs from `wring`)
-    if constexpr (!(W == 1 && STAGED)) ww.init(words, nwords, lane, 0);
+    // Phase A: entropy-decode the LL, ML and OF codes (symbols [0, 3 nmatch + 1), the first of rANS lane 0) into
+    // the token arrays, on the group's lane 0 from state[0] and the words at the stream's front. The other lanes
+    // hold x = 2^16 and take no word.
+    u32 x = lane == 0 ? load_u32_le(states) : 65536u;
+    WordWindow<W> ww;  // the generic code phase's words (the staged parses read theirs from `wring`)
+    if constexpr (!(W == 1 && STAGED)) ww.init(words, nwords, lane);
     // An encoder never leaves a state below 2^16 (the CPU decoder refuses it too).
     bool bad = x < 65536u;
-    const u64 ncodes = 3ull * nmatch + 1;
-    const u64 code_steps = (ncodes + K - 1) / K;
-    const u64 steps = (S + K - 1) / K;
-    int pending = -1;  // literal byte decoded in the last code step, or -1
+    const u32 ncodes = 3u * nmatch + 1u;
 
     if constexpr (W == 1 && STAGED) {
-        // K = 1, staged: the code phase's own loop, its words from the ring too (which holds the stream from word
+        // Staged: the code phase's own loop, its words from the ring too (which holds the stream from word
         // 0): the LL codes of the ntok tokens, then the ML and the OF codes of the nmatch matches, one symbol a
         // step as in the generic loop below (which took ~90 instructions a code, branches and 64-bit indices
         // included: ~10 % of parse_k1_staged's samples on atha genome, session 31 run 3; this loop: its full decode
@@ -1194,38 +1356,23 @@ __device__ void parse_one(const Ctx& c, const Group<W>& g, u32 id, u64 tok_base,
             }
         }
     } else {
-        for (u64 j = 0; j < steps; j++) {
-            // (With K = 1 the literals, also in MODE_ENTROPY_ONLY, are literal_phase_k1's.)
-            if (j == code_steps && (mode != MODE_ENTROPY_ONLY || W == 1)) break;
-            u64 i = j * K + lane;
-            bool act = lane < K && i < S;
-            if (act && lit_ctx && i >= ncodes) {
-                // A context-coded literal (the lane's first in a code step, or any in MODE_ENTROPY_ONLY).
-                const u32 sym = decode_base(lm, &lctx, &x);
-                if (mode != MODE_ENTROPY_ONLY) pending = (int)sym;
-                else if (sym == 0x100) bad = true;  // never true, as below
-            } else if (act) {
-                u32 slot = x & 4095u;
-                u32 which = i < nmatch + 1ull ? 0 : (i < 2ull * nmatch + 1 ? 1 : (i < ncodes ? 2 : 3));
-                u32 e;
-                if (sm && which < 3) {
-                    e = code_entry(sm, which, slot);
-                } else {
-                    e = tab[which * 4096 + slot];
-                }
+        // The generic loop: one code a step on lane 0, its words from the group's window.
+        for (u32 i = 0; i < ncodes; i++) {
+            bool act = lane == 0;
+            if (act) {
+                const u32 slot = x & 4095u;
+                const u32 which = i < ntok ? 0u : (i < 2u * nmatch + 1u ? 1u : 2u);
+                const u32 e = sm ? code_entry(sm, which, slot) : tab[which * 4096 + slot];
                 if (e == 0xFFFFFFFFu) {
                     bad = true;
                     act = false;
                 } else {
-                    u32 sym = e & 0xFF, freq = ((e >> 8) & 0xFFF) + 1, cum = e >> 20;
+                    const u32 sym = e & 0xFF, freq = ((e >> 8) & 0xFFF) + 1, cum = e >> 20;
                     x = freq * (x >> 12) + slot - cum;
                     if (mode != MODE_ENTROPY_ONLY) {
                         if (which == 0) tp[i] = sym;
-                        else if (which == 1) mp[i - (nmatch + 1)] = sym;
-                        else if (which == 2) bk[i - (2ull * nmatch + 1)] = sym;
-                        else pending = (int)sym;  // literal i - ncodes, placed by literal_phase
-                    } else if (which == 3 && sym == 0x100) {
-                        bad = true;  // never true: keeps the decode from being optimised away in this variant
+                        else if (which == 1) mp[i - ntok] = sym;
+                        else bk[i - (2u * nmatch + 1u)] = sym;
                     }
                 }
             }
@@ -1236,19 +1383,12 @@ __device__ void parse_one(const Ctx& c, const Group<W>& g, u32 id, u64 tok_base,
         if (lane == 0) report(status, E_SYMBOL, id);
         return;
     }
-    // Words the code phase took (K = 1: where the literal phase starts).
-    const u32 code_words = W == 1 && STAGED ? wring.taken_words() : ww.pos;
-    if constexpr (W == 1) {
-        if (mode == MODE_ENTROPY_ONLY) {
-            literal_phase_k1<STAGED, LINEAR>(c, id, tp, li, bytes, stamps, mode, x, code_words, k1, &wring);
-            return;
-        }
-    }
+    // Words the code phase took: where lane 0's literals start.
+    u32 code_words;
+    if constexpr (W == 1 && STAGED) code_words = wring.taken_words();
+    else code_words = ww.pos;
     if (mode == MODE_ENTROPY_ONLY) {
-        if (!g.all(x == 65536u) || ww.pos != nwords) {
-            if (lane == 0) report(status, E_FINAL, id);
-        }
-        if (lane == 0) tp[0] = ww.pos;  // a visible result, so the decode is not dead code
+        if (lane == 0) literal_phase_k1<STAGED, LINEAR>(c, id, tp, li, bytes, stamps, mode, x, code_words, k1, &wring);
         return;
     }
     g.sync();
@@ -1258,7 +1398,7 @@ __device__ void parse_one(const Ctx& c, const Group<W>& g, u32 id, u64 tok_base,
     // chunk in `prev_diag` / `have_prev`. A forward match's diagonal is its back; a reverse complement's is its
     // anti-diagonal 2 dst - back (dst + the source's last byte) with RC_FLAG. An explicit match heads a segment
     // with its diagonal, a continuation adds its delta (two's complement) and takes the segment's kind.
-    // (The staged K = 1 parses run k1_token_values instead: the same values and checks, one token a step.)
+    // (The staged parses run k1_token_values instead: the same values and checks, one token a step.)
     u64 bit_run = 0;
     u32 lit_run = 0, pos_run = 0;
     const u64 extra_bits_total = 8ull * extra_len;
@@ -1357,114 +1497,28 @@ __device__ void parse_one(const Ctx& c, const Group<W>& g, u32 id, u64 tok_base,
         return;
     }
     if (mode == MODE_TOKENS) {
-        // The literals come later (literals_k<W>): save where the rANS stream stands.
-        if (lane == 0) resume[0] = code_words;
-        resume[1 + lane] = x;
-        resume[33 + lane] = pending >= 0 ? (u32)pending : 0xFFFFFFFFu;
+        // The literals come later (literals_k1, literals_warp): save where lane 0 of the rANS stream stands.
+        if (lane == 0) {
+            resume[0] = code_words;
+            resume[1] = x;
+        }
         return;
     }
     g.sync();
-    if constexpr (W == 1)
-        literal_phase_k1<STAGED, LINEAR>(c, id, tp, li, bytes, stamps, mode, x, code_words, k1, &wring);
-    else literal_phase<W>(c, g, id, tp, li, bytes, stamps, mode, x, ww, pending);
+    if (lane == 0) literal_phase_k1<STAGED, LINEAR>(c, id, tp, li, bytes, stamps, mode, x, code_words, k1, &wring);
 }
 
-// Phase C of a unit's parse for K > 1 (K = 1 is literal_phase_k1's): the literals (symbols [3 nmatch + 1, N) of
-// the rANS stream, from the state `x` and word position `ww` the code phase left, `pending` = this lane's literal
-// decoded in the last code step or -1), each written to its final offset; then the end-of-stream checks.
-template <int W>
-__device__ void literal_phase(const Ctx& c, const Group<W>& g, u32 id, const u32* tp, const u32* li, u8* bytes,
-                              u8* stamps, u32 mode, u32 x, WordWindow<W>& ww, int pending) {
-    static_assert(W > 1, "K = 1 slices take literal_phase_k1");
-    const u32 lane = g.lane;
-    u64* status = c.status;
-    const u32* m = c.meta + (u64)id * META_WORDS;
-    const u32 nmatch = m[2], nlit = m[3], nwords = m[4];
-    const u32 ntok = nmatch + 1;
-    const u64 S = 3ull * nmatch + 1 + nlit;
-    const u64 ncodes = 3ull * nmatch + 1;
-    const u32 K = W == 32 ? c.lanes : W;  // as in parse_one
-    const u64 code_steps = (ncodes + K - 1) / K;
-    const u64 steps = (S + K - 1) / K;
-    const u32* tab = c.dtab + (u64)(id >> c.group_shift) * 4 * 4096;
-    const u64 pending_idx = (code_steps - 1) * K + lane - ncodes;  // meaningful only when pending >= 0
-    const bool lit_ctx = (m[6] & META_CTX) != 0;
-    const LitModel lm = lit_model_of(c, id);
-    // This lane's literal context: 0 at the slice start, or after its first literal if the code phase took it.
-    u32 lctx = lit_ctx && pending >= 0 ? context_after((u32)pending, lm) : 0u;
-    bool bad = false;
-    // The literals. Literal l goes to tpos[t] + l - litidx[t] for the last token t with litidx[t] <= l.
-    // A step's literals are consecutive, so their tokens start at `cursor` (the largest token of the step before):
-    // the group holds litidx and tpos of tokens wbase .. wbase + W (a lane each) and each lane searches that
-    // window by shuffles; a lane whose token lies at or beyond the window's end walks forward in memory (runs of
-    // literal-less tokens). The window is reloaded at the end of a step that moved the cursor, so the load
-    // overlaps the next step's entropy decode instead of stalling the placement.
-    u32 cursor = 0, wbase = 0, wm = lane < ntok ? li[lane] : 0xFFFFFFFFu, wt = lane < ntok ? tp[lane] : 0u;
-    auto place_step = [&](bool valid, u32 l, u32 sym) {
-        u32 key = valid ? l : 0u;
-        u32 lo = 0;
-#pragma unroll
-        for (u32 s = W / 2; s > 0; s >>= 1) {
-            u32 v = g.shfl(wm, lo + s);
-            if (v <= key) lo += s;
-        }
-        u32 t = wbase + lo;
-        u32 tpt = g.shfl(wt, lo), mpt = g.shfl(wm, lo);
-        if (valid && lo == W - 1) {
-            const u32 t0 = t;
-            u32 nxt;
-            while (t + 1 < ntok && (nxt = li[t + 1]) <= l) {
-                t++;
-                mpt = nxt;
-            }
-            if (t != t0) tpt = tp[t];
-        }
-        if (valid && mode != MODE_NO_LITERALS) {
-            u32 o = tpt + (l - mpt);
-            bytes[o] = (u8)sym;
-            if (stamps) stamps[o] = 1;  // a literal: depth 0
-        }
-        u32 tmax = g.max(valid ? t : 0u);
-        if (tmax > cursor) cursor = tmax;
-        if (cursor != wbase) {  // group-uniform
-            wbase = cursor;
-            wm = wbase + lane < ntok ? li[wbase + lane] : 0xFFFFFFFFu;
-            wt = wbase + lane < ntok ? tp[wbase + lane] : 0u;
-        }
-    };
-    place_step(pending >= 0, (u32)pending_idx, (u32)pending);
-    for (u64 j = code_steps; j < steps; j++) {
-        u64 i = j * K + lane;
-        bool act = lane < K && i < S;
-        u32 sym = 0;
-        if (act && lit_ctx) {
-            sym = decode_base(lm, &lctx, &x);
-        } else if (act) {
-            u32 slot = x & 4095u;
-            u32 e = tab[3 * 4096 + slot];
-            if (e == 0xFFFFFFFFu) {
-                bad = true;
-                act = false;
-            } else {
-                u32 freq = ((e >> 8) & 0xFFF) + 1, cum = e >> 20;
-                sym = e & 0xFF;
-                x = freq * (x >> 12) + slot - cum;
-            }
-        }
-        place_step(act, (u32)(i - ncodes), sym);
-        ww.take(g, act && x < 65536u, &x, &bad);
-    }
-    bool any_bad = g.any(bad);
-    if (any_bad || !g.all(x == 65536u) || ww.pos != nwords) {
-        if (lane == 0) report(status, any_bad ? E_WORDS : E_FINAL, id);
-    }
-}
 
-// Parses worklist entries [level_begin(level), count): a group of W = K lanes per entry. Entry e's bytes go to
-// bytes + e << unit_log and its tokens to tok_off[e]. Marks each parsed unit's slot for the later levels.
+// Parses worklist entries [level_begin(level), count): a group of W lanes per entry (W = 1: a thread; W = 32: a
+// warp, the seek's token levels). Entry e's bytes go to bytes + e << unit_log and its tokens to tok_off[e]. Marks
+// each parsed unit's slot for the later levels.
 // STAGED (W = 1, parse_k1_staged): each unit of the CTA gets a ring of K1_RING_BYTES in the launch's dynamic shared
-// memory for its word stream (the launch gives (units a CTA + 1) x K1_RING_BYTES: the rings are aligned to their
+// memory for its word stream (the launch gives (rings a CTA + 1) x K1_RING_BYTES: the rings are aligned to their
 // size), see WordRing1.
+// LINEAR (parse_k1_linear) with K = 2: the CTA's first half of warps runs lane 0 of its units (code phase, token
+// parse, literals [0, s)), the second half lane 1 (lane1_literals: literals [s, nlit)), warp w + half taking the
+// units of warp w, so that each unit's two serial rANS chains run at once and no warp diverges on the code phase;
+// a ring a thread (2 units' worth a unit). It writes no stamps (the host runs it without).
 template <int W, bool STAGED = false, bool LINEAR = false>
 __device__ __forceinline__ void parse_units(const Ctx& c, u32 level, u32 mode) {
     extern __shared__ uint4 dyn_smem[];
@@ -1474,16 +1528,21 @@ __device__ __forceinline__ void parse_units(const Ctx& c, u32 level, u32 mode) {
     // MODE_SMEM (W = 32 only): this warp's CodeTables in the launch's dynamic shared memory.
     CodeTables* sm = nullptr;
     if (W == 32 && (mode & MODE_SMEM)) sm = (CodeTables*)((u8*)dyn_smem + (threadIdx.x / 32) * CODE_SMEM_BYTES);
-    // K = 1: a unit is one thread's serial rANS chain, on the first `lanes` lanes of each warp (the others idle).
+    // W = 1: a unit is one thread's serial rANS chain, on the first `lanes` lanes of each warp (the others idle).
     // With few units (atha_chr1: 7,504 slices on 132 SMs) fewer a warp spread them over more warps, and each warp's
     // loads (its lanes' word streams and context rows, another slice each) serve fewer lanes (Device::k1_launch).
     const u32 lanes_field = (mode >> MODE_K1_LANES_SHIFT) & 63u;
     const u32 lanes = W == 1 && lanes_field != 0 ? min(lanes_field, 32u) : 32u;
     mode &= MODE_SMEM - 1;
     u64 loaded = ~0ull;  // the group whose tables `sm` holds
+    // LINEAR, K = 2: lane 1 of each unit on a warp of the CTA's second half (CTA-uniform).
+    const bool split = LINEAR && c.lanes == 2;
+    const u32 lane_warps = split ? blockDim.x / 64u : blockDim.x / 32u;
+    const bool lane1 = split && threadIdx.x / 32u >= lane_warps;
+    const u32 warp = threadIdx.x / 32u - (lane1 ? lane_warps : 0u);
     // Groups (units parsed at once) of the CTA, and this thread's.
-    const u32 groups_per_cta = W == 1 ? blockDim.x / 32u * lanes : blockDim.x / W;
-    const u32 in_cta = W == 1 ? threadIdx.x / 32u * lanes + threadIdx.x % 32u : threadIdx.x / W;
+    const u32 groups_per_cta = W == 1 ? lane_warps * lanes : blockDim.x / W;
+    const u32 in_cta = W == 1 ? warp * lanes + threadIdx.x % 32u : threadIdx.x / W;
     const bool idle = W == 1 && threadIdx.x % 32u >= lanes;
     const K1Tables* k1 = nullptr;
     if constexpr (W == 1) {
@@ -1498,13 +1557,21 @@ __device__ __forceinline__ void parse_units(const Ctx& c, u32 level, u32 mode) {
     u32 ring = 0;
     if constexpr (STAGED) {
         const u32 base = (u32)__cvta_generic_to_shared(dyn_smem);
-        ring = ((base + K1_RING_BYTES - 1) & ~(K1_RING_BYTES - 1)) + in_cta * K1_RING_BYTES;
+        ring = ((base + K1_RING_BYTES - 1) & ~(K1_RING_BYTES - 1)) +
+               ((lane1 ? groups_per_cta : 0u) + in_cta) * K1_RING_BYTES;
     }
     const Group<W> g;
     const u32 group = blockIdx.x * groups_per_cta + in_cta;
     const u32 ngroups = gridDim.x * groups_per_cta;
     for (u32 e = idle ? end : begin + group; e < end; e += ngroups) {
         u32 id = c.worklist[e];
+        const u64 slot = c.slot_of_unit ? e : id;
+        if constexpr (LINEAR) {
+            if (lane1) {
+                if (mode != MODE_TOKENS) lane1_literals(c, id, c.bytes + (slot << c.unit_log), mode, k1, ring);
+                continue;
+            }
+        }
         if (sm && (u64)(id >> c.group_shift) != loaded) {  // warp-uniform (a warp per entry)
             __syncwarp();
             loaded = id >> c.group_shift;
@@ -1513,21 +1580,47 @@ __device__ __forceinline__ void parse_units(const Ctx& c, u32 level, u32 mode) {
         }
         // The seek path keeps an entry's tokens and bytes in its slot e; the full decode (no slot map) keeps them
         // at the unit's own place, and its worklist may list the units in any order (see ensure_full).
-        const u64 slot = c.slot_of_unit ? e : id;
-        u8* stamps = c.stamps ? c.stamps + (slot << c.unit_log) : nullptr;
+        u8* stamps = c.stamps && !LINEAR ? c.stamps + (slot << c.unit_log) : nullptr;
         u32* resume = c.resume ? c.resume + (u64)e * RESUME_WORDS : nullptr;
-        parse_one<W, STAGED, LINEAR>(c, g, id, c.tok_off[slot], c.bytes + (slot << c.unit_log), stamps, mode, resume, sm, k1,
-                             ring);
+        parse_one<W, STAGED, LINEAR>(c, g, id, c.tok_off[slot], c.bytes + (slot << c.unit_log), stamps, mode, resume,
+                                     sm, k1, ring);
         if (g.lane == 0 && c.slot_of_unit) c.slot_of_unit[id] = e;
     }
 }
 
-// The literals of every entry parsed with MODE_TOKENS by levels < parsed_level, a whole warp per entry whatever K
-// is (the seek's literal launch for slices of at most 4 KiB): K lanes run the rANS states from the saved state with
-// the group's literal table in shared memory and write each literal, in literal order, to a shared buffer; then
-// the warp scatters the buffer to the literals' offsets, a lane per token. So the serial chain of a step is the
-// table lookups and the state update, not the token walk of literal_phase. Dynamic shared memory per warp:
-// LIT_SMEM_BYTES + 2^unit_log.
+// One rANS lane's literals [first, end) of a slice in literals_warp, on one lane of the warp: from state x, its
+// words through `wr`, each to lit[l] (shared memory), the context from 0 (context-coded, FORMAT.md §3.5) or the
+// group's literal table in `sm`. A slot no symbol covers sets `bad` and stops.
+template <class WR>
+__device__ __forceinline__ void warp_lane_literals(const LitTables* sm, const LitModel& lm, bool lit_ctx, u32 first,
+                                                   u32 end, u32& x, WR& wr, u8* lit, bool& bad) {
+    u32 ctx = 0;
+    for (u32 l = first; l < end; l++) {
+        if (lit_ctx) {
+            lit[l] = (u8)decode_base(lm, &ctx, &x);
+        } else {
+            const u32 slot = x & 4095u;
+            const u32 sym = sm->syms[slot];
+            const u32 f = sm->fc[sym];
+            if (f == 0) {
+                bad = true;
+                return;
+            }
+            x = (f & 0xFFFFu) * (x >> 12) + slot - (f >> 16);
+            lit[l] = (u8)sym;
+        }
+        wr.renorm(&x);
+    }
+}
+
+// The literals of every entry parsed with MODE_TOKENS by levels < parsed_level, a whole warp per entry (the seek's
+// literal launch for slices of at most 4 KiB): the warp's lane 0 runs rANS lane 0 from the state the token parse
+// saved (literals [0, s), words from the stream's front, WordReader1) and, with K = 2, its lane 1 rANS lane 1 from
+// state[1] (literals [s, nlit), words from the back, WordReader1Back), at the same time, with the group's literal
+// table in shared memory, each literal in literal order to a shared buffer; the two lanes' ends are checked together
+// (shuffles); then the warp scatters the buffer to the literals' offsets, a lane per token. So the serial chain of a
+// step is the table lookups and the state update, not a token walk. Dynamic shared memory per warp: LIT_SMEM_BYTES
+// + 2^unit_log.
 extern "C" __global__ void literals_warp(Ctx c, u32 parsed_level) {
     extern __shared__ uint4 dyn_smem[];
     if (failed(c)) return;
@@ -1535,11 +1628,9 @@ extern "C" __global__ void literals_warp(Ctx c, u32 parsed_level) {
     const u32 wib = threadIdx.x / 32;
     LitTables* sm = (LitTables*)((u8*)dyn_smem + wib * (LIT_SMEM_BYTES + (1u << c.unit_log)));
     u8* lit = (u8*)sm + LIT_SMEM_BYTES;
-    const Group<32> g;
-    const u32 lane = g.lane;
+    const u32 lane = threadIdx.x & 31;
     const u32 warp = blockIdx.x * (blockDim.x / 32) + wib;
     const u32 nwarps = gridDim.x * (blockDim.x / 32);
-    const u32 K = c.lanes;
     u64 loaded = ~0ull;
     for (u32 e = warp; e < end; e += nwarps) {
         const u32 id = c.worklist[e];
@@ -1553,44 +1644,34 @@ extern "C" __global__ void literals_warp(Ctx c, u32 parsed_level) {
         const u32* rs = c.resume + (u64)e * RESUME_WORDS;
         const u32 nmatch = m[2], nlit = m[3], nwords = m[4];
         const u32 ntok = nmatch + 1;
-        const u64 ncodes = 3ull * nmatch + 1;
-        const u64 S = ncodes + nlit;
-        const u64 code_steps = (ncodes + K - 1) / K;
-        const u64 steps = (S + K - 1) / K;
+        const u32 s = lane_split(nmatch, nlit, c.lanes);
         const u64 payload = (u64)m[0] | ((u64)m[1] << 32);
-        WordWindow<32> ww;
-        ww.init(c.file + payload + (m[6] & META_HDR_MASK) + 4 * K, nwords, lane, rs[0]);
-        u32 x = rs[1 + lane];
-        const u32 p = rs[33 + lane];
+        const u8* states = c.file + payload + (m[6] & META_HDR_MASK);
+        const u8* words = states + 4 * c.lanes;
         const bool lit_ctx = (m[6] & META_CTX) != 0;  // warp-uniform
         const LitModel lm = lit_model_of(c, id);
-        u32 lctx = lit_ctx && p != 0xFFFFFFFFu ? context_after(p, lm) : 0u;
-        // The literal a lane decoded in the last code step: index (code_steps - 1) K + lane - ncodes < nlit.
-        if (p != 0xFFFFFFFFu) lit[(code_steps - 1) * K + lane - ncodes] = (u8)p;
         __syncwarp();  // the table is loaded
         bool bad = false;
-        for (u64 j = code_steps; j < steps; j++) {
-            const u64 i = j * K + lane;
-            bool act = lane < K && i < S;
-            if (act && lit_ctx) {
-                lit[i - ncodes] = (u8)decode_base(lm, &lctx, &x);
-            } else if (act) {
-                const u32 slot = x & 4095u;
-                const u32 sym = sm->syms[slot];
-                const u32 f = sm->fc[sym];
-                if (f == 0) {
-                    bad = true;
-                    act = false;
-                } else {
-                    x = (f & 0xFFFFu) * (x >> 12) + slot - (f >> 16);
-                    lit[i - ncodes] = (u8)sym;
-                }
-            }
-            ww.take(g, act && x < 65536u, &x, &bad);
+        u32 x = 65536u, taken = 0;  // lanes without a rANS lane: its end state, no words
+        if (lane == 0) {
+            WordReader1 wr;
+            wr.init(words, nwords, rs[0]);
+            x = rs[1];
+            warp_lane_literals(sm, lm, lit_ctx, 0, s, x, wr, lit, bad);
+            taken = rs[0] + wr.taken_words();
+        } else if (lane == 1 && c.lanes == 2) {
+            WordReader1Back wr;
+            wr.init(words, nwords);
+            x = load_u32_le(states + 4);
+            bad = x < 65536u;  // an encoder never leaves a state below 2^16
+            if (!bad) warp_lane_literals(sm, lm, lit_ctx, s, nlit, x, wr, lit, bad);
+            taken = wr.taken_words();
         }
-        const bool any_bad = g.any(bad);
-        if (any_bad || !g.all(x == 65536u) || ww.pos != nwords) {
-            if (lane == 0) report(c.status, any_bad ? E_WORDS : E_FINAL, id);
+        const bool any_bad = __any_sync(FULL_MASK, bad);
+        const u32 total = __shfl_sync(FULL_MASK, taken, 0) + __shfl_sync(FULL_MASK, taken, 1);
+        const bool ends = __all_sync(FULL_MASK, x == 65536u);
+        if (any_bad || total > nwords || !ends || total != nwords) {
+            if (lane == 0) report(c.status, any_bad || total > nwords ? E_WORDS : E_FINAL, id);
             continue;
         }
         __syncwarp();  // every literal is in the buffer
@@ -1611,48 +1692,40 @@ extern "C" __global__ void literals_warp(Ctx c, u32 parsed_level) {
 }
 
 // The literals of every entry parsed with MODE_TOKENS by levels < parsed_level (entries claimed by the last
-// expansion but not parsed are left alone), from their saved rANS states: one launch after the seek's last
-// level, so the literal half of each slice's stream stays off the per-level path.
-template <int W>
-__device__ __forceinline__ void literal_units(const Ctx& c, u32 parsed_level) {
+// expansion but not parsed are left alone), from their saved rANS states, a thread per entry (both rANS lanes, one
+// after the other: literal_phase_k1): one launch after the seek's last level, so the literal part of each slice's
+// stream stays off the per-level path.
+extern "C" __global__ void literals_k1(Ctx c, u32 parsed_level) {
     if (failed(c)) return;
     const u32 end = min(*level_begin(c, parsed_level), c.wl_cap);
-    const Group<W> g;
-    const u32 groups_per_cta = blockDim.x / W;
-    const u32 group = blockIdx.x * groups_per_cta + threadIdx.x / W;
-    const u32 ngroups = gridDim.x * groups_per_cta;
-    for (u32 e = group; e < end; e += ngroups) {
+    for (u32 e = blockIdx.x * blockDim.x + threadIdx.x; e < end; e += gridDim.x * blockDim.x) {
         const u32 id = c.worklist[e];
         const u32* m = c.meta + (u64)id * META_WORDS;
         if (m[7] == BAD_ENTRY) continue;  // reported by the parse
         const u32* rs = c.resume + (u64)e * RESUME_WORDS;
         const u64 payload = (u64)m[0] | ((u64)m[1] << 32);
-        const u8* words = c.file + payload + (m[6] & META_HDR_MASK) + 4 * (W == 32 ? c.lanes : W);
-        // The literal table and the rest of the word stream, towards L1 (see prefetch_l1_shared).
+        const u8* words = c.file + payload + (m[6] & META_HDR_MASK) + 4 * c.lanes;
+        // The literal table and the rest of the word stream (lane 1's from its back included), towards L1 (see
+        // prefetch_l1_shared).
         prefetch_l1_shared(c.dtab + (u64)(id >> c.group_shift) * 4 * 4096 + 3 * 4096, 4096 * 4);
-        for (u64 off = 2ull * rs[0] + 128ull * g.lane; off < 2ull * m[4]; off += 128ull * W)
+        for (u64 off = 2ull * rs[0]; off < 2ull * m[4]; off += 128ull)
             asm volatile("prefetch.global.L1 [%0];" ::"l"(words + off));
-        WordWindow<W> ww;
-        ww.init(words, m[4], g.lane, rs[0]);
-        // Lanes >= K of a W = 32 group saved nothing (x = 2^16, no pending literal); see parse_one.
-        const u32 p = rs[33 + g.lane];
         const u64 tb = c.tok_off[e];
         u8* stamps = c.stamps ? c.stamps + ((u64)e << c.unit_log) : nullptr;
-        if constexpr (W == 1)  // K = 1 leaves no literal pending (see literal_phase_k1)
-            literal_phase_k1(c, id, c.tpos + tb, c.lidx + tb, c.bytes + ((u64)e << c.unit_log), stamps, MODE_FULL,
-                             rs[1], rs[0], nullptr);
-        else
-            literal_phase<W>(c, g, id, c.tpos + tb, c.lidx + tb, c.bytes + ((u64)e << c.unit_log), stamps,
-                             MODE_FULL, rs[1 + g.lane], ww, p == 0xFFFFFFFFu ? -1 : (int)p);
+        literal_phase_k1(c, id, c.tpos + tb, c.lidx + tb, c.bytes + ((u64)e << c.unit_log), stamps, MODE_FULL, rs[1],
+                         rs[0], nullptr);
     }
 }
 
-// One entry point per lane count K (the host loads the one its archive's header names).
+// The parse entry points. parse_k1: a thread a unit (the full decode of many units, and ACEAPEX_GPU_SEEK_GROUP's
+// seek levels); parse_k32: a warp a unit (the seek's token levels, MODE_TOKENS).
 extern "C" __global__ void parse_k1(Ctx c, u32 level, u32 mode) { parse_units<1>(c, level, mode); }
-// K = 1 with the word streams staged in shared memory (WordRing1): the full decode's launch of few units
+extern "C" __global__ void parse_k32(Ctx c, u32 level, u32 mode) { parse_units<32>(c, level, mode); }
+// parse_k1 with the word streams staged in shared memory (WordRing1): the full decode's launch of few units
 // (Device::k1_launch), which has the shared memory for a ring a unit.
 extern "C" __global__ void parse_k1_staged(Ctx c, u32 level, u32 mode) { parse_units<1, true>(c, level, mode); }
-// parse_k1_staged whose literals go to their unit in literal order (K1_LINEAR), for place_literals_k1 to move.
+// parse_k1_staged whose literals go to their unit in literal order (K1_LINEAR), for place_literals_k1 to move; with
+// K = 2 each unit's lane 1 on a thread of its own (see parse_units).
 extern "C" __global__ void parse_k1_linear(Ctx c, u32 level, u32 mode) {
     parse_units<1, true, true>(c, level, mode);
 }
@@ -1664,9 +1737,12 @@ extern "C" __global__ void parse_k1_linear(Ctx c, u32 level, u32 mode) {
 // (A lane an aligned output word instead, one coalesced store a word and the tokens walked only at their
 // boundaries, match bytes written 0: slower, the placement of atha genome +5 us, general +25, fly x11 +19; session
 // 34 run 5.)
+// With K = 2 it first finishes the parse's end-of-stream check, which needs both of a unit's lane threads: the words
+// lanes 0 and 1 took (lane_end) must add up to the unit's stream (each lane checked its own final state). `place`
+// 0: the check only (the parse variants that stop before the literals are placed).
 #define PLACE_MAX_UNIT 4096
 #define PLACE_WARPS 4
-extern "C" __global__ void place_literals_k1(Ctx c, u32 n) {
+extern "C" __global__ void place_literals_k1(Ctx c, u32 n, u32 place) {
     __shared__ __align__(16) u8 buf[PLACE_WARPS][PLACE_MAX_UNIT];
     if (failed(c)) return;
     const u32 lane = threadIdx.x % 32u, wib = threadIdx.x / 32u;
@@ -1675,6 +1751,11 @@ extern "C" __global__ void place_literals_k1(Ctx c, u32 n) {
         const u32* m = c.meta + (u64)id * META_WORDS;
         const u32 ntok = m[2] + 1, nlit = m[3];
         if (m[7] == BAD_ENTRY || nlit > PLACE_MAX_UNIT) continue;  // refused by the parse
+        if (c.lanes == 2 && lane == 0) {
+            const u32 taken = c.lane_end[2ull * id] + c.lane_end[2ull * id + 1];
+            if (taken != m[4]) report(c.status, taken > m[4] ? E_WORDS : E_FINAL, id);
+        }
+        if (!place) continue;
         const u64 tb = c.tok_off[id];
         const u32* tp = c.tpos + tb;
         const u32* li = c.lidx + tb;
@@ -1693,17 +1774,6 @@ extern "C" __global__ void place_literals_k1(Ctx c, u32 n) {
         }
     }
 }
-extern "C" __global__ void parse_k2(Ctx c, u32 level, u32 mode) { parse_units<2>(c, level, mode); }
-extern "C" __global__ void parse_k4(Ctx c, u32 level, u32 mode) { parse_units<4>(c, level, mode); }
-extern "C" __global__ void parse_k8(Ctx c, u32 level, u32 mode) { parse_units<8>(c, level, mode); }
-extern "C" __global__ void parse_k16(Ctx c, u32 level, u32 mode) { parse_units<16>(c, level, mode); }
-extern "C" __global__ void parse_k32(Ctx c, u32 level, u32 mode) { parse_units<32>(c, level, mode); }
-extern "C" __global__ void literals_k1(Ctx c, u32 parsed_level) { literal_units<1>(c, parsed_level); }
-extern "C" __global__ void literals_k2(Ctx c, u32 parsed_level) { literal_units<2>(c, parsed_level); }
-extern "C" __global__ void literals_k4(Ctx c, u32 parsed_level) { literal_units<4>(c, parsed_level); }
-extern "C" __global__ void literals_k8(Ctx c, u32 parsed_level) { literal_units<8>(c, parsed_level); }
-extern "C" __global__ void literals_k16(Ctx c, u32 parsed_level) { literal_units<16>(c, parsed_level); }
-extern "C" __global__ void literals_k32(Ctx c, u32 parsed_level) { literal_units<32>(c, parsed_level); }
 
 // Puts the requested units on the worklist (entries 0..n, n <= wl_cap), allocating their token storage.
 extern "C" __global__ void seed_batch(Ctx c, const u32* ids, u32 n) {

@@ -1,8 +1,9 @@
-//! Host checks of kernels/decode.cu, with no GPU. The K = 1 literal path: `WordReader1` (the rANS word
-//! stream), `LiteralSink1` (where literals land) and the context-coded literal chain (`k1_context_step`,
-//! `k1_context_literals`) are copied out of the kernel source as they are, compiled with the host C++ compiler
-//! beside the harnesses in tests/kernel_host/, and run against reference models on random inputs, and the chain
-//! on streams the crate's own encoder made. These are branch-free or batched rewrites whose bugs would otherwise
+//! Host checks of kernels/decode.cu, with no GPU. The literal path of a thread per rANS lane: `WordReader1` and
+//! `WordReader1Back` (lane 0's word stream from its front, lane 1's from its back, FORMAT.md §3.4), the staged
+//! rings `WordRing1` / `WordRing1Back`, `LiteralSink1` (where literals land) and the context-coded literal chain
+//! (`k1_context_step`, `k1_context_literals`) are copied out of the kernel source as they are, compiled with the
+//! host C++ compiler beside the harnesses in tests/kernel_host/, and run against reference models on random
+//! inputs, and the chain on two-lane streams the crate's own encoder made. These are branch-free or batched rewrites whose bugs would otherwise
 //! first show as wrong blocks on the H200. Without a C++ compiler the test says it skipped; with `CI` set that is
 //! a failure.
 
@@ -10,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use aceapex::codec::context::{next_context, CtxModel, MAX_LIT_ORDER};
-use aceapex::codec::rans::encode_with_contexts;
+use aceapex::codec::rans::{encode_lanes, lane_split};
 use aceapex::format::testkit::Rng;
 
 fn kernel_source() -> String {
@@ -105,15 +106,36 @@ fn word_reader_takes_every_word_at_every_alignment() {
     run_harness("word_reader", &host_loads(cut(&src, "struct WordReader1 {", "struct WordReader1 {")));
 }
 
-/// The staged word stream (`lds16`, `sts32` and `WordRing1`), its shared accesses on the harness's buffer.
+/// `WordReader1Back`, its predicated loads (`asm(...);` in `ld_if`) as the harness's checked host loads.
+fn back_reader_text(src: &str) -> String {
+    host_asm(
+        cut(src, "struct WordReader1Back {", "struct WordReader1Back {"),
+        "asm(",
+        "if (load && a >= begin && a < end) v = host_load(a);",
+    )
+}
+
+#[test]
+fn back_word_reader_takes_every_word_from_the_back_at_every_alignment() {
+    let src = kernel_source();
+    run_harness("word_reader_back", &back_reader_text(&src));
+}
+
+/// The staged word streams (`lds16`, `sts32` and `WordRingT`, both directions), their shared accesses on the
+/// harness's buffer.
 fn ring_text(src: &str) -> String {
-    let text = cut(src, "// Shared-memory loads and stores at shared window", "struct WordRing1 {");
+    let text = cut_through(
+        src,
+        "// Shared-memory loads and stores at shared window",
+        "typedef WordRingT<true> WordRing1Back;",
+        "\n",
+    );
     let text = host_asm(text, "asm volatile(\"ld.shared.u16", "memcpy(&v, host_shared(a, 2), 2);");
     host_asm(text, "asm volatile(\"st.shared.u32", "memcpy(host_shared(a, 4), &v, 4);")
 }
 
 #[test]
-fn word_ring_stages_every_word_and_stays_in_its_ring() {
+fn word_rings_stage_every_word_in_either_direction_and_stay_in_their_ring() {
     let src = kernel_source();
     run_harness("word_ring", &ring_text(&src));
 }
@@ -139,7 +161,9 @@ fn below(rng: &mut Rng, n: u32) -> u32 {
 }
 
 /// One slice's literals for the chain harness: a random context model (skewed counts, some bases of frequency 0
-/// in some contexts), bases drawn from it, coded by the crate's encoder, and a random token layout to place them.
+/// in some contexts), bases drawn from it, coded by the crate's encoder in one rANS lane or two (FORMAT.md §3.4: the
+/// split as a slice with a random number of codes before its literals would have it, the context restarting at
+/// it), and a random token layout to place them.
 fn chain_case(rng: &mut Rng, out: &mut Vec<u8>) {
     let order = 1 + below(rng, MAX_LIT_ORDER.min(6) as u32) as u8;
     let nctx = 1usize << (2 * order);
@@ -160,9 +184,14 @@ fn chain_case(rng: &mut Rng, out: &mut Vec<u8>) {
     let model = CtxModel::from_counts(order, &counts);
     let mask = model.mask();
     let nlit = below(rng, 4097) as usize;
+    let lanes = 1 + below(rng, 2) as usize;
+    let split = lane_split(below(rng, nlit as u32 + 1) as usize, nlit, lanes);
     let (mut codes, mut contexts) = (Vec::with_capacity(nlit), Vec::with_capacity(nlit));
     let mut ctx = 0u32;
-    for _ in 0..nlit {
+    for l in 0..nlit {
+        if l == split {
+            ctx = 0; // lane 1's first literal
+        }
         // A base the context can code (frequency > 0), uniformly: rare ones come up as often as common ones.
         let ok: Vec<u32> = (0..4).filter(|&s| model.freq_cum(ctx, s).0 > 0).collect();
         let s = ok[below(rng, ok.len() as u32) as usize];
@@ -170,7 +199,8 @@ fn chain_case(rng: &mut Rng, out: &mut Vec<u8>) {
         contexts.push(ctx);
         ctx = next_context(ctx, s, mask);
     }
-    let enc = encode_with_contexts(&codes, &[], Some((&model, &contexts)), 1);
+    let starts: &[usize] = if lanes == 2 { &[0, split] } else { &[0] };
+    let enc = encode_lanes(&codes, &[], Some((&model, &contexts)), starts);
     // Tokens: literal runs (empty, short or long) between matches of 2 .. 40 bytes.
     let (mut tp, mut li) = (Vec::new(), Vec::new());
     let (mut pos, mut lit) = (0u32, 0u32);
@@ -193,7 +223,10 @@ fn chain_case(rng: &mut Rng, out: &mut Vec<u8>) {
     let mut put = |v: u32| out.extend_from_slice(&v.to_le_bytes());
     put(mask);
     put(nlit as u32);
+    put(lanes as u32);
+    put(split as u32);
     put(enc.states[0]);
+    put(enc.states.get(1).copied().unwrap_or(1 << 16));
     put(enc.words.len() as u32);
     put(below(rng, 4));
     put(tp.len() as u32);
@@ -223,6 +256,7 @@ fn chain_input() -> Vec<u8> {
 fn chain_text(src: &str, extra: &[(&str, &str)]) -> String {
     let mut parts = vec![
         host_loads(cut(src, "struct WordReader1 {", "struct WordReader1 {")),
+        back_reader_text(src),
         ring_text(src),
         cut(src, "enum K1Place {", "struct LiteralSink1 {"),
         cut_line(src, "#define K1_CTX_ORDER"),
@@ -246,7 +280,7 @@ fn chain_text(src: &str, extra: &[(&str, &str)]) -> String {
 #[test]
 fn context_chain_decodes_what_the_encoder_coded() {
     let src = kernel_source();
-    let text = chain_text(&src, &[("// Context-coded literals of a K = 1 slice", "void k1_context_literals(")]);
+    let text = chain_text(&src, &[("// Context-coded literals [first, end) of a slice", "void k1_context_literals(")]);
     run_harness_on("context_chain", &text, Some(&chain_input()));
 }
 

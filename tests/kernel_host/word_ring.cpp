@@ -1,12 +1,26 @@
-// WordRing1 (the staged K = 1 word stream, shared memory) against a plain reader, driven as the parse drives it
-// (staged at the slice's start, the literals from a random word on, a refill every eight renormalisations): every
-// take at every byte alignment and start returns the next 16-bit little-endian word, the words past the stream read as
-// zeros or stale ring words but never outside the ring (host_shared fails the harness), and `taken_words` counts the
-// takes.
+// WordRing1 and WordRing1Back (the staged word streams of rANS lanes 0 and 1, shared memory) against a plain
+// reader, driven as the parse drives them (staged at the slice's start, the literals from a random word on, a refill
+// every eight renormalisations): every take at every byte alignment and start returns the lane's next 16-bit
+// little-endian word (lane 0: word[k]; lane 1, FORMAT.md §3.4: word[nwords - 1 - k]), the words past the stream read
+// as zeros or stale ring words but never outside the ring (host_shared fails the harness), no global load touches
+// an aligned word with no byte of the stream, and `taken_words` counts the takes.
 #include "prelude.h"
+
+static const u8* host_lo = nullptr;  // the stream's bytes [host_lo, host_hi)
+static const u8* host_hi = nullptr;
+template <class T>
+static inline T checked_ldg(const T* p) {
+    if ((const u8*)p + 4 <= host_lo || (const u8*)p >= host_hi) {
+        printf("FAIL: a load of an aligned word with no byte of the stream\n");
+        exit(1);
+    }
+    return *p;
+}
+#define __ldg checked_ldg
 #include "word_ring.inc"
 
-int main() {
+template <bool BACK>
+static int run() {
     // The ring at a K1_RING_BYTES-aligned offset of a buffer that holds exactly it (an access past it fails).
     std::vector<u8> smem(3 * K1_RING_BYTES);
     host_smem = smem.data();
@@ -15,10 +29,12 @@ int main() {
         const u32 nwords = rnd() % 2000, pos = nwords ? rnd() % (nwords + 1) : 0, off = rnd() % 4 + 4 * (rnd() % 3);
         std::vector<u32> store((off + 2 * nwords + 32) / 4 + 1, 0);
         u8* base = (u8*)store.data();
-        for (u32 i = 0; i < off + 2 * nwords; i++) base[i] = (u8)rnd();
+        for (size_t i = 0; i < 4 * store.size(); i++) base[i] = (u8)rnd();
         const u8* words = base + off;
+        host_lo = words;
+        host_hi = words + 2 * nwords;
         for (auto& b : smem) b = (u8)rnd();  // stale words from an earlier slice
-        WordRing1 wr;
+        WordRingT<BACK> wr;
         wr.init(words, nwords, 2 * K1_RING_BYTES);
         wr.start(pos);
         u32 k = pos;
@@ -30,23 +46,30 @@ int main() {
             u32 got = x;
             wr.renorm(&got);
             if (x < 65536) {
-                const u32 want = k < nwords ? (x << 16) | words[2 * k] | ((u32)words[2 * k + 1] << 8) : got;
+                const u32 i = BACK ? nwords - 1 - k : k;
+                const u32 want = k < nwords ? (x << 16) | words[2 * i] | ((u32)words[2 * i + 1] << 8) : got;
                 if (got != want) {
-                    printf("FAIL: case %d step %u: %u words from %u at offset %u: word %u got %x, want %x\n", it, step,
-                           nwords, pos, off, k, got, want);
+                    printf("FAIL: back %d case %d step %u: %u words from %u at offset %u: word %u got %x, want %x\n",
+                           BACK, it, step, nwords, pos, off, k, got, want);
                     return 1;
                 }
                 k++;
             } else if (got != x) {
-                printf("FAIL: case %d step %u: a state >= 2^16 changed\n", it, step);
+                printf("FAIL: back %d case %d step %u: a state >= 2^16 changed\n", BACK, it, step);
                 return 1;
             }
             if (wr.taken_words() != k - pos) {
-                printf("FAIL: case %d step %u: taken %u, want %u\n", it, step, wr.taken_words(), k - pos);
+                printf("FAIL: back %d case %d step %u: taken %u, want %u\n", BACK, it, step, wr.taken_words(),
+                       k - pos);
                 return 1;
             }
         }
     }
+    return 0;
+}
+
+int main() {
+    if (run<false>() || run<true>()) return 1;
     printf("ok\n");
     return 0;
 }

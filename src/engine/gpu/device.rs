@@ -63,8 +63,9 @@ pub const MAX_BATCH: usize = 1024;
 /// Decoded bytes the seek worklist may hold (requested units plus sources), bounding the scratch memory.
 const WORKLIST_BYTES: u64 = 512 << 20;
 
-/// u32 words of saved rANS state per seek worklist entry (kernels/decode.cu `RESUME_WORDS`).
-const RESUME_WORDS: usize = 65;
+/// u32 words of saved rANS state per seek worklist entry (kernels/decode.cu `RESUME_WORDS`: rANS lane 0's words
+/// taken and state after the code phase).
+const RESUME_WORDS: usize = 2;
 
 /// Bytes of a deferred match per list entry of the full decode's resolve rounds (kernel RESOLVE_PIECE).
 const RESOLVE_PIECE: u64 = 128;
@@ -157,6 +158,9 @@ struct KernelCtx {
     ctab: u64,
     xgrp: u64,
     xtab: u64,
+    /// Two u32 per unit, the words each rANS lane took, when `parse_k1_linear` runs a K = 2 archive's lane 1 on
+    /// threads of its own (`place_literals_k1` checks their sum); 0 elsewhere.
+    lane_end: u64,
     pool_cap: u64,
     nunits: u64,
     wl_cap: u32,
@@ -168,20 +172,22 @@ struct KernelCtx {
 }
 
 // SAFETY: KernelCtx is #[repr(C)], made only of u64/u32 fields in the order and with the alignment of the CUDA
-// struct `Ctx` (8-byte pointers first, then 32-bit fields, 224 bytes in all), so passing it by value as a
+// struct `Ctx` (8-byte pointers first, then 32-bit fields, 232 bytes in all), so passing it by value as a
 // kernel parameter matches the kernel's layout.
 unsafe impl DeviceRepr for KernelCtx {}
 
 struct Kernels {
+    /// A thread a unit (`parse_k1`): the full decode of many units, and the fused seek levels.
     parse: CudaFunction,
-    /// K = 1 archives: the parse with the word streams staged in shared memory (`parse_k1_staged`), which the full
-    /// decode of few units runs (see `Device::k1_staged`).
-    parse_staged: Option<CudaFunction>,
-    /// K = 1: `parse_k1_staged` writing the literals in literal order (`parse_k1_linear`), and `place_literals_k1`,
-    /// which moves them to their offsets after it (see `Device::k1_linear`).
-    parse_linear: Option<(CudaFunction, CudaFunction)>,
-    /// The seek's token levels: a whole warp per slice whatever K is (`parse_k32` runs K of its lanes' rANS
-    /// states and uses all 32 for the token parse), unless ACEAPEX_GPU_SEEK_GROUP=1 asks for the K-lane group.
+    /// The parse with the word streams staged in shared memory (`parse_k1_staged`), which the full decode of few
+    /// units runs (see `Device::k1_staged`).
+    parse_staged: CudaFunction,
+    /// `parse_k1_staged` writing the literals in literal order (`parse_k1_linear`; with K = 2 each unit's rANS
+    /// lane 1 on a thread of its own), and `place_literals_k1`, which moves them to their offsets after it (see
+    /// `Device::k1_linear`).
+    parse_linear: (CudaFunction, CudaFunction),
+    /// The seek's token levels: a whole warp per slice (`parse_k32`: the code phase on one lane, the token parse
+    /// on all 32), unless ACEAPEX_GPU_SEEK_GROUP=1 asks for a thread per slice (`parse_k1`).
     parse_seek: CudaFunction,
     literals: CudaFunction,
     /// The seek's literal launch, a warp per slice with shared-memory tables (see `Device::seek_smem`).
@@ -260,6 +266,10 @@ pub struct Device {
     /// driver's choice; see [`Device::set_parse_carveout`]).
     sm_count: u32,
     parse_carveout: i32,
+    /// The dynamic shared memory `parse_k1_staged` and `parse_k1_linear` may take (full::prepare_staged_parse), and
+    /// the carveouts they have now (percent, -1: the driver's choice; full::set_staged_carveout).
+    staged_smem: [u32; 2],
+    staged_carveout: [i32; 2],
     /// Expansions drop source pieces inside the requested units (kernels/decode.cu `piece_needed`), unless
     /// ACEAPEX_GPU_EXPAND_ALL=1 (for comparison).
     skip_requested: bool,
@@ -327,6 +337,10 @@ fn grid_stride(items: u64) -> LaunchConfig {
 impl Device {
     /// Creates the context, compiles and loads the kernels, uploads the archive and allocates the seek scratch.
     pub fn open(data: &ArchiveData) -> Result<Device> {
+        // FORMAT.md §3.4: one or two rANS lanes (the header parse refuses anything else; the kernels rely on it).
+        if !matches!(data.header.rans_lanes, 1 | 2) {
+            return Err(Error::Gpu(format!("rans_lanes {}: the GPU engine decodes 1 or 2", data.header.rans_lanes)));
+        }
         let ctx = CudaContext::new(0).map_err(gpu("no CUDA device"))?;
         // SAFETY: event tracking only matters with several streams; this engine uses one stream, in order, and
         // disables tracking before allocating anything.
@@ -347,21 +361,14 @@ impl Device {
         };
         let load = |n: &str| module.load_function(n).map_err(gpu("kernel missing"));
         let kernels = Kernels {
-            parse: load(&format!("parse_k{}", data.header.rans_lanes))?,
-            parse_staged: match data.header.rans_lanes {
-                1 => Some(load("parse_k1_staged")?),
-                _ => None,
+            parse: load("parse_k1")?,
+            parse_staged: load("parse_k1_staged")?,
+            parse_linear: (load("parse_k1_linear")?, load("place_literals_k1")?),
+            parse_seek: match std::env::var_os("ACEAPEX_GPU_SEEK_GROUP") {
+                Some(_) => load("parse_k1")?,
+                None => load("parse_k32")?,
             },
-            parse_linear: match data.header.rans_lanes {
-                1 => Some((load("parse_k1_linear")?, load("place_literals_k1")?)),
-                _ => None,
-            },
-            parse_seek: if std::env::var_os("ACEAPEX_GPU_SEEK_GROUP").is_some() {
-                load(&format!("parse_k{}", data.header.rans_lanes))?
-            } else {
-                load("parse_k32")?
-            },
-            literals: load(&format!("literals_k{}", data.header.rans_lanes))?,
+            literals: load("literals_k1")?,
             literals_warp: load("literals_warp")?,
             seed: load("seed_batch")?,
             expand: load("expand_ranges")?,
@@ -405,9 +412,10 @@ impl Device {
                 (CODE_SMEM_BYTES * (CTA_THREADS / 32)) as i32,
             )
             .map_err(gpu("shared memory attribute"))?;
-        for staged in kernels.parse_staged.iter().chain(kernels.parse_linear.iter().map(|(parse, _)| parse)) {
-            full::prepare_staged_parse(&ctx, staged)?;
-        }
+        let staged_smem = [
+            full::prepare_staged_parse(&ctx, &kernels.parse_staged, 1)?,
+            full::prepare_staged_parse(&ctx, &kernels.parse_linear.0, u32::from(data.header.rans_lanes))?,
+        ];
         let nunits = data.global_slice_count();
         if nunits > u32::MAX as u64 / 2 {
             return Err(Error::Gpu("too many slices for the GPU engine".into()));
@@ -468,6 +476,8 @@ impl Device {
             later_grid,
             sm_count,
             parse_carveout: -1,
+            staged_smem,
+            staged_carveout: [-1; 2],
             skip_requested: std::env::var_os("ACEAPEX_GPU_EXPAND_ALL").is_none(),
             depth_hint: 2,
             graphs: HashMap::new(),

@@ -2,8 +2,9 @@
 //!
 //! [`GpuEngine::try_new`] loads the driver and NVRTC at run time, compiles kernels/decode.cu once per process for
 //! the GPU's own architecture, and uploads the archive's payloads, per-slice metadata (prep.rs) and decode
-//! tables. The device works on slices (FORMAT.md §3): a group of K lanes (K = the archive's rANS lanes; a single
-//! thread when K = 1) parses one slice. A batch of blocks is decoded by one launch sequence (see the kernel
+//! tables. The device works on slices (FORMAT.md §3): a thread (or, for the seek's token parse, a warp) parses
+//! one slice, and each of its one or two rANS lanes (FORMAT.md §3.4) decodes its literals on a thread, the two at
+//! once in the full decode of few slices. A batch of blocks is decoded by one launch sequence (see the kernel
 //! file's overview): the requested blocks' slices are parsed, the source ranges their matches need are found
 //! level by level (at most `max_depth` levels) and only the slices holding them are parsed too, and every
 //! requested byte is resolved to a literal. Results come back through pinned memory and
@@ -575,7 +576,7 @@ mod tests {
     fn mutated_archives_use_continuations() {
         use crate::engine::cpu::CpuEngine;
         let dir = tempfile::tempdir().unwrap();
-        let (data, stream, continuing) = mutated_archive(dir.path(), 21, 4, 10);
+        let (data, stream, continuing) = mutated_archive(dir.path(), 21, 2, 10);
         let matches = stream.len() / 40;
         assert!(continuing * 2 > matches, "{continuing} continuations for about {matches} matches");
         let cpu = CpuEngine::new(data.clone());
@@ -591,7 +592,7 @@ mod tests {
     #[test]
     fn try_new_fails_cleanly_or_opens() {
         let dir = tempfile::tempdir().unwrap();
-        let (data, _) = random_archive(dir.path(), 1, 32, 11, false);
+        let (data, _) = random_archive(dir.path(), 1, 2, 11, false);
         match GpuEngine::try_new(data) {
             Ok(engine) => assert!(!engine.description().is_empty()),
             Err(Error::Gpu(reason)) => assert!(!reason.contains('\n'), "one line: {reason}"),
@@ -604,7 +605,7 @@ mod tests {
     #[test]
     fn unit_meta_covers_every_slice() {
         let dir = tempfile::tempdir().unwrap();
-        for (seed, lanes, slice_log) in [(5, 1, 9), (6, 4, 11), (7, 32, 12)] {
+        for (seed, lanes, slice_log) in [(5, 1, 9), (6, 2, 11), (7, 2, 12)] {
             let (data, stream) = random_archive(dir.path(), seed, lanes, slice_log, false);
             let meta = prep::unit_meta(&data);
             assert_eq!(meta.units() as u64, data.global_slice_count());
@@ -690,9 +691,9 @@ mod tests {
     fn gpu_bytes_equal_the_reference_when_a_gpu_is_present() {
         let dir = tempfile::tempdir().unwrap();
         // (seed, lanes, slice_log); the odd seeds' archives also hold reverse-complement matches.
-        let cases = [(2, 32, 11), (3, 8, 9), (4, 1, 11), (9, 2, 10), (10, 4, 12), (11, 16, 11), (12, 1, 9), (13, 4, 9)];
+        let cases = [(2, 2, 11), (3, 2, 9), (4, 1, 11), (9, 2, 10), (10, 1, 12), (11, 2, 12), (12, 1, 9), (13, 2, 9)];
         // Random archives, then mutated copies (continuation codes in nearly every slice) for every lane count.
-        let mutated = [(21, 1, 9), (22, 2, 10), (23, 4, 11), (24, 8, 9), (25, 16, 12), (26, 32, 10)];
+        let mutated = [(21, 1, 9), (22, 2, 10), (23, 1, 11), (24, 2, 9), (25, 2, 12), (26, 1, 10)];
         let archives = cases.iter().map(|&(seed, lanes, slice_log)| (seed, lanes, slice_log, false));
         for (seed, lanes, slice_log, mutate) in archives.chain(mutated.iter().map(|&(s, l, k)| (s, l, k, true))) {
             let (data, stream) = if mutate {
@@ -812,13 +813,13 @@ mod tests {
         use crate::pack::{pack, PackOptions};
         let dir = tempfile::tempdir().unwrap();
         let mut archives = Vec::new();
-        for (seed, lanes) in [(31u64, 1u8), (32, 2), (33, 4), (34, 8), (35, 16), (36, 32)] {
+        for (seed, lanes) in [(31u64, 1u8), (32, 2), (33, 1), (34, 2)] {
             let input = context_input(seed, 300_000);
             let src = dir.path().join(format!("bases-{seed}.txt"));
             std::fs::write(&src, &input).unwrap();
             let out = dir.path().join(format!("bases-{seed}.acx"));
-            // Without reverse complements: they take the one-base runs of this input, and with 32 lanes the
-            // context model stopped paying (reverse_complement_archives_decode_bit_exactly covers them).
+            // Without reverse complements: they take the one-base runs of this input
+            // (reverse_complement_archives_decode_bit_exactly covers them).
             let opts = PackOptions {
                 block_log: 12,
                 group_log: 3,
@@ -889,7 +890,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut archives = Vec::new();
         // Block sizes 4, 8 and 16 KiB: slices of 2^block_log / 4 (Header::default_slice_log), at least 1 KiB.
-        for (seed, lanes, block_log) in [(41u64, 1u8, 14u8), (42, 4, 12), (43, 32, 13)] {
+        for (seed, lanes, block_log) in [(41u64, 1u8, 14u8), (42, 2, 12), (43, 2, 13)] {
             let fasta = inverted_repeats_fasta(seed, 400_000);
             let src = dir.path().join(format!("inverted-{seed}.fa"));
             std::fs::write(&src, &fasta).unwrap();

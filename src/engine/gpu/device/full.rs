@@ -63,23 +63,42 @@ fn k1_units_per_cta(threads: u32, lanes: u32) -> u32 {
     threads / 32 * lanes
 }
 
-/// Lets `parse_k1_staged` take its rings beyond the 48 KB of dynamic shared memory a launch gets by default, and
-/// asks for a shared-memory carveout that holds one CTA's tables and rings: the rest of the SM's 256 KB stays L1.
-pub(super) fn prepare_staged_parse(ctx: &CudaContext, f: &CudaFunction) -> Result<()> {
+/// Lets a staged parse (`parse_k1_staged`, `parse_k1_linear`) take its rings beyond the 48 KB of dynamic shared
+/// memory a launch gets by default: up to the rings of [`K1_STAGED_UNITS_MAX`] units (`rings_per_unit`: 1, or 2 for
+/// `parse_k1_linear` on a K = 2 archive, a ring for each rANS lane's thread, see [`Device::k1_linear`]) or what the
+/// device allows a CTA beside the function's tables, whichever is less; returns that many bytes (a launch that
+/// would need more runs another parse).
+pub(super) fn prepare_staged_parse(ctx: &CudaContext, f: &CudaFunction, rings_per_unit: u32) -> Result<u32> {
     use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
-    let rings = (K1_STAGED_UNITS_MAX + 1) * k1_ring_bytes();
+    let tables =
+        f.get_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES).map_err(gpu("attribute"))?;
+    let optin = ctx
+        .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+        .map_err(gpu("device attribute"))?;
+    let rings = ((K1_STAGED_UNITS_MAX * rings_per_unit + 1) * k1_ring_bytes()).min((optin - tables).max(0) as u32);
     f.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, rings as i32)
         .map_err(gpu("shared memory attribute"))?;
+    Ok(rings)
+}
+
+/// Asks for a shared-memory carveout of `f` that holds one CTA's tables and `rings` bytes of rings (a staged parse
+/// launch's): the rest of the SM's 256 KB stays L1, for the word streams the parse prefetches. `current` is the
+/// percentage last asked for (-1: none), updated.
+pub(super) fn set_staged_carveout(ctx: &CudaContext, f: &CudaFunction, rings: u32, current: &mut i32) -> Result<()> {
+    use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
     let tables =
         f.get_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES).map_err(gpu("attribute"))?;
     let per_sm = ctx
         .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR)
         .map_err(gpu("device attribute"))?
         .max(1);
-    let percent = (100 * (tables + rings as i32) + per_sm - 1) / per_sm;
-    let percent = percent.min(100);
-    f.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, percent)
-        .map_err(gpu("shared memory carveout"))
+    let percent = ((100 * (tables + rings as i32) + per_sm - 1) / per_sm).min(100);
+    if percent != *current {
+        f.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, percent)
+            .map_err(gpu("shared memory carveout"))?;
+        *current = percent;
+    }
+    Ok(())
 }
 
 /// Threads of `copy_tail`'s one CTA (kernel TAIL_THREADS) and pieces a warp copies at once (TAIL_UNROLL).
@@ -380,6 +399,9 @@ pub(super) struct FullBuffers {
     pub(super) level_hist: CudaSlice<u32>,
     pub(super) order_start: CudaSlice<u32>,
     pub(super) order_cursor: CudaSlice<u32>,
+    /// Two u32 per unit: the words each rANS lane took, written by `parse_k1_linear` when it decodes a K = 2
+    /// archive's lane 1 on threads of its own, for `place_literals_k1` to check their sum.
+    pub(super) lane_end: CudaSlice<u32>,
 }
 
 /// The order in which the full decode's parse takes the units (its worklist): stream order, or with
@@ -446,6 +468,7 @@ impl Device {
             counters: self.ptr(&full.counters),
             status: self.ptr(&full.status),
             stamps: if stamps { self.ptr(&full.stamps) } else { 0 },
+            lane_end: self.ptr(&full.lane_end),
             wl_cap: self.nunits as u32,
             ..self.base_ctx()
         }
@@ -530,14 +553,15 @@ impl Device {
             level_hist: stream.alloc_zeros::<u32>(LEVELS).map_err(gpu("alloc"))?,
             order_start: stream.alloc_zeros::<u32>(LEVELS + 1).map_err(gpu("alloc"))?,
             order_cursor: stream.alloc_zeros::<u32>(LEVELS + 1).map_err(gpu("alloc"))?,
+            lane_end: stream.alloc_zeros::<u32>(2 * n.max(1)).map_err(gpu("alloc"))?,
         });
         Ok(())
     }
 
-    /// How the full decode's parse of `n` units is launched: threads a CTA, and for K = 1 the lanes of each warp
-    /// that take a unit (kernels/decode.cu `parse_units`; 32 for K > 1).
+    /// How the full decode's parse of `n` units is launched: threads a CTA (those that take a unit's code phase
+    /// and lane 0), and the lanes of each warp that take a unit (kernels/decode.cu `parse_units`).
     ///
-    /// K = 1 with few units (at most 64 an SM): one CTA an SM holding the fewest units, a power of two, that fit
+    /// Few units (at most 64 an SM): one CTA an SM holding the fewest units, a power of two, that fit
     /// the units on the SMs, eight lanes a warp. Fewer slices a warp, because a warp's loads (its lanes' word
     /// streams and context rows, another slice each) then serve fewer lanes; a power of two, so that a CTA's
     /// units lie in one table group, whose tables it holds in shared memory. atha_chr1's 7,504 slices: 64 a CTA,
@@ -548,9 +572,6 @@ impl Device {
     /// at 16 lanes against 32: long-scoreboard stall 0.66 -> 0.40 cycles an instruction, L1 hit 85.9 -> 92.5 %).
     /// More units: 128 threads of 32 lanes, so that the SMs hold as many as their shared memory allows.
     fn k1_launch(&self, n: u64) -> (u32, u32) {
-        if self.lanes != 1 {
-            return (CTA_THREADS, 32);
-        }
         let sms = u64::from(self.sm_count.max(1));
         let (auto_threads, auto_lanes) = match self.k1_few_units(n) {
             true => {
@@ -570,13 +591,13 @@ impl Device {
         (threads, lanes)
     }
 
-    /// Whether a K = 1 full decode of `n` units has few of them: at most 64 an SM ([`Self::k1_launch`]).
+    /// Whether a full decode of `n` units has few of them: at most 64 an SM ([`Self::k1_launch`]).
     fn k1_few_units(&self, n: u64) -> bool {
         n <= 64 * u64::from(self.sm_count.max(1))
     }
 
     /// Whether the full decode's parse of `n` units in CTAs of `threads` threads, `lanes` of each warp taking a
-    /// unit, runs `parse_k1_staged`: K = 1, few units (at most 64 an SM, as in [`Self::k1_launch`]) and at most
+    /// unit, runs `parse_k1_staged`: few units (at most 64 an SM, as in [`Self::k1_launch`]) and at most
     /// [`K1_STAGED_UNITS_MAX`] a CTA, unless ACEAPEX_GPU_K1_STAGED=0. Its word streams come from a ring in shared
     /// memory a unit (kernels/decode.cu WordRing1): ~5 instructions a renormalisation instead of WordReader1's
     /// ~19 and no global load on the chain; the K = 1 context-coded literal loop's SASS goes from 60 to 47
@@ -585,10 +606,11 @@ impl Device {
     /// 1.116 -> 0.970; run 3: a 512-byte ring or the word stream left out of the L1 prefetch no better. More units
     /// keep `parse_k1`, whose CTAs share the SMs.
     fn k1_staged(&self, n: u64, threads: u32, lanes: u32) -> bool {
-        self.kernels.parse_staged.is_some()
-            && k1_staged_knob()
+        let units = k1_units_per_cta(threads, lanes);
+        k1_staged_knob()
             && self.k1_few_units(n)
-            && k1_units_per_cta(threads, lanes) <= K1_STAGED_UNITS_MAX
+            && units <= K1_STAGED_UNITS_MAX
+            && (units + 1) * k1_ring_bytes() <= self.staged_smem[0]
     }
 
     /// Whether a staged parse (see [`Self::k1_staged`]) writes its literals in literal order, eight to an aligned
@@ -598,8 +620,18 @@ impl Device {
     /// put the same placement into `parse_k1` as a mode, and all of `parse_k1` got slower). H200, session 31 run 3,
     /// full decode against the placement in the staged chain: atha genome 0.772 -> 0.716 ms, general 1.174 ->
     /// 1.070, fly x11 0.964 -> 0.893.
-    fn k1_linear(&self, staged: bool, stamps: bool) -> bool {
-        staged && !stamps && self.unit_log <= PLACE_MAX_UNIT_LOG && k1_linear_knob()
+    ///
+    /// On a K = 2 archive (FORMAT.md §3.4, version 7) its CTAs have twice `threads`: the second half runs each
+    /// unit's rANS lane 1 on a thread of its own, at the same time as lane 0 (the serial chain a thread about
+    /// halves), with a ring each; so only while that stays within 1024 threads a CTA and the shared memory a CTA
+    /// may have.
+    fn k1_linear(&self, staged: bool, stamps: bool, threads: u32, lanes: u32) -> bool {
+        staged
+            && !stamps
+            && self.unit_log <= PLACE_MAX_UNIT_LOG
+            && k1_linear_knob()
+            && threads * self.lanes <= 1024
+            && (k1_units_per_cta(threads, lanes) * self.lanes + 1) * k1_ring_bytes() <= self.staged_smem[1]
     }
 
     /// Sets the parse function's preferred shared-memory carveout for a launch of `grid` CTAs. A K = 1 parse CTA
@@ -610,7 +642,7 @@ impl Device {
     /// CTAs): atha genome's full decode 1.125 -> 1.078 ms, general 1.660 -> 1.571, fly x11 1.427 -> 1.387. A
     /// larger grid keeps the driver's choice (one CTA an SM would cut its occupancy to a warp a scheduler).
     pub(super) fn set_parse_carveout(&mut self, grid: u32) -> Result<()> {
-        let want = if self.lanes == 1 && grid <= self.sm_count { few_ctas_carveout() } else { -1 };
+        let want = if grid <= self.sm_count { few_ctas_carveout() } else { -1 };
         if want != self.parse_carveout {
             self.kernels
                 .parse
@@ -686,16 +718,23 @@ impl Device {
             stream.memset_zeros(&mut full.level_hist).map_err(gpu("reset"))?;
         }
         let (parse_threads, k1_lanes) = self.k1_launch(n as u64);
-        let parse_grid = grid_for(n as u64, u64::from(parse_threads / 32 * k1_lanes / self.lanes), 1 << 20);
+        let parse_grid = grid_for(n as u64, u64::from(k1_units_per_cta(parse_threads, k1_lanes)), 1 << 20);
         let staged = self.k1_staged(n as u64, parse_threads, k1_lanes);
-        if !staged {
+        // Levels, the flow and the map chase resolve without stamps, so the parse does not write them.
+        let stamps = variant == FullVariant::Full && !levels && !flow && map_chase.is_none();
+        let linear = self.k1_linear(staged, stamps, parse_threads, k1_lanes);
+        // parse_k1_linear on a K = 2 archive: a second half of each CTA runs the units' rANS lane 1, a ring a thread.
+        let lane_threads = if linear { self.lanes } else { 1 };
+        let rings = (k1_units_per_cta(parse_threads, k1_lanes) * lane_threads + 1) * k1_ring_bytes();
+        if linear {
+            set_staged_carveout(&self.ctx, &self.kernels.parse_linear.0, rings, &mut self.staged_carveout[1])?;
+        } else if staged {
+            set_staged_carveout(&self.ctx, &self.kernels.parse_staged, rings, &mut self.staged_carveout[0])?;
+        } else {
             self.set_parse_carveout(parse_grid)?;
         }
         let full = self.full.as_ref().expect("ensured above");
-        // Levels, the flow and the map chase resolve without stamps, so the parse does not write them.
-        let stamps = variant == FullVariant::Full && !levels && !flow && map_chase.is_none();
         let c = self.full_ctx(full, stamps);
-        let linear = self.k1_linear(staged, stamps);
         let lists: Vec<u64> = full.lists.iter().map(|l| self.ptr(l)).collect();
         let trim = u32::from(self.resolve_trim);
         let counts_ptr = self.ptr(&full.list_counts);
@@ -706,7 +745,7 @@ impl Device {
             FullVariant::EntropyOnly => 1,
             FullVariant::ParseNoLiterals => 2,
             FullVariant::ParseOnly | FullVariant::Full => 0,
-        } | if self.lanes == 1 { k1_lanes << MODE_K1_LANES_SHIFT } else { 0 };
+        } | k1_lanes << MODE_K1_LANES_SHIFT;
         let rounds = match resolve {
             Some(Resolve::Chase) => 1,
             Some(Resolve::Rounds) => self.max_depth + 1,
@@ -722,9 +761,11 @@ impl Device {
             None => None,
         };
         self.events.0.record(&stream).map_err(gpu("event"))?;
-        // SAFETY: arguments match parse_k<K>(Ctx, u32, u32), parse_k1_staged and parse_k1_linear (the same, given
-        // the shared memory for their units' K1_RING_BYTES-aligned rings, allowed by prepare_staged_parse),
-        // place_literals_k1(Ctx, u32) (n: every unit, each at its own 2^unit_log <= 4096 bytes), resolve_round(Ctx,
+        // SAFETY: arguments match parse_k1(Ctx, u32, u32), parse_k1_staged and parse_k1_linear (the same, given
+        // the shared memory for their threads' K1_RING_BYTES-aligned rings, allowed by prepare_staged_parse; with
+        // K = 2, parse_k1_linear's CTA is twice the lane-0 threads, each half with its rings, and `c.lane_end` holds
+        // two words a unit), place_literals_k1(Ctx, u32, u32) (n: every unit, each at its own 2^unit_log <= 4096
+        // bytes), resolve_round(Ctx,
         // u32, u32*, u32, u32, u64*, u64*, u64*, u64*, u32*, u32, u32), index_tokens(Ctx, u32*), resolve_chase(Ctx,
         // u64*, u64*, u32*, u32, const u32*) and chase_matches(Ctx, const u32*, const u32*, const uint4*); `c`
         // points at the full-decode buffers sized for all units and tokens (tok_off is their exact prefix sum), the
@@ -736,26 +777,35 @@ impl Device {
             let cfg =
                 LaunchConfig { grid_dim: (parse_grid, 1, 1), block_dim: (CTA_THREADS, 1, 1), shared_mem_bytes: 0 };
             let level = 0u32;
-            let rings = (k1_units_per_cta(parse_threads, k1_lanes) + 1) * k1_ring_bytes();
-            let (parse, rings, place) = match (&self.kernels.parse_staged, &self.kernels.parse_linear) {
-                (_, Some((f, place))) if linear => (f, rings, Some(place)),
-                (Some(f), _) if staged => (f, rings, None),
-                _ => (&self.kernels.parse, 0, None),
+            let (parse, rings, place) = if linear {
+                (&self.kernels.parse_linear.0, rings, Some(&self.kernels.parse_linear.1))
+            } else if staged {
+                (&self.kernels.parse_staged, rings, None)
+            } else {
+                (&self.kernels.parse, 0, None)
             };
             stream
                 .launch_builder(parse)
                 .arg(&c)
                 .arg(&level)
                 .arg(&mode)
-                .launch(LaunchConfig { block_dim: (parse_threads, 1, 1), shared_mem_bytes: rings, ..cfg })
+                .launch(LaunchConfig {
+                    block_dim: (parse_threads * lane_threads, 1, 1),
+                    shared_mem_bytes: rings,
+                    ..cfg
+                })
                 .map_err(gpu("parse launch"))?;
-            if let Some(place) = place.filter(|_| matches!(variant, FullVariant::ParseOnly | FullVariant::Full)) {
+            // The literals to their offsets (the variants that place them), and with K = 2 the check of the two
+            // lanes' word counts (every variant: the parse cannot finish it, see place_literals_k1).
+            let placed = matches!(variant, FullVariant::ParseOnly | FullVariant::Full);
+            if let Some(place) = place.filter(|_| placed || self.lanes == 2) {
                 let cfg = LaunchConfig {
                     grid_dim: (grid_for(n as u64, u64::from(PLACE_WARPS), 1 << 20), 1, 1),
                     block_dim: (PLACE_WARPS * 32, 1, 1),
                     shared_mem_bytes: 0,
                 };
-                stream.launch_builder(place).arg(&c).arg(&n).launch(cfg).map_err(gpu("place literals"))?;
+                let placed = u32::from(placed);
+                stream.launch_builder(place).arg(&c).arg(&n).arg(&placed).launch(cfg).map_err(gpu("place literals"))?;
             }
             if let Some(event) = &resolve_start {
                 event.record(&stream).map_err(gpu("event"))?;

@@ -15,12 +15,12 @@ pub(super) const LIT_SMEM_BYTES: u32 = 5120;
 /// kernels/decode.cu `MODE_SMEM`: the parse loads its tables into the launch's dynamic shared memory.
 pub(super) const MODE_SMEM: u32 = 16;
 
-/// Largest slice `literals_warp` buffers in shared memory (4 KiB); larger slices use `literals_k<K>`.
+/// Largest slice `literals_warp` buffers in shared memory (4 KiB); larger slices use `literals_k1`.
 const LIT_WARP_MAX_UNIT_LOG: u32 = 12;
 
 /// Largest request (in slices) whose literals run a warp per slice: a cold block's literal launch is the slowest
 /// slice's serial chain, which shared-memory tables shorten (one block K = 1: 423 vs 963 µs), but a large request
-/// parses tens of thousands of slices and `literals_k<K>` (K lanes per slice, 32 / K slices a warp) keeps more of
+/// parses tens of thousands of slices and `literals_k1` (a thread per slice, 32 slices a warp) keeps more of
 /// them in flight (1000 contiguous blocks: 1215 vs 877 µs).
 const LIT_WARP_MAX_UNITS: usize = 2048;
 
@@ -216,15 +216,17 @@ impl Device {
         MAX_BATCH.min((self.seek.wl_cap as usize >> (self.block_log - self.unit_log)).max(1))
     }
 
-    /// How many units one CTA of the parse kernel (`Kernels::parse`, launched without lane bits) parses at once.
+    /// How many units one CTA of the parse kernel (`Kernels::parse`, a thread a unit, launched without lane bits)
+    /// parses at once.
     fn parse_groups_per_cta(&self) -> u64 {
-        (CTA_THREADS / self.lanes) as u64
+        CTA_THREADS as u64
     }
 
-    /// Lanes per unit of the seek's parse kernel (`Kernels::parse_seek`).
+    /// Threads per unit of the seek's parse kernel (`Kernels::parse_seek`: a warp, or with ACEAPEX_GPU_SEEK_GROUP a
+    /// thread).
     fn seek_group_lanes(&self) -> u32 {
         if std::env::var_os("ACEAPEX_GPU_SEEK_GROUP").is_some() {
-            self.lanes
+            1
         } else {
             32
         }
@@ -389,7 +391,7 @@ impl Device {
         // Later parse levels (and the literal launch) stride over a count that lives on the device: about 16k
         // parse groups (128 CTAs with K = 1) cover the levels seen in practice without launching idle CTAs.
         let later_parse = LaunchConfig { grid_dim: (self.later_grid.min(128 * seek_lanes), 1, 1), ..first_level };
-        let later_literals = LaunchConfig { grid_dim: (self.later_grid.min(128 * self.lanes), 1, 1), ..first_level };
+        let later_literals = LaunchConfig { grid_dim: (self.later_grid.min(128), 1, 1), ..first_level };
         // Shared-memory tables (seek_smem): the token levels get CODE_SMEM_BYTES per warp, and the literals run
         // a warp per slice (literals_warp) with its table and one slice of literals per warp.
         let warps = CTA_THREADS / 32;
@@ -423,7 +425,8 @@ impl Device {
             block_dim: (256, 1, 1),
             shared_mem_bytes: 0,
         };
-        // kernels/decode.cu MODE_TOKENS (levels parse tokens, literals_k<K> places the literals) or MODE_FULL.
+        // kernels/decode.cu MODE_TOKENS (levels parse tokens, literals_k1 or literals_warp places the literals) or
+        // MODE_FULL.
         let tables = if self.seek_smem { MODE_SMEM } else { 0 };
         let skip_requested = u32::from(self.skip_requested);
         let mode = if self.seek_split { 3u32 | tables } else { 0u32 };
@@ -464,7 +467,7 @@ impl Device {
             for level in 0..=levels {
                 let cfg = if level == 0 { first_level } else { later_parse };
                 // With the literals split off (the default) a level parses tokens only, in the seek's parse
-                // kernel; fused, it parses whole slices in the K-lane groups.
+                // kernel; fused, it parses whole slices, a thread each.
                 let parse = if self.seek_split { &k.parse_seek } else { &k.parse };
                 let cfg = if self.seek_split || level > 0 {
                     cfg
