@@ -922,13 +922,13 @@ mod tests {
             let end = starts.get(lane + 1).copied().unwrap_or(total);
             let mut x = states[lane];
             let mut k = 0;
-            for i in start..end {
+            for (i, o) in out.iter_mut().enumerate().take(end).skip(start) {
                 let t = table_of(segments, i);
                 let slot = x & 4095;
                 let s = (0..t.freq.len())
                     .find(|&s| (t.cum[s] as u32) <= slot && slot < t.cum[s] as u32 + t.freq[s] as u32)
                     .ok_or("no symbol")?;
-                out[i] = s as u8;
+                *o = s as u8;
                 x = t.freq[s] as u32 * (x >> 12) + slot - t.cum[s] as u32;
                 if x < 1 << 16 {
                     let at = if lane == 0 { Some(k) } else { words.len().checked_sub(1 + k) };
