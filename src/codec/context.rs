@@ -413,8 +413,8 @@ mod tests {
 
     #[test]
     fn contexts_follow_lanes() {
-        // One code symbol and 20 literals over two lanes: the split is 8·ceil(19/16) = 16, where lane 1's context
-        // starts again at 0.
+        // One code symbol and 20 literals over two lanes: the split is 8·ceil((20 − 10)/16) = 8, where lane 1's
+        // context starts again at 0.
         let lits = b"ACGTTGCAACGTTGCAGTCA";
         let mut seen = Vec::new();
         for_each_context(lits, 1, 2, 15, |j, ctx, s| seen.push((j, ctx, s)));
@@ -422,10 +422,8 @@ mod tests {
         for (j, &(at, ctx, s)) in seen.iter().enumerate() {
             assert_eq!((at, s), (j, codes[j]));
             let want = match j {
-                0 | 16 => 0,
-                17 => codes[16],
-                _ if j > 16 => (codes[j - 2] << 2 | codes[j - 1]) & 15,
-                1 => codes[0],
+                0 | 8 => 0,
+                1 | 9 => codes[j - 1],
                 _ => (codes[j - 2] << 2 | codes[j - 1]) & 15,
             };
             assert_eq!(ctx, want, "literal {j}");
@@ -433,7 +431,7 @@ mod tests {
         // One lane: no restart.
         let mut one = Vec::new();
         for_each_context(lits, 1, 1, 15, |_, ctx, _| one.push(ctx));
-        assert_eq!(one[16], (codes[14] << 2 | codes[15]) & 15);
+        assert_eq!(one[8], (codes[6] << 2 | codes[7]) & 15);
     }
 
     #[test]
