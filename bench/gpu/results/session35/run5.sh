@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Session 35 device call 5: format v7 with the code weight 10 in the lane split (two independent rANS lanes a slice, lane 1 reading the word stream from
+# its back), the commit in carry/COMMIT. The suite's tests and genome part on the default archives (two lanes:
+# every block, 10,000 / 2,000 ranges through both seek paths, cat md5), then the full decode of atha genome,
+# atha general and fly x11 packed with one lane and with two, two rounds, each timed decode checked block by block,
+# (the same steps as run 1).
+# Carry: bash bench/gpu/make-carry.sh (COMMIT in carry/).
+export COMMIT=$(cat carry/COMMIT)
+bash bench/gpu/suite.sh "tests genome"
+. bench/gpu/steps.sh
+seek_archives
+for a in atha-genome atha-general fly11; do
+  case $a in
+    atha-genome) src=(carry/atha.fa) ;;
+    atha-general) src=(--no-genome carry/atha.fa) ;;
+    fly11) src=(carry/fly11) ;;
+  esac
+  ./carry/aceapex pack --lanes 1 "${src[@]}" -o "/tmp/gpu-suite/$a-k1.acx" -q
+  say "### $a: $(stat -c %s /tmp/gpu-suite/$a.acx) bytes with two lanes, $(stat -c %s /tmp/gpu-suite/$a-k1.acx) with one"
+done
+FULL_ARCHIVES="atha-genome-k1 atha-genome atha-general-k1 atha-general fly11-k1 fly11" full_ab 2 "v7=./carry/gpubench"
