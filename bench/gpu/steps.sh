@@ -55,6 +55,21 @@ lane_archives() {
       ./carry/aceapex pack --lanes "$k" carry/atha.fa -o "/tmp/gpu-suite/atha-k$k.acx" -q
   done
 }
+# one_lane_archives: packs /tmp/gpu-suite/{atha-genome,atha-general,fly11}-k1.acx, the seek archives with one rANS
+# lane (`aceapex pack --lanes 1`; format v7's default is two), and logs both sizes (session 35).
+one_lane_archives() {
+  seek_archives
+  local a
+  for a in atha-genome atha-general fly11; do
+    case $a in
+      atha-genome) src=(carry/atha.fa) ;;
+      atha-general) src=(--no-genome carry/atha.fa) ;;
+      fly11) src=(carry/fly11) ;;
+    esac
+    ./carry/aceapex pack --lanes 1 "${src[@]}" -o "/tmp/gpu-suite/$a-k1.acx" -q
+    say "### $a: $(stat -c %s "/tmp/gpu-suite/$a.acx") bytes with two lanes, $(stat -c %s "/tmp/gpu-suite/$a-k1.acx") with one"
+  done
+}
 # seek_ab ROUNDS LABEL=CMD...: ROUNDS rounds of seek_profile over the seek archives, the variants in turn within
 # each archive (CMD is split into words, e.g. "NEW-bucket4=env ACEAPEX_GPU_TOKEN_BUCKET_LOG=4 ./carry/gpubench").
 seek_ab() {

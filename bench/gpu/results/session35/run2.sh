@@ -10,16 +10,8 @@
 export COMMIT=$(cat carry/COMMIT)
 . bench/gpu/steps.sh
 say "commit: $COMMIT base: $(cat carry/base/COMMIT)"
-seek_archives
-for a in atha-genome atha-general fly11; do
-  case $a in
-    atha-genome) src=(carry/atha.fa) ;;
-    atha-general) src=(--no-genome carry/atha.fa) ;;
-    fly11) src=(carry/fly11) ;;
-  esac
-  ./carry/aceapex pack --lanes 1 "${src[@]}" -o "/tmp/gpu-suite/$a-k1.acx" -q
-  say "### $a: $(stat -c %s /tmp/gpu-suite/$a-k1.acx) bytes with one lane here, $(stat -c %s carry/v6/$a.acx) carried (v6)"
-done
+one_lane_archives
+for a in atha-genome atha-general fly11; do say "### $a: $(stat -c %s carry/v6/$a.acx) bytes carried (v6)"; done
 full_ab 2 "l8=./carry/gpubench" "l16=env ACEAPEX_GPU_K1_WARP_LANES=16 ACEAPEX_GPU_K1_CTA=128 ./carry/gpubench" \
   "l32=env ACEAPEX_GPU_K1_WARP_LANES=32 ACEAPEX_GPU_K1_CTA=64 ./carry/gpubench"
 mkdir -p /tmp/gpu-suite/v6

@@ -8,14 +8,5 @@
 export COMMIT=$(cat carry/COMMIT)
 bash bench/gpu/suite.sh "tests genome"
 . bench/gpu/steps.sh
-seek_archives
-for a in atha-genome atha-general fly11; do
-  case $a in
-    atha-genome) src=(carry/atha.fa) ;;
-    atha-general) src=(--no-genome carry/atha.fa) ;;
-    fly11) src=(carry/fly11) ;;
-  esac
-  ./carry/aceapex pack --lanes 1 "${src[@]}" -o "/tmp/gpu-suite/$a-k1.acx" -q
-  say "### $a: $(stat -c %s /tmp/gpu-suite/$a.acx) bytes with two lanes, $(stat -c %s /tmp/gpu-suite/$a-k1.acx) with one"
-done
+one_lane_archives
 FULL_ARCHIVES="atha-genome-k1 atha-genome atha-general-k1 atha-general fly11-k1 fly11" full_ab 2 "v7=./carry/gpubench"
