@@ -10,7 +10,7 @@
 //! decoded again on the CPU — so a read returns correct bytes or a `CorruptBlock` error for that block only.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use xxhash_rust::xxh3::xxh3_64;
 
@@ -43,6 +43,12 @@ pub struct ArchiveOptions {
     /// read's closure does not parse the same source slices again. Like the window, a long-running process
     /// sizes it from its memory budget.
     pub parsed_cache_bytes: u64,
+    /// Start the GPU engine on a thread of its own and serve from the CPU until it is ready, instead of before
+    /// [`Archive::open_with`] returns. A long-running process (the mount) wants this: on a machine that has not
+    /// built this build's kernels yet, the GPU start is ~42 s of NVRTC (H200, session 35), and a mount must not
+    /// wait for it; a one-shot command (`aceapex cat --decoder gpu`) keeps the default and decodes on the GPU
+    /// from its first block.
+    pub gpu_in_background: bool,
 }
 
 impl Default for ArchiveOptions {
@@ -52,6 +58,7 @@ impl Default for ArchiveOptions {
             decoder: DecoderChoice::Auto,
             seq_window_bytes: DEFAULT_WINDOW_BYTES,
             parsed_cache_bytes: DEFAULT_PARSED_CACHE_BYTES,
+            gpu_in_background: false,
         }
     }
 }
@@ -65,11 +72,12 @@ pub struct Archive {
     data: Arc<ArchiveData>,
     cache: Arc<BlockCache>,
     cpu: CpuEngine,
-    gpu: Option<Box<dyn BlockEngine>>,
+    /// The GPU engine once it has started (set at most once: at open, or by the thread that starts it in the
+    /// background, see [`ArchiveOptions::gpu_in_background`]); until then every batch goes to the CPU.
+    gpu: Arc<OnceLock<Box<dyn BlockEngine>>>,
     choice: DecoderChoice,
     /// With `DecoderChoice::Auto` and a GPU: which engine has been faster for each batch size (engine/auto.rs).
     auto: AutoChooser,
-    engine_name: String,
     /// Set once a GPU failure has been logged, so a failing GPU does not flood the log.
     gpu_failure_logged: AtomicBool,
     /// Blocks the GPU failed on or got wrong, decoded again on the CPU.
@@ -90,11 +98,28 @@ impl Archive {
 
     pub fn open_with(path: impl AsRef<std::path::Path>, options: ArchiveOptions) -> Result<Archive> {
         let data = Arc::new(ArchiveData::open(path)?);
-        let gpu = match options.decoder {
-            DecoderChoice::Cpu => None,
-            DecoderChoice::Gpu | DecoderChoice::Auto => start_gpu(&data, options.decoder),
-        };
-        Ok(Archive::with_engines(data, options, gpu))
+        if options.decoder == DecoderChoice::Cpu {
+            return Ok(Archive::with_engines(data, options, None));
+        }
+        if !options.gpu_in_background {
+            let gpu = start_gpu(&data, options.decoder);
+            return Ok(Archive::with_engines(data, options, gpu));
+        }
+        let archive = Archive::with_engines(data.clone(), options, None);
+        let slot = archive.gpu.clone();
+        let spawned = std::thread::Builder::new().name("gpu-start".into()).spawn(move || {
+            let started = std::time::Instant::now();
+            if let Some(gpu) = start_gpu(&data, options.decoder) {
+                let secs = started.elapsed().as_secs_f64();
+                tracing::info!("the GPU engine is ready after {secs:.1} s; batches go to it from now on");
+                // Nothing else sets the slot of an archive opened in the background.
+                let _ = slot.set(gpu);
+            }
+        });
+        if let Err(e) = spawned {
+            tracing::warn!("the GPU engine could not be started ({e}); decoding on the CPU");
+        }
+        Ok(archive)
     }
 
     /// An archive over `data` whose non-reference engine is `gpu` (used as `options.decoder` says; `None`
@@ -104,13 +129,11 @@ impl Archive {
     pub fn with_engines(data: Arc<ArchiveData>, options: ArchiveOptions, gpu: Option<Box<dyn BlockEngine>>) -> Archive {
         let cache = Arc::new(BlockCache::new(options.cache_bytes));
         let cpu = CpuEngine::with_decoded(data.clone(), cache.clone(), options.parsed_cache_bytes);
-        let gpu = if options.decoder == DecoderChoice::Cpu { None } else { gpu };
-        let engine_name = match (&gpu, options.decoder) {
-            (None, _) => "cpu",
-            (Some(_), DecoderChoice::Auto) => "gpu+cpu",
-            (Some(_), _) => "gpu",
+        let slot = OnceLock::new();
+        if let (Some(gpu), false) = (gpu, options.decoder == DecoderChoice::Cpu) {
+            let _ = slot.set(gpu);
         }
-        .to_string();
+        let gpu = Arc::new(slot);
         Archive {
             data,
             cache,
@@ -118,7 +141,6 @@ impl Archive {
             gpu,
             choice: options.decoder,
             auto: AutoChooser::new(),
-            engine_name,
             gpu_failure_logged: AtomicBool::new(false),
             gpu_fallbacks: AtomicU64::new(0),
             seq_window_bytes: options.seq_window_bytes,
@@ -143,7 +165,7 @@ impl Archive {
     /// Whether large ranges are better read as batches through the engine (a GPU is in use) than with the
     /// CPU's sequential decoder.
     pub fn prefers_batches(&self) -> bool {
-        self.gpu.is_some()
+        self.gpu.get().is_some()
     }
 
     /// Bytes of decoded blocks a sequential decode may hold ahead of its consumer (the sequential window).
@@ -151,9 +173,14 @@ impl Archive {
         self.seq_window_bytes
     }
 
-    /// "cpu", "gpu", or "gpu+cpu" (auto with a working GPU: each batch to the engine measured faster for its size).
-    pub fn engine_name(&self) -> &str {
-        &self.engine_name
+    /// "cpu", "gpu", or "gpu+cpu" (auto with a working GPU: each batch to the engine measured faster for its size);
+    /// "cpu" while a GPU engine is still starting in the background.
+    pub fn engine_name(&self) -> &'static str {
+        match (self.gpu.get(), self.choice) {
+            (None, _) | (Some(_), DecoderChoice::Cpu) => "cpu",
+            (Some(_), DecoderChoice::Auto) => "gpu+cpu",
+            (Some(_), DecoderChoice::Gpu) => "gpu",
+        }
     }
 
     pub fn stats(&self) -> CacheStats {
@@ -340,7 +367,7 @@ impl Archive {
     /// GPU got wrong is decoded again on the CPU first; an `Err` means the GPU could not go on (logged once, and
     /// the caller carries on from the blocks it has) or `sink` failed.
     pub fn stream_blocks(&self, first: u64, end: u64, sink: &mut dyn FnMut(&[u8]) -> Result<()>) -> Option<Result<()>> {
-        let gpu = self.gpu.as_ref()?;
+        let gpu = self.gpu.get()?;
         let redo = |id: u64, out: &mut [u8]| self.cpu.decode_block(id, out);
         let mut handed = 0u64;
         let block_log = self.data.header.block_log;
@@ -371,7 +398,7 @@ impl Archive {
     /// The engine for a batch of `n` blocks, whether it is the CPU reference, and (decoder `auto` with a GPU) the
     /// choice to report the batch's time to.
     fn engine_for(&self, n: usize) -> (&dyn BlockEngine, bool, Option<Pick>) {
-        match (&self.gpu, self.choice) {
+        match (self.gpu.get(), self.choice) {
             (Some(gpu), DecoderChoice::Gpu) => (gpu.as_ref(), false, None),
             (Some(gpu), DecoderChoice::Auto) => match self.auto.pick(n) {
                 Pick::Gpu => (gpu.as_ref(), false, Some(Pick::Gpu)),
@@ -383,7 +410,7 @@ impl Archive {
 
     /// Which engine `auto` has measured faster for each batch size (empty unless decoder `auto` has a GPU).
     pub fn auto_choices(&self) -> Vec<crate::engine::auto::ClassSnapshot> {
-        match (&self.gpu, self.choice) {
+        match (self.gpu.get(), self.choice) {
             (Some(_), DecoderChoice::Auto) => self.auto.snapshot(),
             _ => Vec::new(),
         }

@@ -20,9 +20,10 @@ impl Archive {
     /// complete device-resident decode that the first stream would otherwise start with (a mount calls this on
     /// its warm-up thread). Why: a fresh mount's first sequential reader waited ~3 ms for it, a tenth of reading
     /// atha_chr1 through the mount on the H200 (session 16: 32–37 ms against 27 for the empty FUSE
-    /// filesystem). Errors are logged; the first stream then tries again.
+    /// filesystem). Errors are logged; the first stream then tries again, as it does when the GPU engine is still
+    /// starting in the background.
     pub fn prepare_streams(&self) {
-        if let Some(gpu) = &self.gpu {
+        if let Some(gpu) = self.gpu.get() {
             if self.total_len() <= PREPARE_STREAM_MAX_BYTES {
                 if let Err(e) = gpu.prepare_stream() {
                     tracing::debug!("the complete GPU decode was not prepared ahead of the streams: {e}");

@@ -1128,3 +1128,19 @@ fn pieces_ahead_of_a_sequential_reader_are_decoded_off_its_read_path() {
     let random = decoded_after_reads(&[(far, 1000), (5, 1000), (far / 2, 1000)], std::time::Duration::from_millis(300));
     assert!(random <= 6, "random reads: only the pieces they meet, not {random}");
 }
+
+#[test]
+fn a_gpu_engine_starting_in_the_background_holds_up_no_read() {
+    // The mount's way of opening (ArchiveOptions::gpu_in_background): reads are answered from the start, by the
+    // CPU until a GPU engine is ready (without a GPU, as in CI, for good), and the bytes are the reference's.
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = Rng(77);
+    let plan = Plan::random(small_header(8, 2), 50_000, &mut rng);
+    let path = write_plan(dir.path(), "bg.acx", &plan);
+    for decoder in [DecoderChoice::Gpu, DecoderChoice::Auto] {
+        let options = ArchiveOptions { decoder, gpu_in_background: true, ..ArchiveOptions::default() };
+        let archive = Archive::open_with(&path, options).unwrap();
+        check_random_reads(&archive, &plan.stream, &mut rng, 40);
+        assert!(["cpu", "gpu", "gpu+cpu"].contains(&archive.engine_name()));
+    }
+}

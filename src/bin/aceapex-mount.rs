@@ -17,6 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use aceapex::archive::Archive;
+use aceapex::engine::DecoderChoice;
 use aceapex::fs::options::{MemoryBudget, MountOptions, Overhead};
 use aceapex::fs::AcxFs;
 use aceapex::fuse::{self, MountSettings};
@@ -344,7 +345,13 @@ fn serve(args: &Args, canonical_mountpoint: &Path, notifier: &mut ParentNotifier
         // The daemon checks no permissions itself: without the kernel's checks every user can read every file.
         tracing::warn!("allow_other without default_permissions: every user can read every file, whatever its mode");
     }
-    let engine = archive.engine_name().to_string();
+    // The GPU engine starts in the background (ArchiveOptions::gpu_in_background): until it is ready, and for
+    // good when there is no GPU, the CPU serves.
+    let engine = match (archive.engine_name(), args.options.decoder) {
+        ("cpu", DecoderChoice::Gpu) => "gpu (the CPU until the GPU engine is ready)".to_string(),
+        ("cpu", DecoderChoice::Auto) => "auto (the CPU until a GPU engine is ready)".to_string(),
+        (name, _) => name.to_string(),
+    };
     let threads = args.options.threads.unwrap_or_else(default_threads);
     let overhead = Overhead {
         threads,

@@ -361,6 +361,7 @@ mod tests {
                 decoder: DecoderChoice::Cpu,
                 seq_window_bytes: budget,
                 parsed_cache_bytes: budget,
+                gpu_in_background: false,
             };
             let archive = Arc::new(Archive::open_with(&path, options).unwrap());
             assert!(archive.data().header.block_size() > 4096, "the first budget is below one block");

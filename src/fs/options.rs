@@ -165,6 +165,8 @@ impl MemoryBudget {
             decoder,
             seq_window_bytes: self.seq_window_bytes,
             parsed_cache_bytes: self.parsed_cache_bytes,
+            // A mount must not wait for the GPU's kernels to build (~42 s on a machine that has not built them).
+            gpu_in_background: true,
         }
     }
 
