@@ -15,8 +15,8 @@ for _ in $(seq 1 600); do mountpoint -q "$mnt" && break; sleep 0.05; done
 say "### mounted after $(( ($(date +%s%N) - t0) / 1000000 )) ms: $(mountpoint "$mnt")"
 t1=$(date +%s%N); got=$(md5sum <"$mnt/atha.fa" | cut -d' ' -f1)
 say "### at once: md5 $got (original $want) in $(( ($(date +%s%N) - t1) / 1000000 )) ms; engine $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["archive_stats"].get("engine"))' "$mnt/.aceapex/stats")"
-for _ in $(seq 1 120); do grep -q "GPU engine is ready" "$out/mount-bg.err" && break; sleep 1; done
-say "### $(grep -E 'GPU engine is ready|compil' "$out/mount-bg.err" | cut -c1-200 | tr '\n' ' ')"
+for _ in $(seq 1 120); do grep -q "GPU engine is ready after" "$out/mount-bg.err" && break; sleep 1; done
+say "### $(grep -E 'engine is ready after|compiling|compiled' "$out/mount-bg.err" | cut -c1-200 | tr '\n' ' ')"
 sync; echo 3 >/proc/sys/vm/drop_caches 2>/dev/null
 t1=$(date +%s%N); got=$(md5sum <"$mnt/atha.fa" | cut -d' ' -f1)
 say "### after the GPU start: md5 $got (original $want) in $(( ($(date +%s%N) - t1) / 1000000 )) ms; engine $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["archive_stats"].get("engine"))' "$mnt/.aceapex/stats")"
