@@ -368,8 +368,10 @@ fn serve(args: &Args, canonical_mountpoint: &Path, notifier: &mut ParentNotifier
         overhead.bytes() >> 10,
         bound >> 10
     );
-    // A GPU's stream runs produce pieces of up to 16 MiB: they get a readahead of two (see `fs_options_for`).
-    let fs_options = args.options.fs_options_for(cache_bytes, &budget, archive.prefers_batches());
+    // A GPU's stream runs produce pieces of up to 16 MiB: they get a readahead of two (see `fs_options_for`). The
+    // engine starts in the background, so a GPU that may come counts (the CUDA libraries are there).
+    let gpu_may_come = args.options.decoder != DecoderChoice::Cpu && aceapex::engine::gpu::libraries_available();
+    let fs_options = args.options.fs_options_for(cache_bytes, &budget, archive.prefers_batches() || gpu_may_come);
     let fs = Arc::new(AcxFs::new(Arc::new(archive), fs_options));
     let settings = MountSettings {
         threads,

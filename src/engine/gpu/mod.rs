@@ -172,6 +172,13 @@ fn libraries_present() -> Result<()> {
     }
 }
 
+/// Whether the CUDA driver and NVRTC libraries are there: a GPU engine may start (a cheap check, no driver call;
+/// the mount sizes its readahead for the GPU's whole-range pieces before its engine, started in the background,
+/// is ready).
+pub fn libraries_available() -> bool {
+    libraries_present().is_ok()
+}
+
 impl GpuEngine {
     /// Opens the GPU engine for `data`, or says in one line why not.
     pub fn try_new(data: Arc<ArchiveData>) -> Result<GpuEngine> {
