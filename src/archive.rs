@@ -29,6 +29,10 @@ pub const CALLING_THREAD_MAX_BLOCKS: usize = 4;
 /// Blocks decoded per batch by a long `read_stream`, so memory stays bounded for any read size.
 const READ_BATCH_BLOCKS: usize = 1024;
 
+/// How long [`Archive::open_with`] waits for a GPU engine started in the background
+/// ([`ArchiveOptions::gpu_in_background`]) before it returns with the CPU serving.
+pub const GPU_START_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
 /// How to open an archive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ArchiveOptions {
@@ -43,11 +47,12 @@ pub struct ArchiveOptions {
     /// read's closure does not parse the same source slices again. Like the window, a long-running process
     /// sizes it from its memory budget.
     pub parsed_cache_bytes: u64,
-    /// Start the GPU engine on a thread of its own and serve from the CPU until it is ready, instead of before
-    /// [`Archive::open_with`] returns. A long-running process (the mount) wants this: on a machine that has not
-    /// built this build's kernels yet, the GPU start is ~42 s of NVRTC (H200, session 35), and a mount must not
-    /// wait for it; a one-shot command (`aceapex cat --decoder gpu`) keeps the default and decodes on the GPU
-    /// from its first block.
+    /// Start the GPU engine on a thread of its own, wait for it at most [`GPU_START_WAIT`], and serve from the CPU
+    /// until it is ready, instead of waiting for it however long it takes. A long-running process (the mount)
+    /// wants this: on a machine that has not built this build's kernels yet, the GPU start is ~35–42 s of NVRTC
+    /// and module loading (H200, session 35), and a mount must not wait for it; where the kernels are cached the
+    /// engine is ready in ~0.4 s, within the wait, so a fresh mount's first reader still gets the GPU. A one-shot
+    /// command (`aceapex cat --decoder gpu`) keeps the default and decodes on the GPU from its first block.
     pub gpu_in_background: bool,
 }
 
@@ -107,6 +112,7 @@ impl Archive {
         }
         let archive = Archive::with_engines(data.clone(), options, None);
         let slot = archive.gpu.clone();
+        let (done, finished) = std::sync::mpsc::channel();
         let spawned = std::thread::Builder::new().name("gpu-start".into()).spawn(move || {
             let started = std::time::Instant::now();
             if let Some(gpu) = start_gpu(&data, options.decoder) {
@@ -115,9 +121,12 @@ impl Archive {
                 // Nothing else sets the slot of an archive opened in the background.
                 let _ = slot.set(gpu);
             }
+            let _ = done.send(());
         });
-        if let Err(e) = spawned {
-            tracing::warn!("the GPU engine could not be started ({e}); decoding on the CPU");
+        match spawned {
+            // Ready (or failed) within the wait, or still starting: either way the archive serves now.
+            Ok(_) => drop(finished.recv_timeout(GPU_START_WAIT)),
+            Err(e) => tracing::warn!("the GPU engine could not be started ({e}); decoding on the CPU"),
         }
         Ok(archive)
     }
