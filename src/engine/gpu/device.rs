@@ -266,10 +266,9 @@ pub struct Device {
     /// driver's choice; see [`Device::set_parse_carveout`]).
     sm_count: u32,
     parse_carveout: i32,
-    /// The dynamic shared memory `parse_k1_staged` and `parse_k1_linear` may take (full::prepare_staged_parse), and
-    /// the carveouts they have now (percent, -1: the driver's choice; full::set_staged_carveout).
-    staged_smem: [u32; 2],
-    staged_carveout: [i32; 2],
+    /// The shared-memory limits of `parse_k1_staged` and `parse_k1_linear` (full::prepare_staged_parse) and the
+    /// carveouts they have now.
+    staged: [full::StagedParse; 2],
     /// Expansions drop source pieces inside the requested units (kernels/decode.cu `piece_needed`), unless
     /// ACEAPEX_GPU_EXPAND_ALL=1 (for comparison).
     skip_requested: bool,
@@ -412,7 +411,7 @@ impl Device {
                 (CODE_SMEM_BYTES * (CTA_THREADS / 32)) as i32,
             )
             .map_err(gpu("shared memory attribute"))?;
-        let staged_smem = [
+        let staged = [
             full::prepare_staged_parse(&ctx, &kernels.parse_staged, 1)?,
             full::prepare_staged_parse(&ctx, &kernels.parse_linear.0, u32::from(data.header.rans_lanes))?,
         ];
@@ -476,8 +475,7 @@ impl Device {
             later_grid,
             sm_count,
             parse_carveout: -1,
-            staged_smem,
-            staged_carveout: [-1; 2],
+            staged,
             skip_requested: std::env::var_os("ACEAPEX_GPU_EXPAND_ALL").is_none(),
             depth_hint: 2,
             graphs: HashMap::new(),

@@ -66,39 +66,51 @@ fn k1_units_per_cta(threads: u32, lanes: u32) -> u32 {
 /// Lets a staged parse (`parse_k1_staged`, `parse_k1_linear`) take its rings beyond the 48 KB of dynamic shared
 /// memory a launch gets by default: up to the rings of [`K1_STAGED_UNITS_MAX`] units (`rings_per_unit`: 1, or 2 for
 /// `parse_k1_linear` on a K = 2 archive, a ring for each rANS lane's thread, see [`Device::k1_linear`]) or what the
-/// device allows a CTA beside the function's tables, whichever is less; returns that many bytes (a launch that
-/// would need more runs another parse).
-pub(super) fn prepare_staged_parse(ctx: &CudaContext, f: &CudaFunction, rings_per_unit: u32) -> Result<u32> {
+/// device allows a CTA beside the function's tables, whichever is less (`max_rings`: a launch that would need more
+/// runs another parse). The limits are read from the driver here, once, so that a launch's carveout
+/// ([`StagedParse::set_carveout`]) costs no driver call unless it changes.
+pub(super) fn prepare_staged_parse(ctx: &CudaContext, f: &CudaFunction, rings_per_unit: u32) -> Result<StagedParse> {
     use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
     let tables =
         f.get_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES).map_err(gpu("attribute"))?;
     let optin = ctx
         .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
         .map_err(gpu("device attribute"))?;
-    let rings = ((K1_STAGED_UNITS_MAX * rings_per_unit + 1) * k1_ring_bytes()).min((optin - tables).max(0) as u32);
-    f.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, rings as i32)
-        .map_err(gpu("shared memory attribute"))?;
-    Ok(rings)
-}
-
-/// Asks for a shared-memory carveout of `f` that holds one CTA's tables and `rings` bytes of rings (a staged parse
-/// launch's): the rest of the SM's 256 KB stays L1, for the word streams the parse prefetches. `current` is the
-/// percentage last asked for (-1: none), updated.
-pub(super) fn set_staged_carveout(ctx: &CudaContext, f: &CudaFunction, rings: u32, current: &mut i32) -> Result<()> {
-    use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
-    let tables =
-        f.get_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES).map_err(gpu("attribute"))?;
     let per_sm = ctx
         .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR)
         .map_err(gpu("device attribute"))?
         .max(1);
-    let percent = ((100 * (tables + rings as i32) + per_sm - 1) / per_sm).min(100);
-    if percent != *current {
-        f.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, percent)
-            .map_err(gpu("shared memory carveout"))?;
-        *current = percent;
+    let max_rings = ((K1_STAGED_UNITS_MAX * rings_per_unit + 1) * k1_ring_bytes()).min((optin - tables).max(0) as u32);
+    f.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, max_rings as i32)
+        .map_err(gpu("shared memory attribute"))?;
+    Ok(StagedParse { max_rings, tables, per_sm, carveout: -1 })
+}
+
+/// A staged parse function's shared-memory limits ([`prepare_staged_parse`]) and the carveout it has now.
+pub(super) struct StagedParse {
+    /// The dynamic shared memory (rings) a launch may take.
+    pub(super) max_rings: u32,
+    /// The function's static shared memory (its tables) and the SM's shared memory, in bytes.
+    tables: i32,
+    per_sm: i32,
+    /// The carveout percentage last asked for (-1: the driver's choice).
+    carveout: i32,
+}
+
+impl StagedParse {
+    /// Asks for a shared-memory carveout of `f` (this parse's function) that holds one CTA's tables and `rings`
+    /// bytes of rings (a launch's): the rest of the SM's 256 KB stays L1, for the word streams the parse
+    /// prefetches.
+    pub(super) fn set_carveout(&mut self, f: &CudaFunction, rings: u32) -> Result<()> {
+        use cudarc::driver::sys::CUfunction_attribute;
+        let percent = ((100 * (self.tables + rings as i32) + self.per_sm - 1) / self.per_sm).min(100);
+        if percent != self.carveout {
+            f.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, percent)
+                .map_err(gpu("shared memory carveout"))?;
+            self.carveout = percent;
+        }
+        Ok(())
     }
-    Ok(())
 }
 
 /// Threads of `copy_tail`'s one CTA (kernel TAIL_THREADS) and pieces a warp copies at once (TAIL_UNROLL).
@@ -610,7 +622,7 @@ impl Device {
         k1_staged_knob()
             && self.k1_few_units(n)
             && units <= K1_STAGED_UNITS_MAX
-            && (units + 1) * k1_ring_bytes() <= self.staged_smem[0]
+            && (units + 1) * k1_ring_bytes() <= self.staged[0].max_rings
     }
 
     /// Whether a staged parse (see [`Self::k1_staged`]) writes its literals in literal order, eight to an aligned
@@ -631,7 +643,7 @@ impl Device {
             && self.unit_log <= PLACE_MAX_UNIT_LOG
             && k1_linear_knob()
             && threads * self.lanes <= 1024
-            && (k1_units_per_cta(threads, lanes) * self.lanes + 1) * k1_ring_bytes() <= self.staged_smem[1]
+            && (k1_units_per_cta(threads, lanes) * self.lanes + 1) * k1_ring_bytes() <= self.staged[1].max_rings
     }
 
     /// Sets the parse function's preferred shared-memory carveout for a launch of `grid` CTAs. A K = 1 parse CTA
@@ -727,9 +739,9 @@ impl Device {
         let lane_threads = if linear { self.lanes } else { 1 };
         let rings = (k1_units_per_cta(parse_threads, k1_lanes) * lane_threads + 1) * k1_ring_bytes();
         if linear {
-            set_staged_carveout(&self.ctx, &self.kernels.parse_linear.0, rings, &mut self.staged_carveout[1])?;
+            self.staged[1].set_carveout(&self.kernels.parse_linear.0, rings)?;
         } else if staged {
-            set_staged_carveout(&self.ctx, &self.kernels.parse_staged, rings, &mut self.staged_carveout[0])?;
+            self.staged[0].set_carveout(&self.kernels.parse_staged, rings)?;
         } else {
             self.set_parse_carveout(parse_grid)?;
         }
