@@ -67,3 +67,26 @@ struct Dim3 {
     u32 x;
 };
 [[maybe_unused]] static Dim3 threadIdx{0};  // a harness that runs a warp's threads one by one sets x
+
+// The word stream a reader test reads: `nwords` 16-bit words at byte offset `off` of a 4-aligned buffer (`store`) of
+// random bytes, as in a device allocation (the states and header before it, the extra bits and the next slice
+// after); its bytes are [lo, hi), and `check_load` fails the harness on a load of an aligned word that holds none of
+// them (the readers' global-load stand-ins call it).
+struct TestStream {
+    static inline const u8* lo = nullptr;
+    static inline const u8* hi = nullptr;
+    static const u8* random(std::vector<u32>& store, u32 nwords, u32 off) {
+        store.assign((off + 2 * nwords + 32) / 4 + 1, 0);
+        u8* base = (u8*)store.data();
+        for (size_t i = 0; i < 4 * store.size(); i++) base[i] = (u8)rnd();
+        lo = base + off;
+        hi = lo + 2 * nwords;
+        return lo;
+    }
+    static void check_load(const void* p) {
+        if ((const u8*)p + 4 <= lo || (const u8*)p >= hi) {
+            printf("FAIL: a load of an aligned word with no byte of the stream\n");
+            exit(1);
+        }
+    }
+};

@@ -4,13 +4,8 @@
 // harness's load stand-in fails otherwise). Past the stream's front a take reads anything.
 #include "prelude.h"
 
-static const u8* host_lo = nullptr;  // the stream's bytes [host_lo, host_hi)
-static const u8* host_hi = nullptr;
 static u32 host_load(const u32* a) {
-    if ((const u8*)a + 4 <= host_lo || (const u8*)a >= host_hi) {
-        printf("FAIL: a load of an aligned word with no byte of the stream\n");
-        exit(1);
-    }
+    TestStream::check_load(a);
     return *a;
 }
 #include "word_reader_back.inc"
@@ -18,14 +13,8 @@ static u32 host_load(const u32* a) {
 int main() {
     for (int it = 0; it < 100000; it++) {
         const u32 nwords = rnd() % 600, off = rnd() % 4 + 4 * (rnd() % 3);
-        // A 4-aligned buffer, as a device allocation: random bytes before the stream (the states, the header) and
-        // after it (the extra bits, the next slice).
-        std::vector<u32> store((off + 2 * nwords + 32) / 4 + 1, 0);
-        u8* base = (u8*)store.data();
-        for (size_t i = 0; i < 4 * store.size(); i++) base[i] = (u8)rnd();
-        const u8* words = base + off;
-        host_lo = words;
-        host_hi = words + 2 * nwords;
+        std::vector<u32> store;
+        const u8* words = TestStream::random(store, nwords, off);
         WordReader1Back wr;
         wr.init(words, nwords);
         u32 k = 0;

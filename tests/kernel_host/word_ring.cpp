@@ -6,14 +6,9 @@
 // an aligned word with no byte of the stream, and `taken_words` counts the takes.
 #include "prelude.h"
 
-static const u8* host_lo = nullptr;  // the stream's bytes [host_lo, host_hi)
-static const u8* host_hi = nullptr;
 template <class T>
 static inline T checked_ldg(const T* p) {
-    if ((const u8*)p + 4 <= host_lo || (const u8*)p >= host_hi) {
-        printf("FAIL: a load of an aligned word with no byte of the stream\n");
-        exit(1);
-    }
+    TestStream::check_load(p);
     return *p;
 }
 #define __ldg checked_ldg
@@ -27,12 +22,8 @@ static int run() {
     host_smem_len = 3 * K1_RING_BYTES;
     for (int it = 0; it < 20000; it++) {
         const u32 nwords = rnd() % 2000, pos = nwords ? rnd() % (nwords + 1) : 0, off = rnd() % 4 + 4 * (rnd() % 3);
-        std::vector<u32> store((off + 2 * nwords + 32) / 4 + 1, 0);
-        u8* base = (u8*)store.data();
-        for (size_t i = 0; i < 4 * store.size(); i++) base[i] = (u8)rnd();
-        const u8* words = base + off;
-        host_lo = words;
-        host_hi = words + 2 * nwords;
+        std::vector<u32> store;
+        const u8* words = TestStream::random(store, nwords, off);
         for (auto& b : smem) b = (u8)rnd();  // stale words from an earlier slice
         WordRingT<BACK> wr;
         wr.init(words, nwords, 2 * K1_RING_BYTES);
