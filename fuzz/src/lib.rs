@@ -102,35 +102,6 @@ pub fn reference_rans_decode(
     (taken == words.len()).then_some(out)
 }
 
-/// Decodes with the crate's fast decoder, a `rans::Decoder` per lane; `None` on any error.
-fn fast_rans_decode(
-    state_bytes: &[u8],
-    word_bytes: &[u8],
-    segments: &[(usize, &Table)],
-    starts: &[usize],
-) -> Option<Vec<u8>> {
-    let total: usize = segments.iter().map(|s| s.0).sum();
-    let mut lanes = Vec::new();
-    let mut out = Vec::new();
-    for (lane, &start) in starts.iter().enumerate() {
-        let end = starts.get(lane + 1).copied().unwrap_or(total);
-        let mut decoder = rans::Decoder::new(state_bytes.get(4 * lane..4 * lane + 4)?, word_bytes, lane == 1).ok()?;
-        let mut at = 0;
-        for &(n, t) in segments {
-            let (a, b) = (at.max(start), (at + n).min(end));
-            if a < b {
-                let mut part = vec![0u8; b - a];
-                decoder.decode(t, &mut part).ok()?;
-                out.extend_from_slice(&part);
-            }
-            at += n;
-        }
-        lanes.push(decoder);
-    }
-    rans::finish_lanes(&lanes).ok()?;
-    Some(out)
-}
-
 /// rANS stage. Hostile layout: `mode, n_a: u16, n_b: u16, k, count[k], states[4·lanes], words...`: `n_a`
 /// symbols with a table from the counts, then `n_b` with a fixed skewed table; with two lanes, lane 1 starts at
 /// symbol `n_a`. Round trip: `mode, split: u8, symbols...` with a table per side built from its own symbols, and
@@ -156,7 +127,7 @@ pub fn rans_decode(data: &[u8]) {
         let mut bytes = Vec::new();
         rans::write_stream(&encoded, &mut bytes);
         let (sb, wb) = bytes.split_at(4 * lanes);
-        assert_eq!(fast_rans_decode(sb, wb, &segments, starts).as_deref(), Some(symbols));
+        assert_eq!(rans::decode_lanes(sb, wb, &segments, starts).ok().as_deref(), Some(symbols));
         let reference = reference_rans_decode(&encoded.states, &encoded.words, &segments, starts);
         assert_eq!(reference.as_deref(), Some(symbols));
         return;
@@ -178,7 +149,7 @@ pub fn rans_decode(data: &[u8]) {
     let word_bytes = &word_bytes[..word_bytes.len() & !1];
     let segments = [(n_a, &table_a), (n_b, &table_b)];
     let starts: &[usize] = if lanes == 2 { &[0, n_a] } else { &[0] };
-    let fast = fast_rans_decode(state_bytes, word_bytes, &segments, starts);
+    let fast = rans::decode_lanes(state_bytes, word_bytes, &segments, starts).ok();
     let states: Vec<u32> = state_bytes.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
     let words: Vec<u16> = word_bytes.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]])).collect();
     assert_eq!(fast, reference_rans_decode(&states, &words, &segments, starts), "fast decoder disagrees with §3.4");

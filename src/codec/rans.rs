@@ -876,6 +876,52 @@ pub fn finish_lanes(lanes: &[Decoder]) -> Result<(), DecodeError> {
     Ok(())
 }
 
+/// Decodes a whole stream as [`encode_lanes`] coded it: lane `l` (a [`Decoder`] on its state in `state_bytes`,
+/// `4·starts.len()` bytes) decodes symbols `[starts[l], starts[l + 1])` with the tables `segments` give them,
+/// then [`finish_lanes`] checks the end. The symbols in order, or the first error (hostile input included).
+pub fn decode_lanes(
+    state_bytes: &[u8],
+    word_bytes: &[u8],
+    segments: &[(usize, &Table)],
+    starts: &[usize],
+) -> Result<Vec<u8>, DecodeError> {
+    let total: usize = segments.iter().map(|s| s.0).sum();
+    let mut lanes = Vec::with_capacity(starts.len());
+    let mut out = Vec::with_capacity(total);
+    for (lane, &start) in starts.iter().enumerate() {
+        let end = starts.get(lane + 1).copied().unwrap_or(total);
+        let state = state_bytes.get(4 * lane..4 * lane + 4).ok_or_else(|| DecodeError::Rans {
+            detail: format!("{} state bytes for {} lanes", state_bytes.len(), starts.len()),
+        })?;
+        let mut dec = Decoder::new(state, word_bytes, lane == 1)?;
+        out.extend(decode_lane(&mut dec, segments, start, end)?);
+        lanes.push(dec);
+    }
+    finish_lanes(&lanes)?;
+    Ok(out)
+}
+
+/// Symbols `[start, end)` with one lane's decoder, segment by segment (see [`decode_lanes`]).
+fn decode_lane(
+    dec: &mut Decoder,
+    segments: &[(usize, &Table)],
+    start: usize,
+    end: usize,
+) -> Result<Vec<u8>, DecodeError> {
+    let mut out = Vec::with_capacity(end.saturating_sub(start));
+    let mut at = 0;
+    for &(n, t) in segments {
+        let (a, b) = (at.max(start), (at + n).min(end));
+        if a < b {
+            let mut part = vec![0u8; b - a];
+            dec.decode(t, &mut part)?;
+            out.extend_from_slice(&part);
+        }
+        at += n;
+    }
+    Ok(out)
+}
+
 /// Encodes into the byte layout of a block payload's `state[K]` and `word[nwords]` fields.
 pub fn write_stream(encoded: &Encoded, out: &mut Vec<u8>) {
     for &s in &encoded.states {
@@ -955,49 +1001,9 @@ mod tests {
         Ok(out)
     }
 
-    /// Decodes lane `l` (`[start, end)` of the symbols) with a `Decoder`, segment by segment.
-    fn decode_lane(
-        dec: &mut Decoder,
-        segments: &[(usize, &Table)],
-        start: usize,
-        end: usize,
-    ) -> Result<Vec<u8>, DecodeError> {
-        let mut out = Vec::new();
-        let mut at = 0;
-        for &(n, t) in segments {
-            let (a, b) = (at.max(start), (at + n).min(end));
-            if a < b {
-                let mut part = vec![0u8; b - a];
-                dec.decode(t, &mut part)?;
-                out.extend_from_slice(&part);
-            }
-            at += n;
-        }
-        Ok(out)
-    }
-
     fn decode_all(enc: &Encoded, segments: &[(usize, &Table)], starts: &[usize]) -> Result<Vec<u8>, DecodeError> {
         let (sb, wb) = stream_bytes(enc);
-        decode_bytes(&sb, &wb, segments, starts)
-    }
-
-    fn decode_bytes(
-        sb: &[u8],
-        wb: &[u8],
-        segments: &[(usize, &Table)],
-        starts: &[usize],
-    ) -> Result<Vec<u8>, DecodeError> {
-        let total: usize = segments.iter().map(|s| s.0).sum();
-        let mut lanes = Vec::new();
-        let mut out = Vec::new();
-        for (lane, &start) in starts.iter().enumerate() {
-            let end = starts.get(lane + 1).copied().unwrap_or(total);
-            let mut dec = Decoder::new(&sb[4 * lane..4 * lane + 4], wb, lane == 1)?;
-            out.extend(decode_lane(&mut dec, segments, start, end)?);
-            lanes.push(dec);
-        }
-        finish_lanes(&lanes)?;
-        Ok(out)
+        decode_lanes(&sb, &wb, segments, starts)
     }
 
     #[test]
@@ -1405,7 +1411,7 @@ mod tests {
                 wb.truncate((cut % wb.len()) & !1);
             }
             // Either an error or some symbols: the point is no panic and agreement with the reference on validity.
-            let ours = decode_bytes(&sb, &wb, &segments, &starts);
+            let ours = decode_lanes(&sb, &wb, &segments, &starts);
             let words: Vec<u16> = wb.chunks_exact(2).map(|w| u16::from_le_bytes([w[0], w[1]])).collect();
             let reference = reference_decode(&enc.states, &words, &segments, &starts);
             prop_assert_eq!(ours.ok(), reference.ok());
