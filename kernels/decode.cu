@@ -11,7 +11,8 @@
 // state[1], its words from the back (`lane_split` gives s). At the end both lanes' states are 2^16 and their words
 // add up to the stream's. Two paths share the unit parser (`parse_units`: the code phase and the token parse of a
 // unit on a thread, or on a warp by group prefix sums; then each lane's literals on a thread, literal_phase_k1, or
-// with K = 2 in parse_k1_linear lane 1 on a thread of its own):
+// with K = 2 in parse_k1_linear lane 1 on a thread of its own; parse_k1_linear leaves the token parse to
+// finish_linear_k1, a warp a unit):
 //
 //  * Full decode (device-resident throughput): the parser over every unit writes literals to their stream
 //    positions and tokens to flat arrays; then, on an archive with few match bytes (the host decides, Resolve::Auto
@@ -357,7 +358,7 @@ struct Ctx {
     const u32* xgrp;      // literal context model per group: order, first context (see above)
     const uint2* xtab;    // literal context tables, one uint2 per context
     u32* lane_end;        // 2 per unit: words rANS lanes 0 and 1 took, when parse_k1_linear decodes lane 1 on a
-                          // thread of its own (place_literals_k1 checks their sum); null elsewhere
+                          // thread of its own (finish_linear_k1 checks their sum); null elsewhere
     u64 pool_cap;         // token storage available
     u64 nunits;           // units (slices) in the stream
     u32 wl_cap;           // worklist entries available
@@ -814,7 +815,7 @@ typedef WordRingT<true> WordRing1Back;  // lane 1: from its back
 // nothing else writes during the parse and every resolution writes (or, for seeks, never reads) later. Words are
 // stored through (a word written again holds the same bytes and more), so nothing waits for a flush.
 // K1_LINEAR (parse_k1_linear): literal l to unit offset l, whatever its token: no token walk in the chain, eight
-// literals one aligned word; place_literals_k1 moves them to their offsets after the parse.
+// literals one aligned word; finish_linear_k1 moves them to their offsets after the parse.
 enum K1Place { K1_NONE, K1_WORDS, K1_STAMPS, K1_LINEAR };
 struct LiteralSink1 {
     const u32* tp;
@@ -1051,7 +1052,7 @@ __device__ __forceinline__ void k1_lane_literals(const Ctx& c, u32 id, bool lit_
 // its unit offset in `bytes` (mode MODE_FULL; LINEAR: literal l to offset l), or decoded only (MODE_NO_LITERALS,
 // MODE_ENTROPY_ONLY, which also leaves the token arrays alone); then the end-of-stream checks: both lanes end at
 // 2^16 and their words add up to the stream's (LINEAR with K = 2: lane 0 leaves its count in lane_end and
-// place_literals_k1 checks the sum).
+// finish_linear_k1 checks the sum).
 template <bool LINEAR, class WR, class WR1>
 __device__ __forceinline__ void literal_phase_k1_with(const Ctx& c, u32 id, u32* tp, const u32* li, u8* bytes,
                                                        u8* stamps, u32 mode, u32 x, u32 pos, const K1Tables* k1,
@@ -1062,7 +1063,7 @@ __device__ __forceinline__ void literal_phase_k1_with(const Ctx& c, u32 id, u32*
     const u32 s = lane_split(nmatch, nlit, c.lanes);
     LiteralSink1 sink;
     bool bad = false;
-    if (mode == MODE_FULL) sink.init(tp, li, nmatch + 1, nlit);
+    if (!LINEAR && mode == MODE_FULL) sink.init(tp, li, nmatch + 1, nlit);  // K1_LINEAR walks no tokens
     k1_lane_literals<LINEAR>(c, id, lit_ctx, 0, s, &x, wr, sink, bytes, stamps, mode, k1, &bad);
     // Words lane 0 took, code phase included; more than the stream holds (they read as 0) is a stream that ran out.
     const u32 taken0 = pos + wr.taken_words();
@@ -1115,11 +1116,11 @@ __device__ __forceinline__ void literal_phase_k1(const Ctx& c, u32 id, u32* tp, 
 }
 
 // Lane 1 of a K = 2 slice in parse_k1_linear, on a thread of its own beside the one that runs the slice's code
-// phase, token parse and lane 0 (FORMAT.md §3.4: the lanes share no state): literals [s, nlit) from state[1], the
+// phase and lane 0 (FORMAT.md §3.4: the lanes share no state): literals [s, nlit) from state[1], the
 // context from 0, its words from the stream's back staged in its own ring (WordRing1Back at shared window address
 // `ring`), each written at unit offset l in literal order (K1_LINEAR: s is a multiple of 8, so the 8-byte pieces
-// stay aligned and never touch lane 0's literals) for place_literals_k1 to move; then its final state is checked
-// here and its word count left in lane_end for place_literals_k1 to add to lane 0's.
+// stay aligned and never touch lane 0's literals) for finish_linear_k1 to move; then its final state is checked
+// here and its word count left in lane_end for finish_linear_k1 to add to lane 0's.
 __device__ __forceinline__ void lane1_literals(const Ctx& c, u32 id, u8* bytes, u32 mode, const K1Tables* k1,
                                                u32 ring) {
     const u32* m = c.meta + (u64)id * META_WORDS;
@@ -1263,10 +1264,122 @@ __device__ __forceinline__ bool k1_token_values(u32* tp, u32* mp, u32* li, u64* 
     return false;
 }
 
+// Phase B of a slice's parse on a group of W lanes: codes -> values with extra bits; token offsets, match starts and
+// literal indices by group prefix sums; continuation distances by a segmented prefix sum over the matches'
+// diagonals, carried from chunk to chunk in `prev_diag` / `have_prev`. A forward match's diagonal is its back; a
+// reverse complement's is its anti-diagonal 2 dst - back (dst + the source's last byte) with RC_FLAG. An explicit
+// match heads a segment with its diagonal, a continuation adds its delta (two's complement) and takes the segment's
+// kind. The codes come in tp / mp / bk (as the code phase left them) and the values go back in their place; the
+// bits, literals and bytes the tokens cover to *bits, *lits, *span for token_sums_fault. True: a value out of range
+// (E_VALUE), the arrays then partly rewritten. (W = 1 staged parses run k1_token_values instead: the same values and
+// checks, one token a step.)
+template <int W>
+__device__ __forceinline__ bool group_token_values(const Group<W>& g, u32* tp, u32* mp, u32* li, u64* bk, u32 ntok,
+                                                   u32 nmatch, const u8* extra, u32 extra_len, u32 unit_len,
+                                                   u64 unit_start, u64* bits, u32* lits, u32* span) {
+    const u32 lane = g.lane;
+    const u64 extra_bits_total = 8ull * extra_len;
+    u64 bit_run = 0;
+    u32 lit_run = 0, pos_run = 0;
+    bool bad = false;
+    u64 prev_diag = 0;
+    bool have_prev = false;
+    for (u32 chunk = 0; chunk < ntok; chunk += W) {
+        u32 t = chunk + lane;
+        bool has = t < ntok;
+        bool has_match = t < nmatch;
+        u32 llc = has ? tp[t] : 0;
+        u32 mlc = has_match ? mp[t] : 0;
+        u32 ofc = has_match ? (u32)bk[t] : 0;
+        u32 nb_ll = extra_bits_of(llc), nb_ml = has_match ? extra_bits_of(mlc) : 0;
+        u32 nb_of = has_match ? of_extra_bits(ofc) : 0;
+        u32 nb = nb_ll + nb_ml + nb_of;
+        u32 incl = g.scan(nb);
+        u64 bitpos = bit_run + incl - nb;
+        bit_run += g.last(incl);
+        u64 lit = 0, len = 0, dist = 0;
+        if (has) {
+            if (bitpos + nb > extra_bits_total) {
+                bad = true;
+            } else {
+                lit = log_value(llc, read_bits(extra, bitpos, nb_ll));
+                if (has_match) {
+                    len = log_value(mlc, read_bits(extra, bitpos + nb_ll, nb_ml)) + 2;
+                    dist = log_value(of_log_code(ofc), read_bits(extra, bitpos + nb_ll + nb_ml, nb_of)) + 1;
+                }
+            }
+        }
+        if (lit > unit_len || len > unit_len) {
+            bad = true;
+            lit = 0;
+            len = 0;
+        }
+        u32 lit32 = (u32)lit, span = (u32)(lit + len);
+        u32 lit_incl = g.scan(lit32);
+        u32 span_incl = g.scan(span);
+        u32 my_lit = lit_run + lit_incl - lit32;
+        u32 my_pos = pos_run + span_incl - span;
+        lit_run += g.last(lit_incl);
+        pos_run += g.last(span_incl);
+        if (lit_run > unit_len || pos_run > unit_len) bad = true;
+        // Absolute destination of this token's match (sums checked against unit_len above, so no overflow).
+        const u64 dst = unit_start + my_pos + lit;
+        bool rc = has_match && ofc >= OF_REVERSE;
+        {
+            const bool cont = has_match && is_continuation(ofc);
+            bool head = has_match && !cont;
+            // An explicit reverse complement's anti-diagonal needs dist <= dst to be meaningful; a larger dist
+            // is refused below either way.
+            const u64 diag = rc ? ((2ull * dst - dist) | RC_FLAG) : dist;
+            u64 v = head ? diag : (cont ? (u64)continuation_delta(ofc) : 0ull);
+            v = g.seg_scan(v, &head);
+            if (!head) {
+                v += prev_diag;
+                head = have_prev;
+            }
+            if (cont) {
+                // No explicit match before it in the slice: invalid. A back that went below 1 or past dst wrapped
+                // to a huge value and fails the checks below, like one that reaches before the stream start.
+                if (!head) bad = true;
+                rc = match_rc(v);
+                dist = rc ? 2ull * dst - match_dist(v) : v;
+            }
+            prev_diag = g.last64(v);
+            have_prev = g.last(head ? 1u : 0u) != 0;
+        }
+        if (has_match && ofc >= OF_ALPHABET) bad = true;
+        if (has) {
+            if (dist > dst || (has_match && dist == 0) || (rc && dist + len - 1 > dst)) bad = true;
+            tp[t] = my_pos;
+            mp[t] = my_pos + (u32)lit;
+            li[t] = my_lit;
+            bk[t] = rc ? (dist | RC_FLAG) : dist;
+        }
+        if (g.any(bad)) break;
+    }
+    *bits = bit_run;
+    *lits = lit_run;
+    *span = pos_run;
+    return g.any(bad);
+}
+
+// The checks after a slice's token values (group_token_values, k1_token_values): the extra stream consumed to its
+// last byte, whose unused high bits are zero (E_EXTRA), and the tokens covering exactly the slice's literals and
+// bytes (E_SUMS); 0 when they hold.
+__device__ __forceinline__ u32 token_sums_fault(u64 bit_run, u32 lit_run, u32 pos_run, const u8* extra, u32 extra_len,
+                                                u32 nlit, u32 unit_len) {
+    if (bit_run > 8ull * extra_len || (bit_run + 7) / 8 != extra_len ||
+        (extra_len > 0 && (bit_run & 7) != 0 && (extra[extra_len - 1] >> (bit_run & 7)) != 0))
+        return E_EXTRA;
+    if (lit_run != nlit || pos_run != unit_len) return E_SUMS;
+    return 0;
+}
+
 // One group of W lanes (W = 1, or W = 32: the seek's token levels) decodes one unit (slice): the code phase on the
 // group's lane 0 (every code is rANS lane 0's, FORMAT.md §3.4), token parse by group prefix sums, then (unless
 // `mode` is MODE_TOKENS, which saves lane 0's state in `resume` instead) the literals of both rANS lanes, on the
 // group's lane 0 (literal_phase_k1), to their unit offsets in `bytes` (a unit-local buffer of 2^unit_log bytes).
+// LINEAR (parse_k1_linear) leaves the token parse to finish_linear_k1.
 // STAGED (W = 1, parse_k1_staged): the literal phase reads the word stream through a WordRing1 at shared window
 // address `ring`; LINEAR (parse_k1_linear) too, and it writes the literals in literal order.
 template <int W, bool STAGED = false, bool LINEAR = false>
@@ -1390,113 +1503,30 @@ __device__ __forceinline__ void parse_one(const Ctx& c, const Group<W>& g, u32 i
     u32 code_words;
     if constexpr (W == 1 && STAGED) code_words = wring.taken_words();
     else code_words = ww.pos;
-    if (mode == MODE_ENTROPY_ONLY) {
+    // MODE_ENTROPY_ONLY stops at the symbols. LINEAR leaves the token values to finish_linear_k1, a warp a unit
+    // after the parse, so that the chain a thread runs is only its rANS symbols (the codes stay in tp / mp / bk).
+    if (LINEAR || mode == MODE_ENTROPY_ONLY) {
         if (lane == 0) literal_phase_k1<STAGED, LINEAR>(c, id, tp, li, bytes, stamps, mode, x, code_words, k1, &wring);
         return;
     }
     g.sync();
 
-    // Phase B: codes -> values with extra bits; token offsets, match starts and literal indices by group prefix
-    // sums; continuation distances by a segmented prefix sum over the matches' diagonals, carried from chunk to
-    // chunk in `prev_diag` / `have_prev`. A forward match's diagonal is its back; a reverse complement's is its
-    // anti-diagonal 2 dst - back (dst + the source's last byte) with RC_FLAG. An explicit match heads a segment
-    // with its diagonal, a continuation adds its delta (two's complement) and takes the segment's kind.
-    // (The staged parses run k1_token_values instead: the same values and checks, one token a step.)
+    // Phase B: the token values (group_token_values; the staged parses k1_token_values) and their sums.
     u64 bit_run = 0;
     u32 lit_run = 0, pos_run = 0;
-    const u64 extra_bits_total = 8ull * extra_len;
     if constexpr (W == 1 && STAGED) {
         bad = k1_token_values(tp, mp, li, bk, ntok, nmatch, extra, extra_len, unit_len, unit_start, &bit_run, &lit_run,
                               &pos_run);
     } else {
-        u64 prev_diag = 0;
-        bool have_prev = false;
-        for (u32 chunk = 0; chunk < ntok; chunk += W) {
-            u32 t = chunk + lane;
-            bool has = t < ntok;
-            bool has_match = t < nmatch;
-            u32 llc = has ? tp[t] : 0;
-            u32 mlc = has_match ? mp[t] : 0;
-            u32 ofc = has_match ? (u32)bk[t] : 0;
-            u32 nb_ll = extra_bits_of(llc), nb_ml = has_match ? extra_bits_of(mlc) : 0;
-            u32 nb_of = has_match ? of_extra_bits(ofc) : 0;
-            u32 nb = nb_ll + nb_ml + nb_of;
-            u32 incl = g.scan(nb);
-            u64 bitpos = bit_run + incl - nb;
-            bit_run += g.last(incl);
-            u64 lit = 0, len = 0, dist = 0;
-            if (has) {
-                if (bitpos + nb > extra_bits_total) {
-                    bad = true;
-                } else {
-                    lit = log_value(llc, read_bits(extra, bitpos, nb_ll));
-                    if (has_match) {
-                        len = log_value(mlc, read_bits(extra, bitpos + nb_ll, nb_ml)) + 2;
-                        dist = log_value(of_log_code(ofc), read_bits(extra, bitpos + nb_ll + nb_ml, nb_of)) + 1;
-                    }
-                }
-            }
-            if (lit > unit_len || len > unit_len) {
-                bad = true;
-                lit = 0;
-                len = 0;
-            }
-            u32 lit32 = (u32)lit, span = (u32)(lit + len);
-            u32 lit_incl = g.scan(lit32);
-            u32 span_incl = g.scan(span);
-            u32 my_lit = lit_run + lit_incl - lit32;
-            u32 my_pos = pos_run + span_incl - span;
-            lit_run += g.last(lit_incl);
-            pos_run += g.last(span_incl);
-            if (lit_run > unit_len || pos_run > unit_len) bad = true;
-            // Absolute destination of this token's match (sums checked against unit_len above, so no overflow).
-            const u64 dst = unit_start + my_pos + lit;
-            bool rc = has_match && ofc >= OF_REVERSE;
-            {
-                const bool cont = has_match && is_continuation(ofc);
-                bool head = has_match && !cont;
-                // An explicit reverse complement's anti-diagonal needs dist <= dst to be meaningful; a larger dist
-                // is refused below either way.
-                const u64 diag = rc ? ((2ull * dst - dist) | RC_FLAG) : dist;
-                u64 v = head ? diag : (cont ? (u64)continuation_delta(ofc) : 0ull);
-                v = g.seg_scan(v, &head);
-                if (!head) {
-                    v += prev_diag;
-                    head = have_prev;
-                }
-                if (cont) {
-                    // No explicit match before it in the slice: invalid. A back that went below 1 or past dst wrapped
-                    // to a huge value and fails the checks below, like one that reaches before the stream start.
-                    if (!head) bad = true;
-                    rc = match_rc(v);
-                    dist = rc ? 2ull * dst - match_dist(v) : v;
-                }
-                prev_diag = g.last64(v);
-                have_prev = g.last(head ? 1u : 0u) != 0;
-            }
-            if (has_match && ofc >= OF_ALPHABET) bad = true;
-            if (has) {
-                if (dist > dst || (has_match && dist == 0) || (rc && dist + len - 1 > dst)) bad = true;
-                tp[t] = my_pos;
-                mp[t] = my_pos + (u32)lit;
-                li[t] = my_lit;
-                bk[t] = rc ? (dist | RC_FLAG) : dist;
-            }
-            if (g.any(bad)) break;
-        }
+        bad = group_token_values<W>(g, tp, mp, li, bk, ntok, nmatch, extra, extra_len, unit_len, unit_start, &bit_run,
+                                    &lit_run, &pos_run);
     }
     if (g.any(bad)) {
         if (lane == 0) report(status, E_VALUE, id);
         return;
     }
-    // The extra stream must be consumed to its last byte, whose unused high bits are zero.
-    if (bit_run > extra_bits_total || (bit_run + 7) / 8 != extra_len ||
-        (extra_len > 0 && (bit_run & 7) != 0 && (extra[extra_len - 1] >> (bit_run & 7)) != 0)) {
-        if (lane == 0) report(status, E_EXTRA, id);
-        return;
-    }
-    if (lit_run != nlit || pos_run != unit_len) {
-        if (lane == 0) report(status, E_SUMS, id);
+    if (const u32 fault = token_sums_fault(bit_run, lit_run, pos_run, extra, extra_len, nlit, unit_len)) {
+        if (lane == 0) report(status, fault, id);
         return;
     }
     if (mode == MODE_TOKENS) {
@@ -1518,8 +1548,8 @@ __device__ __forceinline__ void parse_one(const Ctx& c, const Group<W>& g, u32 i
 // STAGED (W = 1, parse_k1_staged): each unit of the CTA gets a ring of K1_RING_BYTES in the launch's dynamic shared
 // memory for its word stream (the launch gives (rings a CTA + 1) x K1_RING_BYTES: the rings are aligned to their
 // size), see WordRing1.
-// LINEAR (parse_k1_linear) with K = 2: the CTA's first half of warps runs lane 0 of its units (code phase, token
-// parse, literals [0, s)), the second half lane 1 (lane1_literals: literals [s, nlit)), warp w + half taking the
+// LINEAR (parse_k1_linear) with K = 2: the CTA's first half of warps runs lane 0 of its units (code phase, then
+// literals [0, s); the token values come after, in finish_linear_k1), the second half lane 1 (lane1_literals: literals [s, nlit)), warp w + half taking the
 // units of warp w, so that each unit's two serial rANS chains run at once and no warp diverges on the code phase;
 // a ring a thread (2 units' worth a unit). It writes no stamps (the host runs it without).
 template <int W, bool STAGED = false, bool LINEAR = false>
@@ -1727,41 +1757,65 @@ extern "C" __global__ void parse_k32(Ctx c, u32 level, u32 mode) { parse_units<3
 // parse_k1 with the word streams staged in shared memory (WordRing1): the full decode's launch of few units
 // (Device::k1_launch), which has the shared memory for a ring a unit.
 extern "C" __global__ void parse_k1_staged(Ctx c, u32 level, u32 mode) { parse_units<1, true>(c, level, mode); }
-// parse_k1_staged whose literals go to their unit in literal order (K1_LINEAR), for place_literals_k1 to move; with
+// parse_k1_staged whose literals go to their unit in literal order (K1_LINEAR), for finish_linear_k1 to move; with
 // K = 2 each unit's lane 1 on a thread of its own (see parse_units).
 extern "C" __global__ void parse_k1_linear(Ctx c, u32 level, u32 mode) {
     parse_units<1, true, true>(c, level, mode);
 }
 
-// After a full-decode parse by parse_k1_linear (units of at most PLACE_MAX_UNIT bytes, every unit of the stream,
-// each at its own place): a warp a unit moves the unit's literals from its first nlit bytes, where the chain wrote
-// them in literal order, to their offsets (literal k of token t to tpos[t] + k - lidx[t]), through shared memory,
-// since an offset is never below its literal's index. A unit whose only token starts at 0 has them in place.
-// (A lane an aligned output word instead, one coalesced store a word and the tokens walked only at their
+// The rest of a full-decode parse by parse_k1_linear (units of at most PLACE_MAX_UNIT bytes, every unit of the
+// stream, each at its own place), a warp a unit, in the stages `stages` names:
+// - always, with K = 2, the end-of-stream check that needs both of a unit's lane threads: the words lanes 0 and 1
+//   took (lane_end) must add up to the unit's stream (each lane checked its own final state);
+// - FINISH_TOKENS: the token values from the codes the parse left in tp / mp / bk (group_token_values on the warp,
+//   then token_sums_fault), off the parse's serial chains: on atha_chr1 the W = 1 token parse in the chain cost
+//   0.06 ms of the genome archive's full decode, 0.18 of the general one's (session 35 run 5);
+// - FINISH_PLACE: the literals from the unit's first nlit bytes, where the parse wrote them in literal order, to
+//   their offsets (literal k of token t to tpos[t] + k - lidx[t]), through shared memory, since an offset is never
+//   below its literal's index. A unit whose only token starts at 0 has them in place.
+// (Placing a lane an aligned output word instead, one coalesced store a word and the tokens walked only at their
 // boundaries, match bytes written 0: slower, the placement of atha genome +5 us, general +25, fly x11 +19; session
 // 34 run 5.)
-// With K = 2 it first finishes the parse's end-of-stream check, which needs both of a unit's lane threads: the words
-// lanes 0 and 1 took (lane_end) must add up to the unit's stream (each lane checked its own final state). `place`
-// 0: the check only (the parse variants that stop before the literals are placed).
 #define PLACE_MAX_UNIT 4096
 #define PLACE_WARPS 4
-extern "C" __global__ void place_literals_k1(Ctx c, u32 n, u32 place) {
+#define FINISH_TOKENS 1
+#define FINISH_PLACE 2
+extern "C" __global__ void finish_linear_k1(Ctx c, u32 n, u32 stages) {
     __shared__ __align__(16) u8 buf[PLACE_WARPS][PLACE_MAX_UNIT];
     if (failed(c)) return;
-    const u32 lane = threadIdx.x % 32u, wib = threadIdx.x / 32u;
+    const Group<32> g;
+    const u32 lane = g.lane, wib = threadIdx.x / 32u;
     u8* lit = buf[wib];
     for (u32 id = blockIdx.x * PLACE_WARPS + wib; id < n; id += gridDim.x * PLACE_WARPS) {
         const u32* m = c.meta + (u64)id * META_WORDS;
-        const u32 ntok = m[2] + 1, nlit = m[3];
-        if (m[7] == BAD_ENTRY || nlit > PLACE_MAX_UNIT) continue;  // refused by the parse
+        const u32 nmatch = m[2], ntok = nmatch + 1, nlit = m[3], nwords = m[4], unit_len = m[7];
+        if (unit_len == BAD_ENTRY || nlit > PLACE_MAX_UNIT) continue;  // refused by the parse
         if (c.lanes == 2 && lane == 0) {
             const u32 taken = c.lane_end[2ull * id] + c.lane_end[2ull * id + 1];
-            if (taken != m[4]) report(c.status, taken > m[4] ? E_WORDS : E_FINAL, id);
+            if (taken != nwords) report(c.status, taken > nwords ? E_WORDS : E_FINAL, id);
         }
-        if (!place) continue;
         const u64 tb = c.tok_off[id];
-        const u32* tp = c.tpos + tb;
-        const u32* li = c.lidx + tb;
+        u32* tp = c.tpos + tb;
+        u32* li = c.lidx + tb;
+        if (stages & FINISH_TOKENS) {
+            const u32 extra_len = m[5];
+            const u8* extra = c.file + ((u64)m[0] | ((u64)m[1] << 32)) + (m[6] & META_HDR_MASK) + 4u * c.lanes +
+                              2ull * nwords;
+            u64 bits;
+            u32 lits, span;
+            const u64 unit_start = (u64)id << c.unit_log;
+            if (group_token_values<32>(g, tp, c.mpos + tb, li, c.back + tb, ntok, nmatch, extra, extra_len, unit_len,
+                                       unit_start, &bits, &lits, &span)) {
+                if (lane == 0) report(c.status, E_VALUE, id);
+                continue;  // warp-uniform
+            }
+            if (const u32 fault = token_sums_fault(bits, lits, span, extra, extra_len, nlit, unit_len)) {
+                if (lane == 0) report(c.status, fault, id);
+                continue;
+            }
+            g.sync();  // the values are read by other lanes below
+        }
+        if (!(stages & FINISH_PLACE)) continue;
         if (nlit == 0 || (ntok == 1 && tp[0] == 0)) continue;  // warp-uniform
         u8* out = c.bytes + ((u64)id << c.unit_log);
         __syncwarp();  // the previous unit's scatter is done with the buffer

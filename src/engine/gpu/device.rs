@@ -159,7 +159,7 @@ struct KernelCtx {
     xgrp: u64,
     xtab: u64,
     /// Two u32 per unit, the words each rANS lane took, when `parse_k1_linear` runs a K = 2 archive's lane 1 on
-    /// threads of its own (`place_literals_k1` checks their sum); 0 elsewhere.
+    /// threads of its own (`finish_linear_k1` checks their sum); 0 elsewhere.
     lane_end: u64,
     pool_cap: u64,
     nunits: u64,
@@ -183,8 +183,8 @@ struct Kernels {
     /// units runs (see `Device::k1_staged`).
     parse_staged: CudaFunction,
     /// `parse_k1_staged` writing the literals in literal order (`parse_k1_linear`; with K = 2 each unit's rANS
-    /// lane 1 on a thread of its own), and `place_literals_k1`, which moves them to their offsets after it (see
-    /// `Device::k1_linear`).
+    /// lane 1 on a thread of its own; the codes left for later), and `finish_linear_k1`, which parses the tokens
+    /// and moves the literals to their offsets after it (see `Device::k1_linear`).
     parse_linear: (CudaFunction, CudaFunction),
     /// The seek's token levels: a whole warp per slice (`parse_k32`: the code phase on one lane, the token parse
     /// on all 32), unless ACEAPEX_GPU_SEEK_GROUP=1 asks for a thread per slice (`parse_k1`).
@@ -362,7 +362,7 @@ impl Device {
         let kernels = Kernels {
             parse: load("parse_k1")?,
             parse_staged: load("parse_k1_staged")?,
-            parse_linear: (load("parse_k1_linear")?, load("place_literals_k1")?),
+            parse_linear: (load("parse_k1_linear")?, load("finish_linear_k1")?),
             parse_seek: match std::env::var_os("ACEAPEX_GPU_SEEK_GROUP") {
                 Some(_) => load("parse_k1")?,
                 None => load("parse_k32")?,
@@ -639,6 +639,8 @@ mod tests {
         assert_eq!(kernel_define("K1_RING_BYTES"), u64::from(full::K1_RING_BYTES));
         assert_eq!(kernel_define("PLACE_WARPS"), u64::from(full::PLACE_WARPS));
         assert_eq!(kernel_define("PLACE_MAX_UNIT"), 1u64 << full::PLACE_MAX_UNIT_LOG);
+        assert_eq!(kernel_define("FINISH_TOKENS"), u64::from(full::FINISH_TOKENS));
+        assert_eq!(kernel_define("FINISH_PLACE"), u64::from(full::FINISH_PLACE));
         assert_eq!(kernel_define("TOKEN_BUCKET_LOG"), u64::from(resident::TOKEN_BUCKET_LOG));
         assert_eq!(kernel_define("CT_WORDS"), super::super::prep::CT_WORDS as u64);
         assert_eq!(kernel_define("CT_FC"), super::super::prep::CT_FC as u64);

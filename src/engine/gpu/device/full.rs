@@ -40,11 +40,14 @@ pub(super) const K1_RING_BYTES: u32 = 1024;
 /// Most units a CTA of `parse_k1_staged` may hold (the few-unit launches of [`Device::k1_launch`] hold 8 to 64).
 const K1_STAGED_UNITS_MAX: u32 = 64;
 
-/// Warps a CTA of `place_literals_k1` (kernel PLACE_WARPS), and the largest unit it places, log2 (PLACE_MAX_UNIT).
+/// Warps a CTA of `finish_linear_k1` (kernel PLACE_WARPS), and the largest unit it places, log2 (PLACE_MAX_UNIT).
 pub(super) const PLACE_WARPS: u32 = 4;
 pub(super) const PLACE_MAX_UNIT_LOG: u32 = 12;
+/// `finish_linear_k1`'s stages (kernels/decode.cu FINISH_*): the token values, the literals to their offsets.
+pub(super) const FINISH_TOKENS: u32 = 1;
+pub(super) const FINISH_PLACE: u32 = 2;
 
-/// Whether a staged full decode writes its literals in literal order for `place_literals_k1` to move (the
+/// Whether a staged full decode writes its literals in literal order for `finish_linear_k1` to move (the
 /// default), or places them in the chain (ACEAPEX_GPU_K1_LINEAR=0; measurements); see [`Device::k1_linear`].
 fn k1_linear_knob() -> bool {
     static LINEAR: OnceLock<u32> = OnceLock::new();
@@ -412,7 +415,7 @@ pub(super) struct FullBuffers {
     pub(super) order_start: CudaSlice<u32>,
     pub(super) order_cursor: CudaSlice<u32>,
     /// Two u32 per unit: the words each rANS lane took, written by `parse_k1_linear` when it decodes a K = 2
-    /// archive's lane 1 on threads of its own, for `place_literals_k1` to check their sum.
+    /// archive's lane 1 on threads of its own, for `finish_linear_k1` to check their sum.
     pub(super) lane_end: CudaSlice<u32>,
 }
 
@@ -626,8 +629,9 @@ impl Device {
     }
 
     /// Whether a staged parse (see [`Self::k1_staged`]) writes its literals in literal order, eight to an aligned
-    /// word with no token walk in the chain (`parse_k1_linear`), and `place_literals_k1` moves them to their
-    /// offsets after it: when the parse writes no stamps and slices are at most 4 KiB, unless
+    /// word with no token walk in the chain (`parse_k1_linear`), and `finish_linear_k1` parses the tokens (a warp
+    /// a unit, off the chain) and moves the literals to their offsets after it: when the parse writes no stamps and
+    /// slices are at most 4 KiB, unless
     /// ACEAPEX_GPU_K1_LINEAR=0. A kernel entry of its own, so that the other parses' code stays as it is (session 30
     /// put the same placement into `parse_k1` as a mode, and all of `parse_k1` got slower). H200, session 31 run 3,
     /// full decode against the placement in the staged chain: atha genome 0.772 -> 0.716 ms, general 1.174 ->
@@ -776,8 +780,8 @@ impl Device {
         // SAFETY: arguments match parse_k1(Ctx, u32, u32), parse_k1_staged and parse_k1_linear (the same, given
         // the shared memory for their threads' K1_RING_BYTES-aligned rings, allowed by prepare_staged_parse; with
         // K = 2, parse_k1_linear's CTA is twice the lane-0 threads, each half with its rings, and `c.lane_end` holds
-        // two words a unit), place_literals_k1(Ctx, u32, u32) (n: every unit, each at its own 2^unit_log <= 4096
-        // bytes), resolve_round(Ctx,
+        // two words a unit), finish_linear_k1(Ctx, u32, u32) (n: every unit, each at its own 2^unit_log <= 4096
+        // bytes, its tokens at tok_off), resolve_round(Ctx,
         // u32, u32*, u32, u32, u64*, u64*, u64*, u64*, u32*, u32, u32), index_tokens(Ctx, u32*), resolve_chase(Ctx,
         // u64*, u64*, u32*, u32, const u32*) and chase_matches(Ctx, const u32*, const u32*, const uint4*); `c`
         // points at the full-decode buffers sized for all units and tokens (tok_off is their exact prefix sum), the
@@ -789,7 +793,7 @@ impl Device {
             let cfg =
                 LaunchConfig { grid_dim: (parse_grid, 1, 1), block_dim: (CTA_THREADS, 1, 1), shared_mem_bytes: 0 };
             let level = 0u32;
-            let (parse, rings, place) = if linear {
+            let (parse, rings, finish) = if linear {
                 (&self.kernels.parse_linear.0, rings, Some(&self.kernels.parse_linear.1))
             } else if staged {
                 (&self.kernels.parse_staged, rings, None)
@@ -807,17 +811,21 @@ impl Device {
                     ..cfg
                 })
                 .map_err(gpu("parse launch"))?;
-            // The literals to their offsets (the variants that place them), and with K = 2 the check of the two
-            // lanes' word counts (every variant: the parse cannot finish it, see place_literals_k1).
-            let placed = matches!(variant, FullVariant::ParseOnly | FullVariant::Full);
-            if let Some(place) = place.filter(|_| placed || self.lanes == 2) {
+            // After a linear parse: the token values (every variant that parses tokens), the literals to their
+            // offsets (the variants that place them), and with K = 2 the check of the two lanes' word counts (every
+            // variant: the parse cannot finish it, see finish_linear_k1).
+            let stages = match variant {
+                FullVariant::EntropyOnly => 0,
+                FullVariant::ParseNoLiterals => FINISH_TOKENS,
+                FullVariant::ParseOnly | FullVariant::Full => FINISH_TOKENS | FINISH_PLACE,
+            };
+            if let Some(finish) = finish.filter(|_| stages != 0 || self.lanes == 2) {
                 let cfg = LaunchConfig {
                     grid_dim: (grid_for(n as u64, u64::from(PLACE_WARPS), 1 << 20), 1, 1),
                     block_dim: (PLACE_WARPS * 32, 1, 1),
                     shared_mem_bytes: 0,
                 };
-                let placed = u32::from(placed);
-                stream.launch_builder(place).arg(&c).arg(&n).arg(&placed).launch(cfg).map_err(gpu("place literals"))?;
+                stream.launch_builder(finish).arg(&c).arg(&n).arg(&stages).launch(cfg).map_err(gpu("finish parse"))?;
             }
             if let Some(event) = &resolve_start {
                 event.record(&stream).map_err(gpu("event"))?;
