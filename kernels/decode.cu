@@ -1549,9 +1549,10 @@ __device__ __forceinline__ void parse_one(const Ctx& c, const Group<W>& g, u32 i
 // memory for its word stream (the launch gives (rings a CTA + 1) x K1_RING_BYTES: the rings are aligned to their
 // size), see WordRing1.
 // LINEAR (parse_k1_linear) with K = 2: the CTA's first half of warps runs lane 0 of its units (code phase, then
-// literals [0, s); the token values come after, in finish_linear_k1), the second half lane 1 (lane1_literals: literals [s, nlit)), warp w + half taking the
-// units of warp w, so that each unit's two serial rANS chains run at once and no warp diverges on the code phase;
-// a ring a thread (2 units' worth a unit). It writes no stamps (the host runs it without).
+// literals [0, s); the token values come after, in finish_linear_k1), the second half lane 1 (lane1_literals:
+// literals [s, nlit)), warp w + half taking the units of warp w, so that each unit's two serial rANS chains run at
+// once and no warp diverges on the code phase; a ring a thread (2 units' worth a unit). It writes no stamps (the
+// host runs it without).
 template <int W, bool STAGED = false, bool LINEAR = false>
 __device__ __forceinline__ void parse_units(const Ctx& c, u32 level, u32 mode) {
     extern __shared__ uint4 dyn_smem[];

@@ -22,8 +22,10 @@ fn k1_cta_knob() -> u32 {
     env_knob(&THREADS, "ACEAPEX_GPU_K1_CTA", 0, |t| matches!(t, 32 | 64 | 128 | 256))
 }
 
-/// Lanes a warp that take a unit when a K = 1 full decode has few units ([`Device::k1_launch`]).
+/// Lanes a warp that take a unit when a full decode has few units ([`Device::k1_launch`]): eight on an archive of
+/// one rANS lane a slice, all 32 on one of two.
 const K1_FEW_LANES: u32 = 8;
+const K1_FEW_LANES_TWO: u32 = 32;
 
 /// The lanes of each warp that take a unit in the full decode's K = 1 parse as ACEAPEX_GPU_K1_WARP_LANES sets them
 /// (1..=32; measurements), or 0: chosen by [`Device::k1_launch`].
@@ -576,22 +578,32 @@ impl Device {
     /// How the full decode's parse of `n` units is launched: threads a CTA (those that take a unit's code phase
     /// and lane 0), and the lanes of each warp that take a unit (kernels/decode.cu `parse_units`).
     ///
-    /// Few units (at most 64 an SM): one CTA an SM holding the fewest units, a power of two, that fit
-    /// the units on the SMs, eight lanes a warp. Fewer slices a warp, because a warp's loads (its lanes' word
-    /// streams and context rows, another slice each) then serve fewer lanes; a power of two, so that a CTA's
-    /// units lie in one table group, whose tables it holds in shared memory. atha_chr1's 7,504 slices: 64 a CTA,
+    /// Few units (at most 64 an SM): one CTA an SM holding the fewest units, a power of two, that fit the units
+    /// on the SMs, eight lanes a warp with one rANS lane a slice. Fewer slices a warp, because a warp's loads (its
+    /// lanes' word streams and context rows, another slice each) then serve fewer lanes; a power of two, so that a
+    /// CTA's units lie in one table group, whose tables it holds in shared memory. atha_chr1's 7,504 slices: 64 a CTA,
     /// 118 CTAs of eight warps; fly x11's 3,768: 32, 118 CTAs of four warps. H200, session 30 run 2, full decode
     /// against session 29's launch (32 lanes in 64-thread CTAs, two warps an SM): atha genome 1.05 -> 0.91 ms,
     /// general 1.54 -> 1.25, fly x11 1.36 -> 1.11; 16 lanes in four warps: 0.92, 1.30, 1.34 (fly in two-warp
     /// CTAs); 15 lanes, whose CTAs straddle table groups, 1.40 on atha genome (run 1's Nsight Compute, atha genome
     /// at 16 lanes against 32: long-scoreboard stall 0.66 -> 0.40 cycles an instruction, L1 hit 85.9 -> 92.5 %).
+    /// With two rANS lanes a slice (format v7's default) all 32 lanes of a warp take a unit: since the token parse
+    /// left the chain (`finish_linear_k1`), each thread's chain is only its lane's symbols, and fuller warps won.
+    /// H200, session 36 run 1, full decode at 8 lanes / 16 lanes in 128-thread CTAs / 32 lanes in 64-thread CTAs:
+    /// atha genome 0.520 / 0.475 / 0.465 ms, general 0.637 / 0.616 / 0.619, fly x11 0.511 / 0.534 / 0.513 (fly's
+    /// 32 lanes in 64-thread CTAs: 59 CTAs; the launch here gives it 118 of one warp).
     /// More units: 128 threads of 32 lanes, so that the SMs hold as many as their shared memory allows.
     fn k1_launch(&self, n: u64) -> (u32, u32) {
         let sms = u64::from(self.sm_count.max(1));
         let (auto_threads, auto_lanes) = match self.k1_few_units(n) {
             true => {
                 let units = n.div_ceil(sms).next_power_of_two().clamp(8, 64) as u32;
-                (units / K1_FEW_LANES * 32, K1_FEW_LANES)
+                let lanes = match self.lanes {
+                    2 => K1_FEW_LANES_TWO,
+                    _ => K1_FEW_LANES,
+                }
+                .min(units);
+                (units / lanes * 32, lanes)
             }
             false => (CTA_THREADS, 32),
         };
