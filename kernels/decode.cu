@@ -192,15 +192,21 @@ __device__ __forceinline__ u64 log_value(u32 code, u64 extra) {
     return (1ull << h) + (m << (h - 1)) + extra;
 }
 
-// Reads `n` (<= 57) bits LSB-first at bit offset `pos`; the caller has checked pos + n <= 8 * len.
+// Reads `n` (<= 57) bits LSB-first at bit offset `pos` of the stream at `extra`; the caller has checked pos + n <=
+// 8 * len. The field lies in at most three aligned 32-bit words from the one holding its first byte; only those
+// holding a bit of it are loaded, so each holds a byte of the stream and no load leaves the file buffer (which
+// starts aligned). (A byte a load, as before session 36, took ~40 instructions a field: the warp token parse of
+// finish_linear_k1 ran ~1,250 instructions a chunk of 32 tokens.)
 __device__ __forceinline__ u64 read_bits(const u8* extra, u64 pos, u32 n) {
     if (n == 0) return 0;
-    u64 byte = pos >> 3;
-    u32 shift = (u32)(pos & 7);
-    u32 nbytes = (shift + n + 7) >> 3;
-    u64 acc = 0;
-    for (u32 i = 0; i < nbytes; i++) acc |= (u64)extra[byte + i] << (8 * i);
-    return (acc >> shift) & ((1ull << n) - 1);
+    const u64 a = (u64)extra + (pos >> 3);
+    const u32* w = (const u32*)(a & ~3ull);
+    const u32 sh = 8u * (u32)(a & 3u) + (u32)(pos & 7u);  // <= 31
+    u64 v = __ldg(w);
+    if (sh + n > 32) v |= (u64)__ldg(w + 1) << 32;
+    v >>= sh;
+    if (sh + n > 64) v |= (u64)__ldg(w + 2) << (64 - sh);  // then sh >= 8
+    return v & ((1ull << n) - 1);
 }
 
 __device__ __forceinline__ u32 warp_inclusive_scan(u32 v) {
@@ -1822,13 +1828,17 @@ extern "C" __global__ void finish_linear_k1(Ctx c, u32 n, u32 stages) {
         __syncwarp();  // the previous unit's scatter is done with the buffer
         for (u32 k = 4u * lane; k < nlit; k += 128u) *(u32*)(lit + k) = *(const u32*)(out + k);
         __syncwarp();
-        u32 t = 0, next = ntok > 1 ? li[1] : nlit;  // this lane's token: the last with lidx[t] <= k
+        // This lane's token t (the last with lidx[t] <= k) and its literals' shift tpos[t] - lidx[t], in registers:
+        // the byte stores may alias the token arrays, so reading them in every step reloaded both (two global
+        // loads and ~25 instructions a literal, session 36).
+        u32 t = 0, next = ntok > 1 ? li[1] : nlit, shift = tp[0] - li[0];
         for (u32 k = lane; k < nlit; k += 32u) {
             while (k >= next) {
                 t++;
+                shift = tp[t] - li[t];
                 next = t + 1 < ntok ? li[t + 1] : nlit;
             }
-            out[tp[t] + (k - li[t])] = lit[k];
+            out[k + shift] = lit[k];
         }
     }
 }
