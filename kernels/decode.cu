@@ -1832,6 +1832,7 @@ extern "C" __global__ void finish_linear_k1(Ctx c, u32 n, u32 stages) {
         // the byte stores may alias the token arrays, so reading them in every step reloaded both (two global
         // loads and ~25 instructions a literal, session 36).
         u32 t = 0, next = ntok > 1 ? li[1] : nlit, shift = tp[0] - li[0];
+#pragma unroll 4
         for (u32 k = lane; k < nlit; k += 32u) {
             while (k >= next) {
                 t++;
