@@ -690,6 +690,57 @@ mod tests {
         assert!(engine.decode_blocks(&[last], &mut [&mut buf[..]]).is_err(), "seek past the depth bound");
     }
 
+    /// On a machine with a GPU: a slice the CPU decoder refuses after one flipped bit in its payload's last byte
+    /// (an extra-bits stream's padding or value, or a rANS word where the slice has no extra bits) is refused by
+    /// every GPU path, never decoded to other bytes: the full decode under each resolver (with the map chase the
+    /// tokens are checked in `finish_linear_k1` after the parse, with the chase in the parse's own chain) and both
+    /// seek paths. Elsewhere the test has nothing to run and passes.
+    #[test]
+    fn slices_the_cpu_refuses_fail_every_gpu_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let block = 1;
+        let mut refused = 0;
+        for lanes in [1, 2] {
+            let (data, _) = random_archive(dir.path(), 12, lanes, 10, false);
+            refused += refuse_flipped_last_bytes(dir.path(), &data, block);
+        }
+        assert!(refused > 0, "no flipped bit the CPU refuses: the test checks nothing");
+    }
+
+    /// For each slice of `block`: flips the top bit of the slice payload's last byte, and where the CPU decoder
+    /// then refuses the block, asserts that every GPU path does (see above). Returns how many the CPU refused.
+    fn refuse_flipped_last_bytes(dir: &std::path::Path, data: &ArchiveData, block: u64) -> usize {
+        use crate::engine::cpu::CpuEngine;
+        let original = std::fs::read(&data.path).unwrap();
+        let payload = data.payload(block).unwrap();
+        let spans = prep::slice_spans(&payload, data.slice_count(block)).unwrap();
+        let mut buf = vec![0u8; data.block_len(block) as usize];
+        let mut refused = 0;
+        for (j, &(_, end)) in spans.iter().enumerate() {
+            let mut bytes = original.clone();
+            bytes[data.payload_offset(block) as usize + end - 1] ^= 0x80;
+            let path = dir.join(format!("slice-{j}.acx"));
+            std::fs::write(&path, &bytes).unwrap();
+            let corrupt = Arc::new(ArchiveData::open(&path).unwrap());
+            if CpuEngine::new(corrupt.clone()).decode_blocks(&[block], &mut [&mut buf[..]]).is_ok() {
+                continue;
+            }
+            refused += 1;
+            let Ok(engine) = GpuEngine::try_new(corrupt) else { continue };
+            for resolve in [Resolve::Chase, Resolve::Rounds, Resolve::Maps, Resolve::Auto] {
+                engine.set_resolve(resolve).unwrap();
+                for variant in [FullVariant::ParseOnly, FullVariant::Full] {
+                    let run = engine.full_decode(variant, None);
+                    assert!(run.is_err(), "slice {j}: {variant:?}, {resolve:?}");
+                }
+            }
+            assert!(engine.decode_blocks(&[block], &mut [&mut buf[..]]).is_err(), "slice {j}: resident seek");
+            engine.set_resident_seeks(ResidentSeeks::Off).unwrap();
+            assert!(engine.decode_blocks(&[block], &mut [&mut buf[..]]).is_err(), "slice {j}: seek");
+        }
+        refused
+    }
+
     /// On a machine with a GPU: every block through both seek paths (from the compressed archive, and through the
     /// resident parse) and the full device decode equal the reference stream, for every lane count the format
     /// allows and several slice sizes. Elsewhere the test has nothing to
