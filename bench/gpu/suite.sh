@@ -242,6 +242,11 @@ if want mountseq && [ -x carry/aceapex-mount ] && [ -x carry/nullfs ]; then
     unset times
   done
 fi
+if want faidx && ! [ -x carry/bin/samtools ]; then
+  # make-carry.sh carries samtools and bgzip only where both are installed (apt-get install samtools tabix).
+  say "### faidx skipped: carry/bin/samtools missing (install samtools and tabix here, then make-carry.sh)"
+  rc=1
+fi
 if want faidx && [ -x carry/bin/samtools ] && [ -x carry/aceapex-mount ]; then
   # Only samtools and bgzip see the carried libraries (the rest of the suite keeps the image's own).
   st() { LD_LIBRARY_PATH="$PWD/carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" ./carry/bin/samtools "$@"; }
