@@ -30,10 +30,11 @@ pub fn check_lanes(lanes: u32) -> Result<usize, DecodeError> {
     }
 }
 
-/// How many literals a code symbol counts for in the lane split: on a GPU, lane 0's thread also parses the tokens,
-/// and a code (its decode and its share of the token parse) costs it about what ten literals cost lane 1. H200,
-/// session 35 run 4 (full decode against weight 1): atha general 0.808 -> 0.766 ms, fly x11 0.639 -> 0.592, atha
-/// genome 0.551 either way; weights 3 and 6 fell between.
+/// How many literals a code symbol counts for in the lane split: a code costs a GPU thread about what ten literals
+/// cost. H200, session 35 run 4, with lane 0's thread also parsing the tokens (full decode against weight 1): atha
+/// general 0.808 -> 0.766 ms, fly x11 0.639 -> 0.592, atha genome 0.551 either way; weights 3 and 6 fell between.
+/// Session 36 run 1, the tokens parsed after the parse: weights 1 / 3 against 10, general 0.652 / 0.649 against
+/// 0.637 ms, fly 0.557 / 0.543 against 0.511 (the code steps themselves are dearer than literal steps).
 pub const SPLIT_CODE_WEIGHT: usize = 10;
 
 /// The split `s` of a slice's literals between its lanes (FORMAT.md §3.4): lane 0 codes the `ncodes` codes and
