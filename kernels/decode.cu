@@ -413,8 +413,9 @@ __device__ __forceinline__ u32 decode_base(const LitModel& lm, u32* ctx, u32* x)
 // Where a slice's literals split between its rANS lanes (FORMAT.md §3.4): lane 0 decodes every code and literals
 // [0, s), lane 1 literals [s, nlit). K = 1: s = nlit (lane 1 is empty). K = 2: s = min(nlit, 8 ceil(max(0, nlit -
 // 10 n_c) / 16)) with n_c = 3 nmatch + 1 codes: a code counts as ten literals, what a code step costs a thread
-// against a literal step (see rans::SPLIT_CODE_WEIGHT for the measurements); s is a multiple of 8 unless it is nlit (each lane's literals go out in aligned 8-byte pieces). Mirrors
-// rans::lane_split and rans::SPLIT_CODE_WEIGHT in src/codec.
+// against a literal step (see rans::SPLIT_CODE_WEIGHT for the measurements); s is a multiple of 8 unless it is
+// nlit (each lane's literals go out in aligned 8-byte pieces). Mirrors rans::lane_split and rans::SPLIT_CODE_WEIGHT
+// in src/codec.
 #define SPLIT_CODE_WEIGHT 10u
 __device__ __forceinline__ u32 lane_split(u32 nmatch, u32 nlit, u32 lanes) {
     if (lanes == 1) return nlit;
