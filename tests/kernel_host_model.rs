@@ -152,7 +152,8 @@ fn staged_token_parse_matches_the_group_loop() {
     let codes = cut_fn(&src, "// Extra bits used by a log code", "__device__ __forceinline__ u64 read_bits");
     let parse =
         cut_fn(&src, "// A slice's extra-bits stream read in order", "__device__ __forceinline__ bool k1_token_values");
-    run_harness("token_values", &format!("{codes}\n{parse}"));
+    let group = cut_fn(&src, "// Phase B of a slice's parse on a group of W lanes", "bool group_token_values");
+    run_harness("token_values", &format!("{codes}\n{parse}\n{group}"));
 }
 
 /// `Rng::range` as a u32 in `[0, n)` (`n ≥ 1`).

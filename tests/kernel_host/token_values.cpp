@@ -1,80 +1,34 @@
-// k1_token_values (the staged K = 1 token parse: BitReader1, one token a step) against parse_one's group loop at
-// W = 1 (below, `reference`: the same statements with every collective an identity), on random slices: valid token
-// streams with their extra bits (explicit forward and reverse-complement matches, continuations, the last token's
-// literals), and the same with a code, an extra bit, the stream's length or the unit's length disturbed. Both must
+// k1_token_values (the staged K = 1 token parse: BitReader1, one token a step) against the group loop at W = 1
+// (group_token_values, cut from decode.cu like it, with a host Group<1> whose collectives are identities), on
+// random slices: valid token streams with their extra bits (explicit forward and reverse-complement matches,
+// continuations, the last token's literals), and the same with a code, an extra bit, the stream's length or the
+// unit's length disturbed. Both must
 // refuse the same slices, and on the others leave the same tokens, bits, literals and span. The extra stream lies at
 // every byte alignment in a buffer that ends with its last aligned word, so a load past the stream would read
 // outside it (AddressSanitizer or a crash).
 #include "prelude.h"
+
+// kernels/decode.cu's Group<W> at W = 1, on the host: one lane, every collective an identity.
+template <int W>
+struct Group {
+    static_assert(W == 1, "the host runs one lane");
+    u32 lane = 0;
+    bool any(bool p) const { return p; }
+    void sync() const {}
+    u32 scan(u32 v) const { return v; }
+    u64 seg_scan(u64 v, bool*) const { return v; }
+    u32 last(u32 v) const { return v; }
+    u64 last64(u64 v) const { return v; }
+};
+
 #include "token_values.inc"
 
-// parse_one's phase B with W = 1 (kernels/decode.cu), on the codes the code phase left in tp / mp / bk.
+// The group loop at W = 1 (kernels/decode.cu group_token_values, which finish_linear_k1 runs on a warp), on the codes
+// the code phase left in tp / mp / bk.
 static bool reference(u32* tp, u32* mp, u32* li, u64* bk, u32 ntok, u32 nmatch, const u8* extra, u32 extra_len,
                       u32 unit_len, u64 unit_start, u64* bits, u32* lits, u32* span) {
-    bool bad = false;
-    u64 bit_run = 0;
-    u32 lit_run = 0, pos_run = 0;
-    u64 prev_diag = 0;
-    bool have_prev = false;
-    const u64 extra_bits_total = 8ull * extra_len;
-    for (u32 t = 0; t < ntok; t++) {
-        bool has_match = t < nmatch;
-        u32 llc = tp[t];
-        u32 mlc = has_match ? mp[t] : 0;
-        u32 ofc = has_match ? (u32)bk[t] : 0;
-        u32 nb_ll = extra_bits_of(llc), nb_ml = has_match ? extra_bits_of(mlc) : 0;
-        u32 nb_of = has_match ? of_extra_bits(ofc) : 0;
-        u32 nb = nb_ll + nb_ml + nb_of;
-        u64 bitpos = bit_run;
-        bit_run += nb;
-        u64 lit = 0, len = 0, dist = 0;
-        if (bitpos + nb > extra_bits_total) {
-            bad = true;
-        } else {
-            lit = log_value(llc, read_bits(extra, bitpos, nb_ll));
-            if (has_match) {
-                len = log_value(mlc, read_bits(extra, bitpos + nb_ll, nb_ml)) + 2;
-                dist = log_value(of_log_code(ofc), read_bits(extra, bitpos + nb_ll + nb_ml, nb_of)) + 1;
-            }
-        }
-        if (lit > unit_len || len > unit_len) {
-            bad = true;
-            lit = 0;
-            len = 0;
-        }
-        u32 my_lit = lit_run, my_pos = pos_run;
-        lit_run += (u32)lit;
-        pos_run += (u32)(lit + len);
-        if (lit_run > unit_len || pos_run > unit_len) bad = true;
-        const u64 dst = unit_start + my_pos + lit;
-        bool rc = has_match && ofc >= OF_REVERSE;
-        const bool cont = has_match && is_continuation(ofc);
-        bool head = has_match && !cont;
-        const u64 diag = rc ? ((2ull * dst - dist) | RC_FLAG) : dist;
-        u64 v = head ? diag : (cont ? (u64)continuation_delta(ofc) : 0ull);
-        if (!head) {
-            v += prev_diag;
-            head = have_prev;
-        }
-        if (cont) {
-            if (!head) bad = true;
-            rc = match_rc(v);
-            dist = rc ? 2ull * dst - match_dist(v) : v;
-        }
-        prev_diag = v;
-        have_prev = head;
-        if (has_match && ofc >= OF_ALPHABET) bad = true;
-        if (dist > dst || (has_match && dist == 0) || (rc && dist + len - 1 > dst)) bad = true;
-        tp[t] = my_pos;
-        mp[t] = my_pos + (u32)lit;
-        li[t] = my_lit;
-        bk[t] = rc ? (dist | RC_FLAG) : dist;
-        if (bad) break;
-    }
-    *bits = bit_run;
-    *lits = lit_run;
-    *span = pos_run;
-    return bad;
+    return group_token_values<1>(Group<1>(), tp, mp, li, bk, ntok, nmatch, extra, extra_len, unit_len, unit_start,
+                                 bits, lits, span);
 }
 
 // LSB-first bit writer (FORMAT.md §3.2's extra stream).
