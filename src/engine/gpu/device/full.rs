@@ -643,9 +643,9 @@ impl Device {
     /// Whether a staged parse (see [`Self::k1_staged`]) writes its literals in literal order, eight to an aligned
     /// word with no token walk in the chain (`parse_k1_linear`), and `finish_linear_k1` parses the tokens (a warp
     /// a unit, off the chain) and moves the literals to their offsets after it: when the parse writes no stamps and
-    /// slices are at most 4 KiB, unless
-    /// ACEAPEX_GPU_K1_LINEAR=0. A kernel entry of its own, so that the other parses' code stays as it is (session 30
-    /// put the same placement into `parse_k1` as a mode, and all of `parse_k1` got slower). H200, session 31 run 3,
+    /// slices are at most 4 KiB, unless ACEAPEX_GPU_K1_LINEAR=0. A kernel entry of its own, so that the other
+    /// parses' code stays as it is (session 30 put the same placement into `parse_k1` as a mode, and all of
+    /// `parse_k1` got slower). H200, session 31 run 3,
     /// full decode against the placement in the staged chain: atha genome 0.772 -> 0.716 ms, general 1.174 ->
     /// 1.070, fly x11 0.964 -> 0.893.
     ///
@@ -793,8 +793,8 @@ impl Device {
         // the shared memory for their threads' K1_RING_BYTES-aligned rings, allowed by prepare_staged_parse; with
         // K = 2, parse_k1_linear's CTA is twice the lane-0 threads, each half with its rings, and `c.lane_end` holds
         // two words a unit), finish_linear_k1(Ctx, u32, u32) (n: every unit, each at its own 2^unit_log <= 4096
-        // bytes, its tokens at tok_off), resolve_round(Ctx,
-        // u32, u32*, u32, u32, u64*, u64*, u64*, u64*, u32*, u32, u32), index_tokens(Ctx, u32*), resolve_chase(Ctx,
+        // bytes, its tokens at tok_off), resolve_round(Ctx, u32, u32*, u32, u32, u64*, u64*, u64*, u64*, u32*, u32,
+        // u32), index_tokens(Ctx, u32*), resolve_chase(Ctx,
         // u64*, u64*, u32*, u32, const u32*) and chase_matches(Ctx, const u32*, const u32*, const uint4*); `c`
         // points at the full-decode buffers sized for all units and tokens (tok_off is their exact prefix sum), the
         // four lists hold every deferred piece (list_cap), the stamps every stream byte, the token index (when
