@@ -380,6 +380,11 @@ struct Ctx {
 __device__ __forceinline__ u32* level_begin(const Ctx& c, u32 d) { return c.counters + 2 + d; }
 __device__ __forceinline__ u32* range_count(const Ctx& c, u32 d) { return c.counters + 2 + (c.max_depth + 2) + d; }
 __device__ __forceinline__ bool failed(const Ctx& c) { return *(volatile u64*)c.status != 0; }
+// Where the rANS states of the unit with meta row `m` start in the file: its payload (meta words 0, 1) past its
+// header; the word stream follows 4 K bytes later, the extra-bits stream 2 nwords bytes after that.
+__device__ __forceinline__ const u8* slice_states(const Ctx& c, const u32* m) {
+    return c.file + ((u64)m[0] | ((u64)m[1] << 32)) + (m[6] & META_HDR_MASK);
+}
 
 // The context model of unit `id`'s group (used only by units whose meta word 6 has META_CTX; the host refuses
 // such a unit in a group without a model): its tables and the context mask 4^k - 1.
@@ -1084,8 +1089,7 @@ __device__ __forceinline__ void literal_phase_k1_with(const Ctx& c, u32 id, u32*
     u32 x1 = 65536u, taken1 = 0;  // lane 1 (K = 1: empty, no state)
     if constexpr (!LINEAR) {
         if (c.lanes == 2) {
-            const u64 payload = (u64)m[0] | ((u64)m[1] << 32);
-            const u8* states = c.file + payload + (m[6] & META_HDR_MASK);
+            const u8* states = slice_states(c, m);
             x1 = load_u32_le(states + 4);
             bad |= x1 < 65536u;  // an encoder never leaves a state below 2^16
             wr1.begin_lane(states + 8, nwords);
@@ -1113,9 +1117,8 @@ __device__ __forceinline__ void literal_phase_k1(const Ctx& c, u32 id, u32* tp, 
         literal_phase_k1_with<LINEAR>(c, id, tp, li, bytes, stamps, mode, x, pos, k1, *ring, r1);
     } else {
         const u32* m = c.meta + (u64)id * META_WORDS;
-        const u64 payload = (u64)m[0] | ((u64)m[1] << 32);
         WordReader1 wr;
-        wr.init(c.file + payload + (m[6] & META_HDR_MASK) + 4 * c.lanes, m[4], pos);
+        wr.init(slice_states(c, m) + 4 * c.lanes, m[4], pos);
         WordReader1Back r1;
         literal_phase_k1_with<false>(c, id, tp, li, bytes, stamps, mode, x, pos, k1, wr, r1);
     }
@@ -1134,8 +1137,7 @@ __device__ __forceinline__ void lane1_literals(const Ctx& c, u32 id, u8* bytes, 
     const u32 nmatch = m[2], nlit = m[3], nwords = m[4];
     const bool lit_ctx = (m[6] & META_CTX) != 0;
     const u32 s = lane_split(nmatch, nlit, 2);
-    const u64 payload = (u64)m[0] | ((u64)m[1] << 32);
-    const u8* states = c.file + payload + (m[6] & META_HDR_MASK);
+    const u8* states = slice_states(c, m);
     u32 x = load_u32_le(states + 4);
     bool bad = x < 65536u;  // an encoder never leaves a state below 2^16
     u32 taken = 0;
@@ -1685,8 +1687,7 @@ extern "C" __global__ void literals_warp(Ctx c, u32 parsed_level) {
         const u32 nmatch = m[2], nlit = m[3], nwords = m[4];
         const u32 ntok = nmatch + 1;
         const u32 s = lane_split(nmatch, nlit, c.lanes);
-        const u64 payload = (u64)m[0] | ((u64)m[1] << 32);
-        const u8* states = c.file + payload + (m[6] & META_HDR_MASK);
+        const u8* states = slice_states(c, m);
         const u8* words = states + 4 * c.lanes;
         const bool lit_ctx = (m[6] & META_CTX) != 0;  // warp-uniform
         const LitModel lm = lit_model_of(c, id);
@@ -1743,8 +1744,7 @@ extern "C" __global__ void literals_k1(Ctx c, u32 parsed_level) {
         const u32* m = c.meta + (u64)id * META_WORDS;
         if (m[7] == BAD_ENTRY) continue;  // reported by the parse
         const u32* rs = c.resume + (u64)e * RESUME_WORDS;
-        const u64 payload = (u64)m[0] | ((u64)m[1] << 32);
-        const u8* words = c.file + payload + (m[6] & META_HDR_MASK) + 4 * c.lanes;
+        const u8* words = slice_states(c, m) + 4 * c.lanes;
         // The literal table and the rest of the word stream (lane 1's from its back included), towards L1 (see
         // prefetch_l1_shared).
         prefetch_l1_shared(c.dtab + (u64)(id >> c.group_shift) * 4 * 4096 + 3 * 4096, 4096 * 4);
@@ -1806,8 +1806,7 @@ extern "C" __global__ void finish_linear_k1(Ctx c, u32 n, u32 stages) {
         u32* li = c.lidx + tb;
         if (stages & FINISH_TOKENS) {
             const u32 extra_len = m[5];
-            const u8* extra = c.file + ((u64)m[0] | ((u64)m[1] << 32)) + (m[6] & META_HDR_MASK) + 4u * c.lanes +
-                              2ull * nwords;
+            const u8* extra = slice_states(c, m) + 4u * c.lanes + 2ull * nwords;
             u64 bits;
             u32 lits, span;
             const u64 unit_start = (u64)id << c.unit_log;
