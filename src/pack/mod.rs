@@ -191,6 +191,17 @@ const MIN_MATCH: [u8; 8] = [3, 4, 6, 8, 10, 12, 14, 16];
 /// reached 379 and 643 for 0.3 % smaller and 1.4 % larger.
 const CLOSURE_PRICE: ClosurePrice = ClosurePrice { enter: 6 * PRICE_ONE, per_level: 3 * PRICE_ONE };
 
+/// The slice size (log2) of a block of `2^block_log` bytes: the format's default, or ACEAPEX_SLICE_LOG where that
+/// is in the legal range (a measurement knob: session 37 packed atha_chr1 with 2 KiB slices to see what twice the
+/// rANS chains, half as long, would give the GPU's entropy stage before building more lanes).
+fn slice_log(block_log: u8) -> u8 {
+    std::env::var("ACEAPEX_SLICE_LOG")
+        .ok()
+        .and_then(|v| v.parse::<u8>().ok())
+        .filter(|l| Header::slice_log_range(block_log).contains(l))
+        .unwrap_or_else(|| Header::default_slice_log(block_log))
+}
+
 fn level_params(level: u8, block_log: u8) -> LevelParams {
     // Level 7 is the former default. Level 6 takes 32-byte matches at once (10 % faster, 0.01 % larger); level 5
     // also samples the long-distance matcher a quarter as densely and parses once (its sources' depths are then
@@ -212,7 +223,7 @@ fn level_params(level: u8, block_log: u8) -> LevelParams {
             min_match: MIN_MATCH,
             rep_count,
             closure: CLOSURE_PRICE,
-            slice_log: Header::default_slice_log(block_log),
+            slice_log: slice_log(block_log),
             lazy_steps: text_lazy,
             // Level 1 looks up ever fewer positions in a long run of literals (atha_chr1 genome mode, level 6:
             // 4.1555 -> 4.1323 with 2^6, 4.0934 with 2^4, for a third less CPU).
