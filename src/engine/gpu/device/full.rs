@@ -22,6 +22,13 @@ fn k1_cta_knob() -> u32 {
     env_knob(&THREADS, "ACEAPEX_GPU_K1_CTA", 0, |t| matches!(t, 32 | 64 | 128 | 256))
 }
 
+/// Units an SM that still count as few for [`Device::k1_launch`]: 64, or ACEAPEX_GPU_K1_FEW_UNITS (1..=1024;
+/// measurements).
+fn k1_few_units_knob() -> u32 {
+    static UNITS: OnceLock<u32> = OnceLock::new();
+    env_knob(&UNITS, "ACEAPEX_GPU_K1_FEW_UNITS", 64, |u| (1..=1024).contains(&u))
+}
+
 /// Lanes a warp that take a unit when a full decode has few units ([`Device::k1_launch`]): eight on an archive of
 /// one rANS lane a slice, all 32 on one of two.
 const K1_FEW_LANES: u32 = 8;
@@ -618,9 +625,11 @@ impl Device {
         (threads, lanes)
     }
 
-    /// Whether a full decode of `n` units has few of them: at most 64 an SM ([`Self::k1_launch`]).
+    /// Whether a full decode of `n` units has few of them: at most 64 an SM ([`Self::k1_launch`]), or as many as
+    /// ACEAPEX_GPU_K1_FEW_UNITS sets (a measurement knob: session 37 ran atha_chr1 packed with 2 KiB slices, 114 an
+    /// SM, through the staged parse to see what twice the chains would give).
     fn k1_few_units(&self, n: u64) -> bool {
-        n <= 64 * u64::from(self.sm_count.max(1))
+        n <= u64::from(k1_few_units_knob()) * u64::from(self.sm_count.max(1))
     }
 
     /// Whether the full decode's parse of `n` units in CTAs of `threads` threads, `lanes` of each warp taking a
