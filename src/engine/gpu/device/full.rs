@@ -22,6 +22,13 @@ fn many_ctas_carveout() -> i32 {
     env_knob(&CARVEOUT, "ACEAPEX_GPU_K1_CARVEOUT_MANY", -1, |p| (-1..=100).contains(&p))
 }
 
+/// CTAs an SM a staged parse's carveout leaves shared memory for: 1, or ACEAPEX_GPU_K1_STAGED_CTAS (1..=4;
+/// measurements, session 37: two CTAs of 2 KiB slices on an SM).
+fn k1_staged_ctas_knob() -> u32 {
+    static CTAS: OnceLock<u32> = OnceLock::new();
+    env_knob(&CTAS, "ACEAPEX_GPU_K1_STAGED_CTAS", 1, |c| (1..=4).contains(&c))
+}
+
 /// The K = 1 parse's CTA size as ACEAPEX_GPU_K1_CTA sets it (32, 64, 128 or 256; measurements), or 0: chosen by
 /// [`Device::k1_launch`].
 fn k1_cta_knob() -> u32 {
@@ -122,7 +129,10 @@ impl StagedParse {
     /// prefetches.
     pub(super) fn set_carveout(&mut self, f: &CudaFunction, rings: u32) -> Result<()> {
         use cudarc::driver::sys::CUfunction_attribute;
-        let percent = ((100 * (self.tables + rings as i32) + self.per_sm - 1) / self.per_sm).min(100);
+        // CTAs an SM (1 unless measuring), each more with the 1 KB the driver keeps a CTA.
+        let ctas = k1_staged_ctas_knob() as i32;
+        let bytes = ctas * (self.tables + rings as i32) + (ctas - 1) * 1024;
+        let percent = ((100 * bytes + self.per_sm - 1) / self.per_sm).min(100);
         if percent != self.carveout {
             f.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, percent)
                 .map_err(gpu("shared memory carveout"))?;
