@@ -688,6 +688,17 @@ __device__ __forceinline__ u32 lds16(u32 a) {
     return v;
 }
 __device__ __forceinline__ void sts32(u32 a, u32 v) { asm volatile("st.shared.u32 [%0], %1;" ::"r"(a), "r"(v)); }
+// Loads from tables the CTA wrote before a barrier and only reads after it (not volatile: they may move).
+__device__ __forceinline__ u32 lds_u8(u32 a) {
+    u32 v;
+    asm("ld.shared.u8 %0, [%1];" : "=r"(v) : "r"(a));
+    return v;
+}
+__device__ __forceinline__ u32 lds32(u32 a) {
+    u32 v;
+    asm("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(a));
+    return v;
+}
 
 // A rANS lane's word stream staged in a ring of K1_RING_WORDS words in shared memory (the staged parses,
 // parse_k1_staged and parse_k1_linear): a renormalisation is a compare, a PRMT, an add and the next word's shared load
@@ -1383,6 +1394,44 @@ __device__ __forceinline__ u32 token_sums_fault(u64 bit_run, u32 lit_run, u32 po
     return 0;
 }
 
+// The `n` codes of one table (at shared window addresses `syms`, a symbol a slot, and `fc`, freq | cum << 16 a
+// symbol; see CodeTables) of a staged code phase, each to out[t] when `store`: one symbol a step from state x, its
+// words through `wr`, refilled every eight codes (`done` counts them). A symbol of frequency 0 (a slot no symbol
+// covers, or an unused table) sets the result and decodes on (x stays a u32 and every index in range: the symbols
+// of a host-built CodeTables are below their alphabet's size); the caller refuses the slice.
+template <class T, class WR>
+__device__ __forceinline__ bool k1_code_run(u32 syms, u32 fc, u32 n, T* out, bool store, u32& x, WR& wr, u32& done) {
+    bool bad = false;
+    for (u32 t = 0; t < n; t++) {
+        if ((done++ & 7u) == 0) wr.refill();
+        const u32 slot = x & 4095u;
+        const u32 sym = lds_u8(syms + slot);
+        const u32 f = lds32(fc + 4u * sym);
+        bad |= f == 0;
+        x = (f & 0xFFFFu) * (x >> 12) + slot - (f >> 16);
+        wr.renorm(&x);
+        if (store) out[t] = sym;
+    }
+    return bad;
+}
+
+// The code phase of a staged slice (parse_k1_staged, parse_k1_linear) with its group's code tables in the CTA's
+// shared memory (K1Tables): the LL codes of the ntok tokens to tp, then the ML and OF codes of the nmatch matches to
+// mp and bk, from rANS lane 0's state x and its words through `wr` (the ring). True when a code had no symbol.
+// Each table's run is a loop of its own over shared window addresses with no branch in the step: the loop that
+// chose the table and the output array a code, through generic pointers, took ~90 instructions a code (SASS), and
+// a code-heavy slice's lane 0 is the longest chain of atha genome's parse (751 codes).
+template <class WR>
+__device__ __forceinline__ bool k1_codes_shared(const CodeTables* sm, u32* tp, u32* mp, u64* bk, u32 ntok,
+                                                u32 nmatch, bool store, u32& x, WR& wr) {
+    const u32 syms = (u32)__cvta_generic_to_shared(sm->syms), fc = (u32)__cvta_generic_to_shared(sm->fc);
+    u32 done = 0;
+    bool bad = k1_code_run(syms, fc, ntok, tp, store, x, wr, done);
+    bad |= k1_code_run(syms + 4096u, fc + 4u * 64u, nmatch, mp, store, x, wr, done);
+    bad |= k1_code_run(syms + 2u * 4096u, fc + 4u * 128u, nmatch, bk, store, x, wr, done);
+    return bad;
+}
+
 // One group of W lanes (W = 1, or W = 32: the seek's token levels) decodes one unit (slice): the code phase on the
 // group's lane 0 (every code is rANS lane 0's, FORMAT.md §3.4), token parse by group prefix sums, then (unless
 // `mode` is MODE_TOKENS, which saves lane 0's state in `resume` instead) the literals of both rANS lanes, on the
@@ -1457,6 +1506,9 @@ __device__ __forceinline__ void parse_one(const Ctx& c, const Group<W>& g, u32 i
         // included: ~10 % of parse_k1_staged's samples on atha genome, session 31 run 3; this loop: its full decode
         // 0.72 -> 0.67 ms, run 5).
         wring.start(0);
+        if (sm) {
+            bad |= k1_codes_shared(sm, tp, mp, bk, ntok, nmatch, mode != MODE_ENTROPY_ONLY, x, wring);
+        } else {
         u32 done = 0;  // codes decoded: a refill every eight (each takes at most one word)
 #pragma unroll 1
         for (u32 which = 0; which < 3 && !bad; which++) {
@@ -1478,6 +1530,7 @@ __device__ __forceinline__ void parse_one(const Ctx& c, const Group<W>& g, u32 i
                     else bk[t] = sym;
                 }
             }
+        }
         }
     } else {
         // The generic loop: one code a step on lane 0, its words from the group's window.
