@@ -592,7 +592,6 @@ mod tests {
         assert_eq!(copy_launches(&hist, 0, 100), vec![], "no levels");
     }
 
-    /// Constants the host sizes buffers and launches by must be the kernel's own.
     #[test]
     fn grouped_parse_order_takes_each_group_longest_first() {
         // Six units in groups of four (group_shift 2): symbols 3 nmatch + 1 + nlit = 4, 11, 2, 11 | 9, 1.
@@ -603,9 +602,14 @@ mod tests {
             meta[u * prep::META_WORDS + 3] = nlit;
         }
         // Ties keep stream order (a stable sort); no unit leaves its group.
+        let symbols = |row: &[u32]| 3 * u64::from(row[2]) + 1 + u64::from(row[3]);
         let mut ids: Vec<u32> = (0..6).collect();
-        sort_groups_longest_first(&mut ids, &meta, 2);
+        sort_groups_most_first(&mut ids, &meta, 2, symbols);
         assert_eq!(ids, vec![1, 3, 0, 2, 4, 5]);
+        // By matches (codes): 1, 2, 0, 3 | 2, 0.
+        let mut ids: Vec<u32> = (0..6).collect();
+        sort_groups_most_first(&mut ids, &meta, 2, |row| u64::from(row[2]));
+        assert_eq!(ids, vec![3, 1, 0, 2, 4, 5]);
         assert_eq!(parse_order(&meta, 2), (0..6).collect::<Vec<u32>>());
     }
 

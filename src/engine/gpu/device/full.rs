@@ -445,30 +445,35 @@ pub(super) struct FullBuffers {
     pub(super) lane_end: CudaSlice<u32>,
 }
 
-/// The order in which the full decode's parse takes the units (its worklist): stream order, or with
-/// ACEAPEX_GPU_PARSE_ORDER=grouped, within each table group the units with the most rANS symbols first (a warp
-/// parses 32 units at once with K = 1 and runs as long as its longest one; session 20 run 2 saw 14 of 32 lanes
-/// active). Measured in run 3 (9dd1d03, H200): grouped was 1-2 % faster on atha and fly ×11 but 4 % slower on
-/// the 4.65 GB archive (20.57 against 19.72 ms: its entropy decode gained, its literal and token stores lost), so
-/// stream order stays the default.
+/// The order in which the full decode's parse takes the units (its worklist): stream order, or within each table
+/// group (so that a CTA's units still share its tables) the units with the most of something first, since a warp
+/// of the parse runs as long as its longest thread, and a lane-0 thread's code phase and literals are two divergent
+/// loops that its warp runs one after the other:
+/// - ACEAPEX_GPU_PARSE_ORDER=grouped: the most rANS symbols first. Session 20 run 3 (9dd1d03, H200, K = 1): 1-2 %
+///   faster on atha and fly ×11 but 4 % slower on the 4.65 GB archive (20.57 against 19.72 ms: its entropy decode
+///   gained, its literal and token stores lost).
+/// - ACEAPEX_GPU_PARSE_ORDER=codes: the most codes (matches) first, so that a warp's lane-0 threads run code phases
+///   of about one length (session 37).
+///
+/// Stream order stays the default.
 pub(super) fn parse_order(meta: &[u32], group_shift: u32) -> Vec<u32> {
     let mut ids: Vec<u32> = (0..(meta.len() / prep::META_WORDS) as u32).collect();
-    if std::env::var("ACEAPEX_GPU_PARSE_ORDER").as_deref() != Ok("grouped") {
-        return ids;
+    match std::env::var("ACEAPEX_GPU_PARSE_ORDER").as_deref() {
+        Ok("grouped") => {
+            sort_groups_most_first(&mut ids, meta, group_shift, |row| 3 * u64::from(row[2]) + 1 + u64::from(row[3]))
+        }
+        Ok("codes") => sort_groups_most_first(&mut ids, meta, group_shift, |row| u64::from(row[2])),
+        _ => {}
     }
-    sort_groups_longest_first(&mut ids, meta, group_shift);
     ids
 }
 
-/// Sorts `ids` (every unit, in stream order) within each table group by rANS symbols, most first.
-pub(super) fn sort_groups_longest_first(ids: &mut [u32], meta: &[u32], group_shift: u32) {
-    let symbols = |u: u32| {
-        let row = &meta[u as usize * prep::META_WORDS..][..prep::META_WORDS];
-        3 * u64::from(row[2]) + 1 + u64::from(row[3])
-    };
+/// Sorts `ids` (every unit, in stream order) within each table group by `key` of the unit's metadata row, most
+/// first (a stable sort: ties keep stream order).
+pub(super) fn sort_groups_most_first(ids: &mut [u32], meta: &[u32], group_shift: u32, key: impl Fn(&[u32]) -> u64) {
     let per_group = 1usize << group_shift.min(31);
     for group in ids.chunks_mut(per_group) {
-        group.sort_by_key(|&u| std::cmp::Reverse(symbols(u)));
+        group.sort_by_key(|&u| std::cmp::Reverse(key(&meta[u as usize * prep::META_WORDS..][..prep::META_WORDS])));
     }
 }
 
