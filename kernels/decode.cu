@@ -1396,14 +1396,16 @@ __device__ __forceinline__ u32 token_sums_fault(u64 bit_run, u32 lit_run, u32 po
 
 // The `n` codes of one table (at shared window addresses `syms`, a symbol a slot, and `fc`, freq | cum << 16 a
 // symbol; see CodeTables) of a staged code phase, each to out[t] when `store`: one symbol a step from state x, its
-// words through `wr`, refilled before every eight codes (each takes at most one word), which are unrolled. A symbol
-// of frequency 0 (a slot no symbol covers, or an unused table) sets the result and decodes on (x stays a u32 and
-// every index in range: the symbols of a host-built CodeTables are below their alphabet's size); the caller
-// refuses the slice.
+// words through `wr`, refilled every eight codes (`done` counts them). A symbol of frequency 0 (a slot no symbol
+// covers, or an unused table) sets the result and decodes on (x stays a u32 and every index in range: the symbols
+// of a host-built CodeTables are below their alphabet's size); the caller refuses the slice. (Unrolled by eight
+// codes a refill, ~16 instructions a code instead of ~32, the full decode got slower on atha genome, 0.415 -> 0.446
+// ms, and fly x11, 0.480 -> 0.51; H200, session 37 run 7.)
 template <class T, class WR>
-__device__ __forceinline__ bool k1_code_run(u32 syms, u32 fc, u32 n, T* out, bool store, u32& x, WR& wr) {
+__device__ __forceinline__ bool k1_code_run(u32 syms, u32 fc, u32 n, T* out, bool store, u32& x, WR& wr, u32& done) {
     bool bad = false;
-    const auto step = [&](u32 t) {
+    for (u32 t = 0; t < n; t++) {
+        if ((done++ & 7u) == 0) wr.refill();
         const u32 slot = x & 4095u;
         const u32 sym = lds_u8(syms + slot);
         const u32 f = lds32(fc + 4u * sym);
@@ -1411,16 +1413,6 @@ __device__ __forceinline__ bool k1_code_run(u32 syms, u32 fc, u32 n, T* out, boo
         x = (f & 0xFFFFu) * (x >> 12) + slot - (f >> 16);
         wr.renorm(&x);
         if (store) out[t] = sym;
-    };
-    u32 t = 0;
-    for (; t + 8 <= n; t += 8) {
-        wr.refill();
-#pragma unroll
-        for (u32 k = 0; k < 8; k++) step(t + k);
-    }
-    if (t < n) {
-        wr.refill();
-        for (; t < n; t++) step(t);
     }
     return bad;
 }
@@ -1435,9 +1427,10 @@ template <class WR>
 __device__ __forceinline__ bool k1_codes_shared(const CodeTables* sm, u32* tp, u32* mp, u64* bk, u32 ntok,
                                                 u32 nmatch, bool store, u32& x, WR& wr) {
     const u32 syms = (u32)__cvta_generic_to_shared(sm->syms), fc = (u32)__cvta_generic_to_shared(sm->fc);
-    bool bad = k1_code_run(syms, fc, ntok, tp, store, x, wr);
-    bad |= k1_code_run(syms + 4096u, fc + 4u * 64u, nmatch, mp, store, x, wr);
-    bad |= k1_code_run(syms + 2u * 4096u, fc + 4u * 128u, nmatch, bk, store, x, wr);
+    u32 done = 0;
+    bool bad = k1_code_run(syms, fc, ntok, tp, store, x, wr, done);
+    bad |= k1_code_run(syms + 4096u, fc + 4u * 64u, nmatch, mp, store, x, wr, done);
+    bad |= k1_code_run(syms + 2u * 4096u, fc + 4u * 128u, nmatch, bk, store, x, wr, done);
     return bad;
 }
 
