@@ -593,7 +593,7 @@ mod tests {
     }
 
     #[test]
-    fn grouped_parse_order_takes_each_group_longest_first() {
+    fn parse_order_takes_each_group_most_first() {
         // Six units in groups of four (group_shift 2): symbols 3 nmatch + 1 + nlit = 4, 11, 2, 11 | 9, 1.
         let rows = [(1, 0), (2, 4), (0, 1), (3, 1), (2, 2), (0, 0)];
         let mut meta = vec![0u32; rows.len() * prep::META_WORDS];
@@ -610,7 +610,9 @@ mod tests {
         let mut ids: Vec<u32> = (0..6).collect();
         sort_groups_most_first(&mut ids, &meta, 2, |row| u64::from(row[2]));
         assert_eq!(ids, vec![3, 1, 0, 2, 4, 5]);
-        assert_eq!(parse_order(&meta, 2), (0..6).collect::<Vec<u32>>());
+        // Few units (the staged parse) take the most codes first; more keep stream order.
+        assert_eq!(parse_order(&meta, 2, true), vec![3, 1, 0, 2, 4, 5]);
+        assert_eq!(parse_order(&meta, 2, false), (0..6).collect::<Vec<u32>>());
     }
 
     #[test]

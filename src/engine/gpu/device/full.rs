@@ -445,24 +445,27 @@ pub(super) struct FullBuffers {
     pub(super) lane_end: CudaSlice<u32>,
 }
 
-/// The order in which the full decode's parse takes the units (its worklist): stream order, or within each table
-/// group (so that a CTA's units still share its tables) the units with the most of something first, since a warp
-/// of the parse runs as long as its longest thread, and a lane-0 thread's code phase and literals are two divergent
-/// loops that its warp runs one after the other:
-/// - ACEAPEX_GPU_PARSE_ORDER=grouped: the most rANS symbols first. Session 20 run 3 (9dd1d03, H200, K = 1): 1-2 %
-///   faster on atha and fly ×11 but 4 % slower on the 4.65 GB archive (20.57 against 19.72 ms: its entropy decode
-///   gained, its literal and token stores lost).
-/// - ACEAPEX_GPU_PARSE_ORDER=codes: the most codes (matches) first, so that a warp's lane-0 threads run code phases
-///   of about one length (session 37).
-///
-/// Stream order stays the default.
-pub(super) fn parse_order(meta: &[u32], group_shift: u32) -> Vec<u32> {
+/// The order in which the full decode's parse takes the units (its worklist): within each table group (so that a
+/// CTA's units still share its tables), the units with the most of something first, or stream order. A warp of
+/// the parse runs as long as its longest thread, and a lane-0 thread's code phase and its literals are two loops
+/// that diverge between the warp's threads and run one after the other; so:
+/// - the default for `few` units (the staged parse of one CTA an SM, [`Device::k1_few_units`]): the most codes
+///   (matches) first, so that a warp's lane-0 threads run code phases of about one length. H200, session 37 run 8,
+///   full decode against stream order, two rounds: atha genome 0.415 / 0.411 -> 0.402 / 0.403 ms, general 0.588 /
+///   0.588 -> 0.567 / 0.567, fly x11 0.478 / 0.475 -> 0.486 / 0.487;
+/// - stream order for more units (the big archives' `parse_k1`, where sorting by symbols cost session 20's 4.65 GB
+///   archive 4 %: 20.57 against 19.72 ms, its literal and token stores losing their order);
+/// - ACEAPEX_GPU_PARSE_ORDER=stream, =codes or =grouped (the most rANS symbols first) picks one (measurements).
+pub(super) fn parse_order(meta: &[u32], group_shift: u32, few: bool) -> Vec<u32> {
     let mut ids: Vec<u32> = (0..(meta.len() / prep::META_WORDS) as u32).collect();
+    let codes = |row: &[u32]| u64::from(row[2]);
     match std::env::var("ACEAPEX_GPU_PARSE_ORDER").as_deref() {
         Ok("grouped") => {
             sort_groups_most_first(&mut ids, meta, group_shift, |row| 3 * u64::from(row[2]) + 1 + u64::from(row[3]))
         }
-        Ok("codes") => sort_groups_most_first(&mut ids, meta, group_shift, |row| u64::from(row[2])),
+        Ok("codes") => sort_groups_most_first(&mut ids, meta, group_shift, codes),
+        Ok("stream") => {}
+        _ if few => sort_groups_most_first(&mut ids, meta, group_shift, codes),
         _ => {}
     }
     ids
@@ -545,7 +548,7 @@ impl Device {
         if task_unit.is_empty() {
             task_unit.push(0); // a buffer of one: no allocation of zero bytes
         }
-        let ids = parse_order(&self.meta_host.words, self.group_shift);
+        let ids = parse_order(&self.meta_host.words, self.group_shift, self.k1_few_units(n as u64));
         let mut counters_init = vec![0u32; self.counters_len()];
         counters_init[0] = n as u32;
         let tokens = acc.max(1) as usize;
