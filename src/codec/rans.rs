@@ -34,7 +34,10 @@ pub fn check_lanes(lanes: u32) -> Result<usize, DecodeError> {
 /// cost. H200, session 35 run 4, with lane 0's thread also parsing the tokens (full decode against weight 1): atha
 /// general 0.808 -> 0.766 ms, fly x11 0.639 -> 0.592, atha genome 0.551 either way; weights 3 and 6 fell between.
 /// Session 36 run 1, the tokens parsed after the parse: weights 1 / 3 against 10, general 0.652 / 0.649 against
-/// 0.637 ms, fly 0.557 / 0.543 against 0.511 (the code steps themselves are dearer than literal steps).
+/// 0.637 ms, fly 0.557 / 0.543 against 0.511 (the code steps themselves are dearer than literal steps). Session 37
+/// run 6, with a cheaper code step (`k1_code_run`, ~90 -> ~32 instructions): weights 5 / 3 / 2 against 10, atha genome
+/// 0.414 / 0.415 / 0.416 against 0.409 ms, general 0.559 / 0.574 / 0.585 against 0.584, fly 0.466 / 0.469 / 0.474
+/// against 0.476 — no better on atha genome, so the format keeps 10.
 pub const SPLIT_CODE_WEIGHT: usize = 10;
 
 /// The split `s` of a slice's literals between its lanes (FORMAT.md §3.4): lane 0 codes the `ncodes` codes and
