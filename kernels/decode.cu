@@ -1394,31 +1394,6 @@ __device__ __forceinline__ u32 token_sums_fault(u64 bit_run, u32 lit_run, u32 po
     return 0;
 }
 
-// K1_WIDE_CODES (default 1): parse_k1_linear's CTA also holds its group's LL, ML and OF tables in the dtab layout
-// (a u32 entry a slot, 48 KB, in the launch's dynamic shared memory after the rings), so that a code step is one shared load (k1_code_run_wide) instead of two. A
-// measurement knob: the host sets it from ACEAPEX_GPU_K1_WIDE_CODES.
-#ifndef K1_WIDE_CODES
-#define K1_WIDE_CODES 1
-#endif
-#define K1_WIDE_CODE_BYTES 49152  // 3 tables x 4096 slots x 4 bytes (mirrored in src/engine/gpu/device/full.rs)
-
-// As k1_code_run, from the dtab entries (symbol | (freq - 1) << 8 | cum << 20, 0xFFFFFFFF for a slot no symbol
-// covers) of one table at shared window address `tab`.
-template <class T, class WR>
-__device__ __forceinline__ bool k1_code_run_wide(u32 tab, u32 n, T* out, bool store, u32& x, WR& wr, u32& done) {
-    bool bad = false;
-    for (u32 t = 0; t < n; t++) {
-        if ((done++ & 7u) == 0) wr.refill();
-        const u32 slot = x & 4095u;
-        const u32 e = lds32(tab + 4u * slot);
-        bad |= e == 0xFFFFFFFFu;
-        x = (((e >> 8) & 0xFFFu) + 1) * (x >> 12) + slot - (e >> 20);
-        wr.renorm(&x);
-        if (store) out[t] = e & 0xFFu;
-    }
-    return bad;
-}
-
 // The `n` codes of one table (at shared window addresses `syms`, a symbol a slot, and `fc`, freq | cum << 16 a
 // symbol; see CodeTables) of a staged code phase, each to out[t] when `store`: one symbol a step from state x, its
 // words through `wr`, refilled every eight codes (`done` counts them). A symbol of frequency 0 (a slot no symbol
@@ -1450,19 +1425,13 @@ __device__ __forceinline__ bool k1_code_run(u32 syms, u32 fc, u32 n, T* out, boo
 // and a code-heavy slice's lane 0 is among the longest chains of atha genome's parse (up to 751 codes; a warp's
 // lane-0 threads run their code phases and their literals as two divergent loops). H200, session 37 run 5, full
 // decode: atha genome 0.454 -> 0.411 ms (entropy alone 0.262 -> 0.235), general 0.612 -> 0.591, fly x11 0.508 ->
-// 0.477.
-// `wide` (K1_WIDE_CODES): the shared window address of the tables in the dtab layout, else 0.
+// 0.477. (One shared load a code, from the tables in the dtab layout after the rings, 48 KB more shared memory a
+// CTA, was slower: atha genome 0.393 -> 0.415 ms, general 0.564 -> 0.574, fly 0.483 -> 0.501; run 9.)
 template <class WR>
-__device__ __forceinline__ bool k1_codes_shared(const CodeTables* sm, u32 wide, u32* tp, u32* mp, u64* bk, u32 ntok,
+__device__ __forceinline__ bool k1_codes_shared(const CodeTables* sm, u32* tp, u32* mp, u64* bk, u32 ntok,
                                                 u32 nmatch, bool store, u32& x, WR& wr) {
-    u32 done = 0;
-    if (wide) {
-        bool bad = k1_code_run_wide(wide, ntok, tp, store, x, wr, done);
-        bad |= k1_code_run_wide(wide + 4u * 4096u, nmatch, mp, store, x, wr, done);
-        bad |= k1_code_run_wide(wide + 8u * 4096u, nmatch, bk, store, x, wr, done);
-        return bad;
-    }
     const u32 syms = (u32)__cvta_generic_to_shared(sm->syms), fc = (u32)__cvta_generic_to_shared(sm->fc);
+    u32 done = 0;
     bool bad = k1_code_run(syms, fc, ntok, tp, store, x, wr, done);
     bad |= k1_code_run(syms + 4096u, fc + 4u * 64u, nmatch, mp, store, x, wr, done);
     bad |= k1_code_run(syms + 2u * 4096u, fc + 4u * 128u, nmatch, bk, store, x, wr, done);
@@ -1479,7 +1448,7 @@ __device__ __forceinline__ bool k1_codes_shared(const CodeTables* sm, u32 wide, 
 template <int W, bool STAGED = false, bool LINEAR = false>
 __device__ __forceinline__ void parse_one(const Ctx& c, const Group<W>& g, u32 id, u64 tok_base, u8* bytes,
                                           u8* stamps, u32 mode, u32* resume, const CodeTables* sm,
-                                          const K1Tables* k1 = nullptr, u32 ring = 0, u32 wide = 0) {
+                                          const K1Tables* k1 = nullptr, u32 ring = 0) {
     const u8* file = c.file;
     u64* status = c.status;
     const u32 lane = g.lane;
@@ -1523,8 +1492,7 @@ __device__ __forceinline__ void parse_one(const Ctx& c, const Group<W>& g, u32 i
     if constexpr (W == 1 && STAGED) wring.init(words, nwords, ring);
 
     // W = 1: the CTA's tables in shared memory serve the slices of its group (see K1Tables).
-    const bool local = W == 1 && k1 != nullptr && k1->group == (u64)(id >> c.group_shift);
-    if (local) sm = &k1->code;
+    if (W == 1 && k1 != nullptr && k1->group == (u64)(id >> c.group_shift)) sm = &k1->code;
     if (mode == MODE_TOKENS && !sm) prefetch_l1_shared(tab, 3 * 4096 * 4);  // the LL, ML and OF tables
 
     // Phase A: entropy-decode the LL, ML and OF codes (symbols [0, 3 nmatch + 1), the first of rANS lane 0) into
@@ -1545,7 +1513,7 @@ __device__ __forceinline__ void parse_one(const Ctx& c, const Group<W>& g, u32 i
         // 0.72 -> 0.67 ms, run 5).
         wring.start(0);
         if (sm) {
-            bad |= k1_codes_shared(sm, local ? wide : 0u, tp, mp, bk, ntok, nmatch, mode != MODE_ENTROPY_ONLY, x, wring);
+            bad |= k1_codes_shared(sm, tp, mp, bk, ntok, nmatch, mode != MODE_ENTROPY_ONLY, x, wring);
         } else {
         u32 done = 0;  // codes decoded: a refill every eight (each takes at most one word)
 #pragma unroll 1
@@ -1678,28 +1646,12 @@ __device__ __forceinline__ void parse_units(const Ctx& c, u32 level, u32 mode) {
     const u32 in_cta = W == 1 ? warp * lanes + threadIdx.x % 32u : threadIdx.x / W;
     const bool idle = W == 1 && threadIdx.x % 32u >= lanes;
     const K1Tables* k1 = nullptr;
-    u32 wide = 0;  // K1_WIDE_CODES: the CTA's code tables in the dtab layout (shared window address)
     if constexpr (W == 1) {
         // The tables of the CTA's first entry's group (see K1Tables; the grid and `end` are CTA-uniform).
         __shared__ __align__(16) K1Tables k1s;
         const u32 first = begin + blockIdx.x * groups_per_cta;
         if (first < end) load_k1_tables(c, c.worklist[first] >> c.group_shift, &k1s);
         else if (threadIdx.x == 0) k1s.group = ~0ull;
-        if constexpr (LINEAR && K1_WIDE_CODES) {
-            // After the rings in the launch's dynamic shared memory (the host adds K1_WIDE_CODE_BYTES), when the
-            // launch gave that much.
-            const u32 base = (u32)__cvta_generic_to_shared(dyn_smem);
-            const u32 at = ((base + K1_RING_BYTES - 1) & ~(K1_RING_BYTES - 1)) +
-                           (split ? 2u : 1u) * groups_per_cta * K1_RING_BYTES;
-            u32 dyn;
-            asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
-            if (first < end && at + K1_WIDE_CODE_BYTES <= base + dyn) {
-                const uint4* src = (const uint4*)(c.dtab + (u64)(c.worklist[first] >> c.group_shift) * 4 * 4096);
-                uint4* dst = (uint4*)((u8*)dyn_smem + (at - base));
-                for (u32 i = threadIdx.x; i < K1_WIDE_CODE_BYTES / 16; i += blockDim.x) dst[i] = src[i];
-                wide = at;
-            }
-        }
         __syncthreads();
         k1 = &k1s;
     }
@@ -1732,7 +1684,7 @@ __device__ __forceinline__ void parse_units(const Ctx& c, u32 level, u32 mode) {
         u8* stamps = c.stamps && !LINEAR ? c.stamps + (slot << c.unit_log) : nullptr;
         u32* resume = c.resume ? c.resume + (u64)e * RESUME_WORDS : nullptr;
         parse_one<W, STAGED, LINEAR>(c, g, id, c.tok_off[slot], c.bytes + (slot << c.unit_log), stamps, mode, resume,
-                                     sm, k1, ring, wide);
+                                     sm, k1, ring);
         if (g.lane == 0 && c.slot_of_unit) c.slot_of_unit[id] = e;
     }
 }

@@ -59,9 +59,6 @@ pub(super) fn compile_options() -> Vec<String> {
     if k1_ring_bytes() != K1_RING_BYTES {
         options.push(format!("-DK1_RING_BYTES={}", k1_ring_bytes()));
     }
-    if std::env::var("ACEAPEX_GPU_K1_WIDE_CODES").as_deref() == Ok("0") {
-        options.push("-DK1_WIDE_CODES=0".to_string());
-    }
     if k1_staged_prefetch() != 1 {
         options.push(format!("-DK1_STAGED_PREFETCH={}", k1_staged_prefetch()));
     }

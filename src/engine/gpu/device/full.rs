@@ -63,16 +63,6 @@ pub(super) const K1_RING_BYTES: u32 = 1024;
 /// Most units a CTA of `parse_k1_staged` may hold (the few-unit launches of [`Device::k1_launch`] hold 8 to 64).
 const K1_STAGED_UNITS_MAX: u32 = 64;
 
-/// Bytes of `parse_k1_linear`'s code tables in the dtab layout, after its rings (kernel K1_WIDE_CODE_BYTES), or 0
-/// with ACEAPEX_GPU_K1_WIDE_CODES=0 (measurements; `compile_options` then compiles the kernel without them).
-pub(super) fn wide_code_bytes() -> u32 {
-    match std::env::var("ACEAPEX_GPU_K1_WIDE_CODES").as_deref() {
-        Ok("0") => 0,
-        _ => WIDE_CODE_BYTES,
-    }
-}
-pub(super) const WIDE_CODE_BYTES: u32 = 3 * 4096 * 4;
-
 /// Warps a CTA of `finish_linear_k1` (kernel PLACE_WARPS), and the largest unit it places, log2 (PLACE_MAX_UNIT).
 pub(super) const PLACE_WARPS: u32 = 4;
 pub(super) const PLACE_MAX_UNIT_LOG: u32 = 12;
@@ -105,12 +95,7 @@ fn k1_units_per_cta(threads: u32, lanes: u32) -> u32 {
 /// device allows a CTA beside the function's tables, whichever is less (`max_rings`: a launch that would need more
 /// runs another parse). The limits are read from the driver here, once, so that a launch's carveout
 /// ([`StagedParse::set_carveout`]) costs no driver call unless it changes.
-pub(super) fn prepare_staged_parse(
-    ctx: &CudaContext,
-    f: &CudaFunction,
-    rings_per_unit: u32,
-    extra: u32,
-) -> Result<StagedParse> {
+pub(super) fn prepare_staged_parse(ctx: &CudaContext, f: &CudaFunction, rings_per_unit: u32) -> Result<StagedParse> {
     use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
     let tables =
         f.get_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES).map_err(gpu("attribute"))?;
@@ -121,8 +106,7 @@ pub(super) fn prepare_staged_parse(
         .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR)
         .map_err(gpu("device attribute"))?
         .max(1);
-    let max_rings =
-        ((K1_STAGED_UNITS_MAX * rings_per_unit + 1) * k1_ring_bytes() + extra).min((optin - tables).max(0) as u32);
+    let max_rings = ((K1_STAGED_UNITS_MAX * rings_per_unit + 1) * k1_ring_bytes()).min((optin - tables).max(0) as u32);
     f.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, max_rings as i32)
         .map_err(gpu("shared memory attribute"))?;
     Ok(StagedParse { max_rings, tables, per_sm, carveout: -1 })
@@ -709,8 +693,7 @@ impl Device {
             && self.unit_log <= PLACE_MAX_UNIT_LOG
             && k1_linear_knob()
             && threads * self.lanes <= 1024
-            && (k1_units_per_cta(threads, lanes) * self.lanes + 1) * k1_ring_bytes() + wide_code_bytes()
-                <= self.staged[1].max_rings
+            && (k1_units_per_cta(threads, lanes) * self.lanes + 1) * k1_ring_bytes() <= self.staged[1].max_rings
     }
 
     /// Sets the parse function's preferred shared-memory carveout for a launch of `grid` CTAs. A K = 1 parse CTA
@@ -804,8 +787,7 @@ impl Device {
         let linear = self.k1_linear(staged, stamps, parse_threads, k1_lanes);
         // parse_k1_linear on a K = 2 archive: a second half of each CTA runs the units' rANS lane 1, a ring a thread.
         let lane_threads = if linear { self.lanes } else { 1 };
-        let rings = (k1_units_per_cta(parse_threads, k1_lanes) * lane_threads + 1) * k1_ring_bytes()
-            + if linear { wide_code_bytes() } else { 0 };
+        let rings = (k1_units_per_cta(parse_threads, k1_lanes) * lane_threads + 1) * k1_ring_bytes();
         if linear {
             self.staged[1].set_carveout(&self.kernels.parse_linear.0, rings)?;
         } else if staged {
