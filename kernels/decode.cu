@@ -1506,37 +1506,38 @@ __device__ __forceinline__ void parse_one(const Ctx& c, const Group<W>& g, u32 i
     const u32 ncodes = 3u * nmatch + 1u;
 
     if constexpr (W == 1 && STAGED) {
-        // Staged: the code phase's own loop, its words from the ring too (which holds the stream from word
-        // 0): the LL codes of the ntok tokens, then the ML and the OF codes of the nmatch matches, one symbol a
-        // step as in the generic loop below (which took ~90 instructions a code, branches and 64-bit indices
-        // included: ~10 % of parse_k1_staged's samples on atha genome, session 31 run 3; this loop: its full decode
-        // 0.72 -> 0.67 ms, run 5).
+        // Staged: the code phase's own loops, its words from the ring too (which holds the stream from word 0): the
+        // LL codes of the ntok tokens, then the ML and the OF codes of the nmatch matches, one symbol a step; from the
+        // CTA's code tables (k1_codes_shared) when they are this slice's group's, else from the group's tables in
+        // global memory, as below. (The generic loop below took ~90 instructions a code, branches and 64-bit
+        // indices included: ~10 % of parse_k1_staged's samples on atha genome, session 31 run 3; this loop: its full
+        // decode 0.72 -> 0.67 ms, run 5.)
         wring.start(0);
         if (sm) {
             bad |= k1_codes_shared(sm, tp, mp, bk, ntok, nmatch, mode != MODE_ENTROPY_ONLY, x, wring);
         } else {
-        u32 done = 0;  // codes decoded: a refill every eight (each takes at most one word)
+            u32 done = 0;  // codes decoded: a refill every eight (each takes at most one word)
 #pragma unroll 1
-        for (u32 which = 0; which < 3 && !bad; which++) {
-            const u32 n = which == 0 ? ntok : nmatch;
-            for (u32 t = 0; t < n; t++) {
-                if ((done++ & 7u) == 0) wring.refill();
-                const u32 slot = x & 4095u;
-                const u32 e = sm ? code_entry(sm, which, slot) : tab[which * 4096 + slot];
-                if (e == 0xFFFFFFFFu) {
-                    bad = true;
-                    break;
-                }
-                const u32 sym = e & 0xFF;
-                x = (((e >> 8) & 0xFFF) + 1) * (x >> 12) + slot - (e >> 20);
-                wring.renorm(&x);
-                if (mode != MODE_ENTROPY_ONLY) {
-                    if (which == 0) tp[t] = sym;
-                    else if (which == 1) mp[t] = sym;
-                    else bk[t] = sym;
+            for (u32 which = 0; which < 3 && !bad; which++) {
+                const u32 n = which == 0 ? ntok : nmatch;
+                for (u32 t = 0; t < n; t++) {
+                    if ((done++ & 7u) == 0) wring.refill();
+                    const u32 slot = x & 4095u;
+                    const u32 e = tab[which * 4096 + slot];
+                    if (e == 0xFFFFFFFFu) {
+                        bad = true;
+                        break;
+                    }
+                    const u32 sym = e & 0xFF;
+                    x = (((e >> 8) & 0xFFF) + 1) * (x >> 12) + slot - (e >> 20);
+                    wring.renorm(&x);
+                    if (mode != MODE_ENTROPY_ONLY) {
+                        if (which == 0) tp[t] = sym;
+                        else if (which == 1) mp[t] = sym;
+                        else bk[t] = sym;
+                    }
                 }
             }
-        }
         }
     } else {
         // The generic loop: one code a step on lane 0, its words from the group's window.
