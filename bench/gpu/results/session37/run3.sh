@@ -2,7 +2,8 @@
 # Session 37 device call 3: why run 2's 2 KiB slices (twice the chains, half as long) were slower through the same
 # staged parse: Nsight Compute on parse_k1_linear (an entropy_only launch) of atha genome with 4 KiB slices
 # (default launch) and with 2 KiB slices (ACEAPEX_GPU_K1_FEW_UNITS=128, 512-byte rings): occupancy, CTAs an SM,
-# warp states.
+# warp states. (ACEAPEX_GPU_K1_CARVEOUT_MANY, the s11c variant's knob at a8421e7, set parse_k1's carveout only and
+# was removed after this run.)
 # Carry: bash bench/gpu/make-carry.sh (commit in carry/COMMIT).
 export COMMIT=$(cat carry/COMMIT)
 . bench/gpu/steps.sh

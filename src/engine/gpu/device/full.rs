@@ -15,13 +15,6 @@ fn few_ctas_carveout() -> i32 {
     env_knob(&CARVEOUT, "ACEAPEX_GPU_K1_CARVEOUT", K1_FEW_CTAS_CARVEOUT, |p| (-1..=100).contains(&p))
 }
 
-/// The carveout of a larger parse grid: the driver's choice (-1), or ACEAPEX_GPU_K1_CARVEOUT_MANY (0..=100;
-/// measurements, session 37: whether two CTAs of 2 KiB slices fit an SM).
-fn many_ctas_carveout() -> i32 {
-    static CARVEOUT: OnceLock<i32> = OnceLock::new();
-    env_knob(&CARVEOUT, "ACEAPEX_GPU_K1_CARVEOUT_MANY", -1, |p| (-1..=100).contains(&p))
-}
-
 /// CTAs an SM a staged parse's carveout leaves shared memory for: 1, or ACEAPEX_GPU_K1_STAGED_CTAS (1..=4;
 /// measurements, session 37: two CTAs of 2 KiB slices on an SM).
 fn k1_staged_ctas_knob() -> u32 {
@@ -704,7 +697,7 @@ impl Device {
     /// CTAs): atha genome's full decode 1.125 -> 1.078 ms, general 1.660 -> 1.571, fly x11 1.427 -> 1.387. A
     /// larger grid keeps the driver's choice (one CTA an SM would cut its occupancy to a warp a scheduler).
     pub(super) fn set_parse_carveout(&mut self, grid: u32) -> Result<()> {
-        let want = if grid <= self.sm_count { few_ctas_carveout() } else { many_ctas_carveout() };
+        let want = if grid <= self.sm_count { few_ctas_carveout() } else { -1 };
         if want != self.parse_carveout {
             self.kernels
                 .parse
