@@ -1,5 +1,5 @@
 // The resident seek of kernels/decode.cu (index_tokens, index_literals, index_chase_tokens, chase_at,
-// chase_resident) and the full decode's chase through the same maps (chase_matches, 2, 4) against a
+// chase_resident) and the full decode's chase through the same maps (chase_match_tokens) against a
 // sequential decode: random streams of units whose tokens are literal runs and forward, periodic-fill and
 // reverse-complement matches with absolute sources anywhere before them, resident as the full decode's parse
 // leaves them (literals at their positions, anything in the match bytes). Every requested byte whose chain is at
@@ -148,7 +148,13 @@ int main() {
         // fault (after which the threads that start later stop, so only a clean run is compared byte by byte). The
         // bytes past the stream's end are not written, and after a failed parse nothing is.
         {
-            auto launch = [&](const Ctx& fc) { LAUNCH(chase_matches(fc, index.data(), litmap.data(), rec.data())); };
+            // The unit of every token entry (the host's Device::token_units).
+            std::vector<u32> units(tok_off[nunits]);
+            for (u64 u = 0; u < nunits; u++)
+                for (u64 t = tok_off[u]; t < tok_off[u + 1]; t++) units[t] = (u32)u;
+            auto launch = [&](const Ctx& fc) {
+                LAUNCH(chase_match_tokens(fc, index.data(), litmap.data(), rec.data(), units.data(), tok_off[nunits]));
+            };
             u64 full_status = 0;
             std::vector<u8> full = bytes;
             Ctx fc = c;
