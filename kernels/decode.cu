@@ -1845,9 +1845,14 @@ extern "C" __global__ void parse_k1_linear(Ctx c, u32 level, u32 mode) {
 // 34 run 5.)
 #define PLACE_MAX_UNIT 4096
 #define PLACE_WARPS 4
+// - FINISH_MAPS: the chase maps of the unit (unit_chase_maps into index, litmap and rec), from the tokens just
+//   parsed, for the map chase that follows (Resolve::Maps), instead of a launch of index_chase_maps after this one.
 #define FINISH_TOKENS 1
 #define FINISH_PLACE 2
-extern "C" __global__ void finish_linear_k1(Ctx c, u32 n, u32 stages) {
+#define FINISH_MAPS 4
+__device__ __forceinline__ void unit_chase_maps(const Ctx& c, u64 u, u32 lane, u32 lanes, u32* index, u32* litmap,
+                                                uint4* rec);  // below, with the maps
+extern "C" __global__ void finish_linear_k1(Ctx c, u32 n, u32 stages, u32* index, u32* litmap, uint4* rec) {
     __shared__ __align__(16) u8 buf[PLACE_WARPS][PLACE_MAX_UNIT];
     if (failed(c)) return;
     const Group<32> g;
@@ -1881,25 +1886,27 @@ extern "C" __global__ void finish_linear_k1(Ctx c, u32 n, u32 stages) {
             }
             g.sync();  // the values are read by other lanes below
         }
-        if (!(stages & FINISH_PLACE)) continue;
-        if (nlit == 0 || (ntok == 1 && tp[0] == 0)) continue;  // warp-uniform
-        u8* out = c.bytes + ((u64)id << c.unit_log);
-        __syncwarp();  // the previous unit's scatter is done with the buffer
-        for (u32 k = 4u * lane; k < nlit; k += 128u) *(u32*)(lit + k) = *(const u32*)(out + k);
-        __syncwarp();
-        // This lane's token t (the last with lidx[t] <= k) and its literals' shift tpos[t] - lidx[t], in registers:
-        // the byte stores may alias the token arrays, so reading them in every step reloaded both (two global
-        // loads and ~25 instructions a literal, session 36).
-        u32 t = 0, next = ntok > 1 ? li[1] : nlit, shift = tp[0] - li[0];
+        // The placement, unless the literals are already in place (warp-uniform).
+        if ((stages & FINISH_PLACE) && nlit != 0 && !(ntok == 1 && tp[0] == 0)) {
+            u8* out = c.bytes + ((u64)id << c.unit_log);
+            __syncwarp();  // the previous unit's scatter is done with the buffer
+            for (u32 k = 4u * lane; k < nlit; k += 128u) *(u32*)(lit + k) = *(const u32*)(out + k);
+            __syncwarp();
+            // This lane's token t (the last with lidx[t] <= k) and its literals' shift tpos[t] - lidx[t], in
+            // registers: the byte stores may alias the token arrays, so reading them in every step reloaded both (two
+            // global loads and ~25 instructions a literal, session 36).
+            u32 t = 0, next = ntok > 1 ? li[1] : nlit, shift = tp[0] - li[0];
 #pragma unroll 4
-        for (u32 k = lane; k < nlit; k += 32u) {
-            while (k >= next) {
-                t++;
-                shift = tp[t] - li[t];
-                next = t + 1 < ntok ? li[t + 1] : nlit;
+            for (u32 k = lane; k < nlit; k += 32u) {
+                while (k >= next) {
+                    t++;
+                    shift = tp[t] - li[t];
+                    next = t + 1 < ntok ? li[t + 1] : nlit;
+                }
+                out[k + shift] = lit[k];
             }
-            out[k + shift] = lit[k];
         }
+        if (stages & FINISH_MAPS) unit_chase_maps(c, id, lane, 32, index, litmap, rec);
     }
 }
 
@@ -2150,16 +2157,20 @@ extern "C" __global__ void chase_bytes(Ctx c, u32 n, u8* out) {
 // a thread per byte, at most max_depth hops: a cold request decodes its own bytes and nothing else, and no
 // level of slice parsing stands between the request and its bytes. Output: out[(e << unit_log) + offset].
 //
-// Three maps over the resident parse, built once after it, let a byte find out what it is without a search:
+// Three maps over the resident parse, built once after it (index_chase_maps or finish_linear_k1, a warp a unit,
+// unit_chase_maps), let a byte find out what it is without a search:
 // - The token index: for every unit and every TOKEN_BUCKET-byte bucket of it, the token covering the bucket's
-//   first byte (index_tokens, a thread per bucket), as its position in the token arrays (tok_off + t: the host
-//   uses the index only when every position fits 32 bits). A lookup starts at most a bucket's tokens before its
-//   answer and scans forward through one or two cache lines, instead of a binary search of ~10 dependent loads.
-// - The literal map: bit (p & 31) of word p >> 5 is set when stream byte p is a literal (index_literals, a thread
-//   per word). Most bytes are literals (88 % of atha_chr1 in genome mode, 79 % as plain text), and their byte
-//   and map bit arrive in one round of loads, with no token at all.
+//   first byte, as its position in the token arrays (tok_off + t: the host uses the index only when every
+//   position fits 32 bits; index_tokens builds it alone, a thread a bucket). A lookup starts at most a bucket's
+//   tokens before its answer and scans forward through one or two cache lines, instead of a binary search of
+//   ~10 dependent loads.
+// - The literal map: bit (p & 31) of word p >> 5 is set when stream byte p is a literal. Most bytes are literals
+//   (88 % of atha_chr1 in genome mode, 79 % as plain text), and their byte and map bit arrive in one round of
+//   loads, with no token at all.
 // - The chase records: token T's match start, the next token's start (where T ends) and back word, 16 bytes
-//   together (index_chase_tokens), so that a match byte's token costs one load, not three.
+//   together, so that a match byte's token costs one load, not three.
+// (Up to session 37 they were three launches, index_tokens, index_literals and index_chase_tokens: 6.7, 10.5 and
+// 6.9 us on atha genome, session 36 run 4.)
 // The host may compile with -DTOKEN_BUCKET_LOG=N (ACEAPEX_GPU_TOKEN_BUCKET_LOG, to compare).
 #ifndef TOKEN_BUCKET_LOG
 #define TOKEN_BUCKET_LOG 6
@@ -2170,15 +2181,16 @@ template <class P>
 __device__ __forceinline__ const u32* index_entry(const u32* index, P p) {
     return index + (p >> TOKEN_BUCKET_LOG);
 }
+// The token-index entry of unit `u`'s bucket `b`: the position of the token covering its first byte.
+__device__ __forceinline__ u32 token_index_entry(const Ctx& c, u64 u, u32 b) {
+    const u64 tb = c.tok_off[u];
+    return (u32)tb + last_le(c.tpos + tb, 0, c.meta[u * META_WORDS + 2] + 1, b << TOKEN_BUCKET_LOG);
+}
 extern "C" __global__ void index_tokens(Ctx c, u32* index) {
     const u32 per_unit_log = c.unit_log - TOKEN_BUCKET_LOG;
     const u64 total = c.nunits << per_unit_log;
-    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (u64)gridDim.x * blockDim.x) {
-        const u64 u = i >> per_unit_log;
-        const u32 o = (u32)(i & ((1u << per_unit_log) - 1)) << TOKEN_BUCKET_LOG;
-        const u64 tb = c.tok_off[u];
-        index[i] = (u32)tb + last_le(c.tpos + tb, 0, c.meta[u * META_WORDS + 2] + 1, o);
-    }
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (u64)gridDim.x * blockDim.x)
+        index[i] = token_index_entry(c, i >> per_unit_log, (u32)(i & ((1u << per_unit_log) - 1)));
 }
 
 // The token of unit offset `o` among the unit's `ntok` tokens at `tp` = tpos + `tb`, from the unit's row of the
@@ -2194,32 +2206,54 @@ __device__ __forceinline__ u32 bit_span(u32 lo, u32 hi) {
     return (hi >= 32 ? FULL_MASK : (1u << hi) - 1u) & ~((1u << lo) - 1u);
 }
 
-// The literal map (above), from the token index: a word's bits are the literal runs of the tokens that overlap its
-// 32 bytes (a token's literals are [tpos, mpos); the unit's last token is literals to the unit's end). Bytes
-// past a unit's length have no bit.
-extern "C" __global__ void index_literals(Ctx c, const u32* index, u32* litmap) {
-    const u32 per_unit_log = c.unit_log - TOKEN_BUCKET_LOG;
-    const u64 words = c.nunits << (c.unit_log - 5);
-    const u64 mask = (1ull << c.unit_log) - 1;
-    for (u64 w = (u64)blockIdx.x * blockDim.x + threadIdx.x; w < words; w += (u64)gridDim.x * blockDim.x) {
-        const u64 u = (w << 5) >> c.unit_log;
-        const u32 o0 = (u32)((w << 5) & mask);
-        const u32 len = c.meta[u * META_WORDS + 7];
-        u32 bits = 0;
-        if (o0 < len) {
-            const u64 tb = c.tok_off[u];
-            const u32 nt = c.meta[u * META_WORDS + 2] + 1;
-            const u32 end = min(o0 + 32u, len);
-            // Token starts strictly increase and the loop ends at nt: at most 33 steps.
-            for (u32 t = indexed_token(c.tpos + tb, tb, index + (u << per_unit_log), nt, o0); t < nt; t++) {
-                const u32 s = max(c.tpos[tb + t], o0);
-                if (s >= end) break;
-                const u32 e = t + 1 == nt ? end : min(c.mpos[tb + t], end);
-                if (e > s) bits |= bit_span(s - o0, e - o0);
-            }
+// The literal map (above): a word's bits are the literal runs of the tokens that overlap its 32 bytes (a token's
+// literals are [tpos, mpos); the unit's last token is literals to the unit's end). Bytes past a unit's length
+// have no bit. Word `w` (of the unit's 2^unit_log / 32) of unit `u`, whose `nt` tokens start at `tb`; its first
+// token is found by a search, so that the map needs no token index written first.
+__device__ __forceinline__ u32 literal_map_word(const Ctx& c, u64 tb, u32 nt, u32 len, u32 w) {
+    const u32 o0 = w << 5;
+    u32 bits = 0;
+    if (o0 < len) {
+        const u32 end = min(o0 + 32u, len);
+        // Token starts strictly increase and the loop ends at nt: at most 33 steps.
+        for (u32 t = last_le(c.tpos + tb, 0, nt, o0); t < nt; t++) {
+            const u32 s = max(c.tpos[tb + t], o0);
+            if (s >= end) break;
+            const u32 e = t + 1 == nt ? end : min(c.mpos[tb + t], end);
+            if (e > s) bits |= bit_span(s - o0, e - o0);
         }
-        litmap[w] = bits;
     }
+    return bits;
+}
+
+// The chase maps of unit `u` (the token index's buckets, the literal map's words and the chase records of its
+// tokens: see above), on `lanes` lanes of which this is `lane`, each entry written by one lane from the unit's
+// tokens alone, so that the lanes need no order among them. A unit's last token (literals only) has the record
+// {0xFFFFFFFF, 0xFFFFFFFF, back}, so a scan stops there and a byte in it is a literal.
+__device__ __forceinline__ void unit_chase_maps(const Ctx& c, u64 u, u32 lane, u32 lanes, u32* index, u32* litmap,
+                                                uint4* rec) {
+    const u64 tb = c.tok_off[u];
+    const u32 nt = c.meta[u * META_WORDS + 2] + 1, len = c.meta[u * META_WORDS + 7];
+    const u32 buckets_log = c.unit_log - TOKEN_BUCKET_LOG, words_log = c.unit_log - 5;
+    for (u32 b = lane; b < (1u << buckets_log); b += lanes)
+        index[(u << buckets_log) + b] = token_index_entry(c, u, b);
+    for (u32 w = lane; w < (1u << words_log); w += lanes)
+        litmap[(u << words_log) + w] = literal_map_word(c, tb, nt, len, w);
+    for (u32 t = lane; t < nt; t += lanes) {
+        const bool last = t + 1 == nt;
+        const u64 bk = c.back[tb + t];
+        rec[tb + t] = make_uint4(last ? 0xFFFFFFFFu : c.mpos[tb + t], last ? 0xFFFFFFFFu : c.tpos[tb + t + 1],
+                                 (u32)bk, (u32)(bk >> 32));
+    }
+}
+
+// The three chase maps over every parsed unit, a warp a unit (one launch; finish_linear_k1 builds them with
+// FINISH_MAPS instead, from the tokens it has just written).
+extern "C" __global__ void index_chase_maps(Ctx c, u32* index, u32* litmap, uint4* rec) {
+    const u32 lane = threadIdx.x & 31;
+    const u64 warps = ((u64)gridDim.x * blockDim.x) >> 5;
+    for (u64 u = ((u64)blockIdx.x * blockDim.x + threadIdx.x) >> 5; u < c.nunits; u += warps)
+        unit_chase_maps(c, u, lane, 32, index, litmap, rec);
 }
 
 // Loads through the non-coherent path, issued where they stand: nvcc sinks a plain load into the branch that first
@@ -2246,24 +2280,6 @@ __device__ __forceinline__ u32 ld_issued_u32(const u32* p) {
     u32 v;
     asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p));
     return v;
-}
-
-// The chase record of every token (above): {match start, end, back low, back high}, tokens at their tok_off
-// positions; a unit's last token (literals only) has start and end 0xFFFFFFFF, so a scan stops there and a byte
-// in it is a literal. A warp per unit, its lanes over the tokens.
-extern "C" __global__ void index_chase_tokens(Ctx c, uint4* rec) {
-    const u32 lane = threadIdx.x & 31;
-    const u64 warps = ((u64)gridDim.x * blockDim.x) >> 5;
-    for (u64 u = ((u64)blockIdx.x * blockDim.x + threadIdx.x) >> 5; u < c.nunits; u += warps) {
-        const u64 tb = c.tok_off[u];
-        const u32 nt = c.meta[u * META_WORDS + 2] + 1;
-        for (u32 t = lane; t < nt; t += 32) {
-            const bool last = t + 1 == nt;
-            const u64 bk = c.back[tb + t];
-            rec[tb + t] = make_uint4(last ? 0xFFFFFFFFu : c.mpos[tb + t], last ? 0xFFFFFFFFu : c.tpos[tb + t + 1],
-                                     (u32)bk, (u32)(bk >> 32));
-        }
-    }
 }
 
 // Follows stream byte `p` through matches to a literal, at most max_depth hops, and returns it, complemented once

@@ -1,4 +1,4 @@
-// The resident seek of kernels/decode.cu (index_tokens, index_literals, index_chase_tokens, chase_at,
+// The resident seek of kernels/decode.cu (index_chase_maps, index_tokens, chase_at,
 // chase_resident) and the full decode's chase through the same maps (chase_match_tokens) against a
 // sequential decode: random streams of units whose tokens are literal runs and forward, periodic-fill and
 // reverse-complement matches with absolute sources anywhere before them, resident as the full decode's parse
@@ -105,9 +105,15 @@ int main() {
         Ctx c{meta.data(), tok_off.data(), tpos.data(), mpos.data(), back.data(), bytes.data(), &status, nunits,
               unit_log, 1 + rnd() % 16};
         std::vector<uint4> rec(tpos.size(), uint4{0xEEEEEEEEu, 0, 0xEEEEEEEEu, 0xEEEEEEEEu});
-        LAUNCH(index_tokens(c, index.data()));
-        LAUNCH(index_literals(c, index.data(), litmap.data()));
-        LAUNCH(index_chase_tokens(c, rec.data()));
+        LAUNCH(index_chase_maps(c, index.data(), litmap.data(), rec.data()));
+        {  // the token index alone (Resolve::Chase's) is the maps' own
+            std::vector<u32> alone(index.size(), 0xEEEEEEEEu);
+            LAUNCH(index_tokens(c, alone.data()));
+            if (alone != index) {
+                printf("FAIL: case %d: index_tokens and index_chase_maps disagree\n", it);
+                return 1;
+            }
+        }
         // A random ascending set of units, the last (maybe short) one among them at times.
         std::vector<u32> ids;
         for (u32 u = 0; u < nunits; u++)

@@ -197,8 +197,7 @@ struct Kernels {
     chase: CudaFunction,
     chase_resident: CudaFunction,
     index_tokens: CudaFunction,
-    index_literals: CudaFunction,
-    index_chase_tokens: CudaFunction,
+    index_chase_maps: CudaFunction,
     /// The full decode's resolution through the chase maps (`Resolve::Maps`).
     chase_match_tokens: CudaFunction,
     reset: CudaFunction,
@@ -252,8 +251,8 @@ pub struct Device {
     /// only on the tokens, which every full decode of this archive rewrites with the same values.
     token_index: Option<CudaSlice<u32>>,
     /// The resident chase's maps, built from the tokens with the first resident seek after a parse (resident.rs),
-    /// beside the token index: the literal map (kernel `index_literals`, a bit per stream byte, set for a literal)
-    /// and the chase records (kernel `index_chase_tokens`, 16 bytes a token).
+    /// beside the token index: the literal map (a bit per stream byte, set for a literal) and the chase records (16
+    /// bytes a token), all three by kernel `index_chase_maps` (or `finish_linear_k1`, in a full decode).
     chase_maps: Option<ChaseMaps>,
     /// `token_index` and `chase_maps` hold the maps of the current resident tokens.
     chase_maps_ready: bool,
@@ -377,8 +376,7 @@ impl Device {
             chase: load("chase_bytes")?,
             chase_resident: load("chase_resident")?,
             index_tokens: load("index_tokens")?,
-            index_literals: load("index_literals")?,
-            index_chase_tokens: load("index_chase_tokens")?,
+            index_chase_maps: load("index_chase_maps")?,
             chase_match_tokens: load("chase_match_tokens")?,
             reset: load("reset_batch")?,
             resolve_round: load("resolve_round")?,
@@ -651,6 +649,7 @@ mod tests {
         assert_eq!(kernel_define("PLACE_MAX_UNIT"), 1u64 << full::PLACE_MAX_UNIT_LOG);
         assert_eq!(kernel_define("FINISH_TOKENS"), u64::from(full::FINISH_TOKENS));
         assert_eq!(kernel_define("FINISH_PLACE"), u64::from(full::FINISH_PLACE));
+        assert_eq!(kernel_define("FINISH_MAPS"), u64::from(full::FINISH_MAPS));
         assert_eq!(kernel_define("TOKEN_BUCKET_LOG"), u64::from(resident::TOKEN_BUCKET_LOG));
         assert_eq!(kernel_define("CHASE_TOKEN_LANES"), u64::from(full::CHASE_TOKEN_LANES));
         assert_eq!(kernel_define("CT_WORDS"), super::super::prep::CT_WORDS as u64);

@@ -59,9 +59,11 @@ const K1_STAGED_UNITS_MAX: u32 = 64;
 /// Warps a CTA of `finish_linear_k1` (kernel PLACE_WARPS), and the largest unit it places, log2 (PLACE_MAX_UNIT).
 pub(super) const PLACE_WARPS: u32 = 4;
 pub(super) const PLACE_MAX_UNIT_LOG: u32 = 12;
-/// `finish_linear_k1`'s stages (kernels/decode.cu FINISH_*): the token values, the literals to their offsets.
+/// `finish_linear_k1`'s stages (kernels/decode.cu FINISH_*): the token values, the literals to their offsets, the
+/// chase maps.
 pub(super) const FINISH_TOKENS: u32 = 1;
 pub(super) const FINISH_PLACE: u32 = 2;
+pub(super) const FINISH_MAPS: u32 = 4;
 
 /// Lanes a token of the map chase (kernels/decode.cu `CHASE_TOKEN_LANES`), by default.
 pub(super) const CHASE_TOKEN_LANES: u32 = 32;
@@ -895,18 +897,32 @@ impl Device {
             // After a linear parse: the token values (every variant that parses tokens), the literals to their
             // offsets (the variants that place them), and with K = 2 the check of the two lanes' word counts (every
             // variant: the parse cannot finish it, see finish_linear_k1).
+            // With the map chase to follow, the same warps build its maps from the tokens they have just parsed.
             let stages = match variant {
                 FullVariant::EntropyOnly => 0,
                 FullVariant::ParseNoLiterals => FINISH_TOKENS,
-                FullVariant::ParseOnly | FullVariant::Full => FINISH_TOKENS | FINISH_PLACE,
+                FullVariant::ParseOnly => FINISH_TOKENS | FINISH_PLACE,
+                FullVariant::Full => FINISH_TOKENS | FINISH_PLACE | if map_chase.is_some() { FINISH_MAPS } else { 0 },
             };
+            let finish_maps = finish.filter(|_| stages & FINISH_MAPS != 0).and(map_chase.as_ref());
             if let Some(finish) = finish.filter(|_| stages != 0 || self.lanes == 2) {
                 let cfg = LaunchConfig {
                     grid_dim: (grid_for(n as u64, u64::from(PLACE_WARPS), 1 << 20), 1, 1),
                     block_dim: (PLACE_WARPS * 32, 1, 1),
                     shared_mem_bytes: 0,
                 };
-                stream.launch_builder(finish).arg(&c).arg(&n).arg(&stages).launch(cfg).map_err(gpu("finish parse"))?;
+                let [index, literals, records] =
+                    finish_maps.map_or([0; 3], |m| [m.maps.index, m.maps.literals, m.maps.records]);
+                stream
+                    .launch_builder(finish)
+                    .arg(&c)
+                    .arg(&n)
+                    .arg(&stages)
+                    .arg(&index)
+                    .arg(&literals)
+                    .arg(&records)
+                    .launch(cfg)
+                    .map_err(gpu("finish parse"))?;
             }
             if let Some(event) = &resolve_start {
                 event.record(&stream).map_err(gpu("event"))?;
@@ -937,7 +953,7 @@ impl Device {
             if index_ptr != 0 {
                 self.enqueue_token_index(&c, index_ptr)?;
             }
-            if let Some(maps) = &map_chase {
+            if let Some(maps) = map_chase.as_ref().filter(|_| finish_maps.is_none()) {
                 self.enqueue_chase_maps(&c, maps.maps)?;
             }
             if let Some(event) = &chase_start {

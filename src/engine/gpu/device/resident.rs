@@ -186,7 +186,7 @@ impl Device {
         let words = (self.nunits << self.unit_log) / 32;
         let records = full.tpos.len();
         if self.chase_maps.is_none() {
-            // SAFETY: device buffers of plain integers; index_literals and index_chase_tokens write every element
+            // SAFETY: device buffers of plain integers; index_chase_maps (or finish_linear_k1) writes every element
             // before any is read (`chase_maps_ready` says when they have).
             let maps = unsafe {
                 ChaseMaps {
@@ -200,33 +200,25 @@ impl Device {
         Ok(ChaseMapPtrs { index, literals: self.ptr(&maps.literals), records: self.ptr(&maps.records) })
     }
 
-    /// Enqueues the chase's maps over the parsed tokens of `c` (the full decode's context): the token index
-    /// (kernels/decode.cu `index_tokens`), the literal map from it (`index_literals`) and the chase records
-    /// (`index_chase_tokens`), in stream order, with no synchronisation.
+    /// Enqueues the chase's maps over the parsed tokens of `c` (the full decode's context): the token index, the
+    /// literal map and the chase records, one launch of kernels/decode.cu `index_chase_maps` (a warp a unit), with
+    /// no synchronisation.
     pub(super) fn enqueue_chase_maps(&self, c: &KernelCtx, maps: ChaseMapPtrs) -> Result<()> {
-        self.enqueue_token_index(c, maps.index)?;
-        let words = (self.nunits << self.unit_log) / 32;
-        // SAFETY: the launches match index_literals(Ctx, const u32*, u32*) and index_chase_tokens(Ctx, uint4*),
-        // in stream order after the index; `c` points at the full decode's buffers with every unit's tokens (the
-        // parse before them succeeded or its fault is reported first); the index holds nunits << (unit_log -
-        // TOKEN_BUCKET_LOG) entries, the map (nunits << unit_log) / 32 words (unit_log >= 9) and the records one
-        // per token entry (chase_map_ptrs: tpos's length, which covers tok_off's every unit).
+        // SAFETY: matches index_chase_maps(Ctx, u32*, u32*, uint4*); `c` points at the full decode's buffers with
+        // every unit's tokens (the parse before it succeeded or its fault is reported first); the index holds
+        // nunits << (unit_log - TOKEN_BUCKET_LOG) entries, the map (nunits << unit_log) / 32 words (unit_log >= 9)
+        // and the records one per token entry (chase_map_ptrs: tpos's length, which covers tok_off's every unit).
         unsafe {
             self.stream
-                .launch_builder(&self.kernels.index_literals)
+                .launch_builder(&self.kernels.index_chase_maps)
                 .arg(c)
                 .arg(&maps.index)
                 .arg(&maps.literals)
-                .launch(grid_stride(words))
-                .map_err(gpu("literal map"))?;
-            self.stream
-                .launch_builder(&self.kernels.index_chase_tokens)
-                .arg(c)
                 .arg(&maps.records)
                 .launch(grid_stride(self.nunits * 32))
-                .map_err(gpu("chase records"))?;
         }
-        Ok(())
+        .map(|_| ())
+        .map_err(gpu("chase maps"))
     }
 
     /// Enqueues the token index (kernels/decode.cu `index_tokens`) over the parsed tokens of `c` (the full
