@@ -16,8 +16,8 @@
 //
 //  * Full decode (device-resident throughput): the parser over every unit writes literals to their stream
 //    positions and tokens to flat arrays; then, on an archive with few match bytes (the host decides, Resolve::Auto
-//    in device.rs), the resident seek's maps below and one `chase_match_tokens` launch that chases every match
-//    byte to its literal in place, a group of lanes a token; on a larger one a `copy_flow` launch that copies every match in stream order once its
+//    in device.rs), the resident seek's maps below and one `chase_matches` launch that chases every match byte
+//    to its literal in place; on a larger one a `copy_flow` launch that copies every match in stream order once its
 //    sources are (see "Full decode by copies in stream order"). The alternatives, kept for comparison: match levels (`level_ordered`, `copy_level`, ...), and stamps per byte (literal: 1, match byte:
 //    0, written by the parser only for them) with `resolve_round` 0 and the chase: `resolve_round` 0 then
 //    resolves every match byte whose source byte is final (stamp = 1 + depth), byte-parallel per warp, reading
@@ -2292,15 +2292,14 @@ __device__ __forceinline__ u32 ld_issued_u32(const u32* p) {
 // byte, and a token's next start, match start and back word from three arrays. chasestats,
 // examples/chasestats.rs, counts 5.2 -> 2.2 dependent rounds a warp for atha_chr1 in genome mode, 9.2 -> 6.0 as
 // plain text, 12.8 -> 9.9 for fly x11; session 26 measured the time to follow the loads more than the rounds.)
-// P is the position type: u32 where every stream position fits (chase_match_tokens on a stream under 2 GiB: a hop
+// P is the position type: u32 where every stream position fits (chase_matches on a stream under 2 GiB: a hop
 // ~15 instructions shorter than with u64, whose shifts, adds and compares are two instructions each), else u64.
-// `hops` and `flip` are the hops already taken to reach `p` and whether an odd number of them were reverse
-// complements (chase_match_tokens starts at a match's source, one hop in).
 template <class P>
 __device__ __forceinline__ u32 chase_at(const Ctx& c, const u32* index, const u32* litmap, const uint4* rec, P p,
-                                        u32 lit, u32 v, u32 t, u32 hops = 0, bool flip = false) {
+                                        u32 lit, u32 v, u32 t) {
     const P mask = ((P)1 << c.unit_log) - 1;
-    for (;; hops++) {
+    bool flip = false;  // an odd number of reverse-complement hops so far
+    for (u32 hops = 0;; hops++) {
         const u32 o = (u32)(p & mask);
         if ((lit >> (o & 31)) & 1) return flip ? complement(v) : v;
         if (hops == c.max_depth) {  // a match after max_depth of them
@@ -2349,64 +2348,83 @@ extern "C" __global__ void chase_resident(Ctx c, const u32* ids, u32 n, u8* out,
 }
 
 // Full decode through the chase maps (Resolve::Maps): after the parse of every unit and the three maps above, every
-// match byte of the stream is chased to its literal and written in place, CHASE_TOKEN_LANES lanes a token entry
-// over its match's bytes (a lane a byte, in steps of the group for a longer match; a unit's last token, literals
-// only, has none). A match byte's token is known, so its first hop costs no load of its own: the group loads the
-// token's chase record and unit (`units`, the unit of every token entry), and each lane goes straight to its
-// byte's source, whose map bit, byte and index entry arrive in one round (chase_at from there, one hop in).
+// match byte of the stream is chased to its literal and written in place, a lane a byte of a 32-byte window. A warp
+// takes its windows in batches of 32 a grid stride apart (so that a long repeat's windows still spread over the
+// grid): each lane loads one window's literal-map word and index entry (the window's 32 bytes share both: a
+// bucket is at least 32 bytes), and then the warp chases only the windows that hold a match byte, one after
+// another, a lane a byte (chase_at from there). An all-literal window costs a lane's share of one round of loads,
+// not a round of its own: 83.5 % of atha_chr1's windows in genome mode are all literals (examples/chasestats.rs).
 // Reading a literal through the non-coherent path while other threads write match bytes of its cache line is
 // sound: no literal byte changes, and a match byte's own resident value is never read. There is no order between
 // matches (no flags, no waits), each byte costs its chain's hops (most sources are literals: one), and the depth
-// bound is checked. After a failed parse nothing runs: the tokens of a unit that failed were never checked, and a
-// hop through them could leave the stream (the maps themselves stay inside each unit's tokens and bytes whatever
-// they hold).
-// (Sessions 27-37 ran a thread a stream byte, chase_matches: each loaded its map word and index entry, and 88 % of
-// atha_chr1 in genome mode are literals that stopped there, 83.5 % of its 32-byte windows all of them, so most
-// warps of that launch did one round of loads for nothing (examples/chasestats.rs). Taking 2 or 4 bytes a thread,
-// or a warp per 1,024 bytes that listed its window's match bytes in shared memory and chased them a lane a byte in
-// turn, were slower; session 28 and session 34 runs 1 and 4, docs/BENCH-GPU.md.)
-// The host may compile with -DCHASE_TOKEN_LANES=N (8, 16 or 32; ACEAPEX_GPU_CHASE_LANES, to compare).
-#ifndef CHASE_TOKEN_LANES
-#define CHASE_TOKEN_LANES 32
-#endif
+// bound is checked. Only the stream's last unit may be short. After a failed parse nothing runs: the tokens of a
+// unit that failed were never checked, and a hop through them could leave the stream (the maps themselves stay
+// inside each unit's tokens and bytes whatever they hold).
+// (Sessions 27-37 ran a thread a stream byte with no batches, each loading its map word and index entry; taking 2
+// or 4 bytes a thread, or a warp per 1,024 bytes that listed its window's match bytes in shared memory and chased
+// them a lane a byte in turn, were slower; session 28, session 34 runs 1 and 4. Session 38 run 1: a warp a token,
+// a lane a byte of its match, took 3.5 times as long: a thousand-byte match's bytes then wait on each other's
+// chains, atha genome 0.083 -> 0.291 ms, general 0.222 -> 0.491, fly x11 0.169 -> 0.526; 8 or 16 lanes a token
+// were slower still.)
+// A batch: the literal-map word and index entry of the window of each lane (set bits also for bytes past the stream,
+// which are not chased).
+struct ChaseBatch {
+    u32 lit[32];
+    u32 tok[32];
+};
+// Lane `lane`'s window of the batch whose first window is `first` (of `windows`, the stream's `total` bytes, windows
+// of one batch `warps` apart): its map word and index entry into `b`.
 template <class P>
-__device__ __forceinline__ void chase_tokens(const Ctx& c, const u32* index, const u32* litmap, const uint4* rec,
-                                             const u32* units, u64 ntokens) {
-    constexpr u32 G = CHASE_TOKEN_LANES;
-    const u32 lane = threadIdx.x % G;
-    const u64 groups = ((u64)gridDim.x * blockDim.x) / G;
-    for (u64 tk = ((u64)blockIdx.x * blockDim.x + threadIdx.x) / G; tk < ntokens; tk += groups) {
-        const uint4 r = ld_now_v4(rec + tk);  // the same for the group's lanes: one load
-        if (r.x == 0xFFFFFFFFu) continue;     // a unit's last token
-        const u32 unit = ld_now_u32(units + tk);
-        const u64 bkv = (u64)r.z | ((u64)r.w << 32);
-        // The parse checked the match's source range and its length against the stream (it starts at or after
-        // 0, and the match ends inside its unit), so every position below fits P.
-        const P dist = (P)match_dist(bkv);
-        if (dist == 0 || c.max_depth == 0) {  // a match where none may be
-            if (lane == 0) report(c.status, dist == 0 ? E_BACK : E_DEPTH, unit);
-            continue;
-        }
-        const P start = ((P)unit << c.unit_log) + r.x;  // the match's first byte
-        const bool rc = match_rc(bkv);
-        for (u32 k = lane; k < r.y - r.x; k += G) {
-            const P p = source_in<P>(start - dist, bkv, k);
-            const u32 lit = ld_now_u32(litmap + (p >> 5));
-            const u32 v = ld_now_u8(c.bytes + p);
-            const u32 t = ld_issued_u32(index_entry(index, p));
-            c.bytes[start + k] = (u8)chase_at<P>(c, index, litmap, rec, p, lit, v, t, 1, rc);
-        }
+__device__ __forceinline__ void chase_batch_load(const u32* index, const u32* litmap, P first, P warps, P windows,
+                                                 P total, u32 lane, ChaseBatch& b) {
+    const P w = first + (P)lane * warps;
+    u32 lit = FULL_MASK, t = 0;
+    if (w < windows) {
+        lit = ld_now_u32(litmap + w);
+        t = ld_now_u32(index_entry(index, w << 5));
+        const P end = (w << 5) + 32;
+        if (end > total) lit |= FULL_MASK << (u32)(32 - (end - total));  // 1 to 31 bytes past the stream
+    }
+    b.lit[lane] = lit;
+    b.tok[lane] = t;
+}
+// The batch's windows with a match byte, in turn, this lane's byte of each.
+template <class P>
+__device__ __forceinline__ void chase_batch_run(const Ctx& c, const u32* index, const u32* litmap, const uint4* rec,
+                                                P first, P warps, u32 lane, const ChaseBatch& b) {
+    for (u32 j = 0; j < 32; j++) {
+        const u32 lit = b.lit[j];
+        if (lit == FULL_MASK || ((lit >> lane) & 1)) continue;  // a literal (or past the stream)
+        const P p = ((first + (P)j * warps) << 5) + lane;
+        // A bucket under 32 bytes (-DTOKEN_BUCKET_LOG=3 or 4, measurements): the byte's own entry.
+        const u32 t = TOKEN_BUCKET_LOG >= 5 ? b.tok[j] : ld_now_u32(index_entry(index, p));
+        c.bytes[p] = (u8)chase_at<P>(c, index, litmap, rec, p, lit, 0, t);
+    }
+}
+// The warps of a chase_matches CTA (its launch: grid_stride's 256 threads).
+#define CHASE_WARPS 8
+template <class P>
+__device__ __forceinline__ void chase_stream(const Ctx& c, const u32* index, const u32* litmap, const uint4* rec,
+                                             P total) {
+    __shared__ ChaseBatch batches[CHASE_WARPS];
+    ChaseBatch& b = batches[threadIdx.x / 32];
+    const u32 lane = threadIdx.x & 31;
+    const P warps = ((P)gridDim.x * blockDim.x) / 32, windows = (total + 31) / 32;
+    for (P first = ((P)blockIdx.x * blockDim.x + threadIdx.x) / 32; first < windows; first += 32 * warps) {
+        chase_batch_load<P>(index, litmap, first, warps, windows, total, lane, b);
+        __syncwarp();
+        chase_batch_run<P>(c, index, litmap, rec, first, warps, lane, b);
+        __syncwarp();  // the batch is read before the next is loaded
     }
 }
 
-extern "C" __global__ void chase_match_tokens(Ctx c, const u32* index, const u32* litmap, const uint4* rec,
-                                              const u32* units, u64 ntokens) {
-    if (c.nunits == 0 || failed(c)) return;
+extern "C" __global__ void chase_matches(Ctx c, const u32* index, const u32* litmap, const uint4* rec) {
+    if (c.nunits == 0 || failed(c) || blockDim.x > 32 * CHASE_WARPS) return;
     const u64 last = c.nunits - 1;
     const u64 total = (last << c.unit_log) + c.meta[last * META_WORDS + 7];
-    // Under 2^31, so that a u32 position plus a match's offset cannot wrap around.
-    if (total < (1ull << 31)) chase_tokens<u32>(c, index, litmap, rec, units, ntokens);
-    else chase_tokens<u64>(c, index, litmap, rec, units, ntokens);
+    // Under 2^31, so that a u32 window plus 32 grid strides (at most 2^31 / 32 each) cannot wrap around.
+    if (total < (1ull << 31)) chase_stream<u32>(c, index, litmap, rec, (u32)total);
+    else chase_stream<u64>(c, index, litmap, rec, total);
 }
 
 // Clears the batch's claims (the host zeroes the counters after it).

@@ -1,5 +1,5 @@
 // The resident seek of kernels/decode.cu (index_chase_maps, index_tokens, chase_at,
-// chase_resident) and the full decode's chase through the same maps (chase_match_tokens) against a
+// chase_resident) and the full decode's chase through the same maps (chase_matches' batches) against a
 // sequential decode: random streams of units whose tokens are literal runs and forward, periodic-fill and
 // reverse-complement matches with absolute sources anywhere before them, resident as the full decode's parse
 // leaves them (literals at their positions, anything in the match bytes). Every requested byte whose chain is at
@@ -9,6 +9,8 @@
 #include "prelude.h"
 
 #define __global__
+#define __shared__
+static inline void __syncwarp() {}
 #define FULL_MASK 0xFFFFFFFFu
 #define META_WORDS 8
 #define E_BACK 7
@@ -97,6 +99,7 @@ int main() {
             meta[u * META_WORDS + 7] = len;
         }
         tok_off[nunits] = tpos.size();
+        for (u64 p = stream; p < bytes.size(); p++) bytes[p] = 0xEE;  // past the stream: never written
         tpos.push_back(0);  // the arrays hold tokens + 1 entries
         mpos.push_back(0);
         back.push_back(0);
@@ -154,12 +157,20 @@ int main() {
         // fault (after which the threads that start later stop, so only a clean run is compared byte by byte). The
         // bytes past the stream's end are not written, and after a failed parse nothing is.
         {
-            // The unit of every token entry (the host's Device::token_units).
-            std::vector<u32> units(tok_off[nunits]);
-            for (u64 u = 0; u < nunits; u++)
-                for (u64 t = tok_off[u]; t < tok_off[u + 1]; t++) units[t] = (u32)u;
+            // chase_matches's loop (chase_stream) on `warps` warps one after another, each batch's loads on every
+            // lane before its chases (the kernel's __syncwarp), so that a batch's windows lie `warps` apart.
+            const u32 warps = 1 + rnd() % 4;
             auto launch = [&](const Ctx& fc) {
-                LAUNCH(chase_match_tokens(fc, index.data(), litmap.data(), rec.data(), units.data(), tok_off[nunits]));
+                if (fc.nunits == 0 || failed(fc)) return;
+                const u32 total = (u32)stream, windows = (total + 31) / 32;
+                for (u32 w = 0; w < warps; w++)
+                    for (u32 first = w; first < windows; first += 32 * warps) {
+                        ChaseBatch b;
+                        for (u32 lane = 0; lane < 32; lane++)
+                            chase_batch_load<u32>(index.data(), litmap.data(), first, warps, windows, total, lane, b);
+                        for (u32 lane = 0; lane < 32; lane++)
+                            chase_batch_run<u32>(fc, index.data(), litmap.data(), rec.data(), first, warps, lane, b);
+                    }
             };
             u64 full_status = 0;
             std::vector<u8> full = bytes;

@@ -199,7 +199,7 @@ struct Kernels {
     index_tokens: CudaFunction,
     index_chase_maps: CudaFunction,
     /// The full decode's resolution through the chase maps (`Resolve::Maps`).
-    chase_match_tokens: CudaFunction,
+    chase_matches: CudaFunction,
     reset: CudaFunction,
     resolve_round: CudaFunction,
     resolve_chase: CudaFunction,
@@ -256,9 +256,6 @@ pub struct Device {
     chase_maps: Option<ChaseMaps>,
     /// `token_index` and `chase_maps` hold the maps of the current resident tokens.
     chase_maps_ready: bool,
-    /// The unit of every token entry of the full decode's buffers, for its map chase (kernel
-    /// `chase_match_tokens`), uploaded on first use: it depends only on the archive's token counts.
-    token_units: Option<CudaSlice<u32>>,
     events: (CudaEvent, CudaEvent),
     /// Grid of the seek kernels whose work count lives on the device (later levels, literals, resolve rounds),
     /// which stride over it: LEVEL_GRID, or ACEAPEX_GPU_LEVEL_GRID. (Two CTAs per SM was measured slower: a
@@ -377,7 +374,7 @@ impl Device {
             chase_resident: load("chase_resident")?,
             index_tokens: load("index_tokens")?,
             index_chase_maps: load("index_chase_maps")?,
-            chase_match_tokens: load("chase_match_tokens")?,
+            chase_matches: load("chase_matches")?,
             reset: load("reset_batch")?,
             resolve_round: load("resolve_round")?,
             resolve_chase: load("resolve_chase")?,
@@ -472,7 +469,6 @@ impl Device {
             token_index: None,
             chase_maps: None,
             chase_maps_ready: false,
-            token_units: None,
             events,
             later_grid,
             sm_count,
@@ -651,7 +647,6 @@ mod tests {
         assert_eq!(kernel_define("FINISH_PLACE"), u64::from(full::FINISH_PLACE));
         assert_eq!(kernel_define("FINISH_MAPS"), u64::from(full::FINISH_MAPS));
         assert_eq!(kernel_define("TOKEN_BUCKET_LOG"), u64::from(resident::TOKEN_BUCKET_LOG));
-        assert_eq!(kernel_define("CHASE_TOKEN_LANES"), u64::from(full::CHASE_TOKEN_LANES));
         assert_eq!(kernel_define("CT_WORDS"), super::super::prep::CT_WORDS as u64);
         assert_eq!(kernel_define("CT_FC"), super::super::prep::CT_FC as u64);
         assert_eq!(kernel_define("CT_LIT_FC"), super::super::prep::CT_LIT_FC as u64);

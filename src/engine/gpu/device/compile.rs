@@ -59,9 +59,6 @@ pub(super) fn compile_options() -> Vec<String> {
     if k1_ring_bytes() != K1_RING_BYTES {
         options.push(format!("-DK1_RING_BYTES={}", k1_ring_bytes()));
     }
-    if full::chase_lanes() != full::CHASE_TOKEN_LANES {
-        options.push(format!("-DCHASE_TOKEN_LANES={}", full::chase_lanes()));
-    }
     if k1_staged_prefetch() != 1 {
         options.push(format!("-DK1_STAGED_PREFETCH={}", k1_staged_prefetch()));
     }

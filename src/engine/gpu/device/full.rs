@@ -65,29 +65,6 @@ pub(super) const FINISH_TOKENS: u32 = 1;
 pub(super) const FINISH_PLACE: u32 = 2;
 pub(super) const FINISH_MAPS: u32 = 4;
 
-/// Lanes a token of the map chase (kernels/decode.cu `CHASE_TOKEN_LANES`), by default.
-pub(super) const CHASE_TOKEN_LANES: u32 = 32;
-
-/// [`CHASE_TOKEN_LANES`], or ACEAPEX_GPU_CHASE_LANES (8, 16 or 32; measurements; `compile_options` passes it to
-/// NVRTC).
-pub(super) fn chase_lanes() -> u32 {
-    static LANES: OnceLock<u32> = OnceLock::new();
-    env_knob(&LANES, "ACEAPEX_GPU_CHASE_LANES", CHASE_TOKEN_LANES, |l| matches!(l, 8 | 16 | 32))
-}
-
-/// What a full decode's map chase reads beside the maps: the unit of every token entry, and their number.
-struct MapChase {
-    maps: resident::ChaseMapPtrs,
-    units: u64,
-    ntokens: u64,
-}
-
-impl MapChase {
-    fn new(maps: resident::ChaseMapPtrs, (units, ntokens): (u64, u64)) -> MapChase {
-        MapChase { maps, units, ntokens }
-    }
-}
-
 /// Whether a staged full decode writes its literals in literal order for `finish_linear_k1` to move (the
 /// default), or places them in the chain (ACEAPEX_GPU_K1_LINEAR=0; measurements); see [`Device::k1_linear`].
 fn k1_linear_knob() -> bool {
@@ -364,10 +341,9 @@ pub enum Resolve {
     /// synchronisation; like `Levels` it does not check the depth bound.
     Flow,
     /// Session 27: the resident seek's maps (token index, literal map, chase records) built over the parse, then
-    /// every match byte chased to its literal in place, a group of [`chase_lanes`] lanes a token and a lane a
-    /// byte (`chase_match_tokens`; a thread a stream byte up to session 37). No order between matches, so no chain
-    /// of waits; each byte pays its own hops, and the depth bound is checked. The maps stay for later resident
-    /// seeks.
+    /// every match byte chased to its literal in place, a lane a byte of a window that holds one (`chase_matches`).
+    /// No order between matches, so no chain of waits; each byte pays its own hops, and the depth bound is checked.
+    /// The maps stay for later resident seeks.
     Maps,
     /// The default: [`Resolve::Maps`] for an archive whose matches produce at most [`MAP_CHASE_MAX_MATCH_BYTES`]
     /// (and whose token positions fit the maps), else [`Resolve::Flow`]. The chase costs each match byte its hops
@@ -540,21 +516,6 @@ impl Device {
             wl_cap: self.nunits as u32,
             ..self.base_ctx()
         }
-    }
-
-    /// The device address of the unit of every token entry (`Device::token_units`, uploaded on first use), and
-    /// the number of entries: each unit's tokens (its matches and a last one) at their `tok_off`, as
-    /// [`Device::ensure_full`] lays them out.
-    fn token_units(&mut self) -> Result<(u64, u64)> {
-        let units: Vec<u32> = (self.meta_host.words.chunks_exact(prep::META_WORDS).enumerate())
-            .flat_map(|(unit, row)| std::iter::repeat_n(unit as u32, row[2] as usize + 1))
-            .collect();
-        let ntokens = units.len() as u64;
-        if self.token_units.is_none() {
-            let upload = if units.is_empty() { vec![0] } else { units };
-            self.token_units = Some(self.stream.clone_htod(&upload).map_err(gpu("upload token units"))?);
-        }
-        Ok((self.ptr(self.token_units.as_ref().expect("uploaded above")), ntokens))
     }
 
     pub(super) fn ensure_full(&mut self) -> Result<()> {
@@ -786,9 +747,7 @@ impl Device {
         let levels = level_passes.is_some();
         let flow = resolve == Some(Resolve::Flow);
         let map_chase = match resolve {
-            Some(Resolve::Maps) if self.token_ids_fit() => {
-                Some(MapChase::new(self.chase_map_ptrs()?, self.token_units()?))
-            }
+            Some(Resolve::Maps) if self.token_ids_fit() => Some(self.chase_map_ptrs()?),
             Some(Resolve::Maps) => return Err(Error::Gpu("more tokens than the chase maps address".into())),
             _ => None,
         };
@@ -865,8 +824,7 @@ impl Device {
         // two words a unit), finish_linear_k1(Ctx, u32, u32) (n: every unit, each at its own 2^unit_log <= 4096
         // bytes, its tokens at tok_off), resolve_round(Ctx, u32, u32*, u32, u32, u64*, u64*, u64*, u64*, u32*, u32,
         // u32), index_tokens(Ctx, u32*), resolve_chase(Ctx,
-        // u64*, u64*, u32*, u32, const u32*) and chase_match_tokens(Ctx, const u32*, const u32*, const uint4*, const
-        // u32*, u64) (the units: one per token entry, `ntokens` of them, token_units_ptr); `c`
+        // u64*, u64*, u32*, u32, const u32*) and chase_matches(Ctx, const u32*, const u32*, const uint4*); `c`
         // points at the full-decode buffers sized for all units and tokens (tok_off is their exact prefix sum), the
         // four lists hold every deferred piece (list_cap), the stamps every stream byte, the token index (when
         // used) nunits << (unit_log - TOKEN_BUCKET_LOG) entries, and the chase maps (chase_map_ptrs) a bit per
@@ -911,8 +869,7 @@ impl Device {
                     block_dim: (PLACE_WARPS * 32, 1, 1),
                     shared_mem_bytes: 0,
                 };
-                let [index, literals, records] =
-                    finish_maps.map_or([0; 3], |m| [m.maps.index, m.maps.literals, m.maps.records]);
+                let [index, literals, records] = finish_maps.map_or([0; 3], |m| [m.index, m.literals, m.records]);
                 stream
                     .launch_builder(finish)
                     .arg(&c)
@@ -954,23 +911,21 @@ impl Device {
                 self.enqueue_token_index(&c, index_ptr)?;
             }
             if let Some(maps) = map_chase.as_ref().filter(|_| finish_maps.is_none()) {
-                self.enqueue_chase_maps(&c, maps.maps)?;
+                self.enqueue_chase_maps(&c, *maps)?;
             }
             if let Some(event) = &chase_start {
                 event.record(&stream).map_err(gpu("event"))?;
             }
             if let Some(maps) = &map_chase {
-                // chase_match_tokens over the maps just built from this parse's tokens; `c.bytes` holds the
-                // whole stream.
+                // chase_matches over the maps just built from this parse's tokens (a CTA of grid_stride's 256
+                // threads: the kernel's CHASE_WARPS); `c.bytes` holds the whole stream.
                 stream
-                    .launch_builder(&self.kernels.chase_match_tokens)
+                    .launch_builder(&self.kernels.chase_matches)
                     .arg(&c)
-                    .arg(&maps.maps.index)
-                    .arg(&maps.maps.literals)
-                    .arg(&maps.maps.records)
-                    .arg(&maps.units)
-                    .arg(&maps.ntokens)
-                    .launch(grid_stride(maps.ntokens * u64::from(chase_lanes())))
+                    .arg(&maps.index)
+                    .arg(&maps.literals)
+                    .arg(&maps.records)
+                    .launch(grid_stride(self.nunits << self.unit_log))
                     .map_err(gpu("map chase"))?;
             }
             if chase {
