@@ -292,6 +292,7 @@ fn resident_chase_resolves_every_byte_a_sequential_decode_does() {
         cut_fn(&src, "#define RC_FLAG", "u32 complement(u32 b)"),
         cut_fn(&src, "__device__ __forceinline__ u32 last_le(", "u32 last_le("),
         // The resident chase's loads (`ld_now_*`, `ld_issued_*`: `asm volatile("ld...` into `v`).
+        cut(&src, "// The resident chase's maps (see chase_resident)", "struct Maps"),
         host_asm(cut_fn(&src, "#ifndef TOKEN_BUCKET_LOG", "void chase_matches("), "asm volatile(\"ld.", "v = *p;"),
     ]
     .join("\n");

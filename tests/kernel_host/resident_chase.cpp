@@ -108,7 +108,9 @@ int main() {
         Ctx c{meta.data(), tok_off.data(), tpos.data(), mpos.data(), back.data(), bytes.data(), &status, nunits,
               unit_log, 1 + rnd() % 16};
         std::vector<uint4> rec(tpos.size(), uint4{0xEEEEEEEEu, 0, 0xEEEEEEEEu, 0xEEEEEEEEu});
-        LAUNCH(index_chase_maps(c, index.data(), litmap.data(), rec.data()));
+        std::vector<uint4> brec(index.size(), uint4{0xEEEEEEEEu, 0, 0xEEEEEEEEu, 0xEEEEEEEEu});
+        const Maps m{index.data(), litmap.data(), rec.data(), brec.data()};
+        LAUNCH(index_chase_maps(c, m));
         {  // the token index alone (Resolve::Chase's) is the maps' own
             std::vector<u32> alone(index.size(), 0xEEEEEEEEu);
             LAUNCH(index_tokens(c, alone.data()));
@@ -123,7 +125,7 @@ int main() {
             if (rnd() % 3 != 0) ids.push_back(u);
         if (ids.empty()) ids.push_back((u32)(nunits - 1));
         std::vector<u8> out(ids.size() << unit_log, 0xEE);
-        LAUNCH(chase_resident(c, ids.data(), (u32)ids.size(), out.data(), index.data(), litmap.data(), rec.data()));
+        LAUNCH(chase_resident(c, ids.data(), (u32)ids.size(), out.data(), m));
         bool deep = false;
         for (size_t k = 0; k < ids.size(); k++) {
             const u64 base = (u64)ids[k] << unit_log;
@@ -167,9 +169,9 @@ int main() {
                     for (u32 first = w; first < windows; first += 32 * warps) {
                         ChaseBatch b;
                         for (u32 lane = 0; lane < 32; lane++)
-                            chase_batch_load<u32>(index.data(), litmap.data(), first, warps, windows, total, lane, b);
+                            chase_batch_load<u32>(m, first, warps, windows, total, lane, b);
                         for (u32 lane = 0; lane < 32; lane++)
-                            chase_batch_run<u32>(fc, index.data(), litmap.data(), rec.data(), first, warps, lane, b);
+                            chase_batch_run<u32>(fc, m, first, warps, lane, b);
                     }
             };
             u64 full_status = 0;

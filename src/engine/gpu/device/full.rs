@@ -821,14 +821,14 @@ impl Device {
         // SAFETY: arguments match parse_k1(Ctx, u32, u32), parse_k1_staged and parse_k1_linear (the same, given
         // the shared memory for their threads' K1_RING_BYTES-aligned rings, allowed by prepare_staged_parse; with
         // K = 2, parse_k1_linear's CTA is twice the lane-0 threads, each half with its rings, and `c.lane_end` holds
-        // two words a unit), finish_linear_k1(Ctx, u32, u32) (n: every unit, each at its own 2^unit_log <= 4096
+        // two words a unit), finish_linear_k1(Ctx, u32, u32, Maps) (n: every unit, each at its own 2^unit_log <= 4096
         // bytes, its tokens at tok_off), resolve_round(Ctx, u32, u32*, u32, u32, u64*, u64*, u64*, u64*, u32*, u32,
         // u32), index_tokens(Ctx, u32*), resolve_chase(Ctx,
-        // u64*, u64*, u32*, u32, const u32*) and chase_matches(Ctx, const u32*, const u32*, const uint4*); `c`
+        // u64*, u64*, u32*, u32, const u32*) and chase_matches(Ctx, Maps); `c`
         // points at the full-decode buffers sized for all units and tokens (tok_off is their exact prefix sum), the
         // four lists hold every deferred piece (list_cap), the stamps every stream byte, the token index (when
         // used) nunits << (unit_log - TOKEN_BUCKET_LOG) entries, and the chase maps (chase_map_ptrs) a bit per
-        // stream byte and a record per token entry.
+        // stream byte, a record per token entry and one per bucket.
         unsafe {
             let warps_per_cta = (CTA_THREADS / 32) as u64;
             let cfg =
@@ -869,15 +869,13 @@ impl Device {
                     block_dim: (PLACE_WARPS * 32, 1, 1),
                     shared_mem_bytes: 0,
                 };
-                let [index, literals, records] = finish_maps.map_or([0; 3], |m| [m.index, m.literals, m.records]);
+                let maps = finish_maps.copied().unwrap_or_default();
                 stream
                     .launch_builder(finish)
                     .arg(&c)
                     .arg(&n)
                     .arg(&stages)
-                    .arg(&index)
-                    .arg(&literals)
-                    .arg(&records)
+                    .arg(&maps)
                     .launch(cfg)
                     .map_err(gpu("finish parse"))?;
             }
@@ -922,9 +920,7 @@ impl Device {
                 stream
                     .launch_builder(&self.kernels.chase_matches)
                     .arg(&c)
-                    .arg(&maps.index)
-                    .arg(&maps.literals)
-                    .arg(&maps.records)
+                    .arg(maps)
                     .launch(grid_stride(self.nunits << self.unit_log))
                     .map_err(gpu("map chase"))?;
             }

@@ -20,7 +20,7 @@
 
 use std::sync::OnceLock;
 
-use cudarc::driver::{result, CudaSlice, PushKernelArg};
+use cudarc::driver::{result, CudaSlice, DeviceRepr, PushKernelArg};
 
 use super::{gpu, grid_stride, Device, FullVariant, KernelCtx, KernelFault, RESIDENT_LEVELS, RESOLVE_PIECE};
 use crate::error::{Error, Result};
@@ -54,19 +54,28 @@ impl ResidentSeeks {
     }
 }
 
-/// The resident chase's maps (see `Device::chase_maps`): a bit per stream byte, and a record of 4 words per token.
+/// The resident chase's maps (see `Device::chase_maps`) beside the token index: a bit per stream byte, a record of
+/// 4 words per token, and a copy of a record per index bucket.
 pub(super) struct ChaseMaps {
     literals: CudaSlice<u32>,
     records: CudaSlice<u32>,
+    bucket_records: CudaSlice<u32>,
 }
 
-/// Device addresses of the chase's three maps ([`Device::chase_map_ptrs`]), as the kernels take them.
-#[derive(Clone, Copy)]
+/// Device addresses of the chase's maps ([`Device::chase_map_ptrs`]), one kernel argument: kernels/decode.cu
+/// `Maps`. All zero where a kernel takes them but does not use them.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
 pub(super) struct ChaseMapPtrs {
     pub index: u64,
     pub literals: u64,
     pub records: u64,
+    pub bucket_records: u64,
 }
+
+// SAFETY: #[repr(C)], four u64 device addresses in the order of the CUDA struct `Maps` (four 8-byte pointers), so
+// passing it by value as a kernel parameter matches the kernel's layout.
+unsafe impl DeviceRepr for ChaseMapPtrs {}
 
 impl Device {
     /// Chooses whether later seeks may use the resident parse (benchmarks compare both paths).
@@ -83,12 +92,12 @@ impl Device {
         let stream = units << self.unit_log;
         let pieces = tokens + stream / RESOLVE_PIECE;
         // bytes + stamps, four token arrays (u32 ×3, u64), four lists of u64, per-unit worklist/offsets/tasks,
-        // the token index, the literal map and the chase records.
+        // the token index with its bucket records, the literal map and the chase records.
         2 * stream
             + (tokens + 1) * 36
             + pieces * 32
             + units * 16
-            + (units << (self.unit_log - token_bucket_log())) * 4
+            + (units << (self.unit_log - token_bucket_log())) * 20
             + stream / 8
     }
 
@@ -185,6 +194,7 @@ impl Device {
         let full = self.full.as_ref().ok_or_else(|| Error::Gpu("no resident parse".into()))?;
         let words = (self.nunits << self.unit_log) / 32;
         let records = full.tpos.len();
+        let buckets = (self.nunits << (self.unit_log - token_bucket_log())) as usize;
         if self.chase_maps.is_none() {
             // SAFETY: device buffers of plain integers; index_chase_maps (or finish_linear_k1) writes every element
             // before any is read (`chase_maps_ready` says when they have).
@@ -192,29 +202,37 @@ impl Device {
                 ChaseMaps {
                     literals: self.stream.alloc::<u32>(words.max(1) as usize).map_err(gpu("alloc literal map"))?,
                     records: self.stream.alloc::<u32>(records * 4).map_err(gpu("alloc chase records"))?,
+                    bucket_records: self
+                        .stream
+                        .alloc::<u32>(buckets.max(1) * 4)
+                        .map_err(gpu("alloc bucket records"))?,
                 }
             };
             self.chase_maps = Some(maps);
         }
         let maps = self.chase_maps.as_ref().expect("allocated above");
-        Ok(ChaseMapPtrs { index, literals: self.ptr(&maps.literals), records: self.ptr(&maps.records) })
+        Ok(ChaseMapPtrs {
+            index,
+            literals: self.ptr(&maps.literals),
+            records: self.ptr(&maps.records),
+            bucket_records: self.ptr(&maps.bucket_records),
+        })
     }
 
     /// Enqueues the chase's maps over the parsed tokens of `c` (the full decode's context): the token index, the
     /// literal map and the chase records, one launch of kernels/decode.cu `index_chase_maps` (a warp a unit), with
     /// no synchronisation.
     pub(super) fn enqueue_chase_maps(&self, c: &KernelCtx, maps: ChaseMapPtrs) -> Result<()> {
-        // SAFETY: matches index_chase_maps(Ctx, u32*, u32*, uint4*); `c` points at the full decode's buffers with
-        // every unit's tokens (the parse before it succeeded or its fault is reported first); the index holds
-        // nunits << (unit_log - TOKEN_BUCKET_LOG) entries, the map (nunits << unit_log) / 32 words (unit_log >= 9)
-        // and the records one per token entry (chase_map_ptrs: tpos's length, which covers tok_off's every unit).
+        // SAFETY: matches index_chase_maps(Ctx, Maps); `c` points at the full decode's buffers with every unit's
+        // tokens (the parse before it succeeded or its fault is reported first); the index and the bucket records
+        // hold nunits << (unit_log - TOKEN_BUCKET_LOG) entries, the map (nunits << unit_log) / 32 words (unit_log
+        // >= 9) and the records one per token entry (chase_map_ptrs: tpos's length, which covers tok_off's every
+        // unit).
         unsafe {
             self.stream
                 .launch_builder(&self.kernels.index_chase_maps)
                 .arg(c)
-                .arg(&maps.index)
-                .arg(&maps.literals)
-                .arg(&maps.records)
+                .arg(&maps)
                 .launch(grid_stride(self.nunits * 32))
         }
         .map(|_| ())
@@ -255,10 +273,10 @@ impl Device {
         let status = self.ptr(&self.seek.status);
         let c = KernelCtx { status, ..self.full_ctx(full, false) };
         let (ids_ptr, out_ptr) = (self.ptr(&self.seek.ids), self.ptr(&self.seek.out));
-        let index = self.token_index.as_ref().ok_or_else(|| Error::Gpu("no token index".into()))?;
-        let index_ptr = self.ptr(index);
-        let maps = self.chase_maps.as_ref().ok_or_else(|| Error::Gpu("no chase maps".into()))?;
-        let (map_ptr, rec_ptr) = (self.ptr(&maps.literals), self.ptr(&maps.records));
+        if self.token_index.is_none() || self.chase_maps.is_none() {
+            return Err(Error::Gpu("no chase maps".into()));
+        }
+        let maps = self.chase_map_ptrs()?;
         let out_bytes = n << self.unit_log;
         let n32 = n as u32;
         let stream = self.stream.clone();
@@ -273,7 +291,7 @@ impl Device {
         // SAFETY: the pinned buffers hold at least n unit ids (seek_batch filled them, n <= the batch's units),
         // n << unit_log result bytes and one status word; the device buffers `ids` and `out` are as large; all
         // live as long as this Device, and run_seek synchronises before anything reads or reuses them. The launch
-        // matches chase_resident(Ctx, const u32*, u32, u8*, const u32*, const u32*, const uint4*); `c` points at
+        // matches chase_resident(Ctx, const u32*, u32, u8*, Maps); `c` points at
         // the full decode's buffers, which hold every unit's tokens (tok_off is their exact prefix sum) and the
         // whole stream's bytes, and the token index and the chase maps cover every unit and token.
         unsafe {
@@ -285,9 +303,7 @@ impl Device {
                 .arg(&ids_ptr)
                 .arg(&n32)
                 .arg(&out_ptr)
-                .arg(&index_ptr)
-                .arg(&map_ptr)
-                .arg(&rec_ptr)
+                .arg(&maps)
                 .launch(cfg)
                 .map_err(gpu("resident chase"))?;
             mark("ids + resident chase")?;
