@@ -1851,13 +1851,11 @@ extern "C" __global__ void parse_k1_linear(Ctx c, u32 level, u32 mode) {
 #define FINISH_PLACE 2
 #define FINISH_MAPS 4
 // The resident chase's maps (see chase_resident), as the host's ChaseMapPtrs passes them: the token index (a token
-// position a bucket), the literal map (a bit a stream byte), the chase records (one a token) and, beside each
-// index entry, a copy of its token's record (one a bucket).
+// position a bucket), the literal map (a bit a stream byte) and the chase records (one a token).
 struct Maps {
     u32* index;
     u32* litmap;
     uint4* rec;
-    uint4* brec;
 };
 __device__ __forceinline__ void unit_chase_maps(const Ctx& c, u64 u, u32 lane, u32 lanes,
                                                 const Maps& m);  // below, with the maps
@@ -1901,18 +1899,21 @@ extern "C" __global__ void finish_linear_k1(Ctx c, u32 n, u32 stages, Maps maps)
             __syncwarp();  // the previous unit's scatter is done with the buffer
             for (u32 k = 4u * lane; k < nlit; k += 128u) *(u32*)(lit + k) = *(const u32*)(out + k);
             __syncwarp();
-            // A token's literal run at a time, its bytes a lane each: the run's bounds are loads the whole warp shares,
-            // and a literal costs a shared load and a store. (Up to session 37 a lane walked the tokens itself, a
-            // literal every 32, checking its token's end at each: ~16 instructions a literal, 57 % of the kernel's
-            // 28 M, session 38 run 3.) The byte stores may alias the token arrays, so the next run's bounds are read
-            // before this run's bytes go out.
-            u32 a = li[0], d = tp[0];
-            for (u32 t = 0; t < ntok; t++) {
-                const u32 e = t + 1 < ntok ? li[t + 1] : nlit;
-                const u32 dn = t + 1 < ntok ? tp[t + 1] : 0u;
-                for (u32 k = a + lane; k < e; k += 32u) out[d + (k - a)] = lit[k];
-                a = e;
-                d = dn;
+            // This lane's token t (the last with lidx[t] <= k) and its literals' shift tpos[t] - lidx[t], in
+            // registers: the byte stores may alias the token arrays, so reading them in every step reloaded both (two
+            // global loads and ~25 instructions a literal, session 36). (A token's run at a time instead, a lane a
+            // byte and the run's bounds loaded by the warp, took ~7 instructions a literal instead of ~16, but its
+            // runs wait on each other's loads: the placement +9 us on atha genome, +15 general, +22 fly x11; session
+            // 38 run 4.)
+            u32 t = 0, next = ntok > 1 ? li[1] : nlit, shift = tp[0] - li[0];
+#pragma unroll 4
+            for (u32 k = lane; k < nlit; k += 32u) {
+                while (k >= next) {
+                    t++;
+                    shift = tp[t] - li[t];
+                    next = t + 1 < ntok ? li[t + 1] : nlit;
+                }
+                out[k + shift] = lit[k];
             }
         }
         if (stages & FINISH_MAPS) unit_chase_maps(c, id, lane, 32, maps);
@@ -2244,18 +2245,14 @@ __device__ __forceinline__ uint4 chase_record(const Ctx& c, u64 tb, u32 nt, u32 
                       (u32)(bk >> 32));
 }
 
-// The chase maps of unit `u` (the token index's buckets with their records, the literal map's words and the
-// chase records of its tokens: see above), on `lanes` lanes of which this is `lane`, each entry written by one
-// lane from the unit's tokens alone, so that the lanes need no order among them.
+// The chase maps of unit `u` (the token index's buckets, the literal map's words and the chase records of its
+// tokens: see above), on `lanes` lanes of which this is `lane`, each entry written by one lane from the unit's
+// tokens alone, so that the lanes need no order among them.
 __device__ __forceinline__ void unit_chase_maps(const Ctx& c, u64 u, u32 lane, u32 lanes, const Maps& m) {
     const u64 tb = c.tok_off[u];
     const u32 nt = c.meta[u * META_WORDS + 2] + 1, len = c.meta[u * META_WORDS + 7];
     const u32 buckets_log = c.unit_log - TOKEN_BUCKET_LOG, words_log = c.unit_log - 5;
-    for (u32 b = lane; b < (1u << buckets_log); b += lanes) {
-        const u32 t = token_index_entry(c, u, b);
-        m.index[(u << buckets_log) + b] = t;
-        m.brec[(u << buckets_log) + b] = chase_record(c, tb, nt, t - (u32)tb);
-    }
+    for (u32 b = lane; b < (1u << buckets_log); b += lanes) m.index[(u << buckets_log) + b] = token_index_entry(c, u, b);
     for (u32 w = lane; w < (1u << words_log); w += lanes)
         m.litmap[(u << words_log) + w] = literal_map_word(c, tb, nt, len, w);
     for (u32 t = lane; t < nt; t += lanes) m.rec[tb + t] = chase_record(c, tb, nt, t);
@@ -2299,11 +2296,11 @@ __device__ __forceinline__ u32 ld_issued_u32(const u32* p) {
 // Follows stream byte `p` through matches to a literal, at most max_depth hops, and returns it, complemented once
 // per reverse-complement hop (0 after a fault, which it reports). Every position, the requested one too, costs
 // one round of independent loads: its map bit and byte (final for a literal: most positions) and, for the case
-// that it is a match byte, its bucket's index entry and record. A match byte in its bucket's first token (most)
-// has its token's record then and moves to its source; else it scans the records from there (one more round
-// when a token starts between its bucket's first byte and `p`, two when two do, ...). `lit`, `v`, `t` and `rb`
-// are the first position's loads, which the caller issues. (Up to session 37 the bucket held only the token
-// position, and every hop waited for a record load after it.)
+// that it is a match byte, its index entry. A match byte then loads its token's chase record (one more only when
+// a token starts between its bucket's first byte and `p`) and moves to its source. `lit`, `v` and `t` are the
+// first position's loads, which the caller issues. (A copy of each bucket's token record beside its entry, loaded
+// with it, saved that record round in most hops, but not time on atha genome: its chase 0.073 -> 0.075 ms,
+// general 0.216 -> 0.207, fly x11 0.165 -> 0.161, for a map of a quarter of the stream's size; session 38 run 4.)
 // (Sessions 13-25 found the first byte's token by a warp search instead, loaded a literal's match start before its
 // byte, and a token's next start, match start and back word from three arrays. chasestats,
 // examples/chasestats.rs, counts 5.2 -> 2.2 dependent rounds a warp for atha_chr1 in genome mode, 9.2 -> 6.0 as
@@ -2311,7 +2308,7 @@ __device__ __forceinline__ u32 ld_issued_u32(const u32* p) {
 // P is the position type: u32 where every stream position fits (chase_matches on a stream under 2 GiB: a hop
 // ~15 instructions shorter than with u64, whose shifts, adds and compares are two instructions each), else u64.
 template <class P>
-__device__ __forceinline__ u32 chase_at(const Ctx& c, const Maps& m, P p, u32 lit, u32 v, u32 t, uint4 rb) {
+__device__ __forceinline__ u32 chase_at(const Ctx& c, const Maps& m, P p, u32 lit, u32 v, u32 t) {
     const P mask = ((P)1 << c.unit_log) - 1;
     bool flip = false;  // an odd number of reverse-complement hops so far
     for (u32 hops = 0;; hops++) {
@@ -2322,7 +2319,7 @@ __device__ __forceinline__ u32 chase_at(const Ctx& c, const Maps& m, P p, u32 li
             return 0;
         }
         // The unit's last record ends at 0xFFFFFFFF, so the scan stops inside the unit.
-        uint4 r = rb;
+        uint4 r = ld_now_v4(m.rec + t);
         while (r.y <= o) r = ld_now_v4(m.rec + ++t);
         // A literal by its token though the map said otherwise cannot happen (the map is made from these tokens);
         // its byte is then the literal's.
@@ -2340,7 +2337,6 @@ __device__ __forceinline__ u32 chase_at(const Ctx& c, const Maps& m, P p, u32 li
         lit = ld_now_u32(m.litmap + (p >> 5));
         v = ld_now_u8(c.bytes + p);
         t = ld_now_u32(index_entry(m.index, p));
-        rb = ld_now_v4(index_entry(m.brec, p));
     }
 }
 
@@ -2358,8 +2354,7 @@ extern "C" __global__ void chase_resident(Ctx c, const u32* ids, u32 n, u8* out,
         const u32 lit = ld_now_u32(m.litmap + (p >> 5));
         const u32 v = ld_now_u8(c.bytes + p);
         const u32 t = ld_issued_u32(index_entry(m.index, p));
-        const uint4 rb = ld_now_v4(index_entry(m.brec, p));
-        out[g] = (u8)chase_at(c, m, p, lit, v, t, rb);
+        out[g] = (u8)chase_at(c, m, p, lit, v, t);
     }
 }
 
@@ -2387,26 +2382,22 @@ extern "C" __global__ void chase_resident(Ctx c, const u32* ids, u32 n, u8* out,
 struct ChaseBatch {
     u32 lit[32];
     u32 tok[32];
-    uint4 rb[32];
 };
 // Lane `lane`'s window of the batch whose first window is `first` (of `windows`, the stream's `total` bytes, windows
-// of one batch `warps` apart): its map word, index entry and bucket record into `b`.
+// of one batch `warps` apart): its map word and index entry into `b`.
 template <class P>
 __device__ __forceinline__ void chase_batch_load(const Maps& m, P first, P warps, P windows, P total, u32 lane,
                                                  ChaseBatch& b) {
     const P w = first + (P)lane * warps;
     u32 lit = FULL_MASK, t = 0;
-    uint4 rb = make_uint4(0, 0, 0, 0);
     if (w < windows) {
         lit = ld_now_u32(m.litmap + w);
         t = ld_now_u32(index_entry(m.index, w << 5));
-        rb = ld_now_v4(index_entry(m.brec, w << 5));
         const P end = (w << 5) + 32;
         if (end > total) lit |= FULL_MASK << (u32)(32 - (end - total));  // 1 to 31 bytes past the stream
     }
     b.lit[lane] = lit;
     b.tok[lane] = t;
-    b.rb[lane] = rb;
 }
 // The batch's windows with a match byte, in turn, this lane's byte of each.
 template <class P>
@@ -2416,11 +2407,9 @@ __device__ __forceinline__ void chase_batch_run(const Ctx& c, const Maps& m, P f
         const u32 lit = b.lit[j];
         if (lit == FULL_MASK || ((lit >> lane) & 1)) continue;  // a literal (or past the stream)
         const P p = ((first + (P)j * warps) << 5) + lane;
-        // A bucket under 32 bytes (-DTOKEN_BUCKET_LOG=3 or 4, measurements): the byte's own entry and record.
-        const bool own = TOKEN_BUCKET_LOG < 5;
-        const u32 t = own ? ld_now_u32(index_entry(m.index, p)) : b.tok[j];
-        const uint4 rb = own ? ld_now_v4(index_entry(m.brec, p)) : b.rb[j];
-        c.bytes[p] = (u8)chase_at<P>(c, m, p, lit, 0, t, rb);
+        // A bucket under 32 bytes (-DTOKEN_BUCKET_LOG=3 or 4, measurements): the byte's own entry.
+        const u32 t = TOKEN_BUCKET_LOG >= 5 ? b.tok[j] : ld_now_u32(index_entry(m.index, p));
+        c.bytes[p] = (u8)chase_at<P>(c, m, p, lit, 0, t);
     }
 }
 // The warps of a chase_matches CTA (its launch: grid_stride's 256 threads).

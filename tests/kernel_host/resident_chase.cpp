@@ -108,8 +108,7 @@ int main() {
         Ctx c{meta.data(), tok_off.data(), tpos.data(), mpos.data(), back.data(), bytes.data(), &status, nunits,
               unit_log, 1 + rnd() % 16};
         std::vector<uint4> rec(tpos.size(), uint4{0xEEEEEEEEu, 0, 0xEEEEEEEEu, 0xEEEEEEEEu});
-        std::vector<uint4> brec(index.size(), uint4{0xEEEEEEEEu, 0, 0xEEEEEEEEu, 0xEEEEEEEEu});
-        const Maps m{index.data(), litmap.data(), rec.data(), brec.data()};
+        const Maps m{index.data(), litmap.data(), rec.data()};
         LAUNCH(index_chase_maps(c, m));
         {  // the token index alone (Resolve::Chase's) is the maps' own
             std::vector<u32> alone(index.size(), 0xEEEEEEEEu);

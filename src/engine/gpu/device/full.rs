@@ -828,7 +828,7 @@ impl Device {
         // points at the full-decode buffers sized for all units and tokens (tok_off is their exact prefix sum), the
         // four lists hold every deferred piece (list_cap), the stamps every stream byte, the token index (when
         // used) nunits << (unit_log - TOKEN_BUCKET_LOG) entries, and the chase maps (chase_map_ptrs) a bit per
-        // stream byte, a record per token entry and one per bucket.
+        // stream byte and a record per token entry.
         unsafe {
             let warps_per_cta = (CTA_THREADS / 32) as u64;
             let cfg =

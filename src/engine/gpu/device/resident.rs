@@ -54,12 +54,11 @@ impl ResidentSeeks {
     }
 }
 
-/// The resident chase's maps (see `Device::chase_maps`) beside the token index: a bit per stream byte, a record of
-/// 4 words per token, and a copy of a record per index bucket.
+/// The resident chase's maps (see `Device::chase_maps`) beside the token index: a bit per stream byte, and a record
+/// of 4 words per token.
 pub(super) struct ChaseMaps {
     literals: CudaSlice<u32>,
     records: CudaSlice<u32>,
-    bucket_records: CudaSlice<u32>,
 }
 
 /// Device addresses of the chase's maps ([`Device::chase_map_ptrs`]), one kernel argument: kernels/decode.cu
@@ -70,10 +69,9 @@ pub(super) struct ChaseMapPtrs {
     pub index: u64,
     pub literals: u64,
     pub records: u64,
-    pub bucket_records: u64,
 }
 
-// SAFETY: #[repr(C)], four u64 device addresses in the order of the CUDA struct `Maps` (four 8-byte pointers), so
+// SAFETY: #[repr(C)], three u64 device addresses in the order of the CUDA struct `Maps` (three 8-byte pointers), so
 // passing it by value as a kernel parameter matches the kernel's layout.
 unsafe impl DeviceRepr for ChaseMapPtrs {}
 
@@ -92,12 +90,12 @@ impl Device {
         let stream = units << self.unit_log;
         let pieces = tokens + stream / RESOLVE_PIECE;
         // bytes + stamps, four token arrays (u32 ×3, u64), four lists of u64, per-unit worklist/offsets/tasks,
-        // the token index with its bucket records, the literal map and the chase records.
+        // the token index, the literal map and the chase records.
         2 * stream
             + (tokens + 1) * 36
             + pieces * 32
             + units * 16
-            + (units << (self.unit_log - token_bucket_log())) * 20
+            + (units << (self.unit_log - token_bucket_log())) * 4
             + stream / 8
     }
 
@@ -194,7 +192,6 @@ impl Device {
         let full = self.full.as_ref().ok_or_else(|| Error::Gpu("no resident parse".into()))?;
         let words = (self.nunits << self.unit_log) / 32;
         let records = full.tpos.len();
-        let buckets = (self.nunits << (self.unit_log - token_bucket_log())) as usize;
         if self.chase_maps.is_none() {
             // SAFETY: device buffers of plain integers; index_chase_maps (or finish_linear_k1) writes every element
             // before any is read (`chase_maps_ready` says when they have).
@@ -202,21 +199,12 @@ impl Device {
                 ChaseMaps {
                     literals: self.stream.alloc::<u32>(words.max(1) as usize).map_err(gpu("alloc literal map"))?,
                     records: self.stream.alloc::<u32>(records * 4).map_err(gpu("alloc chase records"))?,
-                    bucket_records: self
-                        .stream
-                        .alloc::<u32>(buckets.max(1) * 4)
-                        .map_err(gpu("alloc bucket records"))?,
                 }
             };
             self.chase_maps = Some(maps);
         }
         let maps = self.chase_maps.as_ref().expect("allocated above");
-        Ok(ChaseMapPtrs {
-            index,
-            literals: self.ptr(&maps.literals),
-            records: self.ptr(&maps.records),
-            bucket_records: self.ptr(&maps.bucket_records),
-        })
+        Ok(ChaseMapPtrs { index, literals: self.ptr(&maps.literals), records: self.ptr(&maps.records) })
     }
 
     /// Enqueues the chase's maps over the parsed tokens of `c` (the full decode's context): the token index, the
@@ -224,10 +212,9 @@ impl Device {
     /// no synchronisation.
     pub(super) fn enqueue_chase_maps(&self, c: &KernelCtx, maps: ChaseMapPtrs) -> Result<()> {
         // SAFETY: matches index_chase_maps(Ctx, Maps); `c` points at the full decode's buffers with every unit's
-        // tokens (the parse before it succeeded or its fault is reported first); the index and the bucket records
-        // hold nunits << (unit_log - TOKEN_BUCKET_LOG) entries, the map (nunits << unit_log) / 32 words (unit_log
-        // >= 9) and the records one per token entry (chase_map_ptrs: tpos's length, which covers tok_off's every
-        // unit).
+        // tokens (the parse before it succeeded or its fault is reported first); the index holds nunits <<
+        // (unit_log - TOKEN_BUCKET_LOG) entries, the map (nunits << unit_log) / 32 words (unit_log >= 9) and the
+        // records one per token entry (chase_map_ptrs: tpos's length, which covers tok_off's every unit).
         unsafe {
             self.stream
                 .launch_builder(&self.kernels.index_chase_maps)
