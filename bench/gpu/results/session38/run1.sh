@@ -4,7 +4,7 @@
 # 3bca410). GPU lib tests; the suite's genome part (every block of the three archives, 10,000 / 2,000 ranges through
 # both seek paths, latency, cat md5); full decode of the three archives, two rounds, with 32 (default), 16 and 8
 # lanes a token.
-# Carry: BASE=3bca410 bash bench/gpu/make-carry.sh.
+# Carry: BASE=3bca410 bash bench/gpu/make-carry.sh 024ce41 (chase_match_tokens and its knob were removed after this run).
 export COMMIT=$(cat carry/COMMIT)
 . bench/gpu/steps.sh
 gpu_libtests
