@@ -16,8 +16,8 @@
 //
 //  * Full decode (device-resident throughput): the parser over every unit writes literals to their stream
 //    positions and tokens to flat arrays; then, on an archive with few match bytes (the host decides, Resolve::Auto
-//    in device.rs), the resident seek's maps below and one `chase_matches` launch that chases every match byte
-//    to its literal in place; on a larger one a `copy_flow` launch that copies every match in stream order once its
+//    in device.rs), the resident seek's maps below and one `chase_matches` launch that chases every match byte to
+//    its literal in place; on a larger one a `copy_flow` launch that copies every match in stream order once its
 //    sources are (see "Full decode by copies in stream order"). The alternatives, kept for comparison: match levels (`level_ordered`, `copy_level`, ...), and stamps per byte (literal: 1, match byte:
 //    0, written by the parser only for them) with `resolve_round` 0 and the chase: `resolve_round` 0 then
 //    resolves every match byte whose source byte is final (stamp = 1 + depth), byte-parallel per warp, reading
@@ -1839,14 +1839,14 @@ extern "C" __global__ void parse_k1_linear(Ctx c, u32 level, u32 mode) {
 //   0.06 ms of the genome archive's full decode, 0.18 of the general one's (session 35 run 5);
 // - FINISH_PLACE: the literals from the unit's first nlit bytes, where the parse wrote them in literal order, to
 //   their offsets (literal k of token t to tpos[t] + k - lidx[t]), through shared memory, since an offset is never
-//   below its literal's index. A unit whose only token starts at 0 has them in place.
+//   below its literal's index. A unit whose only token starts at 0 has them in place;
+// - FINISH_MAPS: the unit's chase maps (unit_chase_maps into `maps`), from the tokens just parsed, for the map chase
+//   that follows (Resolve::Maps), instead of a launch of index_chase_maps after this one (session 38).
 // (Placing a lane an aligned output word instead, one coalesced store a word and the tokens walked only at their
 // boundaries, match bytes written 0: slower, the placement of atha genome +5 us, general +25, fly x11 +19; session
 // 34 run 5.)
 #define PLACE_MAX_UNIT 4096
 #define PLACE_WARPS 4
-// - FINISH_MAPS: the chase maps of the unit (unit_chase_maps into `maps`), from the tokens just
-//   parsed, for the map chase that follows (Resolve::Maps), instead of a launch of index_chase_maps after this one.
 #define FINISH_TOKENS 1
 #define FINISH_PLACE 2
 #define FINISH_MAPS 4
@@ -2187,8 +2187,8 @@ extern "C" __global__ void chase_bytes(Ctx c, u32 n, u8* out) {
 #endif
 // The token-index entry of stream byte `p`: one per 2^TOKEN_BUCKET_LOG bytes, a unit's starting at unit <<
 // (unit_log - TOKEN_BUCKET_LOG) (index_tokens). P is the position type (see chase_at).
-template <class T, class P>
-__device__ __forceinline__ const T* index_entry(const T* index, P p) {
+template <class P>
+__device__ __forceinline__ const u32* index_entry(const u32* index, P p) {
     return index + (p >> TOKEN_BUCKET_LOG);
 }
 // The token-index entry of unit `u`'s bucket `b`: the position of the token covering its first byte.
@@ -2252,7 +2252,8 @@ __device__ __forceinline__ void unit_chase_maps(const Ctx& c, u64 u, u32 lane, u
     const u64 tb = c.tok_off[u];
     const u32 nt = c.meta[u * META_WORDS + 2] + 1, len = c.meta[u * META_WORDS + 7];
     const u32 buckets_log = c.unit_log - TOKEN_BUCKET_LOG, words_log = c.unit_log - 5;
-    for (u32 b = lane; b < (1u << buckets_log); b += lanes) m.index[(u << buckets_log) + b] = token_index_entry(c, u, b);
+    for (u32 b = lane; b < (1u << buckets_log); b += lanes)
+        m.index[(u << buckets_log) + b] = token_index_entry(c, u, b);
     for (u32 w = lane; w < (1u << words_log); w += lanes)
         m.litmap[(u << words_log) + w] = literal_map_word(c, tb, nt, len, w);
     for (u32 t = lane; t < nt; t += lanes) m.rec[tb + t] = chase_record(c, tb, nt, t);
@@ -2371,18 +2372,24 @@ extern "C" __global__ void chase_resident(Ctx c, const u32* ids, u32 n, u8* out,
 // bound is checked. Only the stream's last unit may be short. After a failed parse nothing runs: the tokens of a
 // unit that failed were never checked, and a hop through them could leave the stream (the maps themselves stay
 // inside each unit's tokens and bytes whatever they hold).
-// (Sessions 27-37 ran a thread a stream byte with no batches, each loading its map word and index entry; taking 2
-// or 4 bytes a thread, or a warp per 1,024 bytes that listed its window's match bytes in shared memory and chased
-// them a lane a byte in turn, were slower; session 28, session 34 runs 1 and 4. Session 38 run 1: a warp a token,
-// a lane a byte of its match, took 3.5 times as long: a thousand-byte match's bytes then wait on each other's
-// chains, atha genome 0.083 -> 0.291 ms, general 0.222 -> 0.491, fly x11 0.169 -> 0.526; 8 or 16 lanes a token
-// were slower still.)
+// (Sessions 27-37 ran a thread a stream byte with no batches, each loading its map word and index entry: atha
+// genome's chase 0.083 ms, general 0.223, fly x11 0.168, against 0.074, 0.216, 0.164 in batches, session 38 run 2.
+// Slower, then: 2 or 4 bytes a grid stride apart a thread, their first loads issued together (session 28); a warp
+// per 1,024 bytes that listed its window's match bytes in shared memory and chased them a lane a byte in turn, its
+// lanes chasing one byte after another (atha genome 0.116 -> 0.245 ms, general 0.276 -> 0.415, fly x11 0.228 ->
+// 0.408; session 34 run 1); 2 or 4 consecutive bytes a thread sharing one map word and index bucket, their match
+// bytes chased in turn (2: atha genome 0.083 -> 0.078 ms but general 0.224 -> 0.287, fly 0.167 -> 0.187; 4: slower
+// on all three; session 34 run 4); a warp a token, a lane a byte of its match, 3.5 times as long, since a
+// thousand-byte match's bytes then wait on each other's chains (atha genome 0.083 -> 0.291 ms, general 0.222 ->
+// 0.491, fly x11 0.169 -> 0.526; 8 or 16 lanes a token slower still; session 38 run 1).)
 // A batch: the literal-map word and index entry of the window of each lane (set bits also for bytes past the stream,
-// which are not chased).
+// which are not chased), in the launch's dynamic shared memory, CHASE_BATCH_BYTES a warp.
+#define CHASE_BATCH_BYTES 256
 struct ChaseBatch {
     u32 lit[32];
     u32 tok[32];
 };
+static_assert(sizeof(ChaseBatch) == CHASE_BATCH_BYTES, "the host sizes the launch's shared memory by it");
 // Lane `lane`'s window of the batch whose first window is `first` (of `windows`, the stream's `total` bytes, windows
 // of one batch `warps` apart): its map word and index entry into `b`.
 template <class P>
@@ -2412,12 +2419,10 @@ __device__ __forceinline__ void chase_batch_run(const Ctx& c, const Maps& m, P f
         c.bytes[p] = (u8)chase_at<P>(c, m, p, lit, 0, t);
     }
 }
-// The warps of a chase_matches CTA (its launch: grid_stride's 256 threads).
-#define CHASE_WARPS 8
 template <class P>
 __device__ __forceinline__ void chase_stream(const Ctx& c, const Maps& m, P total) {
-    __shared__ ChaseBatch batches[CHASE_WARPS];
-    ChaseBatch& b = batches[threadIdx.x / 32];
+    extern __shared__ uint4 dyn_smem[];
+    ChaseBatch& b = ((ChaseBatch*)dyn_smem)[threadIdx.x / 32];
     const u32 lane = threadIdx.x & 31;
     const P warps = ((P)gridDim.x * blockDim.x) / 32, windows = (total + 31) / 32;
     for (P first = ((P)blockIdx.x * blockDim.x + threadIdx.x) / 32; first < windows; first += 32 * warps) {
@@ -2429,10 +2434,11 @@ __device__ __forceinline__ void chase_stream(const Ctx& c, const Maps& m, P tota
 }
 
 extern "C" __global__ void chase_matches(Ctx c, Maps m) {
-    if (c.nunits == 0 || failed(c) || blockDim.x > 32 * CHASE_WARPS) return;
+    if (c.nunits == 0 || failed(c)) return;
     const u64 last = c.nunits - 1;
     const u64 total = (last << c.unit_log) + c.meta[last * META_WORDS + 7];
-    // Under 2^31, so that a u32 window plus 32 grid strides (at most 2^31 / 32 each) cannot wrap around.
+    // Under 2^31, so that a u32 window index (under 2^26) plus 32 grid strides (the launch's threads, at most 2^31)
+    // cannot wrap around.
     if (total < (1ull << 31)) chase_stream<u32>(c, m, (u32)total);
     else chase_stream<u64>(c, m, total);
 }

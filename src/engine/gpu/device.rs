@@ -646,6 +646,7 @@ mod tests {
         assert_eq!(kernel_define("FINISH_TOKENS"), u64::from(full::FINISH_TOKENS));
         assert_eq!(kernel_define("FINISH_PLACE"), u64::from(full::FINISH_PLACE));
         assert_eq!(kernel_define("FINISH_MAPS"), u64::from(full::FINISH_MAPS));
+        assert_eq!(kernel_define("CHASE_BATCH_BYTES"), u64::from(full::CHASE_BATCH_BYTES));
         assert_eq!(kernel_define("TOKEN_BUCKET_LOG"), u64::from(resident::TOKEN_BUCKET_LOG));
         assert_eq!(kernel_define("CT_WORDS"), super::super::prep::CT_WORDS as u64);
         assert_eq!(kernel_define("CT_FC"), super::super::prep::CT_FC as u64);

@@ -64,6 +64,8 @@ pub(super) const PLACE_MAX_UNIT_LOG: u32 = 12;
 pub(super) const FINISH_TOKENS: u32 = 1;
 pub(super) const FINISH_PLACE: u32 = 2;
 pub(super) const FINISH_MAPS: u32 = 4;
+/// Shared memory a warp of `chase_matches` takes for its batch (kernels/decode.cu CHASE_BATCH_BYTES).
+pub(super) const CHASE_BATCH_BYTES: u32 = 256;
 
 /// Whether a staged full decode writes its literals in literal order for `finish_linear_k1` to move (the
 /// default), or places them in the chain (ACEAPEX_GPU_K1_LINEAR=0; measurements); see [`Device::k1_linear`].
@@ -915,13 +917,15 @@ impl Device {
                 event.record(&stream).map_err(gpu("event"))?;
             }
             if let Some(maps) = &map_chase {
-                // chase_matches over the maps just built from this parse's tokens (a CTA of grid_stride's 256
-                // threads: the kernel's CHASE_WARPS); `c.bytes` holds the whole stream.
+                // chase_matches over the maps just built from this parse's tokens, CHASE_BATCH_BYTES of shared
+                // memory a warp; `c.bytes` holds the whole stream.
+                let cfg = grid_stride(self.nunits << self.unit_log);
+                let batches = cfg.block_dim.0 / 32 * CHASE_BATCH_BYTES;
                 stream
                     .launch_builder(&self.kernels.chase_matches)
                     .arg(&c)
                     .arg(maps)
-                    .launch(grid_stride(self.nunits << self.unit_log))
+                    .launch(LaunchConfig { shared_mem_bytes: batches, ..cfg })
                     .map_err(gpu("map chase"))?;
             }
             if chase {
