@@ -291,8 +291,8 @@ fn resident_chase_resolves_every_byte_a_sequential_decode_does() {
     let text = [
         cut_fn(&src, "#define RC_FLAG", "u32 complement(u32 b)"),
         cut_fn(&src, "__device__ __forceinline__ u32 last_le(", "u32 last_le("),
-        // The resident chase's loads (`ld_now_*`, `ld_issued_*`: `asm volatile("ld...` into `v`).
         cut(&src, "// The resident chase's maps (see chase_resident)", "struct Maps"),
+        // The resident chase's loads (`ld_now_*`, `ld_issued_*`: `asm volatile("ld...` into `v`).
         host_asm(cut_fn(&src, "#ifndef TOKEN_BUCKET_LOG", "void chase_matches("), "asm volatile(\"ld.", "v = *p;"),
     ]
     .join("\n");

@@ -159,7 +159,7 @@ int main() {
         // fault (after which the threads that start later stop, so only a clean run is compared byte by byte). The
         // bytes past the stream's end are not written, and after a failed parse nothing is.
         {
-            // chase_matches's loop (chase_stream) on `warps` warps one after another, each batch's loads on every
+            // chase_matches' loop (chase_stream) on `warps` warps one after another, each batch's loads on every
             // lane before its chases (the kernel's __syncwarp), so that a batch's windows lie `warps` apart.
             const u32 warps = 1 + rnd() % 4;
             auto launch = [&](const Ctx& fc) {
