@@ -600,13 +600,12 @@ mod tests {
             meta[u * prep::META_WORDS + 3] = nlit;
         }
         // Ties keep stream order (a stable sort); no unit leaves its group.
-        let symbols = |row: &[u32]| 3 * u64::from(row[2]) + 1 + u64::from(row[3]);
         let mut ids: Vec<u32> = (0..6).collect();
-        sort_groups_most_first(&mut ids, &meta, 2, symbols);
+        sort_groups_most_first(&mut ids, &meta, 2, unit_symbols);
         assert_eq!(ids, vec![1, 3, 0, 2, 4, 5]);
         // By matches (codes): 1, 2, 0, 3 | 2, 0.
         let mut ids: Vec<u32> = (0..6).collect();
-        sort_groups_most_first(&mut ids, &meta, 2, |row| u64::from(row[2]));
+        sort_groups_most_first(&mut ids, &meta, 2, unit_matches);
         assert_eq!(ids, vec![3, 1, 0, 2, 4, 5]);
         // Few units (the staged parse) take the most codes first; more keep stream order.
         assert_eq!(parse_order(&meta, 2, true), vec![3, 1, 0, 2, 4, 5]);

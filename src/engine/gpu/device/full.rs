@@ -455,17 +455,24 @@ pub(super) struct FullBuffers {
 /// - ACEAPEX_GPU_PARSE_ORDER=stream, =codes or =grouped (the most rANS symbols first) picks one (measurements).
 pub(super) fn parse_order(meta: &[u32], group_shift: u32, few: bool) -> Vec<u32> {
     let mut ids: Vec<u32> = (0..(meta.len() / prep::META_WORDS) as u32).collect();
-    let codes = |row: &[u32]| u64::from(row[2]);
     match std::env::var("ACEAPEX_GPU_PARSE_ORDER").as_deref() {
-        Ok("grouped") => {
-            sort_groups_most_first(&mut ids, meta, group_shift, |row| 3 * u64::from(row[2]) + 1 + u64::from(row[3]))
-        }
-        Ok("codes") => sort_groups_most_first(&mut ids, meta, group_shift, codes),
+        Ok("grouped") => sort_groups_most_first(&mut ids, meta, group_shift, unit_symbols),
+        Ok("codes") => sort_groups_most_first(&mut ids, meta, group_shift, unit_matches),
         Ok("stream") => {}
-        _ if few => sort_groups_most_first(&mut ids, meta, group_shift, codes),
+        _ if few => sort_groups_most_first(&mut ids, meta, group_shift, unit_matches),
         _ => {}
     }
     ids
+}
+
+/// A unit's match tokens, from its metadata row (each brings three codes to rANS lane 0).
+pub(super) fn unit_matches(row: &[u32]) -> u64 {
+    u64::from(row[2])
+}
+
+/// A unit's rANS symbols, from its metadata row: 3 nmatch + 1 codes and nlit literals (FORMAT.md §3.1).
+pub(super) fn unit_symbols(row: &[u32]) -> u64 {
+    3 * u64::from(row[2]) + 1 + u64::from(row[3])
 }
 
 /// Sorts `ids` (every unit, in stream order) within each table group by `key` of the unit's metadata row, most
@@ -857,14 +864,15 @@ impl Device {
             // After a linear parse: the token values (every variant that parses tokens), the literals to their
             // offsets (the variants that place them), and with K = 2 the check of the two lanes' word counts (every
             // variant: the parse cannot finish it, see finish_linear_k1).
-            // With the map chase to follow, the same warps build its maps from the tokens they have just parsed.
+            // With the map chase to follow (a full variant), the same warps build its maps from the tokens they have
+            // just parsed.
+            let finish_maps = map_chase.as_ref().filter(|_| finish.is_some());
             let stages = match variant {
                 FullVariant::EntropyOnly => 0,
                 FullVariant::ParseNoLiterals => FINISH_TOKENS,
                 FullVariant::ParseOnly => FINISH_TOKENS | FINISH_PLACE,
-                FullVariant::Full => FINISH_TOKENS | FINISH_PLACE | if map_chase.is_some() { FINISH_MAPS } else { 0 },
+                FullVariant::Full => FINISH_TOKENS | FINISH_PLACE | if finish_maps.is_some() { FINISH_MAPS } else { 0 },
             };
-            let finish_maps = finish.filter(|_| stages & FINISH_MAPS != 0).and(map_chase.as_ref());
             if let Some(finish) = finish.filter(|_| stages != 0 || self.lanes == 2) {
                 let cfg = LaunchConfig {
                     grid_dim: (grid_for(n as u64, u64::from(PLACE_WARPS), 1 << 20), 1, 1),

@@ -188,7 +188,7 @@ impl Device {
     /// for the full decode's buffers (which must exist), once, like those buffers (captured seek graphs hold their
     /// addresses).
     pub(super) fn chase_map_ptrs(&mut self) -> Result<ChaseMapPtrs> {
-        let index = self.token_index_ptr()?;
+        self.token_index_ptr()?;
         let full = self.full.as_ref().ok_or_else(|| Error::Gpu("no resident parse".into()))?;
         let words = (self.nunits << self.unit_log) / 32;
         let records = full.tpos.len();
@@ -203,8 +203,17 @@ impl Device {
             };
             self.chase_maps = Some(maps);
         }
-        let maps = self.chase_maps.as_ref().expect("allocated above");
-        Ok(ChaseMapPtrs { index, literals: self.ptr(&maps.literals), records: self.ptr(&maps.records) })
+        Ok(self.allocated_chase_maps().expect("allocated above"))
+    }
+
+    /// The device addresses of the chase maps where [`Device::chase_map_ptrs`] has allocated them, else None.
+    fn allocated_chase_maps(&self) -> Option<ChaseMapPtrs> {
+        let (index, maps) = (self.token_index.as_ref()?, self.chase_maps.as_ref()?);
+        Some(ChaseMapPtrs {
+            index: self.ptr(index),
+            literals: self.ptr(&maps.literals),
+            records: self.ptr(&maps.records),
+        })
     }
 
     /// Enqueues the chase's maps over the parsed tokens of `c` (the full decode's context): the token index, the
@@ -260,10 +269,7 @@ impl Device {
         let status = self.ptr(&self.seek.status);
         let c = KernelCtx { status, ..self.full_ctx(full, false) };
         let (ids_ptr, out_ptr) = (self.ptr(&self.seek.ids), self.ptr(&self.seek.out));
-        if self.token_index.is_none() || self.chase_maps.is_none() {
-            return Err(Error::Gpu("no chase maps".into()));
-        }
-        let maps = self.chase_map_ptrs()?;
+        let maps = self.allocated_chase_maps().ok_or_else(|| Error::Gpu("no chase maps".into()))?;
         let out_bytes = n << self.unit_log;
         let n32 = n as u32;
         let stream = self.stream.clone();
