@@ -1,4 +1,4 @@
-//! How long the full decode's serial rANS chains are (kernels/decode.cu `parse_k1_linear`), counted on the CPU: for
+//! How long the full decode's serial rANS chains are (kernels/parse.cuh `parse_k1_linear`), counted on the CPU: for
 //! every slice, its codes (`3·nmatch + 1`, all in rANS lane 0) and the literals of its two lanes (FORMAT.md §3.4's
 //! split); then a model of the parse's warps, in which a warp of 32 slices runs as long as its slowest thread and a
 //! lane-0 thread's code phase and its literals are two loops that its warp runs one after the other (the threads

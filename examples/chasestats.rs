@@ -1,4 +1,4 @@
-//! What the resident chase (kernels/decode.cu `chase_resident`) does per byte, counted on the CPU: for every
+//! What the resident chase (kernels/chase.cuh `chase_resident`) does per byte, counted on the CPU: for every
 //! aligned 32-byte window of the stream (one warp's iteration), how many of its bytes are literals, how many
 //! matches a byte follows before it reaches a literal, and the dependent load rounds the warp waits for (its
 //! slowest lane's) and the loads a byte issues, under session 25's chase and under the present one.

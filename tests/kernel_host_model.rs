@@ -1,11 +1,11 @@
-//! Host checks of kernels/decode.cu, with no GPU. The literal path of a thread per rANS lane: `WordReader1` and
-//! `WordReader1Back` (lane 0's word stream from its front, lane 1's from its back, FORMAT.md §3.4), the staged
-//! rings `WordRing1` / `WordRing1Back`, `LiteralSink1` (where literals land) and the context-coded literal chain
-//! (`k1_context_step`, `k1_context_literals`) are copied out of the kernel source as they are, compiled with the
-//! host C++ compiler beside the harnesses in tests/kernel_host/, and run against reference models on random
-//! inputs, and the chain on two-lane streams the crate's own encoder made. These are branch-free or batched rewrites whose bugs would otherwise
-//! first show as wrong blocks on the H200. Without a C++ compiler the test says it skipped; with `CI` set that is
-//! a failure.
+//! Host checks of the kernels (kernels/words.cuh, literals.cuh, tokens.cuh, chase.cuh), with no GPU. The literal path
+//! of a thread per rANS lane: `WordReader1` and `WordReader1Back` (lane 0's word stream from its front, lane 1's from
+//! its back, FORMAT.md §3.4), the staged rings `WordRing1` / `WordRing1Back`, `LiteralSink1` (where literals land) and
+//! the context-coded literal chain (`k1_context_step`, `k1_context_literals`) are copied out of the kernel source as
+//! they are, compiled with the host C++ compiler beside the harnesses in tests/kernel_host/, and run against reference
+//! models on random inputs, and the chain on two-lane streams the crate's own encoder made. These are branch-free or
+//! batched rewrites whose bugs would otherwise first show as wrong blocks on the H200. Without a C++ compiler the test
+//! says it skipped; with `CI` set that is a failure.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -14,14 +14,15 @@ use aceapex::codec::context::{next_context, CtxModel, MAX_LIT_ORDER};
 use aceapex::codec::rans::{encode_lanes, lane_split};
 use aceapex::format::testkit::Rng;
 
+/// The kernel source as NVRTC gets it (kernels/decode.cu with its parts in place).
 fn kernel_source() -> String {
-    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels/decode.cu")).expect("read decode.cu")
+    aceapex::engine::gpu::kernel_source().to_string()
 }
 
-/// The text of decode.cu from `start` through the first `close` after `last`.
+/// The text of the kernel source from `start` through the first `close` after `last`.
 fn cut_through(src: &str, start: &str, last: &str, close: &str) -> String {
-    let a = src.find(start).unwrap_or_else(|| panic!("decode.cu has no `{start}`"));
-    let s = src[a..].find(last).unwrap_or_else(|| panic!("decode.cu has no `{last}` after `{start}`")) + a;
+    let a = src.find(start).unwrap_or_else(|| panic!("the kernels have no `{start}`"));
+    let s = src[a..].find(last).unwrap_or_else(|| panic!("the kernels have no `{last}` after `{start}`")) + a;
     let e = src[s..].find(close).unwrap_or_else(|| panic!("`{last}` does not end")) + s + close.len();
     src[a..e].to_string()
 }

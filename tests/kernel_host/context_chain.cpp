@@ -1,4 +1,4 @@
-// The literal chain of kernels/decode.cu (k1_context_literals with k1_context_step, the word readers and
+// The literal chain of kernels/literals.cuh (k1_context_literals with k1_context_step, the word readers and
 // LiteralSink1; the model's rows in global memory, and in the shared-memory copies of K1Rows) on streams the
 // crate's own rANS encoder made in one lane or two (tests/kernel_host_model.rs writes them): lane 0 decodes
 // literals [0, s) with the words from the stream's front (WordReader1, or WordRing1), lane 1 literals [s, nlit)

@@ -1,5 +1,5 @@
-// Host stand-ins for what the K = 1 helpers of kernels/decode.cu use from CUDA, so that the structs themselves
-// (copied out of decode.cu by tests/kernel_host_model.rs) compile with the host C++ compiler.
+// Host stand-ins for what the K = 1 helpers of the kernels (kernels/words.cuh, literals.cuh, ...) use from CUDA, so
+// that the structs themselves (copied out of the kernel source by tests/kernel_host_model.rs) compile with the host C++ compiler.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>

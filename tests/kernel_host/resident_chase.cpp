@@ -1,4 +1,4 @@
-// The resident seek of kernels/decode.cu (index_chase_maps, index_tokens, chase_at,
+// The resident seek of kernels/chase.cuh (index_chase_maps, index_tokens, chase_at,
 // chase_resident) and the full decode's chase through the same maps (chase_matches' batches) against a
 // sequential decode: random streams of units whose tokens are literal runs and forward, periodic-fill and
 // reverse-complement matches with absolute sources anywhere before them, resident as the full decode's parse

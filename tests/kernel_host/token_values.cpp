@@ -1,5 +1,5 @@
 // k1_token_values (the staged K = 1 token parse: BitReader1, one token a step) against the group loop at W = 1
-// (group_token_values, cut from decode.cu like it, with a host Group<1> whose collectives are identities), on
+// (group_token_values, cut from the kernels like it, with a host Group<1> whose collectives are identities), on
 // random slices: valid token streams with their extra bits (explicit forward and reverse-complement matches,
 // continuations, the last token's literals), and the same with a code, an extra bit, the stream's length or the
 // unit's length disturbed. Both must
@@ -8,7 +8,7 @@
 // outside it (AddressSanitizer or a crash).
 #include "prelude.h"
 
-// kernels/decode.cu's Group<W> at W = 1, on the host: one lane, every collective an identity.
+// kernels/common.cuh's Group<W> at W = 1, on the host: one lane, every collective an identity.
 template <int W>
 struct Group {
     static_assert(W == 1, "the host runs one lane");
@@ -23,7 +23,7 @@ struct Group {
 
 #include "token_values.inc"
 
-// The group loop at W = 1 (kernels/decode.cu group_token_values, which finish_linear_k1 runs on a warp), on the codes
+// The group loop at W = 1 (kernels/tokens.cuh group_token_values, which finish_linear_k1 runs on a warp), on the codes
 // the code phase left in tp / mp / bk.
 static bool reference(u32* tp, u32* mp, u32* li, u64* bk, u32 ntok, u32 nmatch, const u8* extra, u32 extra_len,
                       u32 unit_len, u64 unit_start, u64* bits, u32* lits, u32* span) {

@@ -35,7 +35,7 @@ use full::*;
 use resident::ChaseMaps;
 use seek::*;
 
-pub use compile::compile_check;
+pub use compile::{compile_check, kernel_source};
 #[cfg(test)]
 pub(super) use full::LEVEL_CAP;
 pub use full::{FullRun, FullVariant, LevelReport, Resolve};
@@ -50,7 +50,7 @@ mod seek;
 const CTA_THREADS: u32 = 128;
 
 /// Zero bytes after the uploaded payloads: the K = 1 literal phase reads the word stream by aligned 32-bit words,
-/// and the last of a slice may reach up to 3 bytes past the payloads' end (kernels/decode.cu `WordReader1`).
+/// and the last of a slice may reach up to 3 bytes past the payloads' end (kernels/words.cuh `WordReader1`).
 const FILE_PAD: usize = 16;
 
 /// Grid of the seek kernels whose work count lives on the device (see `Device::later_grid`), and the largest
@@ -63,7 +63,7 @@ pub const MAX_BATCH: usize = 1024;
 /// Decoded bytes the seek worklist may hold (requested units plus sources), bounding the scratch memory.
 const WORKLIST_BYTES: u64 = 512 << 20;
 
-/// u32 words of saved rANS state per seek worklist entry (kernels/decode.cu `RESUME_WORDS`: rANS lane 0's words
+/// u32 words of saved rANS state per seek worklist entry (kernels/common.cuh `RESUME_WORDS`: rANS lane 0's words
 /// taken and state after the code phase).
 const RESUME_WORDS: usize = 2;
 
@@ -89,7 +89,7 @@ const RESIDENT_LEVELS: u32 = u32::MAX;
 /// pieces would only cost pinning time.
 const STREAM_PIN_MIN: usize = 4 << 20;
 
-/// Error codes written by the kernels (kernels/decode.cu `E_*`).
+/// Error codes written by the kernels (kernels/common.cuh `E_*`).
 fn describe(code: u32) -> &'static str {
     match code {
         1 => "slice header or block directory invalid",
@@ -131,7 +131,7 @@ impl KernelFault {
     }
 }
 
-/// The kernels' shared arguments, field for field `struct Ctx` in kernels/decode.cu.
+/// The kernels' shared arguments, field for field `struct Ctx` in kernels/common.cuh.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
 struct KernelCtx {
@@ -268,7 +268,7 @@ pub struct Device {
     /// The shared-memory limits of `parse_k1_staged` and `parse_k1_linear` (full::prepare_staged_parse) and the
     /// carveouts they have now.
     staged: [full::StagedParse; 2],
-    /// Expansions drop source pieces inside the requested units (kernels/decode.cu `piece_needed`), unless
+    /// Expansions drop source pieces inside the requested units (kernels/seek.cuh `piece_needed`), unless
     /// ACEAPEX_GPU_EXPAND_ALL=1 (for comparison).
     skip_requested: bool,
     /// Source levels the seek path launches first (grows to the deepest level a batch needed).
@@ -528,12 +528,12 @@ impl Device {
 mod tests {
     use super::*;
 
-    /// The value of `#define NAME value` in kernels/decode.cu.
+    /// The value of `#define NAME value` in the kernels (kernels/*.cuh).
     fn kernel_define(name: &str) -> u64 {
-        let line = KERNEL_SOURCE
+        let line = kernel_source()
             .lines()
             .find_map(|l| l.strip_prefix("#define ")?.strip_prefix(name)?.strip_prefix(' '))
-            .unwrap_or_else(|| panic!("kernels/decode.cu has no #define {name}"));
+            .unwrap_or_else(|| panic!("the kernels have no #define {name}"));
         line.split_whitespace().next().unwrap().parse().unwrap()
     }
 
@@ -563,7 +563,7 @@ mod tests {
             return;
         }
         let dir = tempfile::tempdir().unwrap();
-        let path = kernel_cache::file_for(dir.path(), KERNEL_SOURCE, &compile_options(), "sm_90");
+        let path = kernel_cache::file_for(dir.path(), kernel_source(), &compile_options(), "sm_90");
         let ptx = compile_fresh("sm_90", Some(&path)).unwrap();
         assert_eq!(kernel_cache::read(&path).as_deref(), Some(ptx.to_src().as_str()));
     }

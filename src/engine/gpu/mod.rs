@@ -37,7 +37,9 @@ use rayon::prelude::*;
 use xxhash_rust::xxh3::xxh3_64;
 
 use device::Device;
-pub use device::{compile_check, FullRun, FullVariant, KernelFault, LevelReport, ResidentSeeks, Resolve};
+pub use device::{
+    compile_check, kernel_source, FullRun, FullVariant, KernelFault, LevelReport, ResidentSeeks, Resolve,
+};
 
 use crate::engine::{BlockEngine, BytesSink, Redo};
 use crate::error::{Error, Result};

@@ -16,7 +16,7 @@ use crate::codec::varint;
 use crate::error::DecodeError;
 use crate::format::ArchiveData;
 
-/// u32 words of metadata per unit (kernels/decode.cu: `META_WORDS`).
+/// u32 words of metadata per unit (kernels/common.cuh: `META_WORDS`).
 pub const META_WORDS: usize = 8;
 /// Word 7 of a unit whose header (or whose block's directory) failed validation: the kernel reports `E_HEADER`.
 pub const BAD_BLOCK: u32 = u32::MAX;
@@ -28,7 +28,7 @@ pub const GROUP_ENTRIES: usize = 4 * SLOTS;
 pub const NO_SYMBOL: u32 = u32::MAX;
 
 /// Bit of meta word 6 (the header length, a few bytes) that marks a unit whose literals are context-coded
-/// (kernels/decode.cu `META_CTX`).
+/// (kernels/common.cuh `META_CTX`).
 pub const META_CTX: u32 = 1 << 31;
 
 /// Reads a block's slice directory (`n_slices` varint lengths) and returns each slice's `(start, end)` inside
@@ -199,11 +199,11 @@ pub fn context_tables(sets: &[TableSet]) -> ContextTables {
     ContextTables { groups, contexts }
 }
 
-/// u32 words of compact decode tables per group (kernels/decode.cu `CT_WORDS`): the symbol of every slot of
+/// u32 words of compact decode tables per group (kernels/common.cuh `CT_WORDS`): the symbol of every slot of
 /// the four tables as bytes (4 × 4096), then `freq | cum << 16` per symbol at [`CT_FC`] + LL 0, ML 64, OF 128,
 /// LIT [`CT_LIT_FC`] (the OF alphabet has 184 codes since version 5), padded to 576 words.
 pub const CT_WORDS: usize = 4096 + 576;
-/// Word offset of the literal table's per-symbol frequencies after [`CT_FC`] (kernels/decode.cu `CT_LIT_FC`).
+/// Word offset of the literal table's per-symbol frequencies after [`CT_FC`] (kernels/common.cuh `CT_LIT_FC`).
 pub const CT_LIT_FC: usize = 128 + OF_ALPHABET;
 /// Word offset of the per-symbol frequencies in a group's compact tables.
 pub const CT_FC: usize = 4096;

@@ -59,12 +59,12 @@ const K1_STAGED_UNITS_MAX: u32 = 64;
 /// Warps a CTA of `finish_linear_k1` (kernel PLACE_WARPS), and the largest unit it places, log2 (PLACE_MAX_UNIT).
 pub(super) const PLACE_WARPS: u32 = 4;
 pub(super) const PLACE_MAX_UNIT_LOG: u32 = 12;
-/// `finish_linear_k1`'s stages (kernels/decode.cu FINISH_*): the token values, the literals to their offsets, the
+/// `finish_linear_k1`'s stages (kernels/parse.cuh FINISH_*): the token values, the literals to their offsets, the
 /// chase maps.
 pub(super) const FINISH_TOKENS: u32 = 1;
 pub(super) const FINISH_PLACE: u32 = 2;
 pub(super) const FINISH_MAPS: u32 = 4;
-/// Shared memory a warp of `chase_matches` takes for its batch (kernels/decode.cu CHASE_BATCH_BYTES).
+/// Shared memory a warp of `chase_matches` takes for its batch (kernels/chase.cuh CHASE_BATCH_BYTES).
 pub(super) const CHASE_BATCH_BYTES: u32 = 256;
 
 /// Whether a staged full decode writes its literals in literal order for `finish_linear_k1` to move (the
@@ -158,7 +158,7 @@ pub(super) const LEVEL_DONE: u32 = 65534;
 pub(super) const LEVEL_SCAN_THREADS: u32 = 1024;
 
 /// Epochs of the level search at most: each copies up to a cap's worth of levels above what earlier ones copied
-/// (kernels/decode.cu, level_rebase); what the last one leaves is chased. ACEAPEX_GPU_LEVEL_EPOCHS=N (1 to 64)
+/// (kernels/levels.cuh, level_rebase); what the last one leaves is chased. ACEAPEX_GPU_LEVEL_EPOCHS=N (1 to 64)
 /// sets it to compare (1: session 16's single search).
 const LEVEL_EPOCHS: u32 = 8;
 
@@ -182,7 +182,7 @@ pub const LEVEL_CAP: u32 = LEVELS as u32 - 1;
 
 /// Levels with at least this many pieces get a `copy_level` launch of their own; each run of consecutive levels
 /// with fewer is copied by one `copy_tail` launch, one CTA whose warps take TAIL_UNROLL pieces each a round
-/// (kernels/decode.cu): two rounds and a barrier cost less than a launch. ACEAPEX_GPU_TAIL_MAX=N sets it to
+/// (kernels/levels.cuh): two rounds and a barrier cost less than a launch. ACEAPEX_GPU_TAIL_MAX=N sets it to
 /// compare; 0 turns the tail off (a launch per level, session 17's copies). On the 4.65 GB generated archive
 /// (session 18 run 3, four lanes a piece) 128 / 512 / 2048 decoded in 37.7 / 41.1 / 69.1 ms.
 const TAIL_MAX_PIECES: u32 = 2 * TAIL_UNROLL * TAIL_THREADS / 32;
@@ -249,10 +249,10 @@ const MIN_CHASED: u64 = 1024;
 /// Most passes ACEAPEX_GPU_RESOLVE=levels:PASSES may ask for (the lists' counts are sized for them).
 const LEVEL_PASSES_MAX: u32 = 64;
 
-/// kernels/decode.cu `MODE_K1_LANES_SHIFT`: where a K = 1 parse's mode holds the lanes a warp that take a unit.
+/// kernels/common.cuh `MODE_K1_LANES_SHIFT`: where a K = 1 parse's mode holds the lanes a warp that take a unit.
 pub(super) const MODE_K1_LANES_SHIFT: u32 = 8;
 
-/// Which stages a full decode runs, for the time breakdown (kernels/decode.cu `MODE_*`).
+/// Which stages a full decode runs, for the time breakdown (kernels/common.cuh `MODE_*`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FullVariant {
     /// rANS decode of every symbol only.
@@ -321,7 +321,7 @@ pub(super) fn level_bands(hist: &[u32], max_level: u32) -> Vec<(u32, u32, u64)> 
     bands
 }
 
-/// How the complete decode resolves matches once every literal is in place (kernels/decode.cu).
+/// How the complete decode resolves matches once every literal is in place (kernels/chase.cuh, flow.cuh, levels.cuh, resolve.cuh).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Resolve {
     /// `resolve_round` round 0, then one `resolve_chase` launch for what round 0 left (ACEAPEX_GPU_RESOLVE=chase;
@@ -334,7 +334,7 @@ pub enum Resolve {
     /// copies (a `copy_level` launch per level of at least `tail_max` pieces, a `copy_tail` launch per run of sparser
     /// consecutive levels; `tail_max` 0: a launch per level), and `chase_unleveled` for the matches over the cap and
     /// the sparse high levels holding at most 1/`chase_share` of the pieces (0: none): every match byte copied once, no
-    /// stamps. Unlike the others it does not check the depth bound (kernels/decode.cu). `epoch_min`: pieces over the
+    /// stamps. Unlike the others it does not check the depth bound (kernels/levels.cuh). `epoch_min`: pieces over the
     /// cap after an epoch below which they are chased instead of searched again ([`EPOCH_MIN_PIECES`] by default; 0
     /// runs every epoch there is work for).
     Levels { passes: u32, cap: u32, epoch_min: u64, tail_max: u32, chase_share: u32 },
@@ -419,7 +419,7 @@ pub(super) struct FullBuffers {
     pub(super) bytes: CudaSlice<u8>,
     pub(super) counters: CudaSlice<u32>,
     pub(super) status: CudaSlice<u64>,
-    /// Per stream byte: 0 unresolved, else 1 + its depth (see resolve_warp in kernels/decode.cu).
+    /// Per stream byte: 0 unresolved, else 1 + its depth (see resolve_warp in kernels/resolve.cuh).
     pub(super) stamps: CudaSlice<u8>,
     /// Matches left for the next round (unit << 32 | token), double-buffered, and the count per round,
     /// and the unresolved span (klo << 32 | khi) of each: [ids 0, ids 1, spans 0, spans 1].
@@ -557,7 +557,7 @@ impl Device {
         counters_init[0] = n as u32;
         let tokens = acc.max(1) as usize;
         let matches = acc.saturating_sub(n as u64).max(1);
-        // A deferred match is listed in pieces of at most RESOLVE_PIECE bytes (kernels/decode.cu): at most one
+        // A deferred match is listed in pieces of at most RESOLVE_PIECE bytes (kernels/common.cuh): at most one
         // piece more per match than its bytes / RESOLVE_PIECE.
         let pieces = matches + ((n as u64) << self.unit_log) / RESOLVE_PIECE;
         let list_cap = u32::try_from(pieces).map_err(|_| Error::Gpu("too many matches for one full decode".into()))?;
@@ -612,7 +612,7 @@ impl Device {
     }
 
     /// How the full decode's parse of `n` units is launched: threads a CTA (those that take a unit's code phase
-    /// and lane 0), and the lanes of each warp that take a unit (kernels/decode.cu `parse_units`).
+    /// and lane 0), and the lanes of each warp that take a unit (kernels/parse.cuh `parse_units`).
     ///
     /// Few units (at most 64 an SM): one CTA an SM holding the fewest units, a power of two, that fit the units
     /// on the SMs, eight lanes a warp with one rANS lane a slice. Fewer slices a warp, because a warp's loads (its
@@ -664,7 +664,7 @@ impl Device {
     /// Whether the full decode's parse of `n` units in CTAs of `threads` threads, `lanes` of each warp taking a
     /// unit, runs `parse_k1_staged`: few units (at most 64 an SM, as in [`Self::k1_launch`]) and at most
     /// [`K1_STAGED_UNITS_MAX`] a CTA, unless ACEAPEX_GPU_K1_STAGED=0. Its word streams come from a ring in shared
-    /// memory a unit (kernels/decode.cu WordRing1): ~5 instructions a renormalisation instead of WordReader1's
+    /// memory a unit (kernels/words.cuh WordRing1): ~5 instructions a renormalisation instead of WordReader1's
     /// ~19 and no global load on the chain; the K = 1 context-coded literal loop's SASS goes from 60 to 47
     /// instructions a literal (scripts/kernel-sass.py). H200, session 31 run 2, full decode against `parse_k1`
     /// (entropy alone in brackets): atha genome 0.915 -> 0.775 ms (0.62 -> 0.41), general 1.24 -> 1.18, fly x11

@@ -1,5 +1,5 @@
 //! Resident seeks: every slice of the archive parsed once and kept on the device, so that a request resolves its
-//! bytes in one launch (`chase_resident` in kernels/decode.cu) instead of parsing slices level by level.
+//! bytes in one launch (`chase_resident` in kernels/chase.cuh) instead of parsing slices level by level.
 //!
 //! Why: a seek from the compressed archive parses the requested slices, then the slices their sources lie in, up
 //! to `max_depth` dependent levels, each a serial rANS decode of whole slices (one thread per slice with K = 1):
@@ -25,7 +25,7 @@ use cudarc::driver::{result, CudaSlice, DeviceRepr, PushKernelArg};
 use super::{gpu, grid_stride, Device, FullVariant, KernelCtx, KernelFault, RESIDENT_LEVELS, RESOLVE_PIECE};
 use crate::error::{Error, Result};
 
-/// Bytes per token-index bucket, log2, by default (kernels/decode.cu `TOKEN_BUCKET_LOG`; slices are at least 2^9
+/// Bytes per token-index bucket, log2, by default (kernels/chase.cuh `TOKEN_BUCKET_LOG`; slices are at least 2^9
 /// bytes). The index costs 4 bytes a bucket: 1/16 of the stream at 6.
 pub(super) const TOKEN_BUCKET_LOG: u32 = 6;
 
@@ -61,7 +61,7 @@ pub(super) struct ChaseMaps {
     records: CudaSlice<u32>,
 }
 
-/// Device addresses of the chase's maps ([`Device::chase_map_ptrs`]), one kernel argument: kernels/decode.cu
+/// Device addresses of the chase's maps ([`Device::chase_map_ptrs`]), one kernel argument: kernels/common.cuh
 /// `Maps`. All zero where a kernel takes them but does not use them.
 #[repr(C)]
 #[derive(Clone, Copy, Default)]
@@ -154,7 +154,7 @@ impl Device {
         }
     }
 
-    /// Whether every token position of the full decode's buffers fits the token index's 32 bits (kernels/decode.cu
+    /// Whether every token position of the full decode's buffers fits the token index's 32 bits (kernels/chase.cuh
     /// `index_tokens`); beyond that nothing uses the index (4 billion tokens: 80 GB of token arrays).
     pub(super) fn token_ids_fit(&self) -> bool {
         self.full.as_ref().is_some_and(|f| f.tpos.len() as u64 <= u64::from(u32::MAX))
@@ -217,7 +217,7 @@ impl Device {
     }
 
     /// Enqueues the chase's maps over the parsed tokens of `c` (the full decode's context): the token index, the
-    /// literal map and the chase records, one launch of kernels/decode.cu `index_chase_maps` (a warp a unit), with
+    /// literal map and the chase records, one launch of kernels/chase.cuh `index_chase_maps` (a warp a unit), with
     /// no synchronisation.
     pub(super) fn enqueue_chase_maps(&self, c: &KernelCtx, maps: ChaseMapPtrs) -> Result<()> {
         // SAFETY: matches index_chase_maps(Ctx, Maps); `c` points at the full decode's buffers with every unit's
@@ -235,7 +235,7 @@ impl Device {
         .map_err(gpu("chase maps"))
     }
 
-    /// Enqueues the token index (kernels/decode.cu `index_tokens`) over the parsed tokens of `c` (the full
+    /// Enqueues the token index (kernels/chase.cuh `index_tokens`) over the parsed tokens of `c` (the full
     /// decode's context) into `index`, with no synchronisation: the chase maps' first part, and the index
     /// `Resolve::Chase`'s chase reads.
     pub(super) fn enqueue_token_index(&self, c: &KernelCtx, index: u64) -> Result<()> {

@@ -7,12 +7,12 @@ use super::*;
 /// Captured seek graphs kept (one per batch size and level count).
 const MAX_GRAPHS: usize = 64;
 
-/// Shared memory per warp of the seek's token levels (kernels/decode.cu `CODE_SMEM_BYTES`: a group's LL, ML
+/// Shared memory per warp of the seek's token levels (kernels/common.cuh `CODE_SMEM_BYTES`: a group's LL, ML
 /// and OF tables) and of `literals_warp` (`LIT_SMEM_BYTES`, plus one slice of literals).
 pub(super) const CODE_SMEM_BYTES: u32 = 13536;
 pub(super) const LIT_SMEM_BYTES: u32 = 5120;
 
-/// kernels/decode.cu `MODE_SMEM`: the parse loads its tables into the launch's dynamic shared memory.
+/// kernels/common.cuh `MODE_SMEM`: the parse loads its tables into the launch's dynamic shared memory.
 pub(super) const MODE_SMEM: u32 = 16;
 
 /// Largest slice `literals_warp` buffers in shared memory (4 KiB); larger slices use `literals_k1`.
@@ -425,7 +425,7 @@ impl Device {
             block_dim: (256, 1, 1),
             shared_mem_bytes: 0,
         };
-        // kernels/decode.cu MODE_TOKENS (levels parse tokens, literals_k1 or literals_warp places the literals) or
+        // kernels/common.cuh MODE_TOKENS (levels parse tokens, literals_k1 or literals_warp places the literals) or
         // MODE_FULL.
         let tables = if self.seek_smem { MODE_SMEM } else { 0 };
         let skip_requested = u32::from(self.skip_requested);
@@ -449,7 +449,7 @@ impl Device {
         // max_batch << block_log result bytes, one status word and counters_len counters; n is at most that many
         // units (seek_batch); the device buffers are at least as large. They live as long as this Device, which
         // outlives every enqueued operation (run_seek synchronises).
-        // SAFETY (launches): the arguments match the kernels' signatures in kernels/decode.cu (a Ctx by value, then
+        // SAFETY (launches): the arguments match the kernels' signatures in kernels/*.cuh (a Ctx by value, then
         // the listed scalars and device pointers); every pointer in `c` refers to a live allocation of this Device
         // sized as the Ctx capacities say, and the kernels bound every index by those capacities.
         unsafe {
