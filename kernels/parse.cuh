@@ -187,6 +187,29 @@ __device__ __forceinline__ void parse_one(const Ctx& c, const Group<W>& g, u32 i
 // literals [s, nlit)), warp w + half taking the units of warp w, so that each unit's two serial rANS chains run at
 // once and no warp diverges on the code phase; a ring a thread (2 units' worth a unit). It writes no stamps (the
 // host runs it without).
+#ifdef K1_CLOCKS
+// A measurement (ACEAPEX_GPU_K1_CLOCKS=1, `gpubench --clocks`), off in every other build: for each unit's rANS
+// lane thread of a linear parse (record 2 unit + lane), the cycles it took (clock64), when it started and ended
+// (globaltimer, ns) and its SM, for the host to read back (Device::k1_clocks) and set against the unit's codes
+// and literals: which chains end last, and what a code and a literal step cost on them.
+__device__ u64 k1_clocks[K1_CLOCKS][4];
+__device__ __forceinline__ u64 global_ns() {
+    u64 t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+__device__ __forceinline__ void k1_clock_record(u32 id, bool lane1, long long cycles0, u64 ns0) {
+    const u64 r = 2ull * id + (lane1 ? 1u : 0u);
+    if (r >= K1_CLOCKS) return;
+    u32 sm;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+    k1_clocks[r][0] = (u64)(clock64() - cycles0);
+    k1_clocks[r][1] = ns0;
+    k1_clocks[r][2] = global_ns();
+    k1_clocks[r][3] = sm;
+}
+#endif
+
 template <int W, bool STAGED = false, bool LINEAR = false>
 __device__ __forceinline__ void parse_units(const Ctx& c, u32 level, u32 mode) {
     extern __shared__ uint4 dyn_smem[];
@@ -234,9 +257,16 @@ __device__ __forceinline__ void parse_units(const Ctx& c, u32 level, u32 mode) {
     for (u32 e = idle ? end : begin + group; e < end; e += ngroups) {
         u32 id = c.worklist[e];
         const u64 slot = c.slot_of_unit ? e : id;
+#ifdef K1_CLOCKS
+        const long long cycles0 = clock64();
+        const u64 ns0 = global_ns();
+#endif
         if constexpr (LINEAR) {
             if (lane1) {
                 if (mode != MODE_TOKENS) lane1_literals(c, id, c.bytes + (slot << c.unit_log), mode, k1, ring);
+#ifdef K1_CLOCKS
+                k1_clock_record(id, true, cycles0, ns0);
+#endif
                 continue;
             }
         }
@@ -252,6 +282,9 @@ __device__ __forceinline__ void parse_units(const Ctx& c, u32 level, u32 mode) {
         u32* resume = c.resume ? c.resume + (u64)e * RESUME_WORDS : nullptr;
         parse_one<W, STAGED, LINEAR>(c, g, id, c.tok_off[slot], c.bytes + (slot << c.unit_log), stamps, mode, resume,
                                      sm, k1, ring);
+#ifdef K1_CLOCKS
+        if constexpr (LINEAR) k1_clock_record(id, false, cycles0, ns0);
+#endif
         if (g.lane == 0 && c.slot_of_unit) c.slot_of_unit[id] = e;
     }
 }

@@ -21,8 +21,8 @@ use std::sync::{Arc, OnceLock};
 use cudarc::driver::result;
 use cudarc::driver::sys::{CUevent_flags, CUgraphInstantiate_flags, CUstreamCaptureMode};
 use cudarc::driver::{
-    CudaContext, CudaEvent, CudaFunction, CudaGraph, CudaSlice, CudaStream, DevicePtr, DeviceRepr, LaunchConfig,
-    PinnedHostSlice, PushKernelArg,
+    CudaContext, CudaEvent, CudaFunction, CudaGraph, CudaModule, CudaSlice, CudaStream, DevicePtr, DeviceRepr,
+    LaunchConfig, PinnedHostSlice, PushKernelArg,
 };
 use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions, Ptx};
 
@@ -219,6 +219,8 @@ struct Kernels {
 pub struct Device {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
+    /// The kernels' module (its functions are in `kernels`; kept for its globals, see `k1_clocks`).
+    module: Arc<CudaModule>,
     kernels: Kernels,
     file: CudaSlice<u8>,
     meta: CudaSlice<u32>,
@@ -446,6 +448,7 @@ impl Device {
             description: format!("{name} (sm_{major}{minor})"),
             ctx,
             stream,
+            module,
             kernels,
             file,
             meta,
@@ -515,6 +518,23 @@ impl Device {
 
     fn counters_len(&self) -> usize {
         2 + 2 * (self.max_depth as usize + 2)
+    }
+
+    /// The chain times the last linear parse recorded (kernels/parse.cuh `k1_clocks`: per unit and rANS lane,
+    /// record 2 unit + lane: cycles, start and end in globaltimer ns, SM), when the kernels were compiled with them
+    /// (ACEAPEX_GPU_K1_CLOCKS=1); None otherwise. A measurement, for `gpubench --clocks`.
+    pub fn k1_clocks(&self) -> Result<Option<Vec<[u64; 4]>>> {
+        let n = k1_clock_records() as usize;
+        if n == 0 {
+            return Ok(None);
+        }
+        let records = (2 * self.nunits as usize).min(n);
+        let global = self.module.get_global("k1_clocks", &self.stream).map_err(gpu("k1_clocks"))?;
+        let mut raw = vec![0u8; n * 32];
+        self.stream.memcpy_dtoh(&global, &mut raw).map_err(gpu("k1_clocks"))?;
+        self.stream.synchronize().map_err(gpu("k1_clocks"))?;
+        let word = |i: usize| u64::from_le_bytes(raw[8 * i..8 * i + 8].try_into().expect("8 bytes"));
+        Ok(Some((0..records).map(|r| std::array::from_fn(|k| word(4 * r + k))).collect()))
     }
 
     /// Page-locked host memory for results (not write-combined: the host reads it).

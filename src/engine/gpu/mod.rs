@@ -400,6 +400,12 @@ impl GpuEngine {
         Ok(self.lock()?.seek_profile(reset))
     }
 
+    /// The linear parse's chain times (see `Device::k1_clocks`): a measurement, None unless the kernels were
+    /// compiled with them (ACEAPEX_GPU_K1_CLOCKS=1).
+    pub fn k1_clocks(&self) -> Result<Option<Vec<[u64; 4]>>> {
+        self.lock()?.k1_clocks()
+    }
+
     /// Copies the last full decode's stream into `host`, returning the transfer's device ms.
     pub fn full_output(&self, host: &mut [u8]) -> Result<f32> {
         let total = self.data.footer.total_len as usize;

@@ -82,6 +82,13 @@ pub(super) fn arch_for(major: i32, minor: i32) -> Result<&'static str> {
     })
 }
 
+/// Records of kernels/parse.cuh `k1_clocks` (two a unit) when ACEAPEX_GPU_K1_CLOCKS=1 (a measurement: the linear
+/// parse's threads time their chains, `Device::k1_clocks`), else 0: not compiled in.
+pub(super) fn k1_clock_records() -> u32 {
+    static N: OnceLock<u32> = OnceLock::new();
+    env_knob(&N, "ACEAPEX_GPU_K1_CLOCKS", 0, |v| v <= 1) << 17
+}
+
 /// NVRTC's options for the kernels.
 pub(super) fn compile_options() -> Vec<String> {
     let mut options = vec!["-std=c++17".to_string()];
@@ -93,6 +100,9 @@ pub(super) fn compile_options() -> Vec<String> {
     }
     if k1_ring_bytes() != K1_RING_BYTES {
         options.push(format!("-DK1_RING_BYTES={}", k1_ring_bytes()));
+    }
+    if k1_clock_records() != 0 {
+        options.push(format!("-DK1_CLOCKS={}", k1_clock_records()));
     }
     if k1_staged_prefetch() != 1 {
         options.push(format!("-DK1_STAGED_PREFETCH={}", k1_staged_prefetch()));

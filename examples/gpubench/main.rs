@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! gpubench ARCHIVE [--runs N] [--ranges N] [--latency N] [--contig N] [--big-gib G [--big-keep PATH]]
-//!          [--big-cpu-check] [--json PATH]
+//!          [--big-cpu-check] [--json PATH] [--clocks]
 //! ```
 //!
 //! 1. Reference: the CPU engine decodes the whole stream (all cores).
@@ -19,6 +19,9 @@
 //! 5. With `--big-gib G`: writes an archive of at least G GiB by repeating whole table groups of ARCHIVE (back
 //!    distances are relative and every source lies in the same copy, so each repeated block decodes to the same
 //!    bytes), then repeats 2–4 on it, checking against the index hashes and CPU random access.
+//! 6. With `--clocks` (and ACEAPEX_GPU_K1_CLOCKS=1): the linear parse's chains, timed one by one (clocks.rs).
+
+mod clocks;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -49,6 +52,8 @@ struct Options {
     /// against the index's xxh3 of every block, and the ranges against CPU random access.
     no_reference: bool,
     json: Option<PathBuf>,
+    /// Print the linear parse's chain times (clocks.rs).
+    clocks: bool,
 }
 
 fn parse_args() -> BoxResult<Options> {
@@ -64,6 +69,7 @@ fn parse_args() -> BoxResult<Options> {
         big_keep: None,
         no_reference: false,
         json: None,
+        clocks: false,
     };
     while let Some(a) = args.next() {
         let mut value = || args.next().ok_or_else(|| format!("{a} needs a value"));
@@ -77,20 +83,21 @@ fn parse_args() -> BoxResult<Options> {
             "--big-keep" => o.big_keep = Some(value()?.into()),
             "--big-cpu-check" => o.big_cpu_check = true,
             "--no-reference" => o.no_reference = true,
+            "--clocks" => o.clocks = true,
             _ if o.archive.as_os_str().is_empty() => o.archive = a.into(),
             _ => return Err(format!("unexpected argument {a}").into()),
         }
     }
     if o.archive.as_os_str().is_empty() {
         return Err(
-            "usage: gpubench ARCHIVE [--runs N] [--ranges N] [--latency N] [--contig N] [--big-gib G] [--no-reference]"
+            "usage: gpubench ARCHIVE [--runs N] [--ranges N] [--latency N] [--contig N] [--big-gib G] [--no-reference] [--clocks]"
                 .into(),
         );
     }
     Ok(o)
 }
 
-#[path = "support/rng.rs"]
+#[path = "../support/rng.rs"]
 mod rng;
 use rng::Rng;
 
@@ -461,6 +468,9 @@ fn bench_archive(path: &Path, o: &Options, with_reference: bool) -> BoxResult<Va
         t.elapsed().as_secs_f64()
     );
     let full = bench_full(&gpu, &data, reference.as_deref(), o.runs)?;
+    if o.clocks {
+        clocks::report(&gpu, &data)?;
+    }
     // Seeks from the compressed archive (parsing slices level by level), then through the resident parse of the
     // whole archive, made here with every match byte of the resident stream poisoned: only literals are there,
     // so every other byte a seek returns was produced by that seek's chase (and is checked).

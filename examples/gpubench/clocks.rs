@@ -1,0 +1,185 @@
+//! `gpubench --clocks`: where the linear parse's time goes, chain by chain. With ACEAPEX_GPU_K1_CLOCKS=1 every
+//! rANS-lane thread of `parse_k1_linear` records the cycles its chain took, when it started and ended and its SM
+//! (kernels/parse.cuh `k1_clocks`). Set against each unit's codes and lane literals (FORMAT.md §3.4's split), they
+//! say what a code and a literal step cost on the device, which chains end last, and how long the SMs sit idle
+//! before the last one ends: the data a change to the lane split, the parse order or the chain itself needs
+//! (chainstats models the same on the CPU, with costs it has to assume).
+
+use aceapex::codec::rans::lane_split;
+use aceapex::engine::gpu::prep::{unit_meta, META_WORDS};
+use aceapex::engine::gpu::{FullVariant, GpuEngine};
+use aceapex::format::ArchiveData;
+
+use crate::{percentile, sorted, BoxResult};
+
+/// One thread's chain: its unit, rANS lane, codes and literals, and what it recorded.
+struct Chain {
+    unit: usize,
+    lane: usize,
+    codes: f64,
+    lits: f64,
+    cycles: f64,
+    start: u64,
+    end: u64,
+    sm: u64,
+}
+
+/// Least squares of `y` on the columns of `x` (normal equations, at most 3 columns).
+fn fit<const N: usize>(rows: &[([f64; N], f64)]) -> [f64; N] {
+    let mut a = [[0.0; N]; N];
+    let mut b = [0.0; N];
+    for (x, y) in rows {
+        for i in 0..N {
+            b[i] += x[i] * y;
+            for j in 0..N {
+                a[i][j] += x[i] * x[j];
+            }
+        }
+    }
+    // Gaussian elimination with partial pivoting.
+    for col in 0..N {
+        let p = (col..N).max_by(|&i, &j| a[i][col].abs().total_cmp(&a[j][col].abs())).unwrap_or(col);
+        a.swap(col, p);
+        b.swap(col, p);
+        if a[col][col].abs() < 1e-12 {
+            return [f64::NAN; N];
+        }
+        let (pivot, bp) = (a[col], b[col]);
+        for (r, (row, br)) in a.iter_mut().zip(b.iter_mut()).enumerate() {
+            if r != col {
+                let f = row[col] / pivot[col];
+                for (v, p) in row.iter_mut().zip(pivot) {
+                    *v -= f * p;
+                }
+                *br -= f * bp;
+            }
+        }
+    }
+    std::array::from_fn(|i| b[i] / a[i][i])
+}
+
+fn spread(name: &str, v: Vec<f64>) {
+    let v = sorted(v);
+    if v.is_empty() {
+        return;
+    }
+    println!(
+        "    {name:<34} p10 {:9.1}  p50 {:9.1}  p90 {:9.1}  p99 {:9.1}  max {:9.1}",
+        percentile(&v, 0.1),
+        percentile(&v, 0.5),
+        percentile(&v, 0.9),
+        percentile(&v, 0.99),
+        v[v.len() - 1]
+    );
+}
+
+/// Runs the variants of the full decode whose parse is linear and prints what the chains recorded.
+pub fn report(gpu: &GpuEngine, data: &ArchiveData) -> BoxResult<()> {
+    let meta = unit_meta(data);
+    let lanes = usize::from(data.header.rans_lanes);
+    for (name, variant) in [("entropy_only", FullVariant::EntropyOnly), ("full", FullVariant::Full)] {
+        for _ in 0..3 {
+            gpu.full_decode(variant, None)?;
+        }
+        let run = gpu.full_decode(variant, None)?;
+        let Some(records) = gpu.k1_clocks()? else {
+            println!("clocks: the kernels were built without them (set ACEAPEX_GPU_K1_CLOCKS=1)");
+            return Ok(());
+        };
+        let mut chains = Vec::new();
+        for (r, rec) in records.iter().enumerate() {
+            let (unit, lane) = (r / 2, r % 2);
+            let m = &meta.words[unit * META_WORDS..(unit + 1) * META_WORDS];
+            if rec[2] == 0 || lane >= lanes {
+                continue;
+            }
+            let (nmatch, nlit) = (m[2] as usize, m[3] as usize);
+            let codes = 3 * nmatch + 1;
+            let s = lane_split(codes, nlit, lanes);
+            let (codes, lits) = if lane == 0 { (codes, s) } else { (0, nlit - s) };
+            chains.push(Chain {
+                unit,
+                lane,
+                codes: codes as f64,
+                lits: lits as f64,
+                cycles: rec[0] as f64,
+                start: rec[1],
+                end: rec[2],
+                sm: rec[3],
+            });
+        }
+        if chains.is_empty() {
+            println!("clocks ({name}): no records (the parse was not parse_k1_linear)");
+            continue;
+        }
+        let t0 = chains.iter().map(|c| c.start).min().unwrap_or(0);
+        let last = chains.iter().map(|c| c.end).max().unwrap_or(0);
+        println!(
+            "clocks ({name}, device {:.3} ms): {} chains on {} SMs, first start to last end {:.1} us",
+            run.device_ms,
+            chains.len(),
+            {
+                let mut sms: Vec<u64> = chains.iter().map(|c| c.sm).collect();
+                sms.sort_unstable();
+                sms.dedup();
+                sms.len()
+            },
+            (last - t0) as f64 / 1e3
+        );
+        for lane in 0..lanes {
+            let of: Vec<&Chain> = chains.iter().filter(|c| c.lane == lane).collect();
+            let per = fit::<3>(&of.iter().map(|c| ([1.0, c.codes, c.lits], c.cycles)).collect::<Vec<_>>());
+            let per2 = fit::<2>(&of.iter().map(|c| ([1.0, c.codes + c.lits], c.cycles)).collect::<Vec<_>>());
+            println!(
+                "  lane {lane}: cycles = {:.0} + {:.1} a code + {:.1} a literal (or {:.0} + {:.1} a symbol)",
+                per[0], per[1], per[2], per2[0], per2[1]
+            );
+            spread("cycles a chain", of.iter().map(|c| c.cycles).collect());
+            spread("literals a chain", of.iter().map(|c| c.lits).collect());
+            spread("codes a chain", of.iter().map(|c| c.codes).collect());
+            spread(
+                "cycles a literal (lits > 256)",
+                of.iter().filter(|c| c.lits > 256.0 && c.codes < 64.0).map(|c| c.cycles / c.lits).collect(),
+            );
+            spread("end, us after the first start", of.iter().map(|c| (c.end - t0) as f64 / 1e3).collect());
+        }
+        // Each SM's last end: how long the SMs wait for the slowest.
+        let mut sm_end = std::collections::BTreeMap::<u64, u64>::new();
+        for c in &chains {
+            let e = sm_end.entry(c.sm).or_default();
+            *e = (*e).max(c.end);
+        }
+        spread("SM idle before the last end, us", sm_end.values().map(|&e| (last - e) as f64 / 1e3).collect());
+        let mut by_end: Vec<&Chain> = chains.iter().collect();
+        by_end.sort_by_key(|c| std::cmp::Reverse(c.end));
+        println!("  the chains that end last (unit, lane, codes, literals, cycles, SM, end us):");
+        for c in by_end.iter().take(8) {
+            println!(
+                "    {:>6} {} {:>5} {:>5} {:>8} {:>4} {:8.1}",
+                c.unit,
+                c.lane,
+                c.codes,
+                c.lits,
+                c.cycles,
+                c.sm,
+                (c.end - t0) as f64 / 1e3
+            );
+        }
+        let mut by_cycles: Vec<&Chain> = chains.iter().collect();
+        by_cycles.sort_by(|a, b| b.cycles.total_cmp(&a.cycles));
+        println!("  the longest chains in cycles (unit, lane, codes, literals, cycles, SM, end us):");
+        for c in by_cycles.iter().take(5) {
+            println!(
+                "    {:>6} {} {:>5} {:>5} {:>8} {:>4} {:8.1}",
+                c.unit,
+                c.lane,
+                c.codes,
+                c.lits,
+                c.cycles,
+                c.sm,
+                (c.end - t0) as f64 / 1e3
+            );
+        }
+    }
+    Ok(())
+}
