@@ -14,6 +14,9 @@ typedef unsigned long long u64;
 #define NO_SLOT 0xFFFFFFFFu
 #define CLAIMING 0xFFFFFFFEu
 #define BAD_ENTRY 0xFFFFFFFFu
+// A worklist entry that holds no unit: the full decode's order for few units keeps each table group's place with
+// them (src/engine/gpu/device/full.rs parse_order; mirrored there).
+#define NO_UNIT 0xFFFFFFFFu
 #define META_WORDS 8
 #define META_CTX 0x80000000u   // meta word 6: the unit's literals are context-coded
 #define META_HDR_MASK 0xFFFFu  // meta word 6: the header length

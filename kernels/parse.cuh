@@ -240,7 +240,8 @@ __device__ __forceinline__ void parse_units(const Ctx& c, u32 level, u32 mode) {
         // The tables of the CTA's first entry's group (see K1Tables; the grid and `end` are CTA-uniform).
         __shared__ __align__(16) K1Tables k1s;
         const u32 first = begin + blockIdx.x * groups_per_cta;
-        if (first < end) load_k1_tables(c, c.worklist[first] >> c.group_shift, &k1s);
+        const u32 first_id = first < end ? c.worklist[first] : NO_UNIT;
+        if (first_id != NO_UNIT) load_k1_tables(c, first_id >> c.group_shift, &k1s);
         else if (threadIdx.x == 0) k1s.group = ~0ull;
         __syncthreads();
         k1 = &k1s;
@@ -256,6 +257,7 @@ __device__ __forceinline__ void parse_units(const Ctx& c, u32 level, u32 mode) {
     const u32 ngroups = gridDim.x * groups_per_cta;
     for (u32 e = idle ? end : begin + group; e < end; e += ngroups) {
         u32 id = c.worklist[e];
+        if (id == NO_UNIT) continue;  // a place kept (the full decode's order, see NO_UNIT)
         const u64 slot = c.slot_of_unit ? e : id;
 #ifdef K1_CLOCKS
         const long long cycles0 = clock64();

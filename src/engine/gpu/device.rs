@@ -548,13 +548,17 @@ impl Device {
 mod tests {
     use super::*;
 
-    /// The value of `#define NAME value` in the kernels (kernels/*.cuh).
+    /// The value of `#define NAME value` in the kernels (kernels/*.cuh): decimal, or hexadecimal with a `u`.
     fn kernel_define(name: &str) -> u64 {
         let line = kernel_source()
             .lines()
             .find_map(|l| l.strip_prefix("#define ")?.strip_prefix(name)?.strip_prefix(' '))
             .unwrap_or_else(|| panic!("the kernels have no #define {name}"));
-        line.split_whitespace().next().unwrap().parse().unwrap()
+        let value = line.split_whitespace().next().unwrap();
+        match value.strip_prefix("0x") {
+            Some(hex) => u64::from_str_radix(hex.trim_end_matches('u'), 16).unwrap(),
+            None => value.parse().unwrap(),
+        }
     }
 
     /// The levels copied: sparse high levels are left to the chase, a heavy one is not.
@@ -627,9 +631,32 @@ mod tests {
         let mut ids: Vec<u32> = (0..6).collect();
         sort_groups_most_first(&mut ids, &meta, 2, unit_matches);
         assert_eq!(ids, vec![3, 1, 0, 2, 4, 5]);
-        // Few units (the staged parse) take the most codes first; more keep stream order.
-        assert_eq!(parse_order(&meta, 2, true), vec![3, 1, 0, 2, 4, 5]);
-        assert_eq!(parse_order(&meta, 2, false), (0..6).collect::<Vec<u32>>());
+        // Few units (the staged parse) take the most codes first; more keep stream order. (No unit here is
+        // context-coded, so no group mixes the literal kinds.)
+        let few = Some(FewUnits { cta_units: 4, max_ctas: 132 });
+        assert_eq!(parse_order(&meta, 2, few), vec![3, 1, 0, 2, 4, 5]);
+        assert_eq!(parse_order(&meta, 2, None), (0..6).collect::<Vec<u32>>());
+    }
+
+    /// Table-coded units of a group that also has context-coded ones go to CTAs of their own, each group keeping
+    /// its entries; groups of one kind stay as they are.
+    #[test]
+    fn literal_kinds_go_to_warps_of_their_own() {
+        // Groups of four (group_shift 2): context-coded (c) or table-coded (t): c t c c | t t t t | c c t.
+        let kinds = [true, false, true, true, false, false, false, false, true, true, false];
+        let mut meta = vec![0u32; kinds.len() * prep::META_WORDS];
+        for (u, ctx) in kinds.into_iter().enumerate() {
+            meta[u * prep::META_WORDS + 6] = if ctx { prep::META_CTX } else { 0 };
+        }
+        let ids: Vec<u32> = (0..kinds.len() as u32).collect();
+        let x = NO_UNIT;
+        let apart = literal_kinds_apart(ids.clone(), &meta, 2, FewUnits { cta_units: 4, max_ctas: 132 });
+        assert_eq!(apart, vec![0, 2, 3, x, 4, 5, 6, 7, 8, 9, x, x, 1, 10]);
+        // Too many CTAs to run at once: as it was.
+        assert_eq!(literal_kinds_apart(ids.clone(), &meta, 2, FewUnits { cta_units: 4, max_ctas: 3 }), ids);
+        // One kind everywhere: as it was.
+        let all_table = vec![0u32; kinds.len() * prep::META_WORDS];
+        assert_eq!(literal_kinds_apart(ids.clone(), &all_table, 2, FewUnits { cta_units: 4, max_ctas: 132 }), ids);
     }
 
     #[test]
@@ -670,6 +697,7 @@ mod tests {
         assert_eq!(kernel_define("CT_WORDS"), super::super::prep::CT_WORDS as u64);
         assert_eq!(kernel_define("CT_FC"), super::super::prep::CT_FC as u64);
         assert_eq!(kernel_define("CT_LIT_FC"), super::super::prep::CT_LIT_FC as u64);
+        assert_eq!(kernel_define("NO_UNIT"), u64::from(full::NO_UNIT));
         use crate::codec::tables::{OF_ALPHABET, OF_EXPLICIT_CODES, OF_REVERSE_BASE};
         assert_eq!(kernel_define("OF_EXPLICIT"), OF_EXPLICIT_CODES as u64);
         assert_eq!(kernel_define("OF_REVERSE"), OF_REVERSE_BASE as u64);

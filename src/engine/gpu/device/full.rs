@@ -410,7 +410,9 @@ impl Resolve {
 
 /// Buffers of the device-resident full decode, allocated on first use.
 pub(super) struct FullBuffers {
+    /// The parse's order of the units ([`parse_order`]), `entries` long (the units, and places kept by NO_UNIT).
     pub(super) worklist: CudaSlice<u32>,
+    pub(super) entries: u32,
     pub(super) tok_off: CudaSlice<u64>,
     pub(super) tpos: CudaSlice<u32>,
     pub(super) mpos: CudaSlice<u32>,
@@ -442,6 +444,17 @@ pub(super) struct FullBuffers {
     pub(super) lane_end: CudaSlice<u32>,
 }
 
+/// A worklist entry that holds no unit (kernels/common.cuh `NO_UNIT`): [`parse_order`] keeps places with it.
+pub(super) const NO_UNIT: u32 = u32::MAX;
+
+/// How a full decode of few units launches its parse ([`Device::k1_launch`]): the units a CTA takes (consecutive
+/// worklist entries, which share the tables of the first one's group) and the CTAs that run at once.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct FewUnits {
+    pub(super) cta_units: usize,
+    pub(super) max_ctas: usize,
+}
+
 /// The order in which the full decode's parse takes the units (its worklist): within each table group (so that a
 /// CTA's units still share its tables), the units with the most of something first, or stream order. A warp of
 /// the parse runs as long as its longest thread, and a lane-0 thread's code phase and its literals are two loops
@@ -449,20 +462,60 @@ pub(super) struct FullBuffers {
 /// - the default for `few` units (the staged parse of one CTA an SM, [`Device::k1_few_units`]): the most codes
 ///   (matches) first, so that a warp's lane-0 threads run code phases of about one length. H200, session 37 run 8,
 ///   full decode against stream order, two rounds: atha genome 0.415 / 0.411 -> 0.402 / 0.403 ms, general 0.588 /
-///   0.588 -> 0.567 / 0.567, fly x11 0.478 / 0.475 -> 0.486 / 0.487;
+///   0.588 -> 0.567 / 0.567, fly x11 0.478 / 0.475 -> 0.486 / 0.487. And the units whose literals are coded by the
+///   literal table (FORMAT.md §3.5: no context model) leave a group whose other units are context-coded for CTAs
+///   of their own at the end ([`literal_kinds_apart`]): in a warp with both kinds the two literal loops run one
+///   after the other. (Session 39 run 1 timed the chains: on atha genome, 160 of 7,504 units are table-coded, and
+///   the warps that hold one ended last, 215 us after the parse began against 117 us for the median lane-1 warp.)
 /// - stream order for more units (the big archives' `parse_k1`, where sorting by symbols cost session 20's 4.65 GB
 ///   archive 4 %: 20.57 against 19.72 ms, its literal and token stores losing their order);
-/// - ACEAPEX_GPU_PARSE_ORDER=stream, =codes or =grouped (the most rANS symbols first) picks one (measurements).
-pub(super) fn parse_order(meta: &[u32], group_shift: u32, few: bool) -> Vec<u32> {
+/// - ACEAPEX_GPU_PARSE_ORDER=stream, =codes (the most codes first, literal kinds mixed) or =grouped (the most rANS
+///   symbols first) picks one (measurements).
+pub(super) fn parse_order(meta: &[u32], group_shift: u32, few: Option<FewUnits>) -> Vec<u32> {
     let mut ids: Vec<u32> = (0..(meta.len() / prep::META_WORDS) as u32).collect();
     match std::env::var("ACEAPEX_GPU_PARSE_ORDER").as_deref() {
         Ok("grouped") => sort_groups_most_first(&mut ids, meta, group_shift, unit_symbols),
         Ok("codes") => sort_groups_most_first(&mut ids, meta, group_shift, unit_matches),
         Ok("stream") => {}
-        _ if few => sort_groups_most_first(&mut ids, meta, group_shift, unit_matches),
-        _ => {}
+        _ => {
+            if let Some(few) = few {
+                sort_groups_most_first(&mut ids, meta, group_shift, unit_matches);
+                return literal_kinds_apart(ids, meta, group_shift, few);
+            }
+        }
     }
     ids
+}
+
+/// `ids` (grouped by table group, as [`sort_groups_most_first`] leaves them) with the table-coded units of every
+/// group that also has context-coded ones moved to the end, after [`NO_UNIT`] up to a CTA's boundary, each leaving
+/// a `NO_UNIT` at the end of its group's entries (so every group keeps its place, and its CTAs their tables). As
+/// it was when no group mixes the kinds, or when the CTAs would no longer run at once.
+pub(super) fn literal_kinds_apart(ids: Vec<u32>, meta: &[u32], group_shift: u32, few: FewUnits) -> Vec<u32> {
+    let table_coded = |u: u32| meta[u as usize * prep::META_WORDS + 6] & prep::META_CTX == 0;
+    let per_group = 1usize << group_shift.min(31);
+    let mut out = Vec::with_capacity(ids.len() + ids.len() / 8);
+    let mut moved: Vec<u32> = Vec::new();
+    for group in ids.chunks(per_group) {
+        let tables = group.iter().filter(|&&u| table_coded(u)).count();
+        if tables == 0 || tables == group.len() {
+            out.extend_from_slice(group);
+            continue;
+        }
+        out.extend(group.iter().filter(|&&u| !table_coded(u)));
+        out.extend(std::iter::repeat_n(NO_UNIT, tables));
+        moved.extend(group.iter().filter(|&&u| table_coded(u)));
+    }
+    if moved.is_empty() {
+        return ids;
+    }
+    let cta = few.cta_units.max(1);
+    out.resize(out.len().next_multiple_of(cta), NO_UNIT);
+    out.extend(moved);
+    match out.len().div_ceil(cta) <= few.max_ctas {
+        true => out,
+        false => ids,
+    }
 }
 
 /// A unit's match tokens, from its metadata row (each brings three codes to rANS lane 0).
@@ -522,7 +575,7 @@ impl Device {
             status: self.ptr(&full.status),
             stamps: if stamps { self.ptr(&full.stamps) } else { 0 },
             lane_end: self.ptr(&full.lane_end),
-            wl_cap: self.nunits as u32,
+            wl_cap: full.entries,
             ..self.base_ctx()
         }
     }
@@ -552,9 +605,14 @@ impl Device {
         if task_unit.is_empty() {
             task_unit.push(0); // a buffer of one: no allocation of zero bytes
         }
-        let ids = parse_order(&self.meta_host.words, self.group_shift, self.k1_few_units(n as u64));
+        let few = self.k1_few_units(n as u64).then(|| {
+            let (threads, lanes) = self.k1_launch(n as u64);
+            FewUnits { cta_units: k1_units_per_cta(threads, lanes) as usize, max_ctas: self.sm_count as usize }
+        });
+        let ids = parse_order(&self.meta_host.words, self.group_shift, few);
+        let entries = u32::try_from(ids.len()).map_err(|_| Error::Gpu("too many units for one full decode".into()))?;
         let mut counters_init = vec![0u32; self.counters_len()];
-        counters_init[0] = n as u32;
+        counters_init[0] = entries;
         let tokens = acc.max(1) as usize;
         let matches = acc.saturating_sub(n as u64).max(1);
         // A deferred match is listed in pieces of at most RESOLVE_PIECE bytes (kernels/common.cuh): at most one
@@ -584,6 +642,7 @@ impl Device {
         };
         self.full = Some(FullBuffers {
             worklist: stream.clone_htod(&ids).map_err(gpu("upload"))?,
+            entries,
             tok_off: stream.clone_htod(&tok_off).map_err(gpu("upload"))?,
             tpos,
             mpos,
@@ -784,7 +843,8 @@ impl Device {
             stream.memset_zeros(&mut full.level_hist).map_err(gpu("reset"))?;
         }
         let (parse_threads, k1_lanes) = self.k1_launch(n as u64);
-        let parse_grid = grid_for(n as u64, u64::from(k1_units_per_cta(parse_threads, k1_lanes)), 1 << 20);
+        let entries = self.full.as_ref().expect("ensured above").entries;
+        let parse_grid = grid_for(entries as u64, u64::from(k1_units_per_cta(parse_threads, k1_lanes)), 1 << 20);
         let staged = self.k1_staged(n as u64, parse_threads, k1_lanes);
         // Levels, the flow and the map chase resolve without stamps, so the parse does not write them.
         let stamps = variant == FullVariant::Full && !levels && !flow && map_chase.is_none();
