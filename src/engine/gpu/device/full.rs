@@ -452,7 +452,11 @@ pub(super) const NO_UNIT: u32 = u32::MAX;
 #[derive(Clone, Copy, Debug)]
 pub(super) struct FewUnits {
     pub(super) cta_units: usize,
+    /// Units a warp takes (the lanes of each warp that take one).
+    pub(super) warp_units: usize,
     pub(super) max_ctas: usize,
+    /// Table-coded units a warp takes once moved ([`literal_kinds_apart`]; 0: `warp_units`).
+    pub(super) table_warp_units: usize,
 }
 
 /// The order in which the full decode's parse takes the units (its worklist): within each table group (so that a
@@ -487,10 +491,19 @@ pub(super) fn parse_order(meta: &[u32], group_shift: u32, few: Option<FewUnits>)
     ids
 }
 
-/// `ids` (grouped by table group, as [`sort_groups_most_first`] leaves them) with the table-coded units of every
-/// group that also has context-coded ones moved to the end, after [`NO_UNIT`] up to a CTA's boundary, each leaving
-/// a `NO_UNIT` at the end of its group's entries (so every group keeps its place, and its CTAs their tables). As
-/// it was when no group mixes the kinds, or when the CTAs would no longer run at once.
+/// Table-coded units a warp of the full decode's parse takes when [`literal_kinds_apart`] moves them (the other
+/// lanes idle): ACEAPEX_GPU_TABLE_WARP_UNITS (1..=32, a measurement), else 0: as many as any warp.
+fn table_warp_units_knob() -> u32 {
+    static UNITS: OnceLock<u32> = OnceLock::new();
+    env_knob(&UNITS, "ACEAPEX_GPU_TABLE_WARP_UNITS", 0, |u| (1..=32).contains(&u))
+}
+
+/// `ids` (grouped by table group, as [`sort_groups_most_first`] leaves them) with the table-coded units moved to
+/// CTAs of their own at the end, when the archive also has context-coded ones: a group of both kinds keeps its
+/// place with a [`NO_UNIT`] for each unit it gives up (so that its CTAs still hold one group's units), a group of
+/// table-coded units only gives up its place, and the moved units start at a CTA's boundary, in stream order, each
+/// warp taking [`table_warp_units_knob`] of them. As it was when no group is context-coded or none table-coded, or
+/// when the CTAs would no longer run at once.
 pub(super) fn literal_kinds_apart(ids: Vec<u32>, meta: &[u32], group_shift: u32, few: FewUnits) -> Vec<u32> {
     let table_coded = |u: u32| meta[u as usize * prep::META_WORDS + 6] & prep::META_CTX == 0;
     let per_group = 1usize << group_shift.min(31);
@@ -498,20 +511,31 @@ pub(super) fn literal_kinds_apart(ids: Vec<u32>, meta: &[u32], group_shift: u32,
     let mut moved: Vec<u32> = Vec::new();
     for group in ids.chunks(per_group) {
         let tables = group.iter().filter(|&&u| table_coded(u)).count();
-        if tables == 0 || tables == group.len() {
+        if tables == 0 {
             out.extend_from_slice(group);
-            continue;
+        } else if tables == group.len() {
+            moved.extend_from_slice(group);
+        } else {
+            out.extend(group.iter().filter(|&&u| !table_coded(u)));
+            out.extend(std::iter::repeat_n(NO_UNIT, tables));
+            moved.extend(group.iter().filter(|&&u| table_coded(u)));
         }
-        out.extend(group.iter().filter(|&&u| !table_coded(u)));
-        out.extend(std::iter::repeat_n(NO_UNIT, tables));
-        moved.extend(group.iter().filter(|&&u| table_coded(u)));
     }
-    if moved.is_empty() {
+    if moved.is_empty() || moved.len() == ids.len() {
         return ids;
     }
+    moved.sort_unstable();
     let cta = few.cta_units.max(1);
     out.resize(out.len().next_multiple_of(cta), NO_UNIT);
-    out.extend(moved);
+    let warp = few.warp_units.clamp(1, cta);
+    let take = match few.table_warp_units {
+        0 => warp,
+        t => t.min(warp),
+    };
+    for units in moved.chunks(take) {
+        out.resize(out.len().next_multiple_of(warp), NO_UNIT);
+        out.extend_from_slice(units);
+    }
     match out.len().div_ceil(cta) <= few.max_ctas {
         true => out,
         false => ids,
@@ -607,7 +631,12 @@ impl Device {
         }
         let few = self.k1_few_units(n as u64).then(|| {
             let (threads, lanes) = self.k1_launch(n as u64);
-            FewUnits { cta_units: k1_units_per_cta(threads, lanes) as usize, max_ctas: self.sm_count as usize }
+            FewUnits {
+                cta_units: k1_units_per_cta(threads, lanes) as usize,
+                warp_units: lanes as usize,
+                max_ctas: self.sm_count as usize,
+                table_warp_units: table_warp_units_knob() as usize,
+            }
         });
         let ids = parse_order(&self.meta_host.words, self.group_shift, few);
         let entries = u32::try_from(ids.len()).map_err(|_| Error::Gpu("too many units for one full decode".into()))?;
