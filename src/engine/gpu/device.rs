@@ -633,13 +633,14 @@ mod tests {
         assert_eq!(ids, vec![3, 1, 0, 2, 4, 5]);
         // Few units (the staged parse) take the most codes first; more keep stream order. (No unit here is
         // context-coded, so no group mixes the literal kinds.)
-        let few = Some(FewUnits { cta_units: 4, warp_units: 2, max_ctas: 132, table_warp_units: 0 });
+        let few = Some(FewUnits { cta_units: 4, warp_units: 2, max_ctas: 132, table_warp_units: 2 });
         assert_eq!(parse_order(&meta, 2, few), vec![3, 1, 0, 2, 4, 5]);
         assert_eq!(parse_order(&meta, 2, None), (0..6).collect::<Vec<u32>>());
     }
 
-    /// Table-coded units go to CTAs of their own at the end: a group of both kinds keeps its entries, a group of
-    /// table-coded units only gives them up; warps take fewer of them when asked.
+    /// Table-coded units go to CTAs of their own at the end, each group's from a CTA boundary: a group of both
+    /// kinds keeps its entries, a group of table-coded units only gives them up; fewer a warp where asked, more
+    /// where the CTAs would not fit.
     #[test]
     fn literal_kinds_go_to_warps_of_their_own() {
         // Groups of four (group_shift 2): context-coded (c) or table-coded (t): c t c c | t t t t | c c c c | c c t.
@@ -650,14 +651,17 @@ mod tests {
         }
         let ids: Vec<u32> = (0..kinds.len() as u32).collect();
         let x = NO_UNIT;
-        let few = FewUnits { cta_units: 4, warp_units: 2, max_ctas: 132, table_warp_units: 0 };
+        let few = FewUnits { cta_units: 4, warp_units: 2, max_ctas: 132, table_warp_units: 2 };
         let apart = literal_kinds_apart(ids.clone(), &meta, 2, few);
-        assert_eq!(apart, vec![0, 2, 3, x, 8, 9, 10, 11, 12, 13, x, x, 1, 4, 5, 6, 7, 14]);
+        assert_eq!(apart, vec![0, 2, 3, x, 8, 9, 10, 11, 12, 13, x, x, 1, x, x, x, 4, 5, 6, 7, 14]);
         // One table-coded unit a warp.
         let one = literal_kinds_apart(ids.clone(), &meta, 2, FewUnits { table_warp_units: 1, ..few });
-        assert_eq!(&one[12..], &[1, x, 4, x, 5, x, 6, x, 7, x, 14]);
-        // Too many CTAs to run at once: as it was.
-        assert_eq!(literal_kinds_apart(ids.clone(), &meta, 2, FewUnits { max_ctas: 3, ..few }), ids);
+        assert_eq!(&one[12..], &[1, x, x, x, 4, x, 5, x, 6, x, 7, x, 14]);
+        // Seven CTAs do not fit in six: two a warp then (six CTAs).
+        let fit = literal_kinds_apart(ids.clone(), &meta, 2, FewUnits { table_warp_units: 1, max_ctas: 6, ..few });
+        assert_eq!(fit, apart);
+        // Too many CTAs to run at once even so: as it was.
+        assert_eq!(literal_kinds_apart(ids.clone(), &meta, 2, FewUnits { max_ctas: 4, ..few }), ids);
         // One kind everywhere: as it was.
         let all_table = vec![0u32; kinds.len() * prep::META_WORDS];
         assert_eq!(literal_kinds_apart(ids.clone(), &all_table, 2, few), ids);

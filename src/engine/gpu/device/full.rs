@@ -455,7 +455,7 @@ pub(super) struct FewUnits {
     /// Units a warp takes (the lanes of each warp that take one).
     pub(super) warp_units: usize,
     pub(super) max_ctas: usize,
-    /// Table-coded units a warp takes once moved ([`literal_kinds_apart`]; 0: `warp_units`).
+    /// Table-coded units a warp takes once moved ([`literal_kinds_apart`]).
     pub(super) table_warp_units: usize,
 }
 
@@ -491,55 +491,60 @@ pub(super) fn parse_order(meta: &[u32], group_shift: u32, few: Option<FewUnits>)
     ids
 }
 
-/// Table-coded units a warp of the full decode's parse takes when [`literal_kinds_apart`] moves them (the other
-/// lanes idle): ACEAPEX_GPU_TABLE_WARP_UNITS (1..=32, a measurement), else 0: as many as any warp.
-fn table_warp_units_knob() -> u32 {
+/// Table-coded units a warp of the full decode's parse takes once [`literal_kinds_apart`] has moved them (the
+/// warp's other lanes idle): 8 (H200, session 39 run 3, atha genome with its table-coded units moved: entropy
+/// alone 0.222 ms at 32 a warp, 0.197 at 16, 0.179 at 8; their slot-table loads with fewer lanes a warp), or
+/// ACEAPEX_GPU_TABLE_WARP_UNITS (1..=32, a measurement).
+fn table_warp_units() -> u32 {
     static UNITS: OnceLock<u32> = OnceLock::new();
-    env_knob(&UNITS, "ACEAPEX_GPU_TABLE_WARP_UNITS", 0, |u| (1..=32).contains(&u))
+    env_knob(&UNITS, "ACEAPEX_GPU_TABLE_WARP_UNITS", 8, |u| (1..=32).contains(&u))
 }
 
-/// `ids` (grouped by table group, as [`sort_groups_most_first`] leaves them) with the table-coded units moved to
-/// CTAs of their own at the end, when the archive also has context-coded ones: a group of both kinds keeps its
-/// place with a [`NO_UNIT`] for each unit it gives up (so that its CTAs still hold one group's units), a group of
-/// table-coded units only gives up its place, and the moved units start at a CTA's boundary, in stream order, each
-/// warp taking [`table_warp_units_knob`] of them. As it was when no group is context-coded or none table-coded, or
-/// when the CTAs would no longer run at once.
+/// `ids` (grouped by table group, the most codes first within each, as [`sort_groups_most_first`] leaves them)
+/// with the table-coded units moved out of the CTAs of context-coded ones, when the archive has both: a group of
+/// both kinds keeps its place with a [`NO_UNIT`] for each unit it gives up (so that its CTAs still hold one
+/// group's units), a group of table-coded units only gives up its place. The moved units follow, each group's
+/// from a CTA's boundary (so that its CTAs load that group's tables: a code step through global memory took ~500
+/// cycles, session 39 run 3), `few.table_warp_units` a warp, or twice or four times that many where the CTAs
+/// would otherwise not all run at once. As it was when no group is context-coded or none table-coded, or when even
+/// that does not fit.
 pub(super) fn literal_kinds_apart(ids: Vec<u32>, meta: &[u32], group_shift: u32, few: FewUnits) -> Vec<u32> {
     let table_coded = |u: u32| meta[u as usize * prep::META_WORDS + 6] & prep::META_CTX == 0;
     let per_group = 1usize << group_shift.min(31);
-    let mut out = Vec::with_capacity(ids.len() + ids.len() / 8);
+    let mut kept = Vec::with_capacity(ids.len());
     let mut moved: Vec<u32> = Vec::new();
     for group in ids.chunks(per_group) {
         let tables = group.iter().filter(|&&u| table_coded(u)).count();
         if tables == 0 {
-            out.extend_from_slice(group);
+            kept.extend_from_slice(group);
         } else if tables == group.len() {
             moved.extend_from_slice(group);
         } else {
-            out.extend(group.iter().filter(|&&u| !table_coded(u)));
-            out.extend(std::iter::repeat_n(NO_UNIT, tables));
+            kept.extend(group.iter().filter(|&&u| !table_coded(u)));
+            kept.extend(std::iter::repeat_n(NO_UNIT, tables));
             moved.extend(group.iter().filter(|&&u| table_coded(u)));
         }
     }
     if moved.is_empty() || moved.len() == ids.len() {
         return ids;
     }
-    moved.sort_unstable();
     let cta = few.cta_units.max(1);
-    out.resize(out.len().next_multiple_of(cta), NO_UNIT);
     let warp = few.warp_units.clamp(1, cta);
-    let take = match few.table_warp_units {
-        0 => warp,
-        t => t.min(warp),
-    };
-    for units in moved.chunks(take) {
-        out.resize(out.len().next_multiple_of(warp), NO_UNIT);
-        out.extend_from_slice(units);
+    let take = few.table_warp_units.clamp(1, warp);
+    for take in [take, 2 * take, 4 * take] {
+        let mut out = kept.clone();
+        for group in moved.chunk_by(|a, b| a >> group_shift == b >> group_shift) {
+            out.resize(out.len().next_multiple_of(cta), NO_UNIT);
+            for units in group.chunks(take.min(warp)) {
+                out.resize(out.len().next_multiple_of(warp), NO_UNIT);
+                out.extend_from_slice(units);
+            }
+        }
+        if out.len().div_ceil(cta) <= few.max_ctas {
+            return out;
+        }
     }
-    match out.len().div_ceil(cta) <= few.max_ctas {
-        true => out,
-        false => ids,
-    }
+    ids
 }
 
 /// A unit's match tokens, from its metadata row (each brings three codes to rANS lane 0).
@@ -635,7 +640,7 @@ impl Device {
                 cta_units: k1_units_per_cta(threads, lanes) as usize,
                 warp_units: lanes as usize,
                 max_ctas: self.sm_count as usize,
-                table_warp_units: table_warp_units_knob() as usize,
+                table_warp_units: table_warp_units() as usize,
             }
         });
         let ids = parse_order(&self.meta_host.words, self.group_shift, few);
