@@ -172,37 +172,13 @@ struct LiteralSink1 {
             place(bytes, o, sym, 1);
         }
     }
-    // K1_LINEAR: before a lane's first put8 (no piece waits), and after its last (the piece that waits goes out).
-    template <K1Place P>
-    __device__ __forceinline__ void begin() {
-        if constexpr (P == K1_LINEAR) lwa = NO_SLOT;
-    }
-    template <K1Place P>
-    __device__ __forceinline__ void flush(u8* bytes) {
-        if constexpr (P == K1_LINEAR) {
-            if (lwa != NO_SLOT) *(u64*)(bytes + lwa) = lw;
-            lwa = NO_SLOT;
-        }
-    }
     // Literals l .. l + 7 (l + 8 <= nlit), the bytes of v from the lowest. Mostly all eight lie in one run (atha_chr1:
     // ~200 literals a run), which is one or two word stores; else a piece per run.
     template <K1Place P>
     __device__ __forceinline__ void put8(u8* bytes, u8* stamps, u32 l, u64 v) {
         if constexpr (P == K1_NONE) return;
-        if constexpr (P == K1_LINEAR) {
-            // l is a multiple of 8, and a unit starts 2^unit_log-aligned. Two pieces go out as one 16-byte store
-            // (the piece at a multiple of 16 waits in lw, at lwa, for the next): a warp's 32 lanes write 32 units,
-            // so a store is 32 transactions whatever its width, and pairs halve them.
-            if (l & 8u) {
-                if (lwa == l - 8)
-                    *(uint4*)(bytes + lwa) = make_uint4((u32)lw, (u32)(lw >> 32), (u32)v, (u32)(v >> 32));
-                else
-                    *(u64*)(bytes + l) = v;  // a lane's first piece, at an odd multiple of 8
-                lwa = NO_SLOT;
-            } else {
-                lw = v;
-                lwa = l;
-            }
+        if constexpr (P == K1_LINEAR) {  // l is a multiple of 8, and a unit starts 2^unit_log-aligned
+            *(u64*)(bytes + l) = v;
             return;
         }
         if constexpr (P == K1_WORDS) {
@@ -282,7 +258,6 @@ __device__ __forceinline__ void k1_context_literals(const uint2* T, u32 mask, u3
         sr.m = mask << (3u + rlog);
     }
     u32 l = first;
-    sink.begin<P>();
     for (; l + 8 <= end; l += 8) {
         wr.refill();
         u32 sel = 0;
@@ -290,7 +265,6 @@ __device__ __forceinline__ void k1_context_literals(const uint2* T, u32 mask, u3
         for (u32 k = 0; k < 8; k++) sel |= k1_context_step<SMEM>(T, sr, x, o, e, wr) << (4 * k);
         sink.put8<P>(bytes, stamps, l, (u64)acgt4(sel & 0xFFFFu) | ((u64)acgt4(sel >> 16) << 32));
     }
-    sink.flush<P>(bytes);
     for (; l < end; l++) sink.put<P>(bytes, stamps, l, acgt4(k1_context_step<SMEM>(T, sr, x, o, e, wr)));
     *xp = x;
 }
@@ -314,7 +288,6 @@ __device__ __forceinline__ void k1_table_literals(const u32* L, u32 first, u32 e
     u32 x = *xp;
     bool b = false;
     u32 l = first;
-    sink.begin<P>();
     for (; l + 8 <= end; l += 8) {
         wr.refill();
         u64 v = 0;
@@ -322,7 +295,6 @@ __device__ __forceinline__ void k1_table_literals(const u32* L, u32 first, u32 e
         for (u32 k = 0; k < 8; k++) v |= (u64)k1_table_step(L, x, wr, b) << (8 * k);
         sink.put8<P>(bytes, stamps, l, v);
     }
-    sink.flush<P>(bytes);
     for (; l < end; l++) sink.put<P>(bytes, stamps, l, k1_table_step(L, x, wr, b));
     *bad |= b;
     *xp = x;
