@@ -878,7 +878,13 @@ impl Device {
         }
         let (parse_threads, k1_lanes) = self.k1_launch(n as u64);
         let entries = self.full.as_ref().expect("ensured above").entries;
-        let parse_grid = grid_for(entries as u64, u64::from(k1_units_per_cta(parse_threads, k1_lanes)), 1 << 20);
+        let cta_units = u64::from(k1_units_per_cta(parse_threads, k1_lanes));
+        let parse_grid = grid_for(entries as u64, cta_units, 1 << 20);
+        // The kernel skips a NO_UNIT entry only as a thread's one entry (kernels/parse.cuh parse_units): the order
+        // that has them (literal_kinds_apart) is made for this launch, which gives every entry a thread.
+        if entries as u64 > self.nunits && u64::from(parse_grid) * cta_units < u64::from(entries) {
+            return Err(Error::Gpu("the parse order has more entries than the launch has threads".into()));
+        }
         let staged = self.k1_staged(n as u64, parse_threads, k1_lanes);
         // Levels, the flow and the map chase resolve without stamps, so the parse does not write them.
         let stamps = variant == FullVariant::Full && !levels && !flow && map_chase.is_none();
