@@ -470,7 +470,10 @@ pub(super) struct FewUnits {
 ///   literal table (FORMAT.md §3.5: no context model) leave a group whose other units are context-coded for CTAs
 ///   of their own at the end ([`literal_kinds_apart`]): in a warp with both kinds the two literal loops run one
 ///   after the other. (Session 39 run 1 timed the chains: on atha genome, 160 of 7,504 units are table-coded, and
-///   the warps that hold one ended last, 215 us after the parse began against 117 us for the median lane-1 warp.)
+///   the warps that hold one ended last, 215 us after the parse began against 117 us for the median lane-1 warp.
+///   Run 7, full decode against session 38's order, two rounds: atha genome 0.389 / 0.392 -> 0.325 / 0.331 ms,
+///   general 0.556 / 0.557 -> 0.556 / 0.558 and fly x11 0.479 / 0.480 -> 0.483 / 0.481, which it leaves as they
+///   were: general has no context-coded units, fly x11 too many table-coded ones for the CTAs.)
 /// - stream order for more units (the big archives' `parse_k1`, where sorting by symbols cost session 20's 4.65 GB
 ///   archive 4 %: 20.57 against 19.72 ms, its literal and token stores losing their order);
 /// - ACEAPEX_GPU_PARSE_ORDER=stream, =codes (the most codes first, literal kinds mixed) or =grouped (the most rANS
