@@ -73,6 +73,15 @@ fn spread(name: &str, v: Vec<f64>) {
     );
 }
 
+/// A few chains, a line each, their ends in µs after `t0`.
+fn print_chains(title: &str, chains: &[&Chain], t0: u64) {
+    println!("  {title} (unit, lane, codes, literals, cycles, SM, end us):");
+    for c in chains {
+        let end = (c.end - t0) as f64 / 1e3;
+        println!("    {:>6} {} {:>5} {:>5} {:>8} {:>4} {end:8.1}", c.unit, c.lane, c.codes, c.lits, c.cycles, c.sm);
+    }
+}
+
 /// Runs the variants of the full decode whose parse is linear and prints what the chains recorded.
 pub fn report(gpu: &GpuEngine, data: &ArchiveData) -> BoxResult<()> {
     let meta = unit_meta(data);
@@ -152,34 +161,10 @@ pub fn report(gpu: &GpuEngine, data: &ArchiveData) -> BoxResult<()> {
         spread("SM idle before the last end, us", sm_end.values().map(|&e| (last - e) as f64 / 1e3).collect());
         let mut by_end: Vec<&Chain> = chains.iter().collect();
         by_end.sort_by_key(|c| std::cmp::Reverse(c.end));
-        println!("  the chains that end last (unit, lane, codes, literals, cycles, SM, end us):");
-        for c in by_end.iter().take(8) {
-            println!(
-                "    {:>6} {} {:>5} {:>5} {:>8} {:>4} {:8.1}",
-                c.unit,
-                c.lane,
-                c.codes,
-                c.lits,
-                c.cycles,
-                c.sm,
-                (c.end - t0) as f64 / 1e3
-            );
-        }
+        print_chains("the chains that end last", &by_end[..by_end.len().min(8)], t0);
         let mut by_cycles: Vec<&Chain> = chains.iter().collect();
         by_cycles.sort_by(|a, b| b.cycles.total_cmp(&a.cycles));
-        println!("  the longest chains in cycles (unit, lane, codes, literals, cycles, SM, end us):");
-        for c in by_cycles.iter().take(5) {
-            println!(
-                "    {:>6} {} {:>5} {:>5} {:>8} {:>4} {:8.1}",
-                c.unit,
-                c.lane,
-                c.codes,
-                c.lits,
-                c.cycles,
-                c.sm,
-                (c.end - t0) as f64 / 1e3
-            );
-        }
+        print_chains("the longest chains in cycles", &by_cycles[..by_cycles.len().min(5)], t0);
     }
     Ok(())
 }

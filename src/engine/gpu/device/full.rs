@@ -321,7 +321,8 @@ pub(super) fn level_bands(hist: &[u32], max_level: u32) -> Vec<(u32, u32, u64)> 
     bands
 }
 
-/// How the complete decode resolves matches once every literal is in place (kernels/chase.cuh, flow.cuh, levels.cuh, resolve.cuh).
+/// How the complete decode resolves matches once every literal is in place (kernels/chase.cuh, flow.cuh,
+/// levels.cuh, resolve.cuh).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Resolve {
     /// `resolve_round` round 0, then one `resolve_chase` launch for what round 0 left (ACEAPEX_GPU_RESOLVE=chase;
@@ -464,16 +465,16 @@ pub(super) struct FewUnits {
 /// the parse runs as long as its longest thread, and a lane-0 thread's code phase and its literals are two loops
 /// that diverge between the warp's threads and run one after the other; so:
 /// - the default for `few` units (the staged parse of one CTA an SM, [`Device::k1_few_units`]): the most codes
-///   (matches) first, so that a warp's lane-0 threads run code phases of about one length. H200, session 37 run 8,
-///   full decode against stream order, two rounds: atha genome 0.415 / 0.411 -> 0.402 / 0.403 ms, general 0.588 /
-///   0.588 -> 0.567 / 0.567, fly x11 0.478 / 0.475 -> 0.486 / 0.487. And the units whose literals are coded by the
-///   literal table (FORMAT.md §3.5: no context model) leave a group whose other units are context-coded for CTAs
-///   of their own at the end ([`literal_kinds_apart`]): in a warp with both kinds the two literal loops run one
-///   after the other. (Session 39 run 1 timed the chains: on atha genome, 160 of 7,504 units are table-coded, and
-///   the warps that hold one ended last, 215 us after the parse began against 117 us for the median lane-1 warp.
-///   Run 7, full decode against session 38's order, two rounds: atha genome 0.389 / 0.392 -> 0.325 / 0.331 ms,
-///   general 0.556 / 0.557 -> 0.556 / 0.558 and fly x11 0.479 / 0.480 -> 0.483 / 0.481, which it leaves as they
-///   were: general has no context-coded units, fly x11 too many table-coded ones for the CTAs.)
+///   (matches) first, so that a warp's lane-0 threads run code phases of about one length. H200, session 37 run 8, full
+///   decode against stream order, two rounds: atha genome 0.415 / 0.411 -> 0.402 / 0.403 ms, general 0.588 / 0.588 ->
+///   0.567 / 0.567, fly x11 0.478 / 0.475 -> 0.486 / 0.487. And in an archive that also has context-coded units, the
+///   units whose literals are coded by the literal table (FORMAT.md §3.5: no context model) go to CTAs of their own at
+///   the end ([`literal_kinds_apart`]): in a warp with both kinds the two literal loops run one after the other.
+///   (Session 39 run 1 timed the chains: on atha genome, 160 of 7,504 units are table-coded, and the warps that hold
+///   one ended last, 215 us after the parse began against 117 us for the median lane-1 warp. Run 7, full decode against
+///   session 38's order, two rounds: atha genome 0.389 / 0.392 -> 0.325 / 0.331 ms, general 0.556 / 0.557 -> 0.556 /
+///   0.558 and fly x11 0.479 / 0.480 -> 0.483 / 0.481, which it leaves as they were: general has no context-coded
+///   units, fly x11 too many table-coded ones for the CTAs.)
 /// - stream order for more units (the big archives' `parse_k1`, where sorting by symbols cost session 20's 4.65 GB
 ///   archive 4 %: 20.57 against 19.72 ms, its literal and token stores losing their order);
 /// - ACEAPEX_GPU_PARSE_ORDER=stream, =codes (the most codes first, literal kinds mixed) or =grouped (the most rANS
