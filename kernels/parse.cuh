@@ -175,23 +175,12 @@ __device__ __forceinline__ void parse_one(const Ctx& c, const Group<W>& g, u32 i
     if (lane == 0) literal_phase_k1<STAGED, LINEAR>(c, id, tp, li, bytes, stamps, mode, x, code_words, k1, &wring);
 }
 
-
-// Parses worklist entries [level_begin(level), count): a group of W lanes per entry (W = 1: a thread; W = 32: a
-// warp, the seek's token levels). Entry e's bytes go to bytes + e << unit_log and its tokens to tok_off[e]. Marks
-// each parsed unit's slot for the later levels.
-// STAGED (W = 1, parse_k1_staged): each unit of the CTA gets a ring of K1_RING_BYTES in the launch's dynamic shared
-// memory for its word stream (the launch gives (rings a CTA + 1) x K1_RING_BYTES: the rings are aligned to their
-// size), see WordRing1.
-// LINEAR (parse_k1_linear) with K = 2: the CTA's first half of warps runs lane 0 of its units (code phase, then
-// literals [0, s); the token values come after, in finish_linear_k1), the second half lane 1 (lane1_literals:
-// literals [s, nlit)), warp w + half taking the units of warp w, so that each unit's two serial rANS chains run at
-// once and no warp diverges on the code phase; a ring a thread (2 units' worth a unit). It writes no stamps (the
-// host runs it without).
 #ifdef K1_CLOCKS
 // A measurement (ACEAPEX_GPU_K1_CLOCKS=1, `gpubench --clocks`), off in every other build: for each unit's rANS
 // lane thread of a linear parse (record 2 unit + lane), the cycles it took (clock64), when it started and ended
 // (globaltimer, ns) and its SM, for the host to read back (Device::k1_clocks) and set against the unit's codes
-// and literals: which chains end last, and what a code and a literal step cost on them.
+// and literals: which chains end last, and what a code and a literal step cost on them. A thread records when its
+// warp reconverges after the parse, so a record is in effect its warp's (a warp runs as long as its longest thread).
 __device__ u64 k1_clocks[K1_CLOCKS][4];
 __device__ __forceinline__ u64 global_ns() {
     u64 t;
@@ -210,6 +199,17 @@ __device__ __forceinline__ void k1_clock_record(u32 id, bool lane1, long long cy
 }
 #endif
 
+// Parses worklist entries [level_begin(level), count): a group of W lanes per entry (W = 1: a thread; W = 32: a
+// warp, the seek's token levels). Entry e's bytes go to bytes + e << unit_log and its tokens to tok_off[e]. Marks
+// each parsed unit's slot for the later levels.
+// STAGED (W = 1, parse_k1_staged): each unit of the CTA gets a ring of K1_RING_BYTES in the launch's dynamic shared
+// memory for its word stream (the launch gives (rings a CTA + 1) x K1_RING_BYTES: the rings are aligned to their
+// size), see WordRing1.
+// LINEAR (parse_k1_linear) with K = 2: the CTA's first half of warps runs lane 0 of its units (code phase, then
+// literals [0, s); the token values come after, in finish_linear_k1), the second half lane 1 (lane1_literals:
+// literals [s, nlit)), warp w + half taking the units of warp w, so that each unit's two serial rANS chains run at
+// once and no warp diverges on the code phase; a ring a thread (2 units' worth a unit). It writes no stamps (the
+// host runs it without).
 template <int W, bool STAGED = false, bool LINEAR = false>
 __device__ __forceinline__ void parse_units(const Ctx& c, u32 level, u32 mode) {
     extern __shared__ uint4 dyn_smem[];

@@ -1,9 +1,11 @@
 //! `gpubench --clocks`: where the linear parse's time goes, chain by chain. With ACEAPEX_GPU_K1_CLOCKS=1 every
 //! rANS-lane thread of `parse_k1_linear` records the cycles its chain took, when it started and ended and its SM
-//! (kernels/parse.cuh `k1_clocks`). Set against each unit's codes and lane literals (FORMAT.md §3.4's split), they
-//! say what a code and a literal step cost on the device, which chains end last, and how long the SMs sit idle
-//! before the last one ends: the data a change to the lane split, the parse order or the chain itself needs
-//! (chainstats models the same on the CPU, with costs it has to assume).
+//! (kernels/parse.cuh `k1_clocks`). A thread records when its warp reconverges, so each record is in effect its
+//! warp's. Set against each unit's codes and lane literals (FORMAT.md §3.4's split), they say which warps end last
+//! and why, about what a literal step costs there (a warp's cycles over its chain's literals), and how long the
+//! SMs sit idle before the last warp ends: the data a change to the lane split, the parse order or the chain itself
+//! needs (chainstats models the same on the CPU, with costs it has to assume). Session 39 found with it that the
+//! warps mixing table-coded and context-coded slices ended last (docs/BENCH-GPU.md).
 
 use aceapex::codec::rans::lane_split;
 use aceapex::engine::gpu::prep::{unit_meta, META_WORDS};
@@ -22,40 +24,6 @@ struct Chain {
     start: u64,
     end: u64,
     sm: u64,
-}
-
-/// Least squares of `y` on the columns of `x` (normal equations, at most 3 columns).
-fn fit<const N: usize>(rows: &[([f64; N], f64)]) -> [f64; N] {
-    let mut a = [[0.0; N]; N];
-    let mut b = [0.0; N];
-    for (x, y) in rows {
-        for i in 0..N {
-            b[i] += x[i] * y;
-            for j in 0..N {
-                a[i][j] += x[i] * x[j];
-            }
-        }
-    }
-    // Gaussian elimination with partial pivoting.
-    for col in 0..N {
-        let p = (col..N).max_by(|&i, &j| a[i][col].abs().total_cmp(&a[j][col].abs())).unwrap_or(col);
-        a.swap(col, p);
-        b.swap(col, p);
-        if a[col][col].abs() < 1e-12 {
-            return [f64::NAN; N];
-        }
-        let (pivot, bp) = (a[col], b[col]);
-        for (r, (row, br)) in a.iter_mut().zip(b.iter_mut()).enumerate() {
-            if r != col {
-                let f = row[col] / pivot[col];
-                for (v, p) in row.iter_mut().zip(pivot) {
-                    *v -= f * p;
-                }
-                *br -= f * bp;
-            }
-        }
-    }
-    std::array::from_fn(|i| b[i] / a[i][i])
 }
 
 fn spread(name: &str, v: Vec<f64>) {
@@ -137,17 +105,12 @@ pub fn report(gpu: &GpuEngine, data: &ArchiveData) -> BoxResult<()> {
         );
         for lane in 0..lanes {
             let of: Vec<&Chain> = chains.iter().filter(|c| c.lane == lane).collect();
-            let per = fit::<3>(&of.iter().map(|c| ([1.0, c.codes, c.lits], c.cycles)).collect::<Vec<_>>());
-            let per2 = fit::<2>(&of.iter().map(|c| ([1.0, c.codes + c.lits], c.cycles)).collect::<Vec<_>>());
-            println!(
-                "  lane {lane}: cycles = {:.0} + {:.1} a code + {:.1} a literal (or {:.0} + {:.1} a symbol)",
-                per[0], per[1], per[2], per2[0], per2[1]
-            );
+            println!("  lane {lane}: {} chains", of.len());
             spread("cycles a chain", of.iter().map(|c| c.cycles).collect());
             spread("literals a chain", of.iter().map(|c| c.lits).collect());
             spread("codes a chain", of.iter().map(|c| c.codes).collect());
             spread(
-                "cycles a literal (lits > 256)",
+                "cycles / literals (> 256 literals)",
                 of.iter().filter(|c| c.lits > 256.0 && c.codes < 64.0).map(|c| c.cycles / c.lits).collect(),
             );
             spread("end, us after the first start", of.iter().map(|c| (c.end - t0) as f64 / 1e3).collect());
