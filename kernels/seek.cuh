@@ -4,6 +4,16 @@
 //
 // Part of the kernels' one translation unit: kernels/decode.cu includes it after the parts it builds on.
 
+// Token storage for unit `id` (its nmatch + 1 tokens) from the batch's pool: where it starts, or 0 when the pool
+// is out (reported; the batch then fails and falls back to the CPU).
+__device__ __forceinline__ u64 take_token_storage(const Ctx& c, u32 id) {
+    const u64 need = (u64)c.meta[(u64)id * META_WORDS + 2] + 1;
+    const u64 off = atomicAdd(c.pool_used, need);
+    if (off + need <= c.pool_cap) return off;
+    report(c.status, E_WORKLIST, id);
+    return 0;
+}
+
 // Puts the requested units on the worklist (entries 0..n, n <= wl_cap), allocating their token storage.
 extern "C" __global__ void seed_batch(Ctx c, const u32* ids, u32 n) {
     u32 i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -16,13 +26,7 @@ extern "C" __global__ void seed_batch(Ctx c, const u32* ids, u32 n) {
     }
     c.worklist[i] = id;
     c.slot_of_unit[id] = CLAIMING;
-    u64 need = (u64)c.meta[(u64)id * META_WORDS + 2] + 1;
-    u64 off = atomicAdd(c.pool_used, need);
-    if (off + need > c.pool_cap) {
-        report(c.status, E_WORKLIST, id);
-        off = 0;
-    }
-    c.tok_off[i] = off;
+    c.tok_off[i] = take_token_storage(c, id);
 }
 
 // Claims unit b for parsing at the next level (at most once per batch). A plain read first: most pieces land in
@@ -36,14 +40,8 @@ __device__ void claim_unit(const Ctx& c, u32 b) {
         c.slot_of_unit[b] = NO_SLOT;  // not on the worklist, so reset_batch would not clear it
         return;
     }
-    u64 need = (u64)c.meta[(u64)b * META_WORDS + 2] + 1;
-    u64 off = atomicAdd(c.pool_used, need);
-    if (off + need > c.pool_cap) {
-        report(c.status, E_WORKLIST, b);
-        off = 0;
-    }
     c.worklist[e] = b;
-    c.tok_off[e] = off;
+    c.tok_off[e] = take_token_storage(c, b);
 }
 
 // Pieces of [src, src + len) when it is split at unit boundaries.
