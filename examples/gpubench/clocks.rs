@@ -45,7 +45,7 @@ fn spread(name: &str, v: Vec<f64>) {
 fn print_chains(title: &str, chains: &[&Chain], t0: u64) {
     println!("  {title} (unit, lane, codes, literals, cycles, SM, end us):");
     for c in chains {
-        let end = (c.end - t0) as f64 / 1e3;
+        let end = c.end.saturating_sub(t0) as f64 / 1e3;
         println!("    {:>6} {} {:>5} {:>5} {:>8} {:>4} {end:8.1}", c.unit, c.lane, c.codes, c.lits, c.cycles, c.sm);
     }
 }
@@ -101,7 +101,7 @@ pub fn report(gpu: &GpuEngine, data: &ArchiveData) -> BoxResult<()> {
                 sms.dedup();
                 sms.len()
             },
-            (last - t0) as f64 / 1e3
+            last.saturating_sub(t0) as f64 / 1e3
         );
         for lane in 0..lanes {
             let of: Vec<&Chain> = chains.iter().filter(|c| c.lane == lane).collect();
@@ -113,7 +113,7 @@ pub fn report(gpu: &GpuEngine, data: &ArchiveData) -> BoxResult<()> {
                 "cycles / literals (> 256 literals)",
                 of.iter().filter(|c| c.lits > 256.0 && c.codes < 64.0).map(|c| c.cycles / c.lits).collect(),
             );
-            spread("end, us after the first start", of.iter().map(|c| (c.end - t0) as f64 / 1e3).collect());
+            spread("end, us after the first start", of.iter().map(|c| c.end.saturating_sub(t0) as f64 / 1e3).collect());
         }
         // Each SM's last end: how long the SMs wait for the slowest.
         let mut sm_end = std::collections::BTreeMap::<u64, u64>::new();
@@ -121,7 +121,10 @@ pub fn report(gpu: &GpuEngine, data: &ArchiveData) -> BoxResult<()> {
             let e = sm_end.entry(c.sm).or_default();
             *e = (*e).max(c.end);
         }
-        spread("SM idle before the last end, us", sm_end.values().map(|&e| (last - e) as f64 / 1e3).collect());
+        spread(
+            "SM idle before the last end, us",
+            sm_end.values().map(|&e| last.saturating_sub(e) as f64 / 1e3).collect(),
+        );
         let mut by_end: Vec<&Chain> = chains.iter().collect();
         by_end.sort_by_key(|c| std::cmp::Reverse(c.end));
         print_chains("the chains that end last", &by_end[..by_end.len().min(8)], t0);
