@@ -5,14 +5,13 @@
 // Part of the kernels' one translation unit: kernels/decode.cu includes it after the parts it builds on.
 
 // Item i of a resolve list (a match: its entry and token) and of its span list (the bytes of it left: klo, khi).
-__device__ __forceinline__ bool list_item(const u64* list, const u64* klist, u64 i, u32* e, u32* t, u32* klo,
+__device__ __forceinline__ void list_item(const u64* list, const u64* klist, u64 i, u32* e, u32* t, u32* klo,
                                           u32* khi) {
     const u64 entry = list[i], span = klist[i];
     *e = (u32)(entry >> 32);
     *t = (u32)entry;
     *klo = (u32)(span >> 32);
     *khi = (u32)span;
-    return true;
 }
 
 // Address in c.bytes / c.stamps of stream position `pos`. The full decode holds the whole stream; the seek path
@@ -208,7 +207,8 @@ extern "C" __global__ void resolve_round(Ctx c, u32 n, const u32* task_off, u32 
             t = (unit - task_off[e]) * 32 + lane;
             has = t < c.meta[(u64)e * META_WORDS + 2];
         } else if (unit * 32 + lane < items) {
-            has = list_item(list_in, klist_in, unit * 32 + lane, &e, &t, &klo, &khi);
+            list_item(list_in, klist_in, unit * 32 + lane, &e, &t, &klo, &khi);
+            has = true;
         }
         resolve_warp(c, false, n, round, e, t, klo, khi, has, list_out, klist_out, list_counts, list_cap, trim != 0,
                      RESOLVE_PIECE);
@@ -298,7 +298,8 @@ extern "C" __global__ void seek_resolve(Ctx c, u32 parsed_level, u32 max_chunks,
             t = chunk * 32 + lane;
             has = t < nmatch;
         } else if (unit * 32 + lane < items) {
-            has = list_item(list_in, klist_in, unit * 32 + lane, &e, &t, &klo, &khi);
+            list_item(list_in, klist_in, unit * 32 + lane, &e, &t, &klo, &khi);
+            has = true;
         }
         resolve_warp(c, true, parsed, round, e, t, klo, khi, has, list_out, klist_out, list_counts, list_cap, true, 0);
     }

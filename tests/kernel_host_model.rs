@@ -15,8 +15,8 @@ use aceapex::codec::rans::{encode_lanes, lane_split};
 use aceapex::format::testkit::Rng;
 
 /// The kernel source as NVRTC gets it (kernels/decode.cu with its parts in place).
-fn kernel_source() -> String {
-    aceapex::engine::gpu::kernel_source().to_string()
+fn kernel_source() -> &'static str {
+    aceapex::engine::gpu::kernel_source()
 }
 
 /// The text of the kernel source from `start` through the first `close` after `last`.
@@ -104,7 +104,7 @@ fn run_harness_on(name: &str, inc: &str, input: Option<&[u8]>) {
 #[test]
 fn word_reader_takes_every_word_at_every_alignment() {
     let src = kernel_source();
-    run_harness("word_reader", &host_loads(cut(&src, "struct WordReader1 {", "struct WordReader1 {")));
+    run_harness("word_reader", &host_loads(cut(src, "struct WordReader1 {", "struct WordReader1 {")));
 }
 
 /// `WordReader1Back`, its predicated loads (`asm(...);` in `ld_if`) as the harness's checked host loads.
@@ -119,7 +119,7 @@ fn back_reader_text(src: &str) -> String {
 #[test]
 fn back_word_reader_takes_every_word_from_the_back_at_every_alignment() {
     let src = kernel_source();
-    run_harness("word_reader_back", &back_reader_text(&src));
+    run_harness("word_reader_back", &back_reader_text(src));
 }
 
 /// The staged word streams (`lds16`, `sts32` and `WordRingT`, both directions), their shared accesses on the
@@ -138,22 +138,22 @@ fn ring_text(src: &str) -> String {
 #[test]
 fn word_rings_stage_every_word_in_either_direction_and_stay_in_their_ring() {
     let src = kernel_source();
-    run_harness("word_ring", &ring_text(&src));
+    run_harness("word_ring", &ring_text(src));
 }
 
 #[test]
 fn literal_sink_places_every_literal_and_nothing_past_its_unit() {
     let src = kernel_source();
-    run_harness("literal_sink", &cut(&src, "enum K1Place {", "struct LiteralSink1 {"));
+    run_harness("literal_sink", &cut(src, "enum K1Place {", "struct LiteralSink1 {"));
 }
 
 #[test]
 fn staged_token_parse_matches_the_group_loop() {
     let src = kernel_source();
-    let codes = cut_fn(&src, "// Extra bits used by a log code", "__device__ __forceinline__ u64 read_bits");
+    let codes = cut_fn(src, "// Extra bits used by a log code", "__device__ __forceinline__ u64 read_bits");
     let parse =
-        cut_fn(&src, "// A slice's extra-bits stream read in order", "__device__ __forceinline__ bool k1_token_values");
-    let group = cut_fn(&src, "// Phase B of a slice's parse on a group of W lanes", "bool group_token_values");
+        cut_fn(src, "// A slice's extra-bits stream read in order", "__device__ __forceinline__ bool k1_token_values");
+    let group = cut_fn(src, "// Phase B of a slice's parse on a group of W lanes", "bool group_token_values");
     run_harness("token_values", &format!("{codes}\n{parse}\n{group}"));
 }
 
@@ -282,7 +282,7 @@ fn chain_text(src: &str, extra: &[(&str, &str)]) -> String {
 #[test]
 fn context_chain_decodes_what_the_encoder_coded() {
     let src = kernel_source();
-    let text = chain_text(&src, &[("// Context-coded literals [first, end) of a slice", "void k1_context_literals(")]);
+    let text = chain_text(src, &[("// Context-coded literals [first, end) of a slice", "void k1_context_literals(")]);
     run_harness_on("context_chain", &text, Some(&chain_input()));
 }
 
@@ -290,11 +290,11 @@ fn context_chain_decodes_what_the_encoder_coded() {
 fn resident_chase_resolves_every_byte_a_sequential_decode_does() {
     let src = kernel_source();
     let text = [
-        cut_fn(&src, "#define RC_FLAG", "u32 complement(u32 b)"),
-        cut_fn(&src, "__device__ __forceinline__ u32 last_le(", "u32 last_le("),
-        cut(&src, "// The resident chase's maps (see chase_resident)", "struct Maps"),
+        cut_fn(src, "#define RC_FLAG", "u32 complement(u32 b)"),
+        cut_fn(src, "__device__ __forceinline__ u32 last_le(", "u32 last_le("),
+        cut(src, "// The resident chase's maps (see chase_resident)", "struct Maps"),
         // The resident chase's loads (`ld_now_*`, `ld_issued_*`: `asm volatile("ld...` into `v`).
-        host_asm(cut_fn(&src, "#ifndef TOKEN_BUCKET_LOG", "void chase_matches("), "asm volatile(\"ld.", "v = *p;"),
+        host_asm(cut_fn(src, "#ifndef TOKEN_BUCKET_LOG", "void chase_matches("), "asm volatile(\"ld.", "v = *p;"),
     ]
     .join("\n");
     run_harness("resident_chase", &text);

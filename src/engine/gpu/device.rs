@@ -530,8 +530,10 @@ impl Device {
         }
         let records = (2 * self.nunits as usize).min(n);
         let global = self.module.get_global("k1_clocks", &self.stream).map_err(gpu("k1_clocks"))?;
-        let mut raw = vec![0u8; n * 32];
-        self.stream.memcpy_dtoh(&global, &mut raw).map_err(gpu("k1_clocks"))?;
+        // Only this archive's records (the array holds `n`).
+        let used = global.try_slice(..records * 32).ok_or_else(|| Error::Gpu("k1_clocks is smaller".into()))?;
+        let mut raw = vec![0u8; records * 32];
+        self.stream.memcpy_dtoh(&used, &mut raw).map_err(gpu("k1_clocks"))?;
         self.stream.synchronize().map_err(gpu("k1_clocks"))?;
         let word = |i: usize| u64::from_le_bytes(raw[8 * i..8 * i + 8].try_into().expect("8 bytes"));
         Ok(Some((0..records).map(|r| std::array::from_fn(|k| word(4 * r + k))).collect()))

@@ -411,9 +411,9 @@ impl Resolve {
 
 /// Buffers of the device-resident full decode, allocated on first use.
 pub(super) struct FullBuffers {
-    /// The parse's order of the units ([`parse_order`]), `entries` long (the units, and places kept by NO_UNIT).
+    /// The parse's order of the units ([`parse_order`]): the units, and places kept by NO_UNIT (at most u32::MAX
+    /// entries, see [`FullBuffers::entries`]).
     pub(super) worklist: CudaSlice<u32>,
-    pub(super) entries: u32,
     pub(super) tok_off: CudaSlice<u64>,
     pub(super) tpos: CudaSlice<u32>,
     pub(super) mpos: CudaSlice<u32>,
@@ -443,6 +443,13 @@ pub(super) struct FullBuffers {
     /// Two u32 per unit: the words each rANS lane took, written by `parse_k1_linear` when it decodes a K = 2
     /// archive's lane 1 on threads of its own, for `finish_linear_k1` to check their sum.
     pub(super) lane_end: CudaSlice<u32>,
+}
+
+impl FullBuffers {
+    /// The worklist's entries (checked to fit a u32 when it was made, in `ensure_full`).
+    pub(super) fn entries(&self) -> u32 {
+        self.worklist.len() as u32
+    }
 }
 
 /// A worklist entry that holds no unit (kernels/common.cuh `NO_UNIT`): [`parse_order`] keeps places with it.
@@ -608,7 +615,7 @@ impl Device {
             status: self.ptr(&full.status),
             stamps: if stamps { self.ptr(&full.stamps) } else { 0 },
             lane_end: self.ptr(&full.lane_end),
-            wl_cap: full.entries,
+            wl_cap: full.entries(),
             ..self.base_ctx()
         }
     }
@@ -680,7 +687,6 @@ impl Device {
         };
         self.full = Some(FullBuffers {
             worklist: stream.clone_htod(&ids).map_err(gpu("upload"))?,
-            entries,
             tok_off: stream.clone_htod(&tok_off).map_err(gpu("upload"))?,
             tpos,
             mpos,
@@ -881,7 +887,7 @@ impl Device {
             stream.memset_zeros(&mut full.level_hist).map_err(gpu("reset"))?;
         }
         let (parse_threads, k1_lanes) = self.k1_launch(n as u64);
-        let entries = self.full.as_ref().expect("ensured above").entries;
+        let entries = self.full.as_ref().expect("ensured above").entries();
         let cta_units = u64::from(k1_units_per_cta(parse_threads, k1_lanes));
         let parse_grid = grid_for(entries as u64, cta_units, 1 << 20);
         // The kernel skips a NO_UNIT entry only as a thread's one entry (kernels/parse.cuh parse_units): the order
