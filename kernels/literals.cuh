@@ -13,9 +13,10 @@
 // K = 1 literal loop took ~740 cycles a literal there (entropy alone 1.35 ms on an H200). This loop issues its
 // memory accesses ahead of the chain:
 //  * the context model is in shared memory when its order is at most K1_CTX_ORDER (else global, through L1), in
-//    copies that keep a quarter-warp's loads free of bank conflicts (K1Rows), and the four rows a literal's
-//    successor context can have (consecutive: ((ctx << 2) | s) & mask) are loaded while the literal itself
-//    decodes, so the next step only selects one by the base just decoded;
+//    copies that spread a warp's loads over the banks (K1Rows), and a step loads the next context's row as soon as
+//    its base is known (one 8-byte load); from global memory, where a load takes far longer, the four rows a
+//    literal's successor context can have (consecutive: ((ctx << 2) | s) & mask) are loaded while the literal
+//    itself decodes, so the next step only selects one by the base just decoded;
 //  * the word stream is read from aligned 32-bit words loaded two moves (~16 literals) ahead (WordReader1), or, in
 //    the full decode of few slices (parse_k1_staged, parse_k1_linear), from a ring in shared memory the parse fills
 //    ahead of the chain (WordRing1: 13 fewer instructions a literal, session 31);
@@ -32,41 +33,41 @@
 // tests/kernel_host_model.rs compiles WordReader1, WordReader1Back, the rings (both directions), LiteralSink1 and the
 // context chain (both paths, both lanes) from this file on the host and checks them.
 #define K1_CTX_ORDER 5
-// Shared-memory rows of the context model: 16 KB, an order-4 model eight times over or an order-5 one twice.
-#define K1_CTX_ROWS 2048u
 
-// How many copies of an order-k model the CTA keeps (log2): the successor rows a literal loads are a 32-byte piece
-// at a random place, so the 4-byte banks its two 16-byte loads hit start at one of only four places, and the lanes
-// of a quarter-warp (a 16-byte load is served a quarter-warp at a time) collide there. Copy j holds each 16-byte
-// piece of the model in bank quad j (piece p of copy j is 16-byte word p·R + j), and lane l reads copy l mod R: with
-// R = 8 no two lanes of a quarter-warp share a bank quad, whatever rows they read.
+// How many copies of an order-k model the CTA keeps (log2): a literal loads one 8-byte row at a random place, and
+// the lanes of a half-warp (an 8-byte load is served a half-warp at a time) collide where their rows share banks.
+// Copy j of row nb is the 8-byte entry nb·R + j, and lane l reads copy l mod R: with R = 8 the eight lanes of a
+// half-warp that read different copies hit different banks, and only lanes l and l + 8 can collide (when their rows
+// have the same parity).
 // K1_CTX_COPIES_LOG (default 3) is a measurement knob: the host sets it from ACEAPEX_GPU_CTX_COPIES_LOG.
 #ifndef K1_CTX_COPIES_LOG
 #define K1_CTX_COPIES_LOG 3u
 #endif
+// Shared-memory rows of the context model: 16 KB, an order-4 model eight times over or an order-5 one twice (with
+// more copies, as many as an order-4 model needs).
+#define K1_CTX_ROWS (K1_CTX_COPIES_LOG > 3u ? 256u << K1_CTX_COPIES_LOG : 2048u)
 __device__ __forceinline__ u32 k1_ctx_copies_log(u32 order) {
     return order <= 4 ? K1_CTX_COPIES_LOG : min(K1_CTX_COPIES_LOG, 1u);
 }
 
-// Where a lane finds its copy of the successor rows in shared memory: rows nb .. nb + 3 at a + nb·8·R (the first
-// 16 bytes) and b + nb·8·R (the second). The chain carries nb·8·R itself (`o` in k1_context_step), so that the
-// next one is a shift and one LOP3 and the addresses one add each; `sh` and `m` step it (k1_context_literals sets
-// them).
+// Where a lane finds its copy of a context's row in shared memory: row nb at a + nb·8·R. The chain carries nb·8·R
+// itself (`o` in k1_context_step), so that the next one is a shift and one LOP3 and the address one add; `sh` and
+// `m` step it (k1_context_literals sets them). In global memory `o` is a row index, and `a` unused.
 struct K1Rows {
-    u32 a, b, sh, m;
+    u32 a, sh, m;
 };
 
-// The 16-byte word i of the shared copies (see K1Rows) of a model whose rows start at `rows`: piece i >> rlog,
-// rows 2p and 2p + 1.
+// The 16-byte word i of the shared copies (see K1_CTX_COPIES_LOG) of a model whose rows start at `rows`: the 8-byte
+// entries 2i and 2i + 1, copies of rows 2i >> rlog and (2i + 1) >> rlog.
 __device__ __forceinline__ uint4 k1_ctx_piece(const uint2* rows, u32 i, u32 rlog) {
-    const uint2* r = rows + 2 * (i >> rlog);
-    return make_uint4(r[0].x, r[0].y, r[1].x, r[1].y);
+    const uint2 r0 = rows[(2 * i) >> rlog], r1 = rows[(2 * i + 1) >> rlog];
+    return make_uint4(r0.x, r0.y, r1.x, r1.y);
 }
 
-// A 16-byte load from shared window address `a`.
-__device__ __forceinline__ uint4 lds128(u32 a) {
-    uint4 v;
-    asm("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(a));
+// An 8-byte load from shared window address `a`.
+__device__ __forceinline__ uint2 lds64(u32 a) {
+    uint2 v;
+    asm("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "r"(a));
     return v;
 }
 
@@ -201,23 +202,20 @@ struct LiteralSink1 {
 };
 
 // One context-coded literal (FORMAT.md §3.5) of a rANS lane: the base `x` selects in row `e` of the current
-// context, then `e` becomes the row of the next context. `o` locates the current context's four successor rows
-// (((ctx << 2) | s) & mask for the bases s): SMEM, the byte offset nb·8·R of this lane's copy (see K1Rows: the four
-// rows are two 16-byte loads at sr.a + o and sr.b + o); else their index nb in T, in global memory. Either way the
-// next `o` is ((o << 2) | (s << sr.sh)) & sr.m, and the base is two selects, where the sum of three compares and
-// ctx -> nb -> nb·mul took 11 instructions from the compares to the next loads (the staged literal loop 43.5 -> 39
-// instructions a literal; H200, session 34 run 1: atha genome's entropy decode 0.411 -> 0.398 ms, fly x11's 0.375 ->
-// 0.366).
+// context, then `e` becomes the row of the next context, ((ctx << 2) | s) & mask. SMEM: `o` is the current
+// context's byte offset nb·8·R in this lane's copy (see K1Rows), and the next row is one 8-byte load once the base
+// is known. Global memory: `o` is the index nb in T of the current context's first successor row, and its four
+// successor rows are loaded while the literal decodes, the base then selecting one. Either way the next `o` is ((o
+// << 2) | (s << sr.sh)) & sr.m, and the base is two selects, where the sum of three compares and ctx -> nb -> nb·mul
+// took 11 instructions from the compares to the next loads (the staged literal loop 43.5 -> 39 instructions a
+// literal; H200, session 34 run 1: atha genome's entropy decode 0.411 -> 0.398 ms, fly x11's 0.375 -> 0.366).
+// (Shared memory had the four successor rows loaded ahead too, two 16-byte loads a step and four more selects: a
+// chain step of the full decode took 82.7 cycles a literal against 75.3 with the row loaded after the base, and
+// 67.2 against 71.8 without the literals' stores; H200, session 40, bench/gpu/stepbench.)
 template <bool SMEM, class WR>
 __device__ __forceinline__ u32 k1_context_step(const uint2* T, const K1Rows& sr, u32& x, u32& o, uint2& e, WR& wr) {
     uint2 r0, r1, r2, r3;
-    if constexpr (SMEM) {
-        const uint4 a = lds128(sr.a + o), b = lds128(sr.b + o);
-        r0 = make_uint2(a.x, a.y);
-        r1 = make_uint2(a.z, a.w);
-        r2 = make_uint2(b.x, b.y);
-        r3 = make_uint2(b.z, b.w);
-    } else {
+    if constexpr (!SMEM) {
         r0 = T[o];
         r1 = T[o + 1];
         r2 = T[o + 2];
@@ -233,7 +231,8 @@ __device__ __forceinline__ u32 k1_context_step(const uint2* T, const K1Rows& sr,
     x = (hi - lo) * (x >> 12) + slot - lo;
     wr.renorm(&x);
     o = ((o << 2) | (s << sr.sh)) & sr.m;
-    e = m2 ? (m3 ? r3 : r2) : (m1 ? r1 : r0);
+    if constexpr (SMEM) e = lds64(sr.a + o);
+    else e = m2 ? (m3 ? r3 : r2) : (m1 ? r1 : r0);
     return s;
 }
 
@@ -248,16 +247,15 @@ __device__ __forceinline__ u32 acgt4(u32 sel) { return __byte_perm(0x54474341u, 
 template <bool SMEM, K1Place P, class WR>
 __device__ __forceinline__ void k1_context_literals(const uint2* T, u32 mask, u32 first, u32 end, u32* xp, WR& wr,
                                                     LiteralSink1& sink, u8* bytes, u8* stamps) {
-    u32 x = *xp, o = 0;  // context 0: its successors are rows 0 .. 3
-    uint2 e = T[0];      // row 0 (in shared memory the first 8 bytes of copy 0)
-    // This lane's copy as shared window addresses, once: through a generic pointer every step converted it again
+    u32 x = *xp, o = 0;  // context 0 (its successors are rows 0 .. 3)
+    uint2 e = T[0];      // row 0 (in shared memory copy 0 of it, as good as this lane's)
+    // This lane's copy as a shared window address, once: through a generic pointer every step converted it again
     // (S2UR and ULEA in the loop, session 23 run 5). In global memory `o` is a row index: nb itself.
-    K1Rows sr = {0u, 0u, 2u, mask};
+    K1Rows sr = {0u, 2u, mask};
     if constexpr (SMEM) {
         const u32 rlog = k1_ctx_copies_log((32u - __clz(mask)) / 2u);
-        sr.a = (u32)__cvta_generic_to_shared(T) + 16u * (threadIdx.x & ((1u << rlog) - 1u));
-        sr.b = sr.a + (16u << rlog);
-        sr.sh = 5u + rlog;         // nb·8·R = nb << (3 + rlog), and s enters nb two bits up
+        sr.a = (u32)__cvta_generic_to_shared(T) + 8u * (threadIdx.x & ((1u << rlog) - 1u));
+        sr.sh = 3u + rlog;  // ctx·8·R = ctx << (3 + rlog), and s enters ctx at bit 0
         sr.m = mask << (3u + rlog);
     }
     u32 l = first;

@@ -267,11 +267,7 @@ fn chain_text(src: &str, extra: &[(&str, &str)]) -> String {
         cut(src, "// Where a lane finds its copy", "struct K1Rows {"),
         cut_fn(src, "// The 16-byte word i of the shared copies", "uint4 k1_ctx_piece("),
         // The shared-memory load, from the harness's stand-in for shared memory.
-        host_asm(
-            cut_fn(src, "// A 16-byte load from shared", "uint4 lds128("),
-            "asm(",
-            "memcpy(&v, host_smem + a, 16);",
-        ),
+        host_asm(cut_fn(src, "// An 8-byte load from shared", "uint2 lds64("), "asm(", "memcpy(&v, host_smem + a, 8);"),
         cut_fn(src, "// One context-coded literal (FORMAT.md", "u32 k1_context_step("),
         cut_line(src, "__device__ __forceinline__ u32 acgt4("),
     ];
