@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Session 40 device call 3: the shared-memory context chain loading the next row after the base (carry/COMMIT,
+# 62c91bd) against the session's start (carry/base, 40b2a38), and with sixteen copies of an order-4 model
+# (ACEAPEX_GPU_CTX_COPIES_LOG=4): the GPU lib tests, two rounds of the full decode on the three archives (every
+# timed decode checked), then the chain clocks of the new kernels on atha genome.
+# Carry: BASE=40b2a38 bash bench/gpu/make-carry.sh 62c91bd.
+export COMMIT=$(cat carry/COMMIT)
+. bench/gpu/steps.sh
+gpu_libtests
+seek_archives
+full_ab 2 "base=./carry/base/gpubench" "new=./carry/gpubench" "new16=env ACEAPEX_GPU_CTX_COPIES_LOG=4 ./carry/gpubench"
+run 240 env ACEAPEX_GPU_K1_CLOCKS=1 ./carry/gpubench /tmp/gpu-suite/atha-genome.acx --clocks --runs 3 --ranges 10 --latency 10 --contig 1
+cp "$log" "$OUT/run3-${COMMIT:0:7}-device.log"
