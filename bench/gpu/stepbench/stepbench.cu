@@ -32,6 +32,13 @@ struct SbOut {
     u8* coal;                    // STEPS bytes a thread, the warp's pieces interleaved
 };
 
+// A 16-byte load from shared window address `a` (the kernels' step no longer has one).
+__device__ __forceinline__ uint4 sb_lds128(u32 a) {
+    uint4 v;
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(a));
+    return v;
+}
+
 // A ring reader that takes no words (the renormalisation's shift with a constant): what the ring costs.
 struct NoRing {
     __device__ __forceinline__ void refill() {}
@@ -57,7 +64,7 @@ __device__ __forceinline__ WordRing1 make_ring(u32 ring) {
 // 16-byte load. `o` = piece index << (4 + rlog).
 template <class WR>
 __device__ __forceinline__ u32 step10(u32 a, u32 sh, u32 m, u32& x, u32& o, u32& e, WR& wr) {
-    const uint4 r = lds128(a + o);
+    const uint4 r = sb_lds128(a + o);
     const u32 slot = x & 1023u;
     const u32 c1 = e & 1023u, c2 = (e >> 10) & 1023u, c3 = e >> 20;
     const bool m1 = slot >= c1, m2 = slot >= c2, m3 = slot >= c3;
@@ -157,6 +164,38 @@ __device__ __forceinline__ u32 loop_after(u32 a, u32 tab, u32& x, WR& wr, const 
     return acc;
 }
 
+// Rows of 16 bytes, {c1, c2, c3, 0} (a shared-memory layout, not a format change): no field to extract before the
+// compares. Copy j of row nb at 16 (nb R + j), so a quarter-warp's eight 16-byte loads hit eight bank quads; `o` =
+// nb << (4 + rlog). In a loop of eight with the bases gathered; STORE as in loop_after (0 or 1).
+template <int STORE, class WR>
+__device__ __forceinline__ u32 loop_wide(u32 a, u32& x, WR& wr, const SbOut& out, u32 gt) {
+    const u32 R = SB_RLOG, sh = 4u + R, m = 255u << (4u + R);
+    u32 o = 0, acc = 0;
+    uint4 e = sb_lds128(a);
+    u8* own = out.scatter + ((u64)gt << 12);
+    for (u32 l = 0; l < STEPS; l += 8) {
+        u32 sel = 0;
+#pragma unroll
+        for (u32 k = 0; k < 8; k++) {
+            const u32 slot = x & 4095u;
+            const u32 c1 = e.x, c2 = e.y, c3 = e.z;
+            const bool m1 = slot >= c1, m2 = slot >= c2, m3 = slot >= c3;
+            const u32 lo = m2 ? (m3 ? c3 : c2) : (m1 ? c1 : 0u);
+            const u32 hi = m2 ? (m3 ? 4096u : c3) : (m1 ? c2 : c1);
+            const u32 sb = m2 ? (m3 ? 3u : 2u) : (m1 ? 1u : 0u);
+            x = (hi - lo) * (x >> 12) + slot - lo;
+            wr.renorm(&x);
+            o = ((o << 2) | (sb << sh)) & m;
+            e = sb_lds128(a + o);
+            sel |= sb << (4 * k);
+        }
+        const u64 piece = (u64)acgt4(sel & 0xFFFFu) | ((u64)acgt4(sel >> 16) << 32);
+        if constexpr (STORE == 0) acc += (u32)piece ^ (u32)(piece >> 32);
+        else *(u64*)(own + l) = piece;
+    }
+    return acc;
+}
+
 // No context model: one fixed row (what the model's rows and their selection cost).
 template <class WR>
 __device__ __forceinline__ u32 step_fixed(u32 c1, u32 c2, u32 c3, u32& x, WR& wr) {
@@ -193,8 +232,8 @@ __device__ __forceinline__ u32 step_pair(u32 a, u32 rs, u32 mask, u32& x, u32& c
     const u32 sym = b1 * 4u + b2;
     ctx = ((ctx << 4) | sym) & mask;
     const u32 ad = a + (ctx << rs);
-    w0 = lds128(ad);
-    w1 = lds128(ad + (16u << PAIR_RLOG));
+    w0 = sb_lds128(ad);
+    w1 = sb_lds128(ad + (16u << PAIR_RLOG));
     return sym;
 }
 
@@ -225,6 +264,12 @@ __global__ void __launch_bounds__(SB_THREADS) stepbench(const uint2* rows12, con
     const u32 base = ((u32)__cvta_generic_to_shared(dyn) + K1_RING_BYTES - 1) & ~(K1_RING_BYTES - 1);
     const u32 ring = base + tid * K1_RING_BYTES;
     const u32 gt = blockIdx.x * blockDim.x + tid;
+    const u32 wide = base + SB_THREADS * K1_RING_BYTES;  // 256 rows x 2^SB_RLOG copies x 16 bytes
+    for (u32 i = tid; i < (256u << SB_RLOG); i += blockDim.x) {
+        const uint2 r = rows12[i >> SB_RLOG];
+        asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(wide + 16u * i), "r"(r.x & 0xFFFFu),
+                     "r"(r.x >> 16), "r"(r.y), "r"(0u));
+    }
     for (u32 i = 0; i < K1_RING_WORDS / 2; i++) {
         const u32 v = (u32)words[(gt * 131u + 2 * i) % 65536u] | (u32)words[(gt * 131u + 2 * i + 1) % 65536u] << 16;
         asm volatile("st.shared.u32 [%0], %1;" ::"r"(ring + 4u * i), "r"(v));
@@ -241,10 +286,9 @@ __global__ void __launch_bounds__(SB_THREADS) stepbench(const uint2* rows12, con
         k1_context_literals<true, V == 0 ? K1_NONE : K1_LINEAR>(ctx12, mask, 0, STEPS, &x, wr, sink,
                                                                out.scatter + ((u64)gt << 12), nullptr);
     } else if constexpr (V == 2 || V == 3 || V == 4) {
-        K1Rows sr;
-        sr.a = (u32)__cvta_generic_to_shared(ctx12) + copy;
-        sr.b = sr.a + (16u << SB_RLOG);
-        sr.sh = 5u + SB_RLOG;
+        K1Rows sr;  // as k1_context_literals sets it
+        sr.a = (u32)__cvta_generic_to_shared(ctx12) + 8u * (tid & ((1u << SB_RLOG) - 1u));
+        sr.sh = 3u + SB_RLOG;
         sr.m = mask << (3u + SB_RLOG);
         u32 o = 0;
         uint2 e = ctx12[0];
@@ -294,6 +338,9 @@ __global__ void __launch_bounds__(SB_THREADS) stepbench(const uint2* rows12, con
                 sel |= step10(a, 4u + SB_RLOG, (mask >> 2) << (4u + SB_RLOG), x, o, e, wr) << (4 * k);
             acc += sel;
         }
+    } else if constexpr (V == 16 || V == 17) {
+        WordRing1 wr = make_ring(ring);
+        acc = loop_wide<V == 16 ? 1 : 0>(wide + 16u * (tid & ((1u << SB_RLOG) - 1u)), x, wr, out, gt);
     } else if constexpr (V >= 9) {
         const u32 a = (u32)__cvta_generic_to_shared(ctx12) + 8u * (tid & ((1u << SB_RLOG) - 1u));
         const u32 tab = (u32)__cvta_generic_to_shared(acgt_tab);
@@ -360,7 +407,7 @@ static std::vector<u32> cums(u32 n, u32 scale) {
 template <int V>
 static void run(const char* name, int sms, const uint2* r12, const u32* r10, const u32* rp, const u16* w, SbOut out,
                 unsigned long long* hcyc) {
-    const u32 dyn = (SB_THREADS + 1) * K1_RING_BYTES;
+    const u32 dyn = (SB_THREADS + 1) * K1_RING_BYTES + (256u << SB_RLOG) * 16u;
     CK(cudaFuncSetAttribute(stepbench<V>, cudaFuncAttributeMaxDynamicSharedMemorySize, dyn));
     cudaEvent_t a, b;
     CK(cudaEventCreate(&a));
@@ -438,6 +485,8 @@ int main() {
     run<12>("6 + letters off the context, warp-interleaved stores", sms, d12, d10, dp, dw, out, h.data());
     run<13>("6 + 2-bit codes off the context, a store per 32", sms, d12, d10, dp, dw, out, h.data());
     run<14>("6 + bases gathered, ring two words ahead, no stores", sms, d12, d10, dp, dw, out, h.data());
+    run<17>("6 with 16-byte rows {c1, c2, c3}, bases gathered, no stores", sms, d12, d10, dp, dw, out, h.data());
+    run<16>("6 with 16-byte rows, bases gathered, K1_LINEAR stores", sms, d12, d10, dp, dw, out, h.data());
     return 0;
 }
 #endif
