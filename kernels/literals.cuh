@@ -43,71 +43,36 @@
 #ifndef K1_CTX_COPIES_LOG
 #define K1_CTX_COPIES_LOG 3u
 #endif
-// K1_CTX_WIDE (default 0) is a measurement knob (the host sets it from ACEAPEX_GPU_CTX_WIDE): 1 keeps each shared
-// row as 16 bytes {c1, c2, c3, 0}, so that a step extracts no field before its compares, in half as many copies
-// (a 16-byte load is served a quarter-warp at a time: with R = 4, lanes l and l + 4 collide when their rows have the
-// same parity).
-#ifndef K1_CTX_WIDE
-#define K1_CTX_WIDE 0
-#endif
-#if K1_CTX_WIDE
-typedef uint4 K1Row;
-#else
-typedef uint2 K1Row;
-#endif
-// Shared-memory rows (copies included) of the context model, 16 KB (a CTA's static shared memory is at most 48 KB):
-// an order-4 model eight times over or an order-5 one twice, wide four times and once.
-#define K1_CTX_ROWS_LOG (K1_CTX_WIDE ? 10u : 11u)
-#define K1_CTX_ROWS (1u << K1_CTX_ROWS_LOG)
+// Shared-memory rows of the context model: 16 KB, an order-4 model eight times over or an order-5 one twice (with
+// more copies, as many as an order-4 model needs).
+#define K1_CTX_ROWS (K1_CTX_COPIES_LOG > 3u ? 256u << K1_CTX_COPIES_LOG : 2048u)
 __device__ __forceinline__ u32 k1_ctx_copies_log(u32 order) {
-    return min(K1_CTX_COPIES_LOG, K1_CTX_ROWS_LOG - 2u * order);  // order <= K1_CTX_ORDER
+    return order <= 4 ? K1_CTX_COPIES_LOG : min(K1_CTX_COPIES_LOG, 1u);
 }
 
-// Where a lane finds its copy of a context's row in shared memory: row nb at a + nb·sizeof(K1Row)·R. The chain
-// carries that offset itself (`o` in k1_context_step), so that the next one is a shift and one LOP3 and the address
-// one add; `sh` and `m` step it (k1_context_literals sets them). In global memory `o` is a row index, and `a`
-// unused.
+// Where a lane finds its copy of a context's row in shared memory: row nb at a + nb·8·R. The chain carries nb·8·R
+// itself (`o` in k1_context_step), so that the next one is a shift and one LOP3 and the address one add; `sh` and
+// `m` step it (k1_context_literals sets them). In global memory `o` is a row index, and `a` unused.
 struct K1Rows {
     u32 a, sh, m;
 };
 
-// The 16-byte words of an order-k model's shared copies (see K1_CTX_COPIES_LOG, K1_CTX_WIDE).
-__device__ __forceinline__ u32 k1_ctx_words(u32 order, u32 rlog) {
-    return 1u << (2 * order + rlog - (K1_CTX_WIDE ? 0u : 1u));
-}
-// The 16-byte word i of the shared copies of a model whose rows start at `rows`: the entries 2i and 2i + 1, copies
-// of rows 2i >> rlog and (2i + 1) >> rlog; wide, the entry i, row i >> rlog.
+// The 16-byte word i of the shared copies (see K1_CTX_COPIES_LOG) of a model whose rows start at `rows`: the 8-byte
+// entries 2i and 2i + 1, copies of rows 2i >> rlog and (2i + 1) >> rlog.
 __device__ __forceinline__ uint4 k1_ctx_piece(const uint2* rows, u32 i, u32 rlog) {
-#if K1_CTX_WIDE
-    const uint2 r = rows[i >> rlog];
-    return make_uint4(r.x & 0xFFFFu, r.x >> 16, r.y, 0u);
-#else
     const uint2 r0 = rows[(2 * i) >> rlog], r1 = rows[(2 * i + 1) >> rlog];
     return make_uint4(r0.x, r0.y, r1.x, r1.y);
-#endif
 }
 
-// A row's cumulative frequencies of C, G and T (xtab's layout, or K1_CTX_WIDE's).
-__device__ __forceinline__ void k1_row_cums(const uint2& e, u32& c1, u32& c2, u32& c3) {
-    c1 = e.x & 0xFFFFu;
-    c2 = e.x >> 16;
-    c3 = e.y;
-}
-__device__ __forceinline__ void k1_row_cums(const uint4& e, u32& c1, u32& c2, u32& c3) {
-    c1 = e.x;
-    c2 = e.y;
-    c3 = e.z;
-}
-// A row from shared window address `a`.
-__device__ __forceinline__ void k1_row_load(u32 a, uint2& e) {
-    asm("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(e.x), "=r"(e.y) : "r"(a));
-}
-__device__ __forceinline__ void k1_row_load(u32 a, uint4& e) {
-    asm("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(e.x), "=r"(e.y), "=r"(e.z), "=r"(e.w) : "r"(a));
+// An 8-byte load from shared window address `a`.
+__device__ __forceinline__ uint2 lds64(u32 a) {
+    uint2 v;
+    asm("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "r"(a));
+    return v;
 }
 
 struct K1Tables {
-    K1Row ctx[K1_CTX_ROWS];  // the context model (xtab rows) of `group`, when its order <= K1_CTX_ORDER, in
+    uint2 ctx[K1_CTX_ROWS];  // the context model (xtab rows) of `group`, when its order <= K1_CTX_ORDER, in
                              // 2^k1_ctx_copies_log(order) interleaved copies
     u32 lit[4096];          // `group`'s LIT decode table (dtab layout)
     CodeTables code;        // `group`'s LL, ML and OF tables (the compact layout parse_one reads)
@@ -128,7 +93,7 @@ __device__ __forceinline__ void load_k1_tables(const Ctx& c, u64 grp, K1Tables* 
     const bool fits = order >= 1 && order <= K1_CTX_ORDER;
     if (fits) {
         const u32 rlog = k1_ctx_copies_log(order);
-        for (u32 i = i0; i < k1_ctx_words(order, rlog); i += n)
+        for (u32 i = i0; i < (1u << (2 * order - 1 + rlog)); i += n)
             ((uint4*)k->ctx)[i] = k1_ctx_piece(c.xtab + first, i, rlog);
     }
     if (i0 == 0) {
@@ -247,8 +212,8 @@ struct LiteralSink1 {
 // (Shared memory had the four successor rows loaded ahead too, two 16-byte loads a step and four more selects: a
 // chain step of the full decode took 82.7 cycles a literal against 75.3 with the row loaded after the base, and
 // 67.2 against 71.8 without the literals' stores; H200, session 40, bench/gpu/stepbench.)
-template <bool SMEM, class WR, class E>
-__device__ __forceinline__ u32 k1_context_step(const uint2* T, const K1Rows& sr, u32& x, u32& o, E& e, WR& wr) {
+template <bool SMEM, class WR>
+__device__ __forceinline__ u32 k1_context_step(const uint2* T, const K1Rows& sr, u32& x, u32& o, uint2& e, WR& wr) {
     uint2 r0, r1, r2, r3;
     if constexpr (!SMEM) {
         r0 = T[o];
@@ -257,8 +222,7 @@ __device__ __forceinline__ u32 k1_context_step(const uint2* T, const K1Rows& sr,
         r3 = T[o + 3];
     }
     const u32 slot = x & 4095u;
-    u32 c1, c2, c3;
-    k1_row_cums(e, c1, c2, c3);
+    const u32 c1 = e.x & 0xFFFFu, c2 = e.x >> 16, c3 = e.y;
     const bool m1 = slot >= c1, m2 = slot >= c2, m3 = slot >= c3;
     // The base's slot range [lo, hi) (a base of frequency 0 has an empty one and is never chosen).
     const u32 lo = m2 ? (m3 ? c3 : c2) : (m1 ? c1 : 0u);
@@ -267,20 +231,10 @@ __device__ __forceinline__ u32 k1_context_step(const uint2* T, const K1Rows& sr,
     x = (hi - lo) * (x >> 12) + slot - lo;
     wr.renorm(&x);
     o = ((o << 2) | (s << sr.sh)) & sr.m;
-    if constexpr (SMEM) k1_row_load(sr.a + o, e);
+    if constexpr (SMEM) e = lds64(sr.a + o);
     else e = m2 ? (m3 ? r3 : r2) : (m1 ? r1 : r0);
     return s;
 }
-
-// The row type a chain carries: a shared-memory row (K1Row), or xtab's in global memory.
-template <bool SMEM>
-struct K1RowIn {
-    typedef uint2 T;
-};
-template <>
-struct K1RowIn<true> {
-    typedef K1Row T;
-};
 
 // "ACGT"[s] for the bases s_k in bits 4k .. 4k + 3 of `sel`, k = 0 .. 3 (PRMT's selector).
 __device__ __forceinline__ u32 acgt4(u32 sel) { return __byte_perm(0x54474341u, 0u, sel); }
@@ -294,16 +248,15 @@ template <bool SMEM, K1Place P, class WR>
 __device__ __forceinline__ void k1_context_literals(const uint2* T, u32 mask, u32 first, u32 end, u32* xp, WR& wr,
                                                     LiteralSink1& sink, u8* bytes, u8* stamps) {
     u32 x = *xp, o = 0;  // context 0 (its successors are rows 0 .. 3)
-    // Row 0 (in shared memory copy 0 of it, as good as this lane's).
-    typename K1RowIn<SMEM>::T e = *(const typename K1RowIn<SMEM>::T*)T;
+    uint2 e = T[0];      // row 0 (in shared memory copy 0 of it, as good as this lane's)
     // This lane's copy as a shared window address, once: through a generic pointer every step converted it again
     // (S2UR and ULEA in the loop, session 23 run 5). In global memory `o` is a row index: nb itself.
     K1Rows sr = {0u, 2u, mask};
     if constexpr (SMEM) {
-        const u32 rlog = k1_ctx_copies_log((32u - __clz(mask)) / 2u), rb = K1_CTX_WIDE ? 4u : 3u;
-        sr.a = (u32)__cvta_generic_to_shared(T) + (threadIdx.x & ((1u << rlog) - 1u)) * (1u << rb);
-        sr.sh = rb + rlog;  // ctx·sizeof(K1Row)·R = ctx << (rb + rlog), and s enters ctx at bit 0
-        sr.m = mask << (rb + rlog);
+        const u32 rlog = k1_ctx_copies_log((32u - __clz(mask)) / 2u);
+        sr.a = (u32)__cvta_generic_to_shared(T) + 8u * (threadIdx.x & ((1u << rlog) - 1u));
+        sr.sh = 3u + rlog;  // ctx·8·R = ctx << (3 + rlog), and s enters ctx at bit 0
+        sr.m = mask << (3u + rlog);
     }
     u32 l = first;
     for (; l + 8 <= end; l += 8) {
@@ -357,7 +310,7 @@ __device__ __forceinline__ void k1_literals(const Ctx& c, u32 id, bool lit_ctx, 
     if (lit_ctx) {
         const LitModel lm = lit_model_of(c, id);
         if (local && k1->ctx_first != NO_SLOT)
-            k1_context_literals<true, P>((const uint2*)k1->ctx, lm.mask, first, end, x, wr, sink, bytes, stamps);
+            k1_context_literals<true, P>(k1->ctx, lm.mask, first, end, x, wr, sink, bytes, stamps);
         else
             k1_context_literals<false, P>(lm.t, lm.mask, first, end, x, wr, sink, bytes, stamps);
     } else {

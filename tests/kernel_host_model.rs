@@ -262,18 +262,12 @@ fn chain_text(src: &str, extra: &[(&str, &str)]) -> String {
         ring_text(src),
         cut(src, "enum K1Place {", "struct LiteralSink1 {"),
         cut_line(src, "#define K1_CTX_ORDER"),
-        // K1_CTX_COPIES_LOG and K1_CTX_WIDE, the row type, K1_CTX_ROWS and k1_ctx_copies_log.
+        cut_line(src, "#define K1_CTX_ROWS"),
         cut_fn(src, "#ifndef K1_CTX_COPIES_LOG", "u32 k1_ctx_copies_log("),
         cut(src, "// Where a lane finds its copy", "struct K1Rows {"),
-        cut_fn(src, "// The 16-byte words of an order-k model", "uint4 k1_ctx_piece("),
-        cut_fn(src, "// A row's cumulative frequencies", "void k1_row_cums(const uint4&"),
-        // The shared-memory loads, from the harness's stand-in for shared memory.
-        host_asm(
-            cut_fn(src, "// A row from shared window address", "void k1_row_load(u32 a, uint4&"),
-            "asm(",
-            "memcpy(&e, host_smem + a, sizeof e);",
-        ),
-        cut(src, "// The row type a chain carries", "struct K1RowIn<true> {"),
+        cut_fn(src, "// The 16-byte word i of the shared copies", "uint4 k1_ctx_piece("),
+        // The shared-memory load, from the harness's stand-in for shared memory.
+        host_asm(cut_fn(src, "// An 8-byte load from shared", "uint2 lds64("), "asm(", "memcpy(&v, host_smem + a, 8);"),
         cut_fn(src, "// One context-coded literal (FORMAT.md", "u32 k1_context_step("),
         cut_line(src, "__device__ __forceinline__ u32 acgt4("),
     ];
@@ -286,14 +280,6 @@ fn context_chain_decodes_what_the_encoder_coded() {
     let src = kernel_source();
     let text = chain_text(src, &[("// Context-coded literals [first, end) of a slice", "void k1_context_literals(")]);
     run_harness_on("context_chain", &text, Some(&chain_input()));
-}
-
-/// The same with the shared rows K1_CTX_WIDE lays out (a measurement knob, ACEAPEX_GPU_CTX_WIDE=1).
-#[test]
-fn context_chain_decodes_the_same_from_wide_shared_rows() {
-    let src = kernel_source();
-    let text = chain_text(src, &[("// Context-coded literals [first, end) of a slice", "void k1_context_literals(")]);
-    run_harness_on("context_chain", &format!("#define K1_CTX_WIDE 1\n{text}"), Some(&chain_input()));
 }
 
 #[test]

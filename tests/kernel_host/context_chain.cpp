@@ -52,13 +52,13 @@ int main(int argc, char** argv) {
         // read by the readers and staged by the rings (two rings after the model's copies, as a CTA's rings lie
         // after its tables), and each in both placements.
         const u32 order = (32u - __clz(mask)) / 2u;
-        const u32 ring = K1_CTX_ROWS * sizeof(K1Row);
+        const u32 ring = K1_CTX_ROWS * 8;
         std::vector<uint4> smem((ring + 2 * K1_RING_BYTES) / 16);
         host_smem = (u8*)smem.data();
         host_smem_len = ring + 2 * K1_RING_BYTES;
         if (order <= K1_CTX_ORDER) {
             const u32 rlog = k1_ctx_copies_log(order);
-            for (u32 i = 0; i < k1_ctx_words(order, rlog); i++)
+            for (u32 i = 0; i < (1u << (2 * order - 1 + rlog)); i++)
                 smem[i] = k1_ctx_piece((const uint2*)rows.data(), i, rlog);
         }
         for (int lane = -1; lane < (order <= K1_CTX_ORDER ? 8 : 0); lane++) {

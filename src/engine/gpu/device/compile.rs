@@ -45,17 +45,11 @@ fn expand_includes(root: &str, parts: &[(&str, &str)]) -> String {
 /// Copies of a K = 1 CTA's context model in shared memory, log2 (kernels/literals.cuh `K1_CTX_COPIES_LOG`, K1Rows).
 const K1_CTX_COPIES_LOG: u32 = 3;
 
-/// [`K1_CTX_COPIES_LOG`], or ACEAPEX_GPU_CTX_COPIES_LOG (0..=3; measurements).
+/// [`K1_CTX_COPIES_LOG`], or ACEAPEX_GPU_CTX_COPIES_LOG (0..=4; measurements: 4 gives an order-4 model 32 KB of
+/// shared memory, and a half-warp's loads no bank conflicts).
 fn ctx_copies_log() -> u32 {
     static LOG: OnceLock<u32> = OnceLock::new();
-    env_knob(&LOG, "ACEAPEX_GPU_CTX_COPIES_LOG", K1_CTX_COPIES_LOG, |l| l <= 3)
-}
-
-/// kernels/literals.cuh `K1_CTX_WIDE`, as ACEAPEX_GPU_CTX_WIDE (0 or 1) sets it (measurements: 1 keeps each
-/// shared context row as 16 bytes in half as many copies, for two fewer instructions a literal).
-fn ctx_wide() -> u32 {
-    static WIDE: OnceLock<u32> = OnceLock::new();
-    env_knob(&WIDE, "ACEAPEX_GPU_CTX_WIDE", 0, |v| v <= 1)
+    env_knob(&LOG, "ACEAPEX_GPU_CTX_COPIES_LOG", K1_CTX_COPIES_LOG, |l| l <= 4)
 }
 
 /// kernels/words.cuh `K1_RING_BYTES` (a power of two, 512..=4096), as ACEAPEX_GPU_K1_RING_BYTES sets it
@@ -104,9 +98,6 @@ pub(super) fn compile_options() -> Vec<String> {
     }
     if ctx_copies_log() != K1_CTX_COPIES_LOG {
         options.push(format!("-DK1_CTX_COPIES_LOG={}u", ctx_copies_log()));
-    }
-    if ctx_wide() != 0 {
-        options.push(format!("-DK1_CTX_WIDE={}", ctx_wide()));
     }
     if k1_ring_bytes() != K1_RING_BYTES {
         options.push(format!("-DK1_RING_BYTES={}", k1_ring_bytes()));
