@@ -43,9 +43,9 @@
 #ifndef K1_CTX_COPIES_LOG
 #define K1_CTX_COPIES_LOG 3u
 #endif
-// Shared-memory rows of the context model: 16 KB, an order-4 model eight times over or an order-5 one twice (with
-// more copies, as many as an order-4 model needs).
-#define K1_CTX_ROWS (K1_CTX_COPIES_LOG > 3u ? 256u << K1_CTX_COPIES_LOG : 2048u)
+// Shared-memory rows (copies included) of the context model: 16 KB, an order-4 model eight times over or an order-5
+// one twice (a CTA's static shared memory is at most 48 KB: sixteen copies did not fit beside the other tables).
+#define K1_CTX_ROWS 2048u
 __device__ __forceinline__ u32 k1_ctx_copies_log(u32 order) {
     return order <= 4 ? K1_CTX_COPIES_LOG : min(K1_CTX_COPIES_LOG, 1u);
 }
@@ -270,22 +270,27 @@ __device__ __forceinline__ void k1_context_literals(const uint2* T, u32 mask, u3
     *xp = x;
 }
 
-// One LIT-table literal of a rANS lane (`L` the group's 4096 slot entries, dtab layout, shared or global): its
-// byte. A slot with no symbol sets `bad` and decodes on as if it had one (the slice is refused after the loop).
-template <class WR>
-__device__ __forceinline__ u32 k1_table_step(const u32* L, u32& x, WR& wr, bool& bad) {
+// One LIT-table literal of a rANS lane (the group's 4096 slot entries, dtab layout: SMEM, at shared window address
+// `la`; else at `L` in global memory): its byte. A slot with no symbol sets `bad` and decodes on as if it had one
+// (the slice is refused after the loop). (The entry through a generic pointer instead: a generic load and a 64-bit
+// address on the chain; atha genome's table-coded slices, the last of its parse, took ~150 cycles a literal,
+// session 40 run 3.)
+template <bool SMEM, class WR>
+__device__ __forceinline__ u32 k1_table_step(const u32* L, u32 la, u32& x, WR& wr, bool& bad) {
     const u32 slot = x & 4095u;
-    const u32 e = L[slot];
+    const u32 e = SMEM ? lds32(la + 4u * slot) : __ldg(L + slot);
     bad |= e == 0xFFFFFFFFu;
     x = (((e >> 8) & 0xFFFu) + 1) * (x >> 12) + slot - (e >> 20);
     wr.renorm(&x);
     return e & 0xFFu;
 }
 
-// LIT-table literals [first, end) of one rANS lane, eight at a time as in k1_context_literals.
-template <K1Place P, class WR>
+// LIT-table literals [first, end) of one rANS lane, eight at a time as in k1_context_literals (`L` in shared
+// memory when SMEM).
+template <bool SMEM, K1Place P, class WR>
 __device__ __forceinline__ void k1_table_literals(const u32* L, u32 first, u32 end, u32* xp, WR& wr,
                                                   LiteralSink1& sink, u8* bytes, u8* stamps, bool* bad) {
+    const u32 la = SMEM ? (u32)__cvta_generic_to_shared(L) : 0u;
     u32 x = *xp;
     bool b = false;
     u32 l = first;
@@ -293,10 +298,10 @@ __device__ __forceinline__ void k1_table_literals(const u32* L, u32 first, u32 e
         wr.refill();
         u64 v = 0;
 #pragma unroll
-        for (u32 k = 0; k < 8; k++) v |= (u64)k1_table_step(L, x, wr, b) << (8 * k);
+        for (u32 k = 0; k < 8; k++) v |= (u64)k1_table_step<SMEM>(L, la, x, wr, b) << (8 * k);
         sink.put8<P>(bytes, stamps, l, v);
     }
-    for (; l < end; l++) sink.put<P>(bytes, stamps, l, k1_table_step(L, x, wr, b));
+    for (; l < end; l++) sink.put<P>(bytes, stamps, l, k1_table_step<SMEM>(L, la, x, wr, b));
     *bad |= b;
     *xp = x;
 }
@@ -314,8 +319,12 @@ __device__ __forceinline__ void k1_literals(const Ctx& c, u32 id, bool lit_ctx, 
         else
             k1_context_literals<false, P>(lm.t, lm.mask, first, end, x, wr, sink, bytes, stamps);
     } else {
-        const u32* L = local ? k1->lit : c.dtab + grp * 4 * 4096 + 3 * 4096;
-        k1_table_literals<P>(L, first, end, x, wr, sink, bytes, stamps, bad);
+        if (local) {
+            k1_table_literals<true, P>(k1->lit, first, end, x, wr, sink, bytes, stamps, bad);
+        } else {
+            const u32* L = c.dtab + grp * 4 * 4096 + 3 * 4096;
+            k1_table_literals<false, P>(L, first, end, x, wr, sink, bytes, stamps, bad);
+        }
     }
 }
 

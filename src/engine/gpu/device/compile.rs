@@ -45,11 +45,10 @@ fn expand_includes(root: &str, parts: &[(&str, &str)]) -> String {
 /// Copies of a K = 1 CTA's context model in shared memory, log2 (kernels/literals.cuh `K1_CTX_COPIES_LOG`, K1Rows).
 const K1_CTX_COPIES_LOG: u32 = 3;
 
-/// [`K1_CTX_COPIES_LOG`], or ACEAPEX_GPU_CTX_COPIES_LOG (0..=4; measurements: 4 gives an order-4 model 32 KB of
-/// shared memory, and a half-warp's loads no bank conflicts).
+/// [`K1_CTX_COPIES_LOG`], or ACEAPEX_GPU_CTX_COPIES_LOG (0..=3; measurements).
 fn ctx_copies_log() -> u32 {
     static LOG: OnceLock<u32> = OnceLock::new();
-    env_knob(&LOG, "ACEAPEX_GPU_CTX_COPIES_LOG", K1_CTX_COPIES_LOG, |l| l <= 4)
+    env_knob(&LOG, "ACEAPEX_GPU_CTX_COPIES_LOG", K1_CTX_COPIES_LOG, |l| l <= 3)
 }
 
 /// kernels/words.cuh `K1_RING_BYTES` (a power of two, 512..=4096), as ACEAPEX_GPU_K1_RING_BYTES sets it
