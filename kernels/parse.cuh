@@ -1,7 +1,6 @@
 // The unit parser (`parse_one`, `parse_units`) and its launches: a worklist level or every unit (`parse_k1`,
 // `parse_k32`, `parse_k1_staged`, `parse_k1_linear`), the seek's literal kernels (`literals_k1`, `literals_warp`),
-// and `finish_linear_k1`, the rest of a linear full-decode parse (token values, literal placement, chase maps),
-// which parse_k1_linear can run in finishing warps of its own (fused_finish).
+// and `finish_linear_k1`, the rest of a linear full-decode parse (token values, literal placement, chase maps).
 //
 // Part of the kernels' one translation unit: kernels/decode.cu includes it after the parts it builds on.
 
@@ -200,130 +199,6 @@ __device__ __forceinline__ void k1_clock_record(u32 id, bool lane1, long long cy
 }
 #endif
 
-// The rest of a full-decode parse by parse_k1_linear (units of at most PLACE_MAX_UNIT bytes, every unit of the
-// stream, each at its own place), a warp a unit (finish_unit: in finish_linear_k1 after the parse, or in the
-// parse's own finishing warps, fused_finish), in the stages `stages` names:
-// - always, with K = 2, the end-of-stream check that needs both of a unit's lane threads: the words lanes 0 and 1
-//   took (lane_end) must add up to the unit's stream (each lane checked its own final state);
-// - FINISH_TOKENS: the token values from the codes the parse left in tp / mp / bk (group_token_values on the warp,
-//   then token_sums_fault), off the parse's serial chains: on atha_chr1 the W = 1 token parse in the chain cost
-//   0.06 ms of the genome archive's full decode, 0.18 of the general one's (session 35 run 5);
-// - FINISH_PLACE: the literals from the unit's first nlit bytes, where the parse wrote them in literal order, to
-//   their offsets (literal k of token t to tpos[t] + k - lidx[t]), through shared memory, since an offset is never
-//   below its literal's index. A unit whose only token starts at 0 has them in place;
-// - FINISH_MAPS: the unit's chase maps (unit_chase_maps into `maps`), from the tokens just parsed, for the map chase
-//   that follows (Resolve::Maps), instead of a launch of index_chase_maps after this one (session 38).
-// (Placing a lane an aligned output word instead, one coalesced store a word and the tokens walked only at their
-// boundaries, match bytes written 0: slower, the placement of atha genome +5 us, general +25, fly x11 +19; session
-// 34 run 5.)
-#define PLACE_MAX_UNIT 4096
-#define PLACE_WARPS 4
-#define FINISH_TOKENS 1
-#define FINISH_PLACE 2
-#define FINISH_MAPS 4
-// Most units a CTA of a fused linear parse finishes (the few-unit launches hold at most 64, Device::k1_launch).
-#define FUSED_UNITS_MAX 64
-
-__device__ __forceinline__ void unit_chase_maps(const Ctx& c, u64 u, u32 lane, u32 lanes,
-                                                const Maps& m);  // kernels/chase.cuh
-
-// The stages `stages` names for unit `id` on warp g, with `lit` its PLACE_MAX_UNIT bytes of shared memory.
-__device__ __forceinline__ void finish_unit(const Ctx& c, const Group<32>& g, u32 id, u32 stages, const Maps& maps,
-                                            u8* lit) {
-    const u32 lane = g.lane;
-    const u32* m = c.meta + (u64)id * META_WORDS;
-    const u32 nmatch = m[2], ntok = nmatch + 1, nlit = m[3], nwords = m[4], unit_len = m[7];
-    if (unit_len == BAD_ENTRY || nlit > PLACE_MAX_UNIT) return;  // refused by the parse
-    if (c.lanes == 2 && lane == 0) {
-        const u32 taken = c.lane_end[2ull * id] + c.lane_end[2ull * id + 1];
-        if (taken != nwords) report(c.status, taken > nwords ? E_WORDS : E_FINAL, id);
-    }
-    const u64 tb = c.tok_off[id];
-    u32* tp = c.tpos + tb;
-    u32* li = c.lidx + tb;
-    if (stages & FINISH_TOKENS) {
-        const u32 extra_len = m[5];
-        const u8* extra = slice_states(c, m) + 4u * c.lanes + 2ull * nwords;
-        u64 bits;
-        u32 lits, span;
-        const u64 unit_start = (u64)id << c.unit_log;
-        if (group_token_values<32>(g, tp, c.mpos + tb, li, c.back + tb, ntok, nmatch, extra, extra_len, unit_len,
-                                   unit_start, &bits, &lits, &span)) {
-            if (lane == 0) report(c.status, E_VALUE, id);
-            return;  // warp-uniform
-        }
-        if (const u32 fault = token_sums_fault(bits, lits, span, extra, extra_len, nlit, unit_len)) {
-            if (lane == 0) report(c.status, fault, id);
-            return;
-        }
-        g.sync();  // the values are read by other lanes below
-    }
-    // The placement, unless the literals are already in place (warp-uniform).
-    if ((stages & FINISH_PLACE) && nlit != 0 && !(ntok == 1 && tp[0] == 0)) {
-        u8* out = c.bytes + ((u64)id << c.unit_log);
-        __syncwarp();  // the previous unit's scatter is done with the buffer
-        for (u32 k = 4u * lane; k < nlit; k += 128u) *(u32*)(lit + k) = *(const u32*)(out + k);
-        __syncwarp();
-        // This lane's token t (the last with lidx[t] <= k) and its literals' shift tpos[t] - lidx[t], in
-        // registers: the byte stores may alias the token arrays, so reading them in every step reloaded both (two
-        // global loads and ~25 instructions a literal, session 36). (A token's run at a time instead, a lane a
-        // byte and the run's bounds loaded by the warp, took ~7 instructions a literal instead of ~16, but its
-        // runs wait on each other's loads: the placement +9 us on atha genome, +15 general, +22 fly x11; session
-        // 38 run 4.)
-        u32 t = 0, next = ntok > 1 ? li[1] : nlit, shift = tp[0] - li[0];
-#pragma unroll 4
-        for (u32 k = lane; k < nlit; k += 32u) {
-            while (k >= next) {
-                t++;
-                shift = tp[t] - li[t];
-                next = t + 1 < ntok ? li[t + 1] : nlit;
-            }
-            out[k + shift] = lit[k];
-        }
-    }
-    if (stages & FINISH_MAPS) unit_chase_maps(c, id, lane, 32, maps);
-}
-
-// A lane thread of a fused linear parse is done with the CTA's unit `i`: its writes, then the count.
-__device__ __forceinline__ void fused_signal(u32* done, u32 i) {
-    __threadfence_block();
-    atomicAdd(&done[i], 1u);
-}
-
-// The finishing warps of a fused linear parse (parse_k1_linear with fin_warps > 0, see parse_units): the CTA's units
-// are entries [first, first + count) of the worklist (count <= FUSED_UNITS_MAX); unit i is done when its `need`
-// lane threads have each added 1 to done[i] (after a block fence). Each finishing warp takes a done unit no warp has
-// claimed (claimed[i], shared), in the order they get done, and runs finish_unit on it, until every unit is claimed
-// (a NO_UNIT entry is none), or a fault anywhere ends the decode. So the token values, the placement and the chase
-// maps of the units whose chains end early run while the CTA's last chains still decode, instead of in a launch
-// after the parse.
-__device__ __forceinline__ void fused_finish(const Ctx& c, u32 first, u32 count, u32 need, u32* done, u32* claimed,
-                                             u32 stages, const Maps& maps, u8* lit) {
-    const Group<32> g;
-    const u32 lane = g.lane;
-    auto is_unit = [&](u32 i) { return i < count && c.worklist[first + i] != NO_UNIT; };
-    const bool unit0 = is_unit(lane), unit1 = is_unit(lane + 32u);
-    for (;;) {
-        const bool open0 = unit0 && *(volatile u32*)&claimed[lane] == 0u;
-        const bool open1 = unit1 && *(volatile u32*)&claimed[lane + 32u] == 0u;
-        const u32 open_lo = __ballot_sync(~0u, open0), open_hi = __ballot_sync(~0u, open1);
-        if ((open_lo | open_hi) == 0u) return;
-        const u32 ready_lo = __ballot_sync(~0u, open0 && *(volatile u32*)&done[lane] >= need);
-        const u32 ready_hi = __ballot_sync(~0u, open1 && *(volatile u32*)&done[lane + 32u] >= need);
-        if ((ready_lo | ready_hi) == 0u) {
-            if (failed(c)) return;
-            __nanosleep(256);
-            continue;
-        }
-        const u32 i = ready_lo ? __ffs(ready_lo) - 1u : 31u + __ffs(ready_hi);
-        u32 got = 0;
-        if (lane == 0) got = atomicExch(&claimed[i], 1u) == 0u;
-        if (!__shfl_sync(~0u, got, 0)) continue;
-        __threadfence_block();  // the lane threads' writes, before their signal, are seen after it
-        finish_unit(c, g, c.worklist[first + i], stages, maps, lit);
-    }
-}
-
 // Parses worklist entries [level_begin(level), count): a group of W lanes per entry (W = 1: a thread; W = 32: a
 // warp, the seek's token levels). Entry e's bytes go to bytes + e << unit_log and its tokens to tok_off[e]. Marks
 // each parsed unit's slot for the later levels.
@@ -334,12 +209,9 @@ __device__ __forceinline__ void fused_finish(const Ctx& c, u32 first, u32 count,
 // literals [0, s); the token values come after, in finish_linear_k1), the second half lane 1 (lane1_literals:
 // literals [s, nlit)), warp w + half taking the units of warp w, so that each unit's two serial rANS chains run at
 // once and no warp diverges on the code phase; a ring a thread (2 units' worth a unit). It writes no stamps (the
-// host runs it without). With `fin_warps` > 0 (a launch that gives every entry a thread), the CTA's last fin_warps
-// warps finish its units (fused_finish, the stages `stages` names, each warp's PLACE_MAX_UNIT bytes after the rings
-// in the dynamic shared memory) as their lane threads get done, and no finish_linear_k1 follows.
+// host runs it without).
 template <int W, bool STAGED = false, bool LINEAR = false>
-__device__ __forceinline__ void parse_units(const Ctx& c, u32 level, u32 mode, u32 fin_warps = 0, u32 stages = 0,
-                                            const Maps* maps = nullptr) {
+__device__ __forceinline__ void parse_units(const Ctx& c, u32 level, u32 mode) {
     extern __shared__ uint4 dyn_smem[];
     const u32 begin = *level_begin(c, level);
     const u32 end = min(c.counters[0], c.wl_cap);
@@ -354,20 +226,16 @@ __device__ __forceinline__ void parse_units(const Ctx& c, u32 level, u32 mode, u
     const u32 lanes = W == 1 && lanes_field != 0 ? min(lanes_field, 32u) : 32u;
     mode &= MODE_SMEM - 1;
     u64 loaded = ~0ull;  // the group whose tables `sm` holds
-    // LINEAR, K = 2: lane 1 of each unit on a warp of the CTA's second half of parse warps (CTA-uniform); the
-    // finishing warps after them.
+    // LINEAR, K = 2: lane 1 of each unit on a warp of the CTA's second half (CTA-uniform).
     const bool split = LINEAR && c.lanes == 2;
-    const u32 fin = LINEAR ? fin_warps : 0u, parse_threads = blockDim.x - 32u * fin;
-    const u32 lane_warps = split ? parse_threads / 64u : parse_threads / 32u;
-    const bool finisher = LINEAR && threadIdx.x >= parse_threads;
-    const bool lane1 = split && !finisher && threadIdx.x / 32u >= lane_warps;
+    const u32 lane_warps = split ? blockDim.x / 64u : blockDim.x / 32u;
+    const bool lane1 = split && threadIdx.x / 32u >= lane_warps;
     const u32 warp = threadIdx.x / 32u - (lane1 ? lane_warps : 0u);
     // Groups (units parsed at once) of the CTA, and this thread's.
     const u32 groups_per_cta = W == 1 ? lane_warps * lanes : blockDim.x / W;
     const u32 in_cta = W == 1 ? warp * lanes + threadIdx.x % 32u : threadIdx.x / W;
     const bool idle = W == 1 && threadIdx.x % 32u >= lanes;
     const K1Tables* k1 = nullptr;
-    u32* done = nullptr;  // LINEAR: the fused finish's count of lane threads done, a unit of the CTA
     if constexpr (W == 1) {
         // The tables of the CTA's first entry's group (see K1Tables; the grid and `end` are CTA-uniform).
         __shared__ __align__(16) K1Tables k1s;
@@ -375,27 +243,7 @@ __device__ __forceinline__ void parse_units(const Ctx& c, u32 level, u32 mode, u
         const u32 first_id = first < end ? c.worklist[first] : NO_UNIT;
         if (first_id != NO_UNIT) load_k1_tables(c, first_id >> c.group_shift, &k1s);
         else if (threadIdx.x == 0) k1s.group = ~0ull;
-        if constexpr (LINEAR) {
-            // A fused finish: which of the CTA's units are done and claimed (see fused_finish).
-            __shared__ u32 fused_done[FUSED_UNITS_MAX], fused_claimed[FUSED_UNITS_MAX];
-            for (u32 i = threadIdx.x; i < FUSED_UNITS_MAX; i += blockDim.x) fused_done[i] = fused_claimed[i] = 0u;
-            if (fin != 0 && groups_per_cta > FUSED_UNITS_MAX && threadIdx.x == 0) report(c.status, E_WORKLIST, 0);
-            __syncthreads();
-            done = fused_done;
-            if (finisher) {
-                if (groups_per_cta <= FUSED_UNITS_MAX && first < end) {
-                    const u32 base = (u32)__cvta_generic_to_shared(dyn_smem);
-                    u8* lit = (u8*)dyn_smem + (((base + K1_RING_BYTES - 1) & ~(K1_RING_BYTES - 1)) - base) +
-                              (split ? 2u : 1u) * groups_per_cta * K1_RING_BYTES +
-                              (threadIdx.x - parse_threads) / 32u * PLACE_MAX_UNIT;
-                    fused_finish(c, first, min(groups_per_cta, end - first), split ? 2u : 1u, fused_done,
-                                 fused_claimed, stages, *maps, lit);
-                }
-                return;
-            }
-        } else {
-            __syncthreads();
-        }
+        __syncthreads();
         k1 = &k1s;
     }
     u32 ring = 0;
@@ -425,7 +273,6 @@ __device__ __forceinline__ void parse_units(const Ctx& c, u32 level, u32 mode, u
 #ifdef K1_CLOCKS
                 k1_clock_record(id, true, cycles0, ns0);
 #endif
-                if (fin != 0) fused_signal(done, in_cta);
                 continue;
             }
         }
@@ -444,7 +291,6 @@ __device__ __forceinline__ void parse_units(const Ctx& c, u32 level, u32 mode, u
 #ifdef K1_CLOCKS
         if constexpr (LINEAR) k1_clock_record(id, false, cycles0, ns0);
 #endif
-        if (LINEAR && fin != 0) fused_signal(done, in_cta);
         if (g.lane == 0 && c.slot_of_unit) c.slot_of_unit[id] = e;
     }
 }
@@ -583,17 +429,92 @@ extern "C" __global__ void parse_k32(Ctx c, u32 level, u32 mode) { parse_units<3
 // parse_k1 with the word streams staged in shared memory (WordRing1): the full decode's launch of few units
 // (Device::k1_launch), which has the shared memory for a ring a unit.
 extern "C" __global__ void parse_k1_staged(Ctx c, u32 level, u32 mode) { parse_units<1, true>(c, level, mode); }
-// parse_k1_staged whose literals go to their unit in literal order (K1_LINEAR), for finish_linear_k1 to move, or for
-// its own last fin_warps warps (the stages `stages` names, `maps` for FINISH_MAPS); with K = 2 each unit's lane 1
-// on a thread of its own (see parse_units).
-extern "C" __global__ void parse_k1_linear(Ctx c, u32 level, u32 mode, u32 fin_warps, u32 stages, Maps maps) {
-    parse_units<1, true, true>(c, level, mode, fin_warps, stages, &maps);
+// parse_k1_staged whose literals go to their unit in literal order (K1_LINEAR), for finish_linear_k1 to move; with
+// K = 2 each unit's lane 1 on a thread of its own (see parse_units).
+extern "C" __global__ void parse_k1_linear(Ctx c, u32 level, u32 mode) {
+    parse_units<1, true, true>(c, level, mode);
 }
 
+// The rest of a full-decode parse by parse_k1_linear (units of at most PLACE_MAX_UNIT bytes, every unit of the
+// stream, each at its own place), a warp a unit, in the stages `stages` names:
+// - always, with K = 2, the end-of-stream check that needs both of a unit's lane threads: the words lanes 0 and 1
+//   took (lane_end) must add up to the unit's stream (each lane checked its own final state);
+// - FINISH_TOKENS: the token values from the codes the parse left in tp / mp / bk (group_token_values on the warp,
+//   then token_sums_fault), off the parse's serial chains: on atha_chr1 the W = 1 token parse in the chain cost
+//   0.06 ms of the genome archive's full decode, 0.18 of the general one's (session 35 run 5);
+// - FINISH_PLACE: the literals from the unit's first nlit bytes, where the parse wrote them in literal order, to
+//   their offsets (literal k of token t to tpos[t] + k - lidx[t]), through shared memory, since an offset is never
+//   below its literal's index. A unit whose only token starts at 0 has them in place;
+// - FINISH_MAPS: the unit's chase maps (unit_chase_maps into `maps`), from the tokens just parsed, for the map chase
+//   that follows (Resolve::Maps), instead of a launch of index_chase_maps after this one (session 38).
+// (Placing a lane an aligned output word instead, one coalesced store a word and the tokens walked only at their
+// boundaries, match bytes written 0: slower, the placement of atha genome +5 us, general +25, fly x11 +19; session
+// 34 run 5.)
+#define PLACE_MAX_UNIT 4096
+#define PLACE_WARPS 4
+#define FINISH_TOKENS 1
+#define FINISH_PLACE 2
+#define FINISH_MAPS 4
+
+__device__ __forceinline__ void unit_chase_maps(const Ctx& c, u64 u, u32 lane, u32 lanes,
+                                                const Maps& m);  // kernels/chase.cuh
 extern "C" __global__ void finish_linear_k1(Ctx c, u32 n, u32 stages, Maps maps) {
     __shared__ __align__(16) u8 buf[PLACE_WARPS][PLACE_MAX_UNIT];
     if (failed(c)) return;
     const Group<32> g;
-    for (u32 id = blockIdx.x * PLACE_WARPS + threadIdx.x / 32u; id < n; id += gridDim.x * PLACE_WARPS)
-        finish_unit(c, g, id, stages, maps, buf[threadIdx.x / 32u]);
+    const u32 lane = g.lane, wib = threadIdx.x / 32u;
+    u8* lit = buf[wib];
+    for (u32 id = blockIdx.x * PLACE_WARPS + wib; id < n; id += gridDim.x * PLACE_WARPS) {
+        const u32* m = c.meta + (u64)id * META_WORDS;
+        const u32 nmatch = m[2], ntok = nmatch + 1, nlit = m[3], nwords = m[4], unit_len = m[7];
+        if (unit_len == BAD_ENTRY || nlit > PLACE_MAX_UNIT) continue;  // refused by the parse
+        if (c.lanes == 2 && lane == 0) {
+            const u32 taken = c.lane_end[2ull * id] + c.lane_end[2ull * id + 1];
+            if (taken != nwords) report(c.status, taken > nwords ? E_WORDS : E_FINAL, id);
+        }
+        const u64 tb = c.tok_off[id];
+        u32* tp = c.tpos + tb;
+        u32* li = c.lidx + tb;
+        if (stages & FINISH_TOKENS) {
+            const u32 extra_len = m[5];
+            const u8* extra = slice_states(c, m) + 4u * c.lanes + 2ull * nwords;
+            u64 bits;
+            u32 lits, span;
+            const u64 unit_start = (u64)id << c.unit_log;
+            if (group_token_values<32>(g, tp, c.mpos + tb, li, c.back + tb, ntok, nmatch, extra, extra_len, unit_len,
+                                       unit_start, &bits, &lits, &span)) {
+                if (lane == 0) report(c.status, E_VALUE, id);
+                continue;  // warp-uniform
+            }
+            if (const u32 fault = token_sums_fault(bits, lits, span, extra, extra_len, nlit, unit_len)) {
+                if (lane == 0) report(c.status, fault, id);
+                continue;
+            }
+            g.sync();  // the values are read by other lanes below
+        }
+        // The placement, unless the literals are already in place (warp-uniform).
+        if ((stages & FINISH_PLACE) && nlit != 0 && !(ntok == 1 && tp[0] == 0)) {
+            u8* out = c.bytes + ((u64)id << c.unit_log);
+            __syncwarp();  // the previous unit's scatter is done with the buffer
+            for (u32 k = 4u * lane; k < nlit; k += 128u) *(u32*)(lit + k) = *(const u32*)(out + k);
+            __syncwarp();
+            // This lane's token t (the last with lidx[t] <= k) and its literals' shift tpos[t] - lidx[t], in
+            // registers: the byte stores may alias the token arrays, so reading them in every step reloaded both (two
+            // global loads and ~25 instructions a literal, session 36). (A token's run at a time instead, a lane a
+            // byte and the run's bounds loaded by the warp, took ~7 instructions a literal instead of ~16, but its
+            // runs wait on each other's loads: the placement +9 us on atha genome, +15 general, +22 fly x11; session
+            // 38 run 4.)
+            u32 t = 0, next = ntok > 1 ? li[1] : nlit, shift = tp[0] - li[0];
+#pragma unroll 4
+            for (u32 k = lane; k < nlit; k += 32u) {
+                while (k >= next) {
+                    t++;
+                    shift = tp[t] - li[t];
+                    next = t + 1 < ntok ? li[t + 1] : nlit;
+                }
+                out[k + shift] = lit[k];
+            }
+        }
+        if (stages & FINISH_MAPS) unit_chase_maps(c, id, lane, 32, maps);
+    }
 }

@@ -412,13 +412,8 @@ impl Device {
             )
             .map_err(gpu("shared memory attribute"))?;
         let staged = [
-            full::prepare_staged_parse(&ctx, &kernels.parse_staged, 1, 0)?,
-            full::prepare_staged_parse(
-                &ctx,
-                &kernels.parse_linear.0,
-                u32::from(data.header.rans_lanes),
-                full::FUSED_WARPS_MAX * full::PLACE_MAX_UNIT,
-            )?,
+            full::prepare_staged_parse(&ctx, &kernels.parse_staged, 1)?,
+            full::prepare_staged_parse(&ctx, &kernels.parse_linear.0, u32::from(data.header.rans_lanes))?,
         ];
         let nunits = data.global_slice_count();
         if nunits > u32::MAX as u64 / 2 {
@@ -704,7 +699,6 @@ mod tests {
         assert_eq!(kernel_define("K1_RING_BYTES"), u64::from(full::K1_RING_BYTES));
         assert_eq!(kernel_define("PLACE_WARPS"), u64::from(full::PLACE_WARPS));
         assert_eq!(kernel_define("PLACE_MAX_UNIT"), 1u64 << full::PLACE_MAX_UNIT_LOG);
-        assert_eq!(kernel_define("FUSED_UNITS_MAX"), u64::from(full::FUSED_UNITS_MAX));
         assert_eq!(kernel_define("FINISH_TOKENS"), u64::from(full::FINISH_TOKENS));
         assert_eq!(kernel_define("FINISH_PLACE"), u64::from(full::FINISH_PLACE));
         assert_eq!(kernel_define("FINISH_MAPS"), u64::from(full::FINISH_MAPS));

@@ -59,9 +59,6 @@ const K1_STAGED_UNITS_MAX: u32 = 64;
 /// Warps a CTA of `finish_linear_k1` (kernel PLACE_WARPS), and the largest unit it places, log2 (PLACE_MAX_UNIT).
 pub(super) const PLACE_WARPS: u32 = 4;
 pub(super) const PLACE_MAX_UNIT_LOG: u32 = 12;
-pub(super) const PLACE_MAX_UNIT: u32 = 1 << PLACE_MAX_UNIT_LOG;
-/// Most units a CTA of the linear parse finishes in its own warps (kernel FUSED_UNITS_MAX).
-pub(super) const FUSED_UNITS_MAX: u32 = 64;
 /// `finish_linear_k1`'s stages (kernels/parse.cuh FINISH_*): the token values, the literals to their offsets, the
 /// chase maps.
 pub(super) const FINISH_TOKENS: u32 = 1;
@@ -75,18 +72,6 @@ pub(super) const CHASE_BATCH_BYTES: u32 = 256;
 fn k1_linear_knob() -> bool {
     static LINEAR: OnceLock<u32> = OnceLock::new();
     env_knob(&LINEAR, "ACEAPEX_GPU_K1_LINEAR", 1, |v| v <= 1) == 1
-}
-
-/// Most finishing warps a CTA of `parse_k1_linear` may have (kernels/parse.cuh fused_finish), each with
-/// PLACE_MAX_UNIT bytes of dynamic shared memory beside the rings ([`prepare_staged_parse`]'s `extra`).
-pub(super) const FUSED_WARPS_MAX: u32 = 16;
-
-/// Finishing warps a CTA of the linear parse gets (kernels/parse.cuh fused_finish: the token values, the placement
-/// and the chase maps of its units as their chains end, instead of a `finish_linear_k1` launch after the parse): 8,
-/// or ACEAPEX_GPU_FUSED_FINISH (0..=16; 0: the launch after; measurements).
-fn fused_finish_warps() -> u32 {
-    static WARPS: OnceLock<u32> = OnceLock::new();
-    env_knob(&WARPS, "ACEAPEX_GPU_FUSED_FINISH", 8, |w| w <= FUSED_WARPS_MAX)
 }
 
 /// Whether the full decode of few K = 1 units runs `parse_k1_staged` (the default) or `parse_k1` as before
@@ -107,12 +92,7 @@ fn k1_units_per_cta(threads: u32, lanes: u32) -> u32 {
 /// device allows a CTA beside the function's tables, whichever is less (`max_rings`: a launch that would need more
 /// runs another parse). The limits are read from the driver here, once, so that a launch's carveout
 /// ([`StagedParse::set_carveout`]) costs no driver call unless it changes.
-pub(super) fn prepare_staged_parse(
-    ctx: &CudaContext,
-    f: &CudaFunction,
-    rings_per_unit: u32,
-    extra: u32,
-) -> Result<StagedParse> {
+pub(super) fn prepare_staged_parse(ctx: &CudaContext, f: &CudaFunction, rings_per_unit: u32) -> Result<StagedParse> {
     use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
     let tables =
         f.get_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES).map_err(gpu("attribute"))?;
@@ -123,8 +103,7 @@ pub(super) fn prepare_staged_parse(
         .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR)
         .map_err(gpu("device attribute"))?
         .max(1);
-    let max_rings =
-        ((K1_STAGED_UNITS_MAX * rings_per_unit + 1) * k1_ring_bytes() + extra).min((optin - tables).max(0) as u32);
+    let max_rings = ((K1_STAGED_UNITS_MAX * rings_per_unit + 1) * k1_ring_bytes()).min((optin - tables).max(0) as u32);
     f.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, max_rings as i32)
         .map_err(gpu("shared memory attribute"))?;
     Ok(StagedParse { max_rings, tables, per_sm, carveout: -1 })
@@ -923,21 +902,6 @@ impl Device {
         // parse_k1_linear on a K = 2 archive: a second half of each CTA runs the units' rANS lane 1, a ring a thread.
         let lane_threads = if linear { self.lanes } else { 1 };
         let rings = (k1_units_per_cta(parse_threads, k1_lanes) * lane_threads + 1) * k1_ring_bytes();
-        // The linear parse's own finishing warps (kernels/parse.cuh fused_finish), where they fit: a unit a thread
-        // (the few-unit launch), at most FUSED_UNITS_MAX units a CTA, 1024 threads and the shared memory a CTA may
-        // have.
-        let fin = match fused_finish_warps() {
-            w if linear
-                && w > 0
-                && k1_units_per_cta(parse_threads, k1_lanes) <= FUSED_UNITS_MAX
-                && parse_threads * lane_threads + 32 * w <= 1024
-                && rings + w * PLACE_MAX_UNIT <= self.staged[1].max_rings =>
-            {
-                w
-            }
-            _ => 0,
-        };
-        let rings = rings + fin * PLACE_MAX_UNIT;
         if linear {
             self.staged[1].set_carveout(&self.kernels.parse_linear.0, rings)?;
         } else if staged {
@@ -973,12 +937,10 @@ impl Device {
             None => None,
         };
         self.events.0.record(&stream).map_err(gpu("event"))?;
-        // SAFETY: arguments match parse_k1(Ctx, u32, u32), parse_k1_staged (the same, given the shared memory for
-        // its threads' K1_RING_BYTES-aligned rings, allowed by prepare_staged_parse) and parse_k1_linear(Ctx, u32,
-        // u32, u32, u32, Maps) (the same rings; with K = 2 its parse threads are twice the lane-0 threads, each half
-        // with its rings, and `c.lane_end` holds two words a unit; `fin` finishing warps after them, each with
-        // PLACE_MAX_UNIT bytes after the rings, within the CTA's unit, thread and shared-memory limits checked above),
-        // finish_linear_k1(Ctx, u32, u32, Maps) (n: every unit, each at its own 2^unit_log <= 4096
+        // SAFETY: arguments match parse_k1(Ctx, u32, u32), parse_k1_staged and parse_k1_linear (the same, given
+        // the shared memory for their threads' K1_RING_BYTES-aligned rings, allowed by prepare_staged_parse; with
+        // K = 2, parse_k1_linear's CTA is twice the lane-0 threads, each half with its rings, and `c.lane_end` holds
+        // two words a unit), finish_linear_k1(Ctx, u32, u32, Maps) (n: every unit, each at its own 2^unit_log <= 4096
         // bytes, its tokens at tok_off), resolve_round(Ctx, u32, u32*, u32, u32, u64*, u64*, u64*, u64*, u32*, u32,
         // u32), index_tokens(Ctx, u32*), resolve_chase(Ctx,
         // u64*, u64*, u32*, u32, const u32*) and chase_matches(Ctx, Maps); `c`
@@ -998,11 +960,22 @@ impl Device {
             } else {
                 (&self.kernels.parse, 0, None)
             };
+            stream
+                .launch_builder(parse)
+                .arg(&c)
+                .arg(&level)
+                .arg(&mode)
+                .launch(LaunchConfig {
+                    block_dim: (parse_threads * lane_threads, 1, 1),
+                    shared_mem_bytes: rings,
+                    ..cfg
+                })
+                .map_err(gpu("parse launch"))?;
             // After a linear parse: the token values (every variant that parses tokens), the literals to their
             // offsets (the variants that place them), and with K = 2 the check of the two lanes' word counts (every
-            // variant: the parse cannot finish it, see finish_linear_k1): in the parse's own finishing warps (`fin`),
-            // or a launch after it. With the map chase to follow (a full variant), the same warps build its maps
-            // from the tokens they have just parsed.
+            // variant: the parse cannot finish it, see finish_linear_k1).
+            // With the map chase to follow (a full variant), the same warps build its maps from the tokens they have
+            // just parsed.
             let finish_maps = map_chase.as_ref().filter(|_| finish.is_some());
             let stages = match variant {
                 FullVariant::EntropyOnly => 0,
@@ -1010,25 +983,13 @@ impl Device {
                 FullVariant::ParseOnly => FINISH_TOKENS | FINISH_PLACE,
                 FullVariant::Full => FINISH_TOKENS | FINISH_PLACE | if finish_maps.is_some() { FINISH_MAPS } else { 0 },
             };
-            let maps = finish_maps.copied().unwrap_or_default();
-            let mut launch = stream.launch_builder(parse);
-            launch.arg(&c).arg(&level).arg(&mode);
-            if linear {
-                launch.arg(&fin).arg(&stages).arg(&maps);
-            }
-            launch
-                .launch(LaunchConfig {
-                    block_dim: (parse_threads * lane_threads + 32 * fin, 1, 1),
-                    shared_mem_bytes: rings,
-                    ..cfg
-                })
-                .map_err(gpu("parse launch"))?;
-            if let Some(finish) = finish.filter(|_| fin == 0 && (stages != 0 || self.lanes == 2)) {
+            if let Some(finish) = finish.filter(|_| stages != 0 || self.lanes == 2) {
                 let cfg = LaunchConfig {
                     grid_dim: (grid_for(n as u64, u64::from(PLACE_WARPS), 1 << 20), 1, 1),
                     block_dim: (PLACE_WARPS * 32, 1, 1),
                     shared_mem_bytes: 0,
                 };
+                let maps = finish_maps.copied().unwrap_or_default();
                 stream
                     .launch_builder(finish)
                     .arg(&c)
