@@ -10,7 +10,9 @@
 //   nvcc -O3 -std=c++17 -arch=sm_90 -I kernels bench/gpu/stepbench/stepbench.cu -o stepbench && ./stepbench
 //
 // Why: a device call is scarce, and the full decode's timing mixes the step with everything around it. Session 40
-// measured with it which part of the step bounds the chain before changing the kernel or the format.
+// measured with it which part of the step bounds the chain before changing the kernel or the format
+// (bench/gpu/results/session40/run{1,2}-stepbench.txt, and run 3's log; docs/BENCH-GPU.md "Session 40"): the row
+// loaded after the base (V6) became the kernel's step, so V0-V3 time the kernel as it is now and V6 is V3 again.
 #include "decode.cu"
 
 #ifndef __CUDACC_RTC__
