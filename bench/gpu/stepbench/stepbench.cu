@@ -62,40 +62,27 @@ __device__ __forceinline__ WordRing1 make_ring(u32 ring) {
     return r;
 }
 
+// The symbol of `slot` among four with cumulative frequencies c0 <= c1 <= c2 <= c3 <= c4 (c0 and c4 the range's
+// ends), and its slot range [lo, hi): the kernel's three compares and selects.
+__device__ __forceinline__ u32 sb_pick(u32 slot, u32 c0, u32 c1, u32 c2, u32 c3, u32 c4, u32& lo, u32& hi) {
+    const bool m1 = slot >= c1, m2 = slot >= c2, m3 = slot >= c3;
+    lo = m2 ? (m3 ? c3 : c2) : (m1 ? c1 : c0);
+    hi = m2 ? (m3 ? c4 : c3) : (m1 ? c2 : c1);
+    return m2 ? (m3 ? 3u : 2u) : (m1 ? 1u : 0u);
+}
+
 // 10-bit rows (a format change to measure): c1 | c2 << 10 | c3 << 20, the scale 2^10; the four successor rows one
 // 16-byte load. `o` = piece index << (4 + rlog).
 template <class WR>
 __device__ __forceinline__ u32 step10(u32 a, u32 sh, u32 m, u32& x, u32& o, u32& e, WR& wr) {
     const uint4 r = sb_lds128(a + o);
     const u32 slot = x & 1023u;
-    const u32 c1 = e & 1023u, c2 = (e >> 10) & 1023u, c3 = e >> 20;
-    const bool m1 = slot >= c1, m2 = slot >= c2, m3 = slot >= c3;
-    const u32 lo = m2 ? (m3 ? c3 : c2) : (m1 ? c1 : 0u);
-    const u32 hi = m2 ? (m3 ? 1024u : c3) : (m1 ? c2 : c1);
-    const u32 s = m2 ? (m3 ? 3u : 2u) : (m1 ? 1u : 0u);
+    u32 lo, hi;
+    const u32 s = sb_pick(slot, 0u, e & 1023u, (e >> 10) & 1023u, e >> 20, 1024u, lo, hi);
     x = (hi - lo) * (x >> 10) + slot - lo;
     wr.renorm(&x);
     o = ((o << 2) | (s << sh)) & m;
-    e = m2 ? (m3 ? r.w : r.z) : (m1 ? r.y : r.x);
-    return s;
-}
-
-// The row of the next context loaded once the base is known (no successor prefetch): row nb of copy j at 8 (nb R +
-// j). `o` = nb << (3 + rlog).
-template <class WR>
-__device__ __forceinline__ u32 step_after(u32 a, u32 sh, u32 m, u32& x, u32& o, uint2& e, WR& wr) {
-    const u32 slot = x & 4095u;
-    const u32 c1 = e.x & 0xFFFFu, c2 = e.x >> 16, c3 = e.y;
-    const bool m1 = slot >= c1, m2 = slot >= c2, m3 = slot >= c3;
-    const u32 lo = m2 ? (m3 ? c3 : c2) : (m1 ? c1 : 0u);
-    const u32 hi = m2 ? (m3 ? 4096u : c3) : (m1 ? c2 : c1);
-    const u32 s = m2 ? (m3 ? 3u : 2u) : (m1 ? 1u : 0u);
-    x = (hi - lo) * (x >> 12) + slot - lo;
-    wr.renorm(&x);
-    o = ((o << 2) | (s << sh)) & m;
-    uint2 v;
-    asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "r"(a + o));
-    e = v;
+    e = s == 3u ? r.w : s == 2u ? r.z : s == 1u ? r.y : r.x;
     return s;
 }
 
@@ -121,7 +108,7 @@ __device__ __forceinline__ Ring2 make_ring2(u32 ring) {
     return r;
 }
 
-// The row-after-base step (step_after) in a loop of eight, its output: OUT 0 the bases gathered into a PRMT
+// The kernel's step (the row loaded after the base; V6 before session 40 made it the kernel's) in a loop of eight, its output: OUT 0 the bases gathered into a PRMT
 // selector a step (as the kernel does), 1 read off the context every four steps (its low 8 bits are the last four
 // bases) through a 256-entry table of four letters; STORE 0 none, 1 an 8-byte piece to the thread's own 4 KiB
 // (the kernel's K1_LINEAR), 2 warp-interleaved, 3 the 2-bit codes (the context bytes) eight at a time, one 8-byte
@@ -129,6 +116,7 @@ __device__ __forceinline__ Ring2 make_ring2(u32 ring) {
 template <int OUT, int STORE, class WR>
 __device__ __forceinline__ u32 loop_after(u32 a, u32 tab, u32& x, WR& wr, const SbOut& out, u32 gt, u32 lane) {
     const u32 R = SB_RLOG, mask = 255u;
+    const K1Rows sr = {a, 3u + R, mask << (3u + R)};
     u32 o = 0, acc = 0;
     uint2 e = make_uint2(0x0c000400u, 0x1000u - 0x400u);
     u64 codes = 0;
@@ -138,7 +126,7 @@ __device__ __forceinline__ u32 loop_after(u32 a, u32 tab, u32& x, WR& wr, const 
         u32 sel = 0, t0 = 0, t1 = 0;
 #pragma unroll
         for (u32 k = 0; k < 8; k++) {
-            const u32 sb = step_after(a, 3u + R, mask << (3u + R), x, o, e, wr);
+            const u32 sb = k1_context_step<true>(nullptr, sr, x, o, e, wr);
             if constexpr (OUT == 0) sel |= sb << (4 * k);
             if constexpr (OUT == 1 && STORE != 3) {
                 if (k == 3) t0 = lds32(tab + ((o >> (1u + R)) & 0x3FCu));
@@ -180,11 +168,8 @@ __device__ __forceinline__ u32 loop_wide(u32 a, u32& x, WR& wr, const SbOut& out
 #pragma unroll
         for (u32 k = 0; k < 8; k++) {
             const u32 slot = x & 4095u;
-            const u32 c1 = e.x, c2 = e.y, c3 = e.z;
-            const bool m1 = slot >= c1, m2 = slot >= c2, m3 = slot >= c3;
-            const u32 lo = m2 ? (m3 ? c3 : c2) : (m1 ? c1 : 0u);
-            const u32 hi = m2 ? (m3 ? 4096u : c3) : (m1 ? c2 : c1);
-            const u32 sb = m2 ? (m3 ? 3u : 2u) : (m1 ? 1u : 0u);
+            u32 lo, hi;
+            const u32 sb = sb_pick(slot, 0u, e.x, e.y, e.z, 4096u, lo, hi);
             x = (hi - lo) * (x >> 12) + slot - lo;
             wr.renorm(&x);
             o = ((o << 2) | (sb << sh)) & m;
@@ -202,10 +187,8 @@ __device__ __forceinline__ u32 loop_wide(u32 a, u32& x, WR& wr, const SbOut& out
 template <class WR>
 __device__ __forceinline__ u32 step_fixed(u32 c1, u32 c2, u32 c3, u32& x, WR& wr) {
     const u32 slot = x & 4095u;
-    const bool m1 = slot >= c1, m2 = slot >= c2, m3 = slot >= c3;
-    const u32 lo = m2 ? (m3 ? c3 : c2) : (m1 ? c1 : 0u);
-    const u32 hi = m2 ? (m3 ? 4096u : c3) : (m1 ? c2 : c1);
-    const u32 s = m2 ? (m3 ? 3u : 2u) : (m1 ? 1u : 0u);
+    u32 lo, hi;
+    const u32 s = sb_pick(slot, 0u, c1, c2, c3, 4096u, lo, hi);
     x = (hi - lo) * (x >> 12) + slot - lo;
     wr.renorm(&x);
     return s;
@@ -224,11 +207,8 @@ __device__ __forceinline__ u32 step_pair(u32 a, u32 rs, u32 mask, u32& x, u32& c
     const u32 B = m2 ? (m3 ? w1.w : w1.y) : (m1 ? w0.w : w0.y);
     const u32 N = m2 ? (m3 ? 4096u : C12) : (m1 ? C8 : C4);
     const u32 b1 = m2 ? (m3 ? 3u : 2u) : (m1 ? 1u : 0u);
-    const u32 a0 = A & 0xFFFFu, a1 = A >> 16, p0 = B & 0xFFFFu, p1 = B >> 16;
-    const bool n1 = slot >= a1, n2 = slot >= p0, n3 = slot >= p1;
-    const u32 lo = n2 ? (n3 ? p1 : p0) : (n1 ? a1 : a0);
-    const u32 hi = n2 ? (n3 ? N : p1) : (n1 ? p0 : a1);
-    const u32 b2 = n2 ? (n3 ? 3u : 2u) : (n1 ? 1u : 0u);
+    u32 lo, hi;
+    const u32 b2 = sb_pick(slot, A & 0xFFFFu, A >> 16, B & 0xFFFFu, B >> 16, N, lo, hi);
     x = (hi - lo) * (x >> 12) + slot - lo;
     wr.renorm(&x);
     const u32 sym = b1 * 4u + b2;
@@ -241,8 +221,9 @@ __device__ __forceinline__ u32 step_pair(u32 a, u32 rs, u32 mask, u32& x, u32& c
 
 // V: 0 the kernel's loop (k1_context_literals, no stores), 1 the same with its stores (K1_LINEAR, 4 KiB a thread
 // apart), 2 the kernel's step with the warp's pieces interleaved (one store a warp: 256 contiguous bytes), 3 the
-// kernel's step in this loop (no stores), 4 no ring, 5 no model (a fixed row), 6 no successor prefetch, 7 10-bit
-// rows, 8 two bases a symbol.
+// kernel's step in this loop (no stores), 4 no ring, 5 no model (a fixed row), 7 10-bit rows, 8 two bases a symbol;
+// 9-15 the kernel's step with other outputs and stores (loop_after), 16-17 rows of 16 bytes. (6, the row loaded
+// after the base, is the kernel's step since session 40: V3.)
 template <int V>
 __global__ void __launch_bounds__(SB_THREADS) stepbench(const uint2* rows12, const u32* rows10, const u32* pairs,
                                                         const u16* words, SbOut out) {
@@ -315,18 +296,6 @@ __global__ void __launch_bounds__(SB_THREADS) stepbench(const uint2* rows12, con
             u32 sel = 0;
 #pragma unroll
             for (u32 k = 0; k < 8; k++) sel |= step_fixed(c1, c2, c3, x, wr) << (4 * k);
-            acc += sel;
-        }
-    } else if constexpr (V == 6) {
-        // Row nb of copy j at byte 8 (nb R + j): a plain interleave of the rows (ctx12 reused as that layout).
-        const u32 a = (u32)__cvta_generic_to_shared(ctx12) + 8u * (tid & ((1u << SB_RLOG) - 1u));
-        u32 o = 0;
-        uint2 e = rows12[0];
-        WordRing1 wr = make_ring(ring);
-        for (u32 l = 0; l < STEPS; l += 8) {
-            u32 sel = 0;
-#pragma unroll
-            for (u32 k = 0; k < 8; k++) sel |= step_after(a, 3u + SB_RLOG, mask << (3u + SB_RLOG), x, o, e, wr) << (4 * k);
             acc += sel;
         }
     } else if constexpr (V == 7) {
@@ -477,18 +446,17 @@ int main() {
     run<3>("kernel step, no stores", sms, d12, d10, dp, dw, out, h.data());
     run<4>("kernel step, no ring (constant word)", sms, d12, d10, dp, dw, out, h.data());
     run<5>("no model: one fixed row", sms, d12, d10, dp, dw, out, h.data());
-    run<6>("row loaded after the base (no successor prefetch)", sms, d12, d10, dp, dw, out, h.data());
     run<7>("10-bit rows, successors one 16-byte load", sms, d12, d10, dp, dw, out, h.data());
     run<8>("two bases a symbol (16-symbol rows), per base", sms, d12, d10, dp, dw, out, h.data());
-    run<15>("6 + bases gathered (selector), no stores", sms, d12, d10, dp, dw, out, h.data());
-    run<9>("6 + bases gathered, K1_LINEAR stores", sms, d12, d10, dp, dw, out, h.data());
-    run<10>("6 + letters off the context (table), K1_LINEAR stores", sms, d12, d10, dp, dw, out, h.data());
-    run<11>("6 + letters off the context, no stores", sms, d12, d10, dp, dw, out, h.data());
-    run<12>("6 + letters off the context, warp-interleaved stores", sms, d12, d10, dp, dw, out, h.data());
-    run<13>("6 + 2-bit codes off the context, a store per 32", sms, d12, d10, dp, dw, out, h.data());
-    run<14>("6 + bases gathered, ring two words ahead, no stores", sms, d12, d10, dp, dw, out, h.data());
-    run<17>("6 with 16-byte rows {c1, c2, c3}, bases gathered, no stores", sms, d12, d10, dp, dw, out, h.data());
-    run<16>("6 with 16-byte rows, bases gathered, K1_LINEAR stores", sms, d12, d10, dp, dw, out, h.data());
+    run<15>("3 + bases gathered (selector), no stores", sms, d12, d10, dp, dw, out, h.data());
+    run<9>("3 + bases gathered, K1_LINEAR stores", sms, d12, d10, dp, dw, out, h.data());
+    run<10>("3 + letters off the context (table), K1_LINEAR stores", sms, d12, d10, dp, dw, out, h.data());
+    run<11>("3 + letters off the context, no stores", sms, d12, d10, dp, dw, out, h.data());
+    run<12>("3 + letters off the context, warp-interleaved stores", sms, d12, d10, dp, dw, out, h.data());
+    run<13>("3 + 2-bit codes off the context, a store per 32", sms, d12, d10, dp, dw, out, h.data());
+    run<14>("3 + bases gathered, ring two words ahead, no stores", sms, d12, d10, dp, dw, out, h.data());
+    run<17>("3 with 16-byte rows {c1, c2, c3}, bases gathered, no stores", sms, d12, d10, dp, dw, out, h.data());
+    run<16>("3 with 16-byte rows, bases gathered, K1_LINEAR stores", sms, d12, d10, dp, dw, out, h.data());
     return 0;
 }
 #endif
