@@ -270,27 +270,22 @@ __device__ __forceinline__ void k1_context_literals(const uint2* T, u32 mask, u3
     *xp = x;
 }
 
-// One LIT-table literal of a rANS lane (the group's 4096 slot entries, dtab layout: SMEM, at shared window address
-// `la`; else at `L` in global memory): its byte. A slot with no symbol sets `bad` and decodes on as if it had one
-// (the slice is refused after the loop). (Through a generic pointer, as before session 40, a generic load and a
-// 64-bit address were on the chain: atha genome's table-coded slices, the last chains of its parse, took ~150
-// cycles a literal, and atha general's entropy stage 0.232 ms against 0.219 with LDS; H200, session 40 runs 3, 4.)
-template <bool SMEM, class WR>
-__device__ __forceinline__ u32 k1_table_step(const u32* L, u32 la, u32& x, WR& wr, bool& bad) {
+// One LIT-table literal of a rANS lane (`L` the group's 4096 slot entries, dtab layout, shared or global): its
+// byte. A slot with no symbol sets `bad` and decodes on as if it had one (the slice is refused after the loop).
+template <class WR>
+__device__ __forceinline__ u32 k1_table_step(const u32* L, u32& x, WR& wr, bool& bad) {
     const u32 slot = x & 4095u;
-    const u32 e = SMEM ? lds32(la + 4u * slot) : __ldg(L + slot);
+    const u32 e = L[slot];
     bad |= e == 0xFFFFFFFFu;
     x = (((e >> 8) & 0xFFFu) + 1) * (x >> 12) + slot - (e >> 20);
     wr.renorm(&x);
     return e & 0xFFu;
 }
 
-// LIT-table literals [first, end) of one rANS lane, eight at a time as in k1_context_literals (`L` in shared
-// memory when SMEM).
-template <bool SMEM, K1Place P, class WR>
+// LIT-table literals [first, end) of one rANS lane, eight at a time as in k1_context_literals.
+template <K1Place P, class WR>
 __device__ __forceinline__ void k1_table_literals(const u32* L, u32 first, u32 end, u32* xp, WR& wr,
                                                   LiteralSink1& sink, u8* bytes, u8* stamps, bool* bad) {
-    const u32 la = SMEM ? (u32)__cvta_generic_to_shared(L) : 0u;
     u32 x = *xp;
     bool b = false;
     u32 l = first;
@@ -298,10 +293,10 @@ __device__ __forceinline__ void k1_table_literals(const u32* L, u32 first, u32 e
         wr.refill();
         u64 v = 0;
 #pragma unroll
-        for (u32 k = 0; k < 8; k++) v |= (u64)k1_table_step<SMEM>(L, la, x, wr, b) << (8 * k);
+        for (u32 k = 0; k < 8; k++) v |= (u64)k1_table_step(L, x, wr, b) << (8 * k);
         sink.put8<P>(bytes, stamps, l, v);
     }
-    for (; l < end; l++) sink.put<P>(bytes, stamps, l, k1_table_step<SMEM>(L, la, x, wr, b));
+    for (; l < end; l++) sink.put<P>(bytes, stamps, l, k1_table_step(L, x, wr, b));
     *bad |= b;
     *xp = x;
 }
@@ -319,12 +314,8 @@ __device__ __forceinline__ void k1_literals(const Ctx& c, u32 id, bool lit_ctx, 
         else
             k1_context_literals<false, P>(lm.t, lm.mask, first, end, x, wr, sink, bytes, stamps);
     } else {
-        if (local) {
-            k1_table_literals<true, P>(k1->lit, first, end, x, wr, sink, bytes, stamps, bad);
-        } else {
-            const u32* L = c.dtab + grp * 4 * 4096 + 3 * 4096;
-            k1_table_literals<false, P>(L, first, end, x, wr, sink, bytes, stamps, bad);
-        }
+        const u32* L = local ? k1->lit : c.dtab + grp * 4 * 4096 + 3 * 4096;
+        k1_table_literals<P>(L, first, end, x, wr, sink, bytes, stamps, bad);
     }
 }
 
