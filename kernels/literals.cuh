@@ -209,9 +209,11 @@ struct LiteralSink1 {
 // << 2) | (s << sr.sh)) & sr.m, and the base is two selects, where the sum of three compares and ctx -> nb -> nb·mul
 // took 11 instructions from the compares to the next loads (the staged literal loop 43.5 -> 39 instructions a
 // literal; H200, session 34 run 1: atha genome's entropy decode 0.411 -> 0.398 ms, fly x11's 0.375 -> 0.366).
-// (Shared memory had the four successor rows loaded ahead too, two 16-byte loads a step and four more selects: a
-// chain step of the full decode took 82.7 cycles a literal against 75.3 with the row loaded after the base, and
-// 67.2 against 71.8 without the literals' stores; H200, session 40, bench/gpu/stepbench.)
+// (Shared memory had the four successor rows loaded ahead too, two 16-byte loads a step and four more selects:
+// H200, session 40, bench/gpu/stepbench, the full decode's loop took 82.7 cycles a literal against 75.2 with the row
+// loaded after the base, though the decoding-only loop 67.2 against 75.2; in the kernels, run 3: atha genome's
+// entropy stage 0.163 -> 0.159 ms, its parse with the literals' stores 0.228 -> 0.211, the full decode 0.325 ->
+// 0.302.)
 template <bool SMEM, class WR>
 __device__ __forceinline__ u32 k1_context_step(const uint2* T, const K1Rows& sr, u32& x, u32& o, uint2& e, WR& wr) {
     uint2 r0, r1, r2, r3;
