@@ -12,7 +12,9 @@
 // Why: a device call is scarce, and the full decode's timing mixes the step with everything around it. Session 40
 // measured with it which part of the step bounds the chain before changing the kernel or the format
 // (bench/gpu/results/session40/run{1,2}-stepbench.txt, and run 3's log; docs/BENCH-GPU.md "Session 40"): the row
-// loaded after the base (V6) became the kernel's step, so V0-V3 time the kernel as it is now and V6 is V3 again.
+// loaded after the base (V6 then) became the kernel's step, so V0-V3 time the kernels as they are now and V6 is
+// gone. The host code is left out when NVRTC compiles the file (__CUDACC_RTC__), so that the kernels can be checked
+// and counted without a GPU (scripts/nvrtc_compile.py's compile with this file's text after the kernels' own).
 #include "decode.cu"
 
 #ifndef __CUDACC_RTC__
