@@ -185,6 +185,19 @@ __device__ __forceinline__ u32 loop_wide(u32 a, u32& x, WR& wr, const SbOut& out
     return acc;
 }
 
+// A LIT-table step (kernels/literals.cuh k1_table_step) with its slot entry through a 32-bit shared address
+// (`lds32`) instead of the kernel's generic pointer (V18 against V19: the table-coded structure slices end the
+// parse, ~150 cycles a literal in session 40's run 3).
+template <class WR>
+__device__ __forceinline__ u32 table_step_lds(u32 la, u32& x, WR& wr, bool& bad) {
+    const u32 slot = x & 4095u;
+    const u32 e = lds32(la + 4u * slot);
+    bad |= e == 0xFFFFFFFFu;
+    x = (((e >> 8) & 0xFFFu) + 1) * (x >> 12) + slot - (e >> 20);
+    wr.renorm(&x);
+    return e & 0xFFu;
+}
+
 // No context model: one fixed row (what the model's rows and their selection cost).
 template <class WR>
 __device__ __forceinline__ u32 step_fixed(u32 c1, u32 c2, u32 c3, u32& x, WR& wr) {
@@ -224,7 +237,8 @@ __device__ __forceinline__ u32 step_pair(u32 a, u32 rs, u32 mask, u32& x, u32& c
 // V: 0 the kernel's loop (k1_context_literals, no stores), 1 the same with its stores (K1_LINEAR, 4 KiB a thread
 // apart), 2 the kernel's step with the warp's pieces interleaved (one store a warp: 256 contiguous bytes), 3 the
 // kernel's step in this loop (no stores), 4 no ring, 5 no model (a fixed row), 7 10-bit rows, 8 two bases a symbol;
-// 9-15 the kernel's step with other outputs and stores (loop_after), 16-17 rows of 16 bytes. (6, the row loaded
+// 9-15 the kernel's step with other outputs and stores (loop_after), 16-17 rows of 16 bytes, 18-19 a LIT-table
+// (table-coded) step. (6, the row loaded
 // after the base, is the kernel's step since session 40: V3.)
 template <int V>
 __global__ void __launch_bounds__(SB_THREADS) stepbench(const uint2* rows12, const u32* rows10, const u32* pairs,
@@ -250,6 +264,11 @@ __global__ void __launch_bounds__(SB_THREADS) stepbench(const uint2* rows12, con
     const u32 ring = base + tid * K1_RING_BYTES;
     const u32 gt = blockIdx.x * blockDim.x + tid;
     const u32 wide = base + SB_THREADS * K1_RING_BYTES;  // 256 rows x 2^SB_RLOG copies x 16 bytes
+    // A LIT table (dtab layout) of 256 bytes at 16 slots each (~8 bits a literal, as range-coded data), after them.
+    const u32 lit = wide + (256u << SB_RLOG) * 16u;
+    for (u32 slot = tid; slot < 4096u; slot += blockDim.x)
+        asm volatile("st.shared.u32 [%0], %1;" ::"r"(lit + 4u * slot),
+                     "r"((slot >> 4) | (15u << 8) | ((slot & ~15u) << 20)));
     for (u32 i = tid; i < (256u << SB_RLOG); i += blockDim.x) {
         const uint2 r = rows12[i >> SB_RLOG];
         asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(wide + 16u * i), "r"(r.x & 0xFFFFu),
@@ -311,6 +330,25 @@ __global__ void __launch_bounds__(SB_THREADS) stepbench(const uint2* rows12, con
                 sel |= step10(a, 4u + SB_RLOG, (mask >> 2) << (4u + SB_RLOG), x, o, e, wr) << (4 * k);
             acc += sel;
         }
+    } else if constexpr (V == 18 || V == 19) {
+        WordRing1 wr = make_ring(ring);
+        bool bad = false;
+        if constexpr (V == 18) {
+            LiteralSink1 sink;
+            // Shared or global as far as the compiler knows (the kernel's `local ? k1->lit : c.dtab + ...`), so a
+            // generic load, as there.
+            const u32* shared_lit = (const u32*)((u8*)dyn + (lit - (u32)__cvta_generic_to_shared(dyn)));
+            const u32* L = gt == ~0u ? (const u32*)out.check : shared_lit;
+            k1_table_literals<K1_NONE>(L, 0, STEPS, &x, wr, sink, nullptr, nullptr, &bad);
+        } else {
+            for (u32 l = 0; l < STEPS; l += 8) {
+                u64 v = 0;
+#pragma unroll
+                for (u32 k = 0; k < 8; k++) v |= (u64)table_step_lds(lit, x, wr, bad) << (8 * k);
+                acc += (u32)v ^ (u32)(v >> 32);
+            }
+        }
+        acc += bad;
     } else if constexpr (V == 16 || V == 17) {
         WordRing1 wr = make_ring(ring);
         acc = loop_wide<V == 16 ? 1 : 0>(wide + 16u * (tid & ((1u << SB_RLOG) - 1u)), x, wr, out, gt);
@@ -380,7 +418,7 @@ static std::vector<u32> cums(u32 n, u32 scale) {
 template <int V>
 static void run(const char* name, int sms, const uint2* r12, const u32* r10, const u32* rp, const u16* w, SbOut out,
                 unsigned long long* hcyc) {
-    const u32 dyn = (SB_THREADS + 1) * K1_RING_BYTES + (256u << SB_RLOG) * 16u;
+    const u32 dyn = (SB_THREADS + 1) * K1_RING_BYTES + (256u << SB_RLOG) * 16u + 4096u * 4u;
     CK(cudaFuncSetAttribute(stepbench<V>, cudaFuncAttributeMaxDynamicSharedMemorySize, dyn));
     cudaEvent_t a, b;
     CK(cudaEventCreate(&a));
@@ -459,6 +497,8 @@ int main() {
     run<14>("3 + bases gathered, ring two words ahead, no stores", sms, d12, d10, dp, dw, out, h.data());
     run<17>("3 with 16-byte rows {c1, c2, c3}, bases gathered, no stores", sms, d12, d10, dp, dw, out, h.data());
     run<16>("3 with 16-byte rows, bases gathered, K1_LINEAR stores", sms, d12, d10, dp, dw, out, h.data());
+    run<18>("LIT table, the kernel's loop (generic load), no stores", sms, d12, d10, dp, dw, out, h.data());
+    run<19>("LIT table, the entry through lds32, no stores", sms, d12, d10, dp, dw, out, h.data());
     return 0;
 }
 #endif
