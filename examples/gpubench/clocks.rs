@@ -91,16 +91,17 @@ pub fn report(gpu: &GpuEngine, data: &ArchiveData) -> BoxResult<()> {
         }
         let t0 = chains.iter().map(|c| c.start).min().unwrap_or(0);
         let last = chains.iter().map(|c| c.end).max().unwrap_or(0);
+        // Each SM's last end: how many SMs ran chains, and how long they wait for the slowest.
+        let mut sm_end = std::collections::BTreeMap::<u64, u64>::new();
+        for c in &chains {
+            let e = sm_end.entry(c.sm).or_default();
+            *e = (*e).max(c.end);
+        }
         println!(
             "clocks ({name}, device {:.3} ms): {} chains on {} SMs, first start to last end {:.1} us",
             run.device_ms,
             chains.len(),
-            {
-                let mut sms: Vec<u64> = chains.iter().map(|c| c.sm).collect();
-                sms.sort_unstable();
-                sms.dedup();
-                sms.len()
-            },
+            sm_end.len(),
             last.saturating_sub(t0) as f64 / 1e3
         );
         for lane in 0..lanes {
@@ -114,12 +115,6 @@ pub fn report(gpu: &GpuEngine, data: &ArchiveData) -> BoxResult<()> {
                 of.iter().filter(|c| c.lits > 256.0 && c.codes < 64.0).map(|c| c.cycles / c.lits).collect(),
             );
             spread("end, us after the first start", of.iter().map(|c| c.end.saturating_sub(t0) as f64 / 1e3).collect());
-        }
-        // Each SM's last end: how long the SMs wait for the slowest.
-        let mut sm_end = std::collections::BTreeMap::<u64, u64>::new();
-        for c in &chains {
-            let e = sm_end.entry(c.sm).or_default();
-            *e = (*e).max(c.end);
         }
         spread(
             "SM idle before the last end, us",

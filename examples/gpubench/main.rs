@@ -29,7 +29,8 @@ use std::time::Instant;
 
 use aceapex::engine::cpu::CpuEngine;
 use aceapex::engine::gpu::{FullVariant, GpuEngine, ResidentSeeks, Resolve};
-use aceapex::format::tree::{Entry, EntryKind, Tree};
+use aceapex::format::testkit::{file_entry, root_entry};
+use aceapex::format::tree::{Entry, Tree};
 use aceapex::format::writer::ArchiveWriter;
 use aceapex::format::ArchiveData;
 use serde_json::{json, Value};
@@ -413,21 +414,8 @@ fn write_big(src: &ArchiveData, gib: f64, path: &Path) -> BoxResult<u64> {
     }
     let total_len = copies * span * h.block_size();
     let tables: Vec<_> = (0..copies).flat_map(|_| src.tables[..(span / group) as usize].iter().cloned()).collect();
-    let root = Entry {
-        parent: 0,
-        name: Vec::new(),
-        kind: EntryKind::Dir,
-        mode: 0o755,
-        mtime_sec: 1_700_000_000,
-        mtime_nsec: 0,
-        flags: 0,
-    };
-    let file = Entry {
-        name: b"big.bin".to_vec(),
-        kind: EntryKind::File { offset: 0, size: total_len, transform: 0 },
-        mode: 0o644,
-        ..root.clone()
-    };
+    let root = Entry { mtime_sec: 1_700_000_000, ..root_entry() };
+    let file = Entry { mtime_sec: 1_700_000_000, ..file_entry("big.bin", 0, total_len) };
     let tree = Tree::from_entries(vec![root, file])?;
     writer.finish(total_len, &tables, &tree)?;
     Ok(total_len)

@@ -110,6 +110,10 @@ __device__ __forceinline__ Ring2 make_ring2(u32 ring) {
     return r;
 }
 
+// The kernel's K1Rows for an order-4 model in SB_RLOG copies, this lane's copy at shared address `a` (as
+// k1_context_literals sets it).
+__device__ __forceinline__ K1Rows sb_rows(u32 a) { return {a, 3u + SB_RLOG, 255u << (3u + SB_RLOG)}; }
+
 // The kernel's step (the row loaded after the base; V6 before session 40 made it the kernel's) in a loop of eight, its output: OUT 0 the bases gathered into a PRMT
 // selector a step (as the kernel does), 1 read off the context every four steps (its low 8 bits are the last four
 // bases) through a 256-entry table of four letters; STORE 0 none, 1 an 8-byte piece to the thread's own 4 KiB
@@ -117,8 +121,8 @@ __device__ __forceinline__ Ring2 make_ring2(u32 ring) {
 // store every 32 literals.
 template <int OUT, int STORE, class WR>
 __device__ __forceinline__ u32 loop_after(u32 a, u32 tab, u32& x, WR& wr, const SbOut& out, u32 gt, u32 lane) {
-    const u32 R = SB_RLOG, mask = 255u;
-    const K1Rows sr = {a, 3u + R, mask << (3u + R)};
+    const u32 R = SB_RLOG;
+    const K1Rows sr = sb_rows(a);
     u32 o = 0, acc = 0;
     uint2 e = make_uint2(0x0c000400u, 0x1000u - 0x400u);
     u64 codes = 0;
@@ -283,6 +287,8 @@ __global__ void __launch_bounds__(SB_THREADS) stepbench(const uint2* rows12, con
     u32 acc = 0;
     const u32 mask = 255u;  // order 4
     const u32 copy = 16u * (tid & ((1u << SB_RLOG) - 1u));
+    // This lane's copy of the 8-byte rows (the kernel's layout, k1_ctx_piece).
+    const u32 rows_at = (u32)__cvta_generic_to_shared(ctx12) + copy / 2u;
     const long long t0 = clock64();
     if constexpr (V == 0 || V == 1) {
         WordRing1 wr = make_ring(ring);
@@ -290,10 +296,7 @@ __global__ void __launch_bounds__(SB_THREADS) stepbench(const uint2* rows12, con
         k1_context_literals<true, V == 0 ? K1_NONE : K1_LINEAR>(ctx12, mask, 0, STEPS, &x, wr, sink,
                                                                out.scatter + ((u64)gt << 12), nullptr);
     } else if constexpr (V == 2 || V == 3 || V == 4) {
-        K1Rows sr;  // as k1_context_literals sets it
-        sr.a = (u32)__cvta_generic_to_shared(ctx12) + 8u * (tid & ((1u << SB_RLOG) - 1u));
-        sr.sh = 3u + SB_RLOG;
-        sr.m = mask << (3u + SB_RLOG);
+        const K1Rows sr = sb_rows(rows_at);
         u32 o = 0;
         uint2 e = ctx12[0];
         WordRing1 wr = make_ring(ring);
@@ -353,7 +356,7 @@ __global__ void __launch_bounds__(SB_THREADS) stepbench(const uint2* rows12, con
         WordRing1 wr = make_ring(ring);
         acc = loop_wide<V == 16 ? 1 : 0>(wide + 16u * (tid & ((1u << SB_RLOG) - 1u)), x, wr, out, gt);
     } else if constexpr (V >= 9) {
-        const u32 a = (u32)__cvta_generic_to_shared(ctx12) + 8u * (tid & ((1u << SB_RLOG) - 1u));
+        const u32 a = rows_at;
         const u32 tab = (u32)__cvta_generic_to_shared(acgt_tab);
         if constexpr (V == 14) {
             Ring2 wr = make_ring2(ring);
