@@ -1466,7 +1466,11 @@ mod tests {
                     x ^= x << 13;
                     x ^= x >> 7;
                     x ^= x << 17;
-                    if x % 5 == 0 { 0 } else { x % 1000 }
+                    if x % 5 == 0 {
+                        0
+                    } else {
+                        x % 1000
+                    }
                 })
             })
             .collect();

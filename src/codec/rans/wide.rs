@@ -74,7 +74,14 @@ pub(super) struct Lanes {
 /// Runs [`span`] when this CPU has AVX2 and the arguments meet its contract (they do when they come from
 /// [`SpanWords::fill`] for `n` literals and a history of [`history_len`]`(n)` words); else does nothing and
 /// returns false.
-pub(super) fn decode(table: &[u64], mask: u32, lanes: &mut Lanes, words: &SpanWords, n: usize, history: &mut [u32]) -> bool {
+pub(super) fn decode(
+    table: &[u64],
+    mask: u32,
+    lanes: &mut Lanes,
+    words: &SpanWords,
+    n: usize,
+    history: &mut [u32],
+) -> bool {
     let fits = table.len() > mask as usize && words.literals >= n && history.len() >= history_len(n);
     #[cfg(target_arch = "x86_64")]
     if fits && available() {
@@ -100,14 +107,7 @@ pub(super) fn history_len(n: usize) -> usize {
 /// for at least `n` literals; `history.len() >= history_len(n)`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn span(
-    table: &[u64],
-    mask: u32,
-    lanes: &mut Lanes,
-    words: &SpanWords,
-    n: usize,
-    history: &mut [u32],
-) {
+unsafe fn span(table: &[u64], mask: u32, lanes: &mut Lanes, words: &SpanWords, n: usize, history: &mut [u32]) {
     // SAFETY (every intrinsic below): AVX2 is enabled for this function and the caller checked the CPU has it;
     // loads and stores go through `loadu`/`storeu` on arrays of exactly eight u32.
     let v = |a: &[u32; WIDTH]| unsafe { _mm256_loadu_si256(a.as_ptr().cast()) };
@@ -129,9 +129,8 @@ unsafe fn span(
     for i in 0..n {
         let index = _mm256_and_si256(ctx, vmask);
         // SAFETY: every index is at most `mask` < table.len(), so each 4-byte read lies inside its entry.
-        let (lo_word, hi_word) = unsafe {
-            (_mm256_i32gather_epi32::<8>(entry_lo, index), _mm256_i32gather_epi32::<8>(entry_hi, index))
-        };
+        let (lo_word, hi_word) =
+            unsafe { (_mm256_i32gather_epi32::<8>(entry_lo, index), _mm256_i32gather_epi32::<8>(entry_hi, index)) };
         let c1 = _mm256_and_si256(lo_word, low16);
         let c2 = _mm256_srli_epi32::<16>(lo_word);
         let c3 = _mm256_and_si256(hi_word, low16);
@@ -150,10 +149,7 @@ unsafe fn span(
             _mm256_min_epi32(_mm256_blendv_epi8(scale, c2, a2), _mm256_blendv_epi8(scale, c3, a3)),
         );
         let freq = _mm256_sub_epi32(top, cum);
-        let y = _mm256_sub_epi32(
-            _mm256_add_epi32(_mm256_mullo_epi32(freq, _mm256_srli_epi32::<12>(x)), slot),
-            cum,
-        );
+        let y = _mm256_sub_epi32(_mm256_add_epi32(_mm256_mullo_epi32(freq, _mm256_srli_epi32::<12>(x)), slot), cum);
         // SAFETY: a lane takes at most one word a literal, so before literal i its position is at most its
         // start + i < start + n, and the 4 bytes read there (this word and the next) lie in its n + 2 words.
         let word = _mm256_and_si256(unsafe { _mm256_i32gather_epi32::<2>(word_base, pos) }, low16);
