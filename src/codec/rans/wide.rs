@@ -16,6 +16,9 @@ use std::arch::x86_64::*;
 /// Lanes a vector holds.
 pub(super) const WIDTH: usize = 8;
 
+/// The most lanes one span runs: two vectors, whose chains interleave.
+pub(super) const MAX_LANES: usize = 2 * WIDTH;
+
 /// Literals a lane whose bases one context word keeps (2 bits each).
 const HISTORY: usize = 16;
 
@@ -37,7 +40,7 @@ pub(super) fn available() -> bool {
 #[derive(Default)]
 pub(super) struct SpanWords {
     words: Vec<u16>,
-    start: [i32; WIDTH],
+    start: [i32; MAX_LANES],
     /// The literals a lane the layout serves.
     literals: usize,
 }
@@ -48,14 +51,14 @@ impl SpanWords {
     pub fn fill(&mut self, lanes: &[&[u16]], n: usize) {
         let stride = n + 2;
         self.words.clear();
-        self.words.resize(WIDTH * stride, 0);
-        for k in 0..WIDTH {
+        self.words.resize(MAX_LANES * stride, 0);
+        for k in 0..MAX_LANES {
             let dst = &mut self.words[k * stride..(k + 1) * stride];
             if let Some(src) = lanes.get(k) {
                 let take = src.len().min(stride);
                 dst[..take].copy_from_slice(&src[..take]);
             }
-            // WIDTH * stride entries are allocated above, so every start fits the buffer's length, which is
+            // MAX_LANES * stride entries are allocated above, so every start fits the buffer's length, which is
             // far below 2^31 (a span is at most a slice's literals).
             self.start[k] = (k * stride) as i32;
         }
@@ -66,17 +69,18 @@ impl SpanWords {
 /// The lanes of a span: states, contexts (unmasked, the newest base lowest) and, after it, how many words each
 /// took.
 pub(super) struct Lanes {
-    pub x: [u32; WIDTH],
-    pub ctx: [u32; WIDTH],
-    pub taken: [u32; WIDTH],
+    pub x: [u32; MAX_LANES],
+    pub ctx: [u32; MAX_LANES],
+    pub taken: [u32; MAX_LANES],
 }
 
-/// Runs [`span`] when this CPU has AVX2 and the arguments meet its contract (they do when they come from
-/// [`SpanWords::fill`] for `n` literals and a history of [`history_len`]`(n)` words); else does nothing and
-/// returns false.
+/// Runs [`span`] over `vectors` (1 or 2) vectors of lanes when this CPU has AVX2 and the arguments meet its
+/// contract (they do when they come from [`SpanWords::fill`] for `n` literals and a history of
+/// [`history_len`]`(n)` words); else does nothing and returns false.
 pub(super) fn decode(
     table: &[u64],
     mask: u32,
+    vectors: usize,
     lanes: &mut Lanes,
     words: &SpanWords,
     n: usize,
@@ -86,34 +90,48 @@ pub(super) fn decode(
     #[cfg(target_arch = "x86_64")]
     if fits && available() {
         // SAFETY: just checked: AVX2, the table's length, the words' layout and the history's length.
-        unsafe { span(table, mask, lanes, words, n, history) };
+        match vectors {
+            1 => unsafe { span::<1>(table, mask, lanes, words, n, history) },
+            2 => unsafe { span::<2>(table, mask, lanes, words, n, history) },
+            _ => return false,
+        }
         return true;
     }
-    let _ = (fits, lanes);
+    let _ = (fits, vectors, lanes);
     false
 }
 
-/// Words of history a span of `n` literals records: [`WIDTH`] after every sixteenth literal and after the last.
+/// Words of history a span of `n` literals records: [`MAX_LANES`] after every sixteenth literal and after the
+/// last.
 pub(super) fn history_len(n: usize) -> usize {
-    WIDTH * n.div_ceil(HISTORY)
+    MAX_LANES * n.div_ceil(HISTORY)
 }
 
-/// Decodes `n` literals in each of eight lanes that share one context model (`table`, `mask + 1` entries): what
-/// `n` rounds of the scalar step would, lane for lane. `history` gets each lane's context after every sixteenth
-/// literal and after the last, [`WIDTH`] words a record (see [`unpack`]).
+/// Decodes `n` literals in each of the first `8·G` lanes, all sharing one context model (`table`, `mask + 1`
+/// entries): what `n` rounds of the scalar step would, lane for lane. The `G` vectors are independent chains in
+/// one loop, so that one's gathers wait while the other computes. `history` gets each lane's context after every
+/// sixteenth literal and after the last, [`MAX_LANES`] words a record (see [`unpack`]).
 ///
 /// # Safety
-/// The CPU has AVX2 ([`available`]); `table.len() > mask as usize`; `words` was laid out by [`SpanWords::fill`]
-/// for at least `n` literals; `history.len() >= history_len(n)`.
+/// The CPU has AVX2 ([`available`]); `G <= 2`; `table.len() > mask as usize`; `words` was laid out by
+/// [`SpanWords::fill`] for at least `n` literals; `history.len() >= history_len(n)`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn span(table: &[u64], mask: u32, lanes: &mut Lanes, words: &SpanWords, n: usize, history: &mut [u32]) {
+unsafe fn span<const G: usize>(
+    table: &[u64],
+    mask: u32,
+    lanes: &mut Lanes,
+    words: &SpanWords,
+    n: usize,
+    history: &mut [u32],
+) {
     // SAFETY (every intrinsic below): AVX2 is enabled for this function and the caller checked the CPU has it;
-    // loads and stores go through `loadu`/`storeu` on arrays of exactly eight u32.
-    let v = |a: &[u32; WIDTH]| unsafe { _mm256_loadu_si256(a.as_ptr().cast()) };
-    let mut x = v(&lanes.x);
-    let mut ctx = v(&lanes.ctx);
-    let start = unsafe { _mm256_loadu_si256(words.start.as_ptr().cast()) };
+    // loads and stores go through `loadu`/`storeu` on eight u32 inside arrays of MAX_LANES >= 8·G.
+    let load = |a: &[u32; MAX_LANES], g: usize| unsafe { _mm256_loadu_si256(a[WIDTH * g..].as_ptr().cast()) };
+    let mut x: [__m256i; G] = std::array::from_fn(|g| load(&lanes.x, g));
+    let mut ctx: [__m256i; G] = std::array::from_fn(|g| load(&lanes.ctx, g));
+    let start: [__m256i; G] =
+        std::array::from_fn(|g| unsafe { _mm256_loadu_si256(words.start[WIDTH * g..].as_ptr().cast()) });
     let mut pos = start;
     let low16 = _mm256_set1_epi32(0xffff);
     let slots = _mm256_set1_epi32(0xfff);
@@ -127,48 +145,57 @@ unsafe fn span(table: &[u64], mask: u32, lanes: &mut Lanes, words: &SpanWords, n
     let entry_hi = unsafe { entry_lo.add(1) };
     let word_base = words.words.as_ptr().cast::<i32>();
     for i in 0..n {
-        let index = _mm256_and_si256(ctx, vmask);
-        // SAFETY: every index is at most `mask` < table.len(), so each 4-byte read lies inside its entry.
-        let (lo_word, hi_word) =
-            unsafe { (_mm256_i32gather_epi32::<8>(entry_lo, index), _mm256_i32gather_epi32::<8>(entry_hi, index)) };
-        let c1 = _mm256_and_si256(lo_word, low16);
-        let c2 = _mm256_srli_epi32::<16>(lo_word);
-        let c3 = _mm256_and_si256(hi_word, low16);
-        let slot = _mm256_and_si256(x, slots);
-        // -1 where the bound lies above the slot: the code is 3 minus their number (decode_packed's count of
-        // bounds at or below it); the bounds rise, so the symbol's range starts at the largest bound at or
-        // below the slot (or 0) and ends at the smallest above it (or 4096).
-        let (a1, a2, a3) = (_mm256_cmpgt_epi32(c1, slot), _mm256_cmpgt_epi32(c2, slot), _mm256_cmpgt_epi32(c3, slot));
-        let code = _mm256_add_epi32(three, _mm256_add_epi32(a1, _mm256_add_epi32(a2, a3)));
-        let cum = _mm256_max_epi32(
-            _mm256_andnot_si256(a1, c1),
-            _mm256_max_epi32(_mm256_andnot_si256(a2, c2), _mm256_andnot_si256(a3, c3)),
-        );
-        let top = _mm256_min_epi32(
-            _mm256_blendv_epi8(scale, c1, a1),
-            _mm256_min_epi32(_mm256_blendv_epi8(scale, c2, a2), _mm256_blendv_epi8(scale, c3, a3)),
-        );
-        let freq = _mm256_sub_epi32(top, cum);
-        let y = _mm256_sub_epi32(_mm256_add_epi32(_mm256_mullo_epi32(freq, _mm256_srli_epi32::<12>(x)), slot), cum);
-        // SAFETY: a lane takes at most one word a literal, so before literal i its position is at most its
-        // start + i < start + n, and the 4 bytes read there (this word and the next) lie in its n + 2 words.
-        let word = _mm256_and_si256(unsafe { _mm256_i32gather_epi32::<2>(word_base, pos) }, low16);
-        let refill = _mm256_cmpeq_epi32(_mm256_srli_epi32::<16>(y), zero);
-        x = _mm256_blendv_epi8(y, _mm256_or_si256(_mm256_slli_epi32::<16>(y), word), refill);
-        pos = _mm256_sub_epi32(pos, refill);
-        ctx = _mm256_or_si256(_mm256_slli_epi32::<2>(ctx), code);
+        for g in 0..G {
+            let index = _mm256_and_si256(ctx[g], vmask);
+            // SAFETY: every index is at most `mask` < table.len(), so each 4-byte read lies inside its entry.
+            let (lo_word, hi_word) =
+                unsafe { (_mm256_i32gather_epi32::<8>(entry_lo, index), _mm256_i32gather_epi32::<8>(entry_hi, index)) };
+            let c1 = _mm256_and_si256(lo_word, low16);
+            let c2 = _mm256_srli_epi32::<16>(lo_word);
+            let c3 = _mm256_and_si256(hi_word, low16);
+            let slot = _mm256_and_si256(x[g], slots);
+            // -1 where the bound lies above the slot: the code is 3 minus their number (decode_packed's count of
+            // bounds at or below it); the bounds rise, so the symbol's range starts at the largest bound at or
+            // below the slot (or 0) and ends at the smallest above it (or 4096).
+            let (a1, a2, a3) =
+                (_mm256_cmpgt_epi32(c1, slot), _mm256_cmpgt_epi32(c2, slot), _mm256_cmpgt_epi32(c3, slot));
+            let code = _mm256_add_epi32(three, _mm256_add_epi32(a1, _mm256_add_epi32(a2, a3)));
+            let cum = _mm256_max_epi32(
+                _mm256_andnot_si256(a1, c1),
+                _mm256_max_epi32(_mm256_andnot_si256(a2, c2), _mm256_andnot_si256(a3, c3)),
+            );
+            let top = _mm256_min_epi32(
+                _mm256_blendv_epi8(scale, c1, a1),
+                _mm256_min_epi32(_mm256_blendv_epi8(scale, c2, a2), _mm256_blendv_epi8(scale, c3, a3)),
+            );
+            let freq = _mm256_sub_epi32(top, cum);
+            let y =
+                _mm256_sub_epi32(_mm256_add_epi32(_mm256_mullo_epi32(freq, _mm256_srli_epi32::<12>(x[g])), slot), cum);
+            // SAFETY: a lane takes at most one word a literal, so before literal i its position is at most its
+            // start + i < start + n, and the 4 bytes read there (this word and the next) lie in its n + 2 words.
+            let word = _mm256_and_si256(unsafe { _mm256_i32gather_epi32::<2>(word_base, pos[g]) }, low16);
+            let refill = _mm256_cmpeq_epi32(_mm256_srli_epi32::<16>(y), zero);
+            x[g] = _mm256_blendv_epi8(y, _mm256_or_si256(_mm256_slli_epi32::<16>(y), word), refill);
+            pos[g] = _mm256_sub_epi32(pos[g], refill);
+            ctx[g] = _mm256_or_si256(_mm256_slli_epi32::<2>(ctx[g]), code);
+        }
         if i % HISTORY == HISTORY - 1 || i + 1 == n {
-            let at = WIDTH * (i / HISTORY);
-            // SAFETY: i / HISTORY < n.div_ceil(HISTORY), so the eight words lie inside `history` (caller's
-            // contract).
-            unsafe { _mm256_storeu_si256(history[at..at + WIDTH].as_mut_ptr().cast(), ctx) };
+            let at = MAX_LANES * (i / HISTORY);
+            for (g, c) in ctx.iter().enumerate() {
+                // SAFETY: i / HISTORY < n.div_ceil(HISTORY), so the record lies inside `history` (caller's
+                // contract).
+                unsafe { _mm256_storeu_si256(history[at + WIDTH * g..at + WIDTH * (g + 1)].as_mut_ptr().cast(), *c) };
+            }
         }
     }
-    // SAFETY: stores to arrays of exactly eight u32.
-    unsafe {
-        _mm256_storeu_si256(lanes.x.as_mut_ptr().cast(), x);
-        _mm256_storeu_si256(lanes.ctx.as_mut_ptr().cast(), ctx);
-        _mm256_storeu_si256(lanes.taken.as_mut_ptr().cast(), _mm256_sub_epi32(pos, start));
+    for g in 0..G {
+        let lanes_of = |a: &mut [u32; MAX_LANES]| a[WIDTH * g..WIDTH * (g + 1)].as_mut_ptr().cast::<__m256i>();
+        // SAFETY: stores of eight u32 inside arrays of MAX_LANES >= 8·G.
+        unsafe {
+            _mm256_storeu_si256(lanes_of(&mut lanes.x), x[g]);
+            _mm256_storeu_si256(lanes_of(&mut lanes.ctx), ctx[g]);
+            _mm256_storeu_si256(lanes_of(&mut lanes.taken), _mm256_sub_epi32(pos[g], start[g]));
+        }
     }
 }
 
@@ -192,13 +219,13 @@ pub(super) fn unpack(history: &[u32], k: usize, out: &mut [u8]) {
     let n = out.len();
     let (full, tail) = out.split_at_mut(n - n % HISTORY);
     for (g, chunk) in full.chunks_exact_mut(HISTORY).enumerate() {
-        let word = history[WIDTH * g + k];
+        let word = history[MAX_LANES * g + k];
         for (b, four) in chunk.chunks_exact_mut(4).enumerate() {
             four.copy_from_slice(&LETTERS[(word >> (24 - 8 * b)) as usize & 0xff]);
         }
     }
     if !tail.is_empty() {
-        let word = history[WIDTH * (n / HISTORY) + k];
+        let word = history[MAX_LANES * (n / HISTORY) + k];
         let m = tail.len();
         for (j, byte) in tail.iter_mut().enumerate() {
             *byte = b"ACGT"[(word >> (2 * (m - 1 - j))) as usize & 3];
