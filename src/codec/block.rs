@@ -557,8 +557,9 @@ pub fn decode_block(payload: &[u8], tables: &TableSet, shape: BlockShape) -> Res
 /// [`decode_block`] into an existing [`ParsedBlock`], reusing its allocations (a decoder working through many
 /// blocks keeps one). On error `out` holds unspecified (but bounded) contents.
 ///
-/// The slices' rANS lanes are decoded four at a time in lock step ([`rans::Decoder::decode_lockstep_all`]): a
-/// lane is a single dependency chain, and interleaving four independent chains keeps the core's ALUs busy.
+/// The slices' rANS lanes are decoded four at a time in lock step ([`rans::Decoder::decode_lockstep_all`]), their
+/// context-coded literals eight at a time where the CPU has AVX2 ([`rans::Decoder::decode_contexts_all`]): a lane
+/// is a single dependency chain, and interleaving independent chains keeps the core's ALUs busy.
 pub fn decode_block_into(
     payload: &[u8],
     tables: &TableSet,
