@@ -904,6 +904,9 @@ impl Decoder {
     pub fn decode_contexts_all(streams: Vec<(&mut Decoder, &CtxModel, &mut [u8])>) {
         let mut lanes: Vec<CtxStream> =
             streams.into_iter().map(|(dec, model, out)| CtxStream { dec, model, out, ctx: 0 }).collect();
+        // Lanes of one model side by side, so that a cold read's slices from several packing chunks (a model each)
+        // still fill the wide rounds, which need one model; the lanes are independent, so their order is free.
+        lanes.sort_by_key(|s| std::ptr::from_ref(s.model) as usize);
         let mut wide = WideScratch::default();
         loop {
             lanes.retain(|s| !s.out.is_empty());
