@@ -542,9 +542,9 @@ struct WideScratch {
     history: Vec<u32>,
 }
 
-/// One round of up to eight context streams that share one model, eight wide (module [`wide`]): each advances by
-/// the shortest one's remaining length, but no further than any of them has words for (a lane takes at most one
-/// a literal), so the span needs no checks. Returns false, having done nothing, when that span is shorter than
+/// One round of up to sixteen context streams that share one model, in one or two vectors of eight (module
+/// [`wide`]): each advances by the shortest one's remaining length, but no further than any of them has words for
+/// (a lane takes at most one a literal), so the span needs no checks. Returns false, having done nothing, when that span is shorter than
 /// [`WIDE_MIN_SPAN`] or the streams do not share a model: the scalar lock step then takes the round.
 fn contexts_round_wide(group: &mut [CtxStream], scratch: &mut WideScratch) -> bool {
     let Some(first) = group.first() else { return false };
@@ -899,7 +899,7 @@ impl Decoder {
     /// [`Decoder::decode_contexts`] for several lanes at once: a context decode is one dependency chain per lane
     /// (slot, three compares, multiply, refill, next context), and interleaving independent lanes overlaps them.
     /// Lanes that share a model go eight or sixteen at a time in AVX2 vectors where the CPU has it (module `wide`:
-    /// atha_chr1 in genome mode decodes 28 % faster on one core), the rest in scalar lock steps of up to
+    /// atha_chr1 in genome mode decodes in 28 % less time on one core), the rest in scalar lock steps of up to
     /// [`MAX_LOCKSTEP`]; the bytes are the same either way.
     pub fn decode_contexts_all(streams: Vec<(&mut Decoder, &CtxModel, &mut [u8])>) {
         let mut lanes: Vec<CtxStream> =

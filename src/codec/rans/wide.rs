@@ -1,14 +1,16 @@
-//! Eight context-coded literal lanes at once in the eight 32-bit slots of an AVX2 vector.
+//! Context-coded literal lanes eight at once in the eight 32-bit slots of an AVX2 vector (or sixteen in two).
 //!
 //! A context-coded literal is one dependency chain a lane: the context's entry, three compares, a multiply, a
 //! refill, the next context (FORMAT.md §3.4–3.5). The scalar lock step ([`super::contexts_round`]) interleaves
 //! four lanes in general registers, where the states, positions, contexts and pointers of four lanes already fill
 //! the register file; here a vector holds each of them for eight, the contexts' entries come in by two gathers
-//! and the words by one. The bases are not stored one by one: the context register already keeps the last
-//! sixteen of each lane, so it is written out every sixteen literals and unpacked into letters after the span.
+//! and the words by one, and a second vector's chain runs beside the first when there are lanes for it. The bases
+//! are not stored one by one: the context register already keeps the last sixteen of each lane, so it is written
+//! out every sixteen literals and unpacked into letters after the span.
 //!
-//! Same arithmetic as the scalar step, lane for lane, so the bytes are the same; `tests` checks it against
-//! [`super::contexts_round`] on random models and streams, hostile states included.
+//! Same arithmetic as the scalar step, lane for lane, so the bytes are the same: the parent module's test
+//! `context_lanes_match_one_by_one` checks every path against the format's rule run one literal at a time, on random
+//! models and streams, hostile states and words that run out included.
 
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
