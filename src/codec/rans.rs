@@ -535,6 +535,21 @@ const WIDE_TWO_VECTORS: usize = 12;
 /// step.
 const WIDE_MIN_SPAN: usize = 32;
 
+#[cfg(test)]
+thread_local! {
+    /// Set by a test to run the scalar lock steps where the CPU has AVX2 too, so that both paths are checked.
+    static SCALAR_ONLY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether context rounds may run wide: the CPU has AVX2 (and, in tests, the scalar path is not being checked).
+fn wide_allowed() -> bool {
+    #[cfg(test)]
+    if SCALAR_ONLY.with(|c| c.get()) {
+        return false;
+    }
+    wide::available()
+}
+
 /// What [`contexts_round_wide`] reuses from one round to the next.
 #[derive(Default)]
 struct WideScratch {
@@ -549,7 +564,7 @@ struct WideScratch {
 fn contexts_round_wide(group: &mut [CtxStream], scratch: &mut WideScratch) -> bool {
     let Some(first) = group.first() else { return false };
     let model = first.model;
-    if !wide::available() || group.len() > wide::MAX_LANES || !group.iter().all(|s| std::ptr::eq(s.model, model)) {
+    if !wide_allowed() || group.len() > wide::MAX_LANES || !group.iter().all(|s| std::ptr::eq(s.model, model)) {
         return false;
     }
     let round = group.iter().map(|s| s.out.len()).min().unwrap_or(0);
@@ -1517,30 +1532,35 @@ mod tests {
         #[test]
         fn context_lanes_match_one_by_one(specs in proptest::collection::vec(ctx_spec(), 1..20),
                                           order in 1u8..=8, seed in any::<u64>()) {
-            // Any number of context-coded streams (the eight-wide rounds, the scalar lock steps and their mix as
-            // streams end), hostile states, words that run out: `decode_contexts_all` agrees with the format's
-            // rule run one literal at a time.
+            // Any number of context-coded streams (the wide rounds, the scalar lock steps and their mix as streams
+            // end), hostile states, words that run out: `decode_contexts_all` agrees with the format's rule run one
+            // literal at a time.
             let models = [ctx_model(order, seed), ctx_model(order, seed ^ 0x5555), ctx_model(1 + order % 8, !seed)];
             let word_bytes: Vec<Vec<u8>> =
                 specs.iter().map(|sp| sp.2.iter().flat_map(|w| w.to_le_bytes()).collect()).collect();
-            let mut decs: Vec<Decoder> = specs
-                .iter()
-                .zip(&word_bytes)
-                .map(|(sp, wb)| Decoder::new(&sp.1.to_le_bytes(), wb, sp.3).unwrap())
-                .collect();
-            let mut outs: Vec<Vec<u8>> = specs.iter().map(|sp| vec![0u8; sp.4]).collect();
-            let streams = decs
-                .iter_mut()
-                .zip(&mut outs)
-                .zip(&specs)
-                .map(|((d, o), sp)| (d, &models[sp.0], &mut o[..]))
-                .collect();
-            Decoder::decode_contexts_all(streams);
-            for (k, (sp, (dec, out))) in specs.iter().zip(decs.iter().zip(&outs)).enumerate() {
-                let words: Vec<u16> = if sp.3 { sp.2.iter().rev().copied().collect() } else { sp.2.clone() };
-                let (want, state, pos) = ctx_reference(&models[sp.0], sp.1, &words, sp.4);
-                prop_assert_eq!(out, &want, "stream {}", k);
-                prop_assert_eq!((dec.state, dec.pos, dec.next), (state, pos, sp.4), "stream {}", k);
+            // Both paths where the CPU has AVX2 (the wide rounds, then the scalar lock steps alone).
+            for scalar_only in [false, true] {
+                let mut decs: Vec<Decoder> = specs
+                    .iter()
+                    .zip(&word_bytes)
+                    .map(|(sp, wb)| Decoder::new(&sp.1.to_le_bytes(), wb, sp.3).unwrap())
+                    .collect();
+                let mut outs: Vec<Vec<u8>> = specs.iter().map(|sp| vec![0u8; sp.4]).collect();
+                let streams = decs
+                    .iter_mut()
+                    .zip(&mut outs)
+                    .zip(&specs)
+                    .map(|((d, o), sp)| (d, &models[sp.0], &mut o[..]))
+                    .collect();
+                SCALAR_ONLY.with(|c| c.set(scalar_only));
+                Decoder::decode_contexts_all(streams);
+                SCALAR_ONLY.with(|c| c.set(false));
+                for (k, (sp, (dec, out))) in specs.iter().zip(decs.iter().zip(&outs)).enumerate() {
+                    let words: Vec<u16> = if sp.3 { sp.2.iter().rev().copied().collect() } else { sp.2.clone() };
+                    let (want, state, pos) = ctx_reference(&models[sp.0], sp.1, &words, sp.4);
+                    prop_assert_eq!(out, &want, "stream {} (scalar only: {})", k, scalar_only);
+                    prop_assert_eq!((dec.state, dec.pos, dec.next), (state, pos, sp.4), "stream {}", k);
+                }
             }
         }
 
