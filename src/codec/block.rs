@@ -586,6 +586,45 @@ pub fn decode_block_into(
         .map_err(|(j, e)| in_slice(j, e))
 }
 
+/// [`decode_block`] for several blocks at once, each into its own [`ParsedBlock`]: their slices' entropy stages
+/// run together, so that the CPU's wide rounds of context-coded literals get sixteen lanes (two blocks' eight)
+/// where one block fills eight ([`rans::Decoder::decode_contexts_all`]). The blocks may belong to any table
+/// groups, but not to archives of different lane counts. On error, the index of the first block with a bad slice
+/// (decoding each block alone says what each one's error is).
+pub fn decode_blocks(jobs: &[(&[u8], &TableSet, BlockShape)]) -> Result<Vec<ParsedBlock>, (usize, DecodeError)> {
+    let mut lanes = None;
+    let (mut layouts, mut dests, mut sets, mut owner) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for (unit, &(payload, tables, shape)) in jobs.iter().enumerate() {
+        let fail = |e| (unit, e);
+        let (k, n_slices) = shape.check().map_err(fail)?;
+        if *lanes.get_or_insert(k) != k {
+            let detail = format!("blocks of {k} and {} rANS lanes decoded together", lanes.unwrap_or(k));
+            return Err((unit, DecodeError::Invalid { what: "block job", detail }));
+        }
+        check_alphabets(tables).map_err(fail)?;
+        let dir = SliceDirectory::parse(payload, n_slices).map_err(fail)?;
+        for (j, slice) in dir.slices().enumerate() {
+            let (off, len) = shape.slice_span(j);
+            layouts.push(SlicePayload::parse(slice, k, len).map_err(|e| (unit, in_slice(j, e)))?);
+            dests.push(Dest { unit, start: shape.start + off as u64, base: off, len, lits: usize::MAX });
+            sets.push(tables);
+            owner.push(unit);
+        }
+    }
+    let mut outs: Vec<ParsedBlock> = jobs
+        .iter()
+        .map(|&(_, _, shape)| {
+            let mut out = ParsedBlock::default();
+            out.reset(shape.start, shape.len);
+            out
+        })
+        .collect();
+    let mut refs: Vec<&mut ParsedBlock> = outs.iter_mut().collect();
+    with_scratch(|scratch| decode_layouts(&layouts, &dests, &sets, lanes.unwrap_or(1), scratch, &mut refs))
+        .map_err(|(j, e)| (owner.get(j).copied().unwrap_or(0), e))?;
+    Ok(outs)
+}
+
 /// Where a decoded slice goes: into unit `unit`, at offset `base` of it; the slice starts at absolute stream
 /// position `start` and has `len` bytes. Slices of one unit come in order. Only the first `lits` literals are
 /// decoded (a prefix parse, whose final rANS state is then not checked); less than all only for a unit of one

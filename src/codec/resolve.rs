@@ -27,7 +27,7 @@ use lru::LruCache;
 use xxhash_rust::xxh3::xxh3_64;
 
 use crate::codec::block::{
-    decode_block, decode_slice, decode_slice_prefixes, ParsedBlock, SliceJob, Token, COMPLEMENT,
+    decode_block, decode_blocks, decode_slice, decode_slice_prefixes, ParsedBlock, SliceJob, Token, COMPLEMENT,
 };
 use crate::error::{DecodeError, Error};
 use crate::format::ArchiveData;
@@ -211,6 +211,27 @@ pub fn parse_block(data: &ArchiveData, id: u64) -> Result<ParsedBlock, BlockFaul
     let parsed = decode_block(&payload, data.tables_for(id), shape).map_err(fault)?;
     check_parsed(&parsed, shape.start, shape.len).map_err(|error| BlockFault { block: id, error })?;
     Ok(parsed)
+}
+
+/// [`parse_block`] of several blocks (a sequential decoder's worker takes two at a time), their entropy stages run
+/// together ([`decode_blocks`]); each result as `parse_block` gives it: where anything fails, every block is parsed
+/// again alone, so that each gets its own verdict and error.
+pub fn parse_blocks(data: &ArchiveData, ids: &[u64]) -> Vec<Result<ParsedBlock, BlockFault>> {
+    let together = || -> Option<Vec<ParsedBlock>> {
+        if ids.iter().any(|&id| id >= data.block_count()) {
+            return None;
+        }
+        let payloads = ids.iter().map(|&id| data.payload(id).ok()).collect::<Option<Vec<_>>>()?;
+        let jobs: Vec<_> =
+            ids.iter().zip(&payloads).map(|(&id, p)| (&p[..], data.tables_for(id), data.block_shape(id))).collect();
+        let parsed = decode_blocks(&jobs).ok()?;
+        let checked = parsed.iter().zip(&jobs).all(|(p, job)| check_parsed(p, job.2.start, job.2.len).is_ok());
+        checked.then_some(parsed)
+    };
+    match together() {
+        Some(parsed) => parsed.into_iter().map(Ok).collect(),
+        None => ids.iter().map(|&id| parse_block(data, id)).collect(),
+    }
 }
 
 /// Runs the entropy stage of global slice `g` alone and checks the parsed form's invariants (random access's

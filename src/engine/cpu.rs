@@ -21,7 +21,7 @@ use rayon::prelude::*;
 use crate::cache::Block;
 use crate::codec::block::ParsedBlock;
 use crate::codec::resolve::{
-    parse_block, BlockFault, ChainDecoded, ClosureStats, DecodedBlocks, NoDecodedBlocks, ParsedCache, Resolver,
+    parse_blocks, BlockFault, ChainDecoded, ClosureStats, DecodedBlocks, NoDecodedBlocks, ParsedCache, Resolver,
 };
 use crate::engine::BlockEngine;
 use crate::error::{DecodeError, Error, Result};
@@ -34,6 +34,11 @@ pub use window::SeqWindow;
 pub const DEFAULT_PARSED_CACHE_BYTES: u64 = 64 << 20;
 /// Decoded bytes the sequential decoder keeps so that near sources are plain copies.
 pub const DEFAULT_WINDOW_BYTES: u64 = 64 << 20;
+/// Blocks a thread of the sequential decoder claims at once: their entropy stages run together, and two blocks'
+/// sixteen rANS lanes fill both vectors of the CPU's wide context rounds (codec/rans/wide.rs: 1.26 ns a literal
+/// against 1.51 for eight lanes).
+const CLAIM: usize = 2;
+
 /// Blocks per thread in one batch of the sequential decoder: enough that the wait for the batch's last block
 /// (threads idle while it finishes) costs little, few enough that a batch's memory stays small.
 const BATCH_PER_THREAD: usize = 32;
@@ -278,30 +283,39 @@ impl CpuEngine {
         result
     }
 
-    /// Claims the next block of `batch` and decodes it; false when none is left.
+    /// Claims the next [`CLAIM`] blocks of `batch` (fewer at its end) and decodes them; false when none is left.
     fn work_one(&self, batch: &Batch<'_>) -> bool {
         if batch.stop.load(Ordering::Relaxed) {
             return false;
         }
-        let i = batch.next.fetch_add(1, Ordering::Relaxed);
-        let Some(slot) = batch.slots.get(i) else { return false };
-        let id = batch.first + i as u64;
-        // Should anything below panic, the guard publishes a failure so that no other thread waits forever.
-        let guard = PublishOnUnwind { batch, slot, id };
-        let parsed = slot.parsed.get_or_init(|| parse_block(&self.data, id));
+        let i = batch.next.fetch_add(CLAIM, Ordering::Relaxed);
+        let claimed = batch.slots.get(i..(i + CLAIM).min(batch.slots.len())).unwrap_or_default();
+        if claimed.is_empty() {
+            return false;
+        }
+        let ids: Vec<u64> = (0..claimed.len()).map(|k| batch.first + (i + k) as u64).collect();
+        // Should anything below panic, the guards publish failures so that no other thread waits forever.
+        let guards: Vec<PublishOnUnwind> =
+            claimed.iter().zip(&ids).map(|(slot, &id)| PublishOnUnwind { batch, slot, id }).collect();
+        // Only the claiming thread sets a slot's parse and its block, so these sets cannot find them set.
+        for (slot, parsed) in claimed.iter().zip(parse_blocks(&self.data, &ids)) {
+            let _ = slot.parsed.set(parsed);
+        }
         batch.publish();
-        let mut buf = batch.take_buffer(slot);
-        buf.resize(self.data.block_len(id) as usize, 0);
-        let decoded = parsed.as_ref().map_err(Clone::clone).and_then(|p| {
-            let sources = ChainDecoded(batch, &*self.decoded);
-            let resolver = self.resolver(&sources);
-            resolver.prefetch_sources(p);
-            resolver.decode_parsed(id, p, &mut buf)
-        });
-        // Only the claiming thread sets `done`, so this set cannot find it set.
-        let _ = slot.done.set(decoded.map(|()| Block::from(buf)));
-        batch.publish();
-        std::mem::forget(guard);
+        for (slot, &id) in claimed.iter().zip(&ids) {
+            let mut buf = batch.take_buffer(slot);
+            buf.resize(self.data.block_len(id) as usize, 0);
+            let parsed = slot.parsed.get().map_or_else(|| Err(unparsed(id)), |p| p.as_ref().map_err(Clone::clone));
+            let decoded = parsed.and_then(|p| {
+                let sources = ChainDecoded(batch, &*self.decoded);
+                let resolver = self.resolver(&sources);
+                resolver.prefetch_sources(p);
+                resolver.decode_parsed(id, p, &mut buf)
+            });
+            let _ = slot.done.set(decoded.map(|()| Block::from(buf)));
+            batch.publish();
+        }
+        guards.into_iter().for_each(std::mem::forget);
         true
     }
 
@@ -566,6 +580,11 @@ impl DecodedBlocks for Batch<'_> {
     fn wait_decoded(&self, id: u64) -> bool {
         self.slot(id).is_some_and(|slot| self.wait(&slot.done).is_ok())
     }
+}
+
+/// What a claimed block whose parse is missing gives (not reached: the claiming thread sets every parse first).
+fn unparsed(id: u64) -> BlockFault {
+    BlockFault { block: id, error: DecodeError::Invalid { what: "block decode", detail: "no parse was set".into() } }
 }
 
 /// Armed while a thread decodes a claimed block: if it unwinds, the block is published as failed so that no

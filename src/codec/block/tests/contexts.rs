@@ -212,3 +212,28 @@ fn codes_with_contexts_equals_a_byte_check() {
         }
     }
 }
+
+#[test]
+fn blocks_decoded_together_equal_each_alone() {
+    // Two blocks with models of different orders through one entropy stage: the same parse as `decode_block` of
+    // each, and a corrupt one named by its index.
+    let make = |seed: u64, order: u8| {
+        let lits = markov_bases(15_000, seed, 0);
+        let (tokens, literals) = block_of(&lits, seed * 7);
+        let start = seed << 16;
+        let (tables, payload, _) = encode_with_model(start, &tokens, &literals, 2, order);
+        (tables, payload, shape(start, block_len_of(&tokens), 2))
+    };
+    let (a, b) = (make(11, 4), make(13, 6));
+    let alone = [decode_block(&a.1, &a.0, a.2).unwrap(), decode_block(&b.1, &b.0, b.2).unwrap()];
+    let together = decode_blocks(&[(&a.1[..], &a.0, a.2), (&b.1[..], &b.0, b.2)]).unwrap();
+    for (k, (t, one)) in together.iter().zip(&alone).enumerate() {
+        assert_eq!((&t.tokens, &t.literals), (&one.tokens, &one.literals), "block {k}");
+    }
+    let mut bad = b.1.clone();
+    let at = bad.len() / 2;
+    bad[at] ^= 0x5a;
+    assert!(decode_block(&bad, &b.0, b.2).is_err(), "the flip at {at} is caught alone");
+    let err = decode_blocks(&[(&a.1[..], &a.0, a.2), (&bad[..], &b.0, b.2)]);
+    assert_eq!(err.map_err(|(k, _)| k).err(), Some(1));
+}
