@@ -60,8 +60,8 @@ impl SpanWords {
                 let take = src.len().min(stride);
                 dst[..take].copy_from_slice(&src[..take]);
             }
-            // MAX_LANES * stride entries are allocated above, so every start fits the buffer's length, which is
-            // far below 2^31 (a span is at most a slice's literals).
+            // Below the buffer's length, which `decode` checks is below 2^31 (a span is at most a slice's
+            // literals, so it is far below); a longer layout wraps here and is refused there.
             self.start[k] = (k * stride) as i32;
         }
         self.literals = n;
@@ -88,7 +88,12 @@ pub(super) fn decode(
     n: usize,
     history: &mut [u32],
 ) -> bool {
-    let fits = table.len() > mask as usize && words.literals >= n && history.len() >= history_len(n);
+    // The gathers index the words with i32s: the whole layout must be below 2^31 entries (a slice bounds it far
+    // below that; the check keeps it so for any caller).
+    let fits = table.len() > mask as usize
+        && words.literals >= n
+        && words.words.len() <= i32::MAX as usize
+        && history.len() >= history_len(n);
     #[cfg(target_arch = "x86_64")]
     if fits && available() {
         // SAFETY: just checked: AVX2, the table's length, the words' layout and the history's length.
