@@ -566,24 +566,7 @@ pub fn decode_block_into(
     shape: BlockShape,
     out: &mut ParsedBlock,
 ) -> Result<(), DecodeError> {
-    let (lanes, n_slices) = shape.check()?;
-    check_alphabets(tables)?;
-    let dir = SliceDirectory::parse(payload, n_slices)?;
-    out.reset(shape.start, shape.len);
-    let mut layouts = Vec::with_capacity(n_slices);
-    for (j, slice) in dir.slices().enumerate() {
-        let (_, len) = shape.slice_span(j);
-        layouts.push(SlicePayload::parse(slice, lanes, len).map_err(|e| in_slice(j, e))?);
-    }
-    let dests: Vec<Dest> = (0..layouts.len())
-        .map(|j| {
-            let (off, len) = shape.slice_span(j);
-            Dest { unit: 0, start: shape.start + off as u64, base: off, len, lits: usize::MAX }
-        })
-        .collect();
-    let sets = vec![tables; layouts.len()];
-    with_scratch(|scratch| decode_layouts(&layouts, &dests, &sets, lanes, scratch, &mut [out]))
-        .map_err(|(j, e)| in_slice(j, e))
+    decode_blocks_into(&[(payload, tables, shape)], &mut [out]).map_err(|(_, e)| e)
 }
 
 /// [`decode_block`] for several blocks at once, each into its own [`ParsedBlock`]: their slices' entropy stages
@@ -592,9 +575,22 @@ pub fn decode_block_into(
 /// groups, but not to archives of different lane counts. On error, the index of the first block with a bad slice
 /// (decoding each block alone says what each one's error is).
 pub fn decode_blocks(jobs: &[(&[u8], &TableSet, BlockShape)]) -> Result<Vec<ParsedBlock>, (usize, DecodeError)> {
+    let mut outs: Vec<ParsedBlock> = jobs.iter().map(|_| ParsedBlock::default()).collect();
+    let mut refs: Vec<&mut ParsedBlock> = outs.iter_mut().collect();
+    decode_blocks_into(jobs, &mut refs)?;
+    Ok(outs)
+}
+
+/// [`decode_blocks`] into existing units (`outs[k]` for `jobs[k]`), reusing their allocations: every block's
+/// slices through one [`decode_layouts`]. Errors name the job and, inside it, the slice.
+fn decode_blocks_into(
+    jobs: &[(&[u8], &TableSet, BlockShape)],
+    outs: &mut [&mut ParsedBlock],
+) -> Result<(), (usize, DecodeError)> {
     let mut lanes = None;
-    let (mut layouts, mut dests, mut sets, mut owner) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    for (unit, &(payload, tables, shape)) in jobs.iter().enumerate() {
+    // `origin[k]`: the job and the slice within it of the k-th slice decoded.
+    let (mut layouts, mut dests, mut sets, mut origin) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for (unit, (&(payload, tables, shape), out)) in jobs.iter().zip(outs.iter_mut()).enumerate() {
         let fail = |e| (unit, e);
         let (k, n_slices) = shape.check().map_err(fail)?;
         if *lanes.get_or_insert(k) != k {
@@ -603,26 +599,21 @@ pub fn decode_blocks(jobs: &[(&[u8], &TableSet, BlockShape)]) -> Result<Vec<Pars
         }
         check_alphabets(tables).map_err(fail)?;
         let dir = SliceDirectory::parse(payload, n_slices).map_err(fail)?;
+        out.reset(shape.start, shape.len);
         for (j, slice) in dir.slices().enumerate() {
             let (off, len) = shape.slice_span(j);
             layouts.push(SlicePayload::parse(slice, k, len).map_err(|e| (unit, in_slice(j, e)))?);
             dests.push(Dest { unit, start: shape.start + off as u64, base: off, len, lits: usize::MAX });
             sets.push(tables);
-            owner.push(unit);
+            origin.push((unit, j));
         }
     }
-    let mut outs: Vec<ParsedBlock> = jobs
-        .iter()
-        .map(|&(_, _, shape)| {
-            let mut out = ParsedBlock::default();
-            out.reset(shape.start, shape.len);
-            out
-        })
-        .collect();
-    let mut refs: Vec<&mut ParsedBlock> = outs.iter_mut().collect();
-    with_scratch(|scratch| decode_layouts(&layouts, &dests, &sets, lanes.unwrap_or(1), scratch, &mut refs))
-        .map_err(|(j, e)| (owner.get(j).copied().unwrap_or(0), e))?;
-    Ok(outs)
+    with_scratch(|scratch| decode_layouts(&layouts, &dests, &sets, lanes.unwrap_or(1), scratch, outs)).map_err(
+        |(k, e)| {
+            let (unit, j) = origin.get(k).copied().unwrap_or_default();
+            (unit, in_slice(j, e))
+        },
+    )
 }
 
 /// Where a decoded slice goes: into unit `unit`, at offset `base` of it; the slice starts at absolute stream

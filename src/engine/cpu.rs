@@ -297,16 +297,14 @@ impl CpuEngine {
         // Should anything below panic, the guards publish failures so that no other thread waits forever.
         let guards: Vec<PublishOnUnwind> =
             claimed.iter().zip(&ids).map(|(slot, &id)| PublishOnUnwind { batch, slot, id }).collect();
-        // Only the claiming thread sets a slot's parse and its block, so these sets cannot find them set.
-        for (slot, parsed) in claimed.iter().zip(parse_blocks(&self.data, &ids)) {
-            let _ = slot.parsed.set(parsed);
-        }
+        // Only the claiming thread sets a slot's parse and its block, so each slot takes the parse made here.
+        let parsed: Vec<_> =
+            claimed.iter().zip(parse_blocks(&self.data, &ids)).map(|(slot, p)| slot.parsed.get_or_init(|| p)).collect();
         batch.publish();
-        for (slot, &id) in claimed.iter().zip(&ids) {
+        for ((slot, &id), parsed) in claimed.iter().zip(&ids).zip(parsed) {
             let mut buf = batch.take_buffer(slot);
             buf.resize(self.data.block_len(id) as usize, 0);
-            let parsed = slot.parsed.get().map_or_else(|| Err(unparsed(id)), |p| p.as_ref().map_err(Clone::clone));
-            let decoded = parsed.and_then(|p| {
+            let decoded = parsed.as_ref().map_err(Clone::clone).and_then(|p| {
                 let sources = ChainDecoded(batch, &*self.decoded);
                 let resolver = self.resolver(&sources);
                 resolver.prefetch_sources(p);
@@ -580,11 +578,6 @@ impl DecodedBlocks for Batch<'_> {
     fn wait_decoded(&self, id: u64) -> bool {
         self.slot(id).is_some_and(|slot| self.wait(&slot.done).is_ok())
     }
-}
-
-/// What a claimed block whose parse is missing gives (not reached: the claiming thread sets every parse first).
-fn unparsed(id: u64) -> BlockFault {
-    BlockFault { block: id, error: DecodeError::Invalid { what: "block decode", detail: "no parse was set".into() } }
 }
 
 /// Armed while a thread decodes a claimed block: if it unwinds, the block is published as failed so that no

@@ -43,27 +43,28 @@ pub(super) fn available() -> bool {
 pub(super) struct SpanWords {
     words: Vec<u16>,
     start: [i32; MAX_LANES],
-    /// The literals a lane the layout serves.
+    /// The lanes laid out (whole vectors) and the literals a lane the layout serves.
+    lanes: usize,
     literals: usize,
 }
 
 impl SpanWords {
-    /// Lays out `n + 2` words a lane: `lanes[k]`'s from its position on (zeros past its end), zeros for the
-    /// lanes a group lacks.
+    /// Lays out `n + 2` words a lane for the vectors `lanes` fill: `lanes[k]`'s from its position on (zeros past
+    /// its end), zeros for the slots a vector has no lane for.
     pub fn fill(&mut self, lanes: &[&[u16]], n: usize) {
         let stride = n + 2;
+        let slots = lanes.len().div_ceil(WIDTH).clamp(1, MAX_LANES / WIDTH) * WIDTH;
         self.words.clear();
-        self.words.resize(MAX_LANES * stride, 0);
-        for k in 0..MAX_LANES {
-            let dst = &mut self.words[k * stride..(k + 1) * stride];
-            if let Some(src) = lanes.get(k) {
-                let take = src.len().min(stride);
-                dst[..take].copy_from_slice(&src[..take]);
-            }
+        self.words.reserve(slots * stride);
+        for k in 0..slots {
             // Below the buffer's length, which `decode` checks is below 2^31 (a span is at most a slice's
             // literals, so it is far below); a longer layout wraps here and is refused there.
-            self.start[k] = (k * stride) as i32;
+            self.start[k] = self.words.len() as i32;
+            let src = lanes.get(k).map_or(&[][..], |l| &l[..l.len().min(stride)]);
+            self.words.extend_from_slice(src);
+            self.words.resize((k + 1) * stride, 0);
         }
+        self.lanes = slots;
         self.literals = n;
     }
 }
@@ -91,6 +92,7 @@ pub(super) fn decode(
     // The gathers index the words with i32s: the whole layout must be below 2^31 entries (a slice bounds it far
     // below that; the check keeps it so for any caller).
     let fits = table.len() > mask as usize
+        && words.lanes >= WIDTH * vectors
         && words.literals >= n
         && words.words.len() <= i32::MAX as usize
         && history.len() >= history_len(n);
