@@ -265,6 +265,9 @@ pub struct SegmentParser<'a> {
     block_start: u64,
     /// Candidates with their full source price (distance plus closure), the front the parser relaxes.
     priced: Vec<Priced>,
+    /// The lazy parse's literal prices of the block being parsed, summed: `lit_sums[i]` is the price of its
+    /// first `i` bytes ([`Self::literal_price`]).
+    lit_sums: Vec<u64>,
 }
 
 /// A candidate with its source's price: the distance code plus what the source adds to a cold read.
@@ -322,6 +325,7 @@ impl<'a> SegmentParser<'a> {
             first_block: true,
             block_start: 0,
             priced: Vec::with_capacity(64),
+            lit_sums: Vec::new(),
         }
     }
 

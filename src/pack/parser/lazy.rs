@@ -32,6 +32,7 @@ impl SegmentParser<'_> {
         }
         let prices = Prices::from_counts(&self.counts);
         self.block_start = start;
+        self.sum_literal_prices(start, end, &prices);
         let mut out = BlockTokens::default();
         // `prev`: the last match (None: none); `last_end`: where it ended.
         let (mut prev, mut last_end) = (None, start);
@@ -140,7 +141,7 @@ impl SegmentParser<'_> {
             let price = prices.distance_coded(c.back, c.rc, continuation)
                 + self.closure_price(pos, Candidate { len, ..c }, continues);
             let cost = price as u64 + prices.match_len(len) as u64 + prices.lit_run(0) as u64 + MATCH_BIAS;
-            let saving = self.literal_price(pos, len, prices) as i64 - cost as i64;
+            let saving = self.literal_price(pos, len) as i64 - cost as i64;
             if saving > 0 && best.is_none_or(|b| saving > b.saving) {
                 best = Some(Choice { cand: Priced { back: c.back, len, rc: c.rc, price, continues }, saving });
             }
@@ -149,12 +150,25 @@ impl SegmentParser<'_> {
     }
 
     /// What coding `len` bytes at `pos` as literals would cost: the exact literal prices of the first bytes, the
-    /// average of those for the rest of a long match (whose saving is large either way).
-    fn literal_price(&self, pos: u64, len: u32, prices: &Prices) -> u64 {
+    /// average of those for the rest of a long match (whose saving is large either way). Read off the block's
+    /// [`Self::sum_literal_prices`]: a candidate summed up to 64 prices, and on bare bases the parser prices
+    /// about one candidate every three positions, most of them long repeats that do not pay.
+    fn literal_price(&self, pos: u64, len: u32) -> u64 {
         const EXACT: usize = 64;
-        let p = pos as usize;
+        let at = (pos - self.block_start) as usize;
         let exact = (len as usize).min(EXACT);
-        let sum: u64 = self.data[p..p + exact].iter().map(|&b| prices.lit[b as usize] as u64).sum();
+        let sum = self.lit_sums[at + exact] - self.lit_sums[at];
         sum + (len as usize - exact) as u64 * sum / exact as u64
+    }
+
+    /// Fills `lit_sums` for the block `[start, end)` under `prices` (see [`Self::literal_price`]).
+    fn sum_literal_prices(&mut self, start: u64, end: u64, prices: &Prices) {
+        let mut total = 0;
+        self.lit_sums.clear();
+        self.lit_sums.push(0);
+        self.lit_sums.extend(self.data[start as usize..end as usize].iter().map(|&b| {
+            total += prices.lit[b as usize] as u64;
+            total
+        }));
     }
 }
