@@ -61,6 +61,18 @@ pub struct LdmParams {
     pub table_log: u32,
     /// `2^bucket_log` entries per bucket (at most 5: a lookup's hits are a 32-bit mask).
     pub bucket_log: u32,
+    /// On bare bases (a scan with `bases`): one reverse-complement window in `2^rc_sample_log` is a sample point
+    /// (at least `sample_log`).
+    pub rc_sample_log: u32,
+    /// On bare bases: repeats shorter than this are not reported (they still count as recently recorded).
+    pub bases_min_len: u64,
+}
+
+impl LdmParams {
+    /// Parameters that sample reverse complements as densely as forward windows and report every repeat.
+    pub fn uniform(window: usize, sample_log: u32, table_log: u32, bucket_log: u32) -> LdmParams {
+        LdmParams { window, sample_log, table_log, bucket_log, rc_sample_log: sample_log, bases_min_len: 0 }
+    }
 }
 
 /// Table entries hold `pos + 1` in the low 40 bits (0 = empty) and 24 check bits above ([`check_of`]).
@@ -166,10 +178,13 @@ impl Ldm {
     }
 
     /// Scans windows starting in `[start, end)` of `data` (in order; successive calls must continue where the
-    /// last stopped) and appends the repeats found, sorted by `(start, back, rc)`; with `rc`, reverse-complement
-    /// repeats too. Calls that continue each other find what one call over their union finds (a stable sort
-    /// of their outputs by the same key gives its output).
-    pub fn scan(&mut self, data: &[u8], start: u64, end: u64, rc: bool, out: &mut Vec<LongMatch>) {
+    /// last stopped) and appends the repeats found, sorted by `(start, back, rc)`. With `bases` (the range is
+    /// bare bases) it finds reverse-complement repeats too, sampled as [`LdmParams::rc_sample_log`] says, and
+    /// reports repeats of at least [`LdmParams::bases_min_len`] only. Calls that continue each other find what
+    /// one call over their union finds, given the same `bases` (a stable sort of their outputs by the same key
+    /// gives its output).
+    pub fn scan(&mut self, data: &[u8], start: u64, end: u64, bases: bool, out: &mut Vec<LongMatch>) {
+        let rc = bases;
         let w = self.params.window;
         let first_len = out.len();
         if data.len() < w {
@@ -198,6 +213,8 @@ impl Ldm {
         // position (and the branch between them) were 8 % of the scan's instructions.
         let sample_max = u64::MAX.checked_shr(self.params.sample_log).unwrap_or(0);
         let sampled = move |mixed: u64| mixed <= sample_max;
+        let rc_sample_max = u64::MAX.checked_shr(self.params.rc_sample_log.max(self.params.sample_log)).unwrap_or(0);
+        let min_len = if rc { self.params.bases_min_len } else { 0 };
         // Sample points are collected [`STEP`] positions at a time without a branch on the hash (which one in
         // four windows passes: every such branch was a likely misprediction), their buckets prefetched as they
         // are found, and visited in order once [`AHEAD`] later points are in flight (every visit is otherwise a
@@ -214,7 +231,9 @@ impl Ldm {
             for m in found.into_iter().flatten() {
                 recent[recent_next % RECENT] = m;
                 recent_next += 1;
-                out.push(m);
+                if m.len >= min_len {
+                    out.push(m);
+                }
             }
         };
         let mut p = start;
@@ -229,7 +248,7 @@ impl Ldm {
                 if rc {
                     let mixed_rc = h_rc.wrapping_mul(0xff51_afd7_ed55_8ccd);
                     // A window that is its own reverse complement would find itself forward already.
-                    let take = mixed_rc != mixed && sampled(mixed_rc);
+                    let take = mixed_rc != mixed && mixed_rc <= rc_sample_max;
                     ring[queued % RING] = (p, mixed_rc, true);
                     self.prefetch_bucket_if(mixed_rc, take);
                     queued += take as usize;
@@ -427,7 +446,7 @@ mod tests {
         data.extend(noise(200_000, 3));
         data.extend_from_slice(&repeat);
         data.extend(noise(1000, 4));
-        let mut ldm = Ldm::new(LdmParams { window: 24, sample_log: 3, table_log: 16, bucket_log: 2 });
+        let mut ldm = Ldm::new(LdmParams::uniform(24, 3, 16, 2));
         let mut out = Vec::new();
         // Two calls continuing each other behave like one.
         ldm.scan(&data, 0, 100_000, false, &mut out);
@@ -458,7 +477,7 @@ mod tests {
         data.extend(arm.iter().rev().map(|&b| COMPLEMENT[b as usize]));
         data.extend(noise(1000, 8));
         for rc in [false, true] {
-            let mut ldm = Ldm::new(LdmParams { window: 16, sample_log: 2, table_log: 16, bucket_log: 2 });
+            let mut ldm = Ldm::new(LdmParams::uniform(16, 2, 16, 2));
             let mut out = Vec::new();
             ldm.scan(&data, 0, 70_000, rc, &mut out);
             ldm.scan(&data, 70_000, data.len() as u64, rc, &mut out);

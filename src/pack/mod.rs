@@ -144,6 +144,10 @@ struct LevelParams {
     bases_lazy_steps: u32,
     ldm_window: usize,
     ldm_sample_log: u32,
+    /// On bare bases: the long-distance matcher's reverse-complement sampling and shortest reported repeat
+    /// (see [`BASES_LDM_MIN_LEN`]).
+    ldm_rc_sample_log: u32,
+    ldm_bases_min_len: u64,
     /// Parse every segment of a chunk but the first a second time, knowing the depths the first parse gave the
     /// segments before it (and any segment where the depth pass forced many literals). Without it, sources in
     /// the segments parsed beside a segment look shallow to its closure price: on atha_chr1 a cold block at the
@@ -179,6 +183,19 @@ const BASES_LONG_DEPTH: u32 = 2;
 const BASES_LOOKUP_EVERY: u64 = 4;
 /// See [`BASES_LOOKUP_EVERY`].
 const BASES_RC_LOOKUP_EVERY: u64 = 2;
+
+/// On bare bases at levels 6 and up the long-distance matcher reports repeats of at least 20 bases only, and
+/// samples reverse-complement windows half as densely as forward ones (one in eight). Why: a repeat found there is
+/// a candidate at every position it covers, priced and depth-capped each time, and a far repeat of 16-19 bases
+/// rarely pays for its distance code (near ones come from the chain matcher). They pay for the reverse-complement
+/// lookups on every piece of bare bases ([`scan_long`]), which the scan used to skip in a chunk that also held a
+/// genome's structure. Default level, archive bytes of atha_chr1 genome mode / eleven fly-chr4 files / six
+/// yeast-chrI files and atha_chr1's pack on 2 cores (wall, medians of 5 alternating runs): lookups per chunk
+/// 7,186,214 / 1,400,461 / 205,085, 1.23 s; per piece 7,165,835 / 1,345,096 / 198,061, ~1.4 s; per piece with
+/// 20 bases and reverse complements one in eight 7,168,710 / 1,345,037 / 198,051, 1.10 s. Alone, on the lookups
+/// per chunk: 20 bases 1.14 s and +489 bytes on atha, one in eight 1.17 s and +1,184. In general mode (text) a
+/// 16-byte repeat pays: there nothing changes (20 bytes would cost atha_chr1 0.27 %).
+const BASES_LDM_MIN_LEN: u64 = 20;
 
 /// Shortest match per distance class (`< 2^12, 2^16, …`): a far source costs its distance's extra bits, so
 /// short far matches never pay; the parser prices every candidate anyway, these only prune.
@@ -237,6 +254,8 @@ fn level_params(level: u8, block_log: u8) -> LevelParams {
         bases_lazy_steps: if level <= 5 { 1 } else { 2 },
         ldm_window: 16,
         ldm_sample_log,
+        ldm_rc_sample_log: if level >= 6 { ldm_sample_log + 1 } else { ldm_sample_log },
+        ldm_bases_min_len: if level >= 6 { BASES_LDM_MIN_LEN } else { 0 },
         reparse,
     }
 }
@@ -348,7 +367,14 @@ fn ldm_params(opts: &PackOptions, level: &LevelParams, total_len: u64) -> LdmPar
     let needed_entries = (total_len >> level.ldm_sample_log).max(1 << 12) * 2;
     let entries = budget_entries.min(needed_entries);
     let table_log = (63 - entries.leading_zeros()).saturating_sub(bucket_log).clamp(8, 36);
-    LdmParams { window: level.ldm_window, sample_log: level.ldm_sample_log, table_log, bucket_log }
+    LdmParams {
+        window: level.ldm_window,
+        sample_log: level.ldm_sample_log,
+        table_log,
+        bucket_log,
+        rc_sample_log: level.ldm_rc_sample_log,
+        bases_min_len: level.ldm_bases_min_len,
+    }
 }
 
 /// Threads to use: `--threads` (0 = all cores), but no more than the memory bound allows — each worker holds a
@@ -1136,7 +1162,7 @@ impl<'a> Packing<'a> {
         let scan_next = |ldm: &mut Ldm| {
             next.filter(|_| scan_ahead).map(|(s, e)| {
                 let mut found = Vec::new();
-                ldm.scan(data, s, e, reverse_complements(reverse, data, s, e), &mut found);
+                scan_long(ldm, data, (s, e), reverse, &mut found, |_, _| ());
                 (s, e, found)
             })
         };
@@ -1158,7 +1184,6 @@ impl<'a> Packing<'a> {
                 // the chunk finds, in the same order). The scan runs on this thread and the parses are the half of
                 // the join that the other workers take: with a single worker they run after the scan, and never
                 // wait. Second parses wait for the whole scan (`long`).
-                let rc = reverse_complements(reverse, data, start, end);
                 let scan = ScanProgress::default();
                 let carried: Vec<LongMatch> = self.carry.iter().filter(|m| m.end() > start).copied().collect();
                 let carry = &mut self.carry;
@@ -1168,16 +1193,8 @@ impl<'a> Packing<'a> {
                         let mut found = Vec::new();
                         {
                             let _done = ScanDone(&scan);
-                            let mut at = start;
-                            while at < end {
-                                let to = (at + SCAN_STEP).min(end);
-                                let from = found.len();
-                                ldm.scan(data, at, to, rc, &mut found);
-                                scan.publish(to, &found[from..]);
-                                at = to;
-                            }
+                            scan_long(ldm, data, (start, end), reverse, &mut found, |to, new| scan.publish(to, new));
                         }
-                        found.sort_by_key(|m| (m.start, m.back, m.rc));
                         let _ = long.set(merge_long(carry, found, start, end));
                         std::mem::forget(guard);
                         board.changed();
@@ -1189,7 +1206,7 @@ impl<'a> Packing<'a> {
             }
             None => {
                 let mut found = Vec::new();
-                ldm.scan(data, start, end, reverse_complements(reverse, data, start, end), &mut found);
+                scan_long(ldm, data, (start, end), reverse, &mut found, |_, _| ());
                 let _ = long.set(merge_long(&mut self.carry, found, start, end));
                 lap(&mut times.long_matches);
                 rayon::join(|| job.parse_phase(&plan, None, &long, Some(trial), &board, filler), || scan_next(ldm))
@@ -1212,6 +1229,31 @@ impl<'a> Packing<'a> {
         lap(&mut times.depth);
         (blocks, parsed.filled)
     }
+}
+
+/// Scans the windows starting in `[start, end)` for long matches ([`Ldm::scan`]) in pieces of [`SCAN_STEP`], each
+/// looking for reverse complements where it is bare bases ([`reverse_complements`]), appends what it finds to
+/// `found` (sorted as one call's output) and calls `each(to, new)` after each piece. Why piece by piece: a
+/// chunk that ends a genome holds its structure and the next file too, and decided as a whole it was not bare
+/// bases (atha_chr1's second chunk: 14.5 MB of bases without a reverse-complement lookup).
+fn scan_long(
+    ldm: &mut Ldm,
+    data: &[u8],
+    (start, end): (u64, u64),
+    reverse: bool,
+    found: &mut Vec<LongMatch>,
+    mut each: impl FnMut(u64, &[LongMatch]),
+) {
+    let first = found.len();
+    let mut at = start;
+    while at < end {
+        let to = (at + SCAN_STEP).min(end);
+        let from = found.len();
+        ldm.scan(data, at, to, reverse_complements(reverse, data, at, to), found);
+        each(to, &found[from..]);
+        at = to;
+    }
+    found[first..].sort_by_key(|m| (m.start, m.back, m.rc));
 }
 
 /// Long matches overlapping the chunk `[start, end)`: those carried from earlier chunks (`carry`, which becomes
