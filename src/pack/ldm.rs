@@ -61,17 +61,21 @@ pub struct LdmParams {
     pub table_log: u32,
     /// `2^bucket_log` entries per bucket (at most 5: a lookup's hits are a 32-bit mask).
     pub bucket_log: u32,
-    /// On bare bases (a scan with `bases`): one reverse-complement window in `2^rc_sample_log` is a sample point
-    /// (at least `sample_log`).
+    /// On bare bases (a scan with `bases`): one forward window in `2^bases_sample_log` is a sample point, and one
+    /// reverse-complement window in `2^rc_sample_log` (each at least `sample_log`, so that the sample points of
+    /// bases are among those of other bytes: a repeat is found wherever its copies lie).
+    pub bases_sample_log: u32,
     pub rc_sample_log: u32,
     /// On bare bases: repeats shorter than this are not reported (they still count as recently recorded).
     pub bases_min_len: u64,
 }
 
 impl LdmParams {
-    /// Parameters that sample reverse complements as densely as forward windows and report every repeat.
+    /// Parameters that sample bare bases, forward and reverse complement, as densely as any other bytes and
+    /// report every repeat.
     pub fn uniform(window: usize, sample_log: u32, table_log: u32, bucket_log: u32) -> LdmParams {
-        LdmParams { window, sample_log, table_log, bucket_log, rc_sample_log: sample_log, bases_min_len: 0 }
+        let (bases_sample_log, rc_sample_log, bases_min_len) = (sample_log, sample_log, 0);
+        LdmParams { window, sample_log, table_log, bucket_log, bases_sample_log, rc_sample_log, bases_min_len }
     }
 }
 
@@ -211,9 +215,11 @@ impl Ldm {
         let mut recent_next = self.recent_next;
         // `mixed >> (64 − sample_log) == 0` as one comparison (every window when sample_log is 0): two tests a
         // position (and the branch between them) were 8 % of the scan's instructions.
-        let sample_max = u64::MAX.checked_shr(self.params.sample_log).unwrap_or(0);
-        let sampled = move |mixed: u64| mixed <= sample_max;
-        let rc_sample_max = u64::MAX.checked_shr(self.params.rc_sample_log.max(self.params.sample_log)).unwrap_or(0);
+        let sample_max = |log: u32| u64::MAX.checked_shr(log.max(self.params.sample_log)).unwrap_or(0);
+        let (fw_max, rc_max) = match rc {
+            true => (sample_max(self.params.bases_sample_log), sample_max(self.params.rc_sample_log)),
+            false => (sample_max(self.params.sample_log), 0),
+        };
         let min_len = if rc { self.params.bases_min_len } else { 0 };
         // Sample points are collected [`STEP`] positions at a time without a branch on the hash (which one in
         // four windows passes: every such branch was a likely misprediction), their buckets prefetched as they
@@ -241,14 +247,14 @@ impl Ldm {
             let stop = (p + STEP as u64).min(end);
             while p < stop {
                 let mixed = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
-                let take = sampled(mixed);
+                let take = mixed <= fw_max;
                 ring[queued % RING] = (p, mixed, false);
                 self.prefetch_bucket_if(mixed, take);
                 queued += take as usize;
                 if rc {
                     let mixed_rc = h_rc.wrapping_mul(0xff51_afd7_ed55_8ccd);
                     // A window that is its own reverse complement would find itself forward already.
-                    let take = mixed_rc != mixed && mixed_rc <= rc_sample_max;
+                    let take = mixed_rc != mixed && mixed_rc <= rc_max;
                     ring[queued % RING] = (p, mixed_rc, true);
                     self.prefetch_bucket_if(mixed_rc, take);
                     queued += take as usize;

@@ -144,8 +144,9 @@ struct LevelParams {
     bases_lazy_steps: u32,
     ldm_window: usize,
     ldm_sample_log: u32,
-    /// On bare bases: the long-distance matcher's reverse-complement sampling and shortest reported repeat
-    /// (see [`BASES_LDM_MIN_LEN`]).
+    /// On bare bases: the long-distance matcher's sampling, forward and reverse complement, and shortest reported
+    /// repeat (see [`BASES_LDM_MIN_LEN`]).
+    ldm_bases_sample_log: u32,
     ldm_rc_sample_log: u32,
     ldm_bases_min_len: u64,
     /// Parse every segment of a chunk but the first a second time, knowing the depths the first parse gave the
@@ -254,6 +255,7 @@ fn level_params(level: u8, block_log: u8) -> LevelParams {
         bases_lazy_steps: if level <= 5 { 1 } else { 2 },
         ldm_window: 16,
         ldm_sample_log,
+        ldm_bases_sample_log: if level >= 6 { ldm_sample_log + 1 } else { ldm_sample_log },
         ldm_rc_sample_log: if level >= 6 { ldm_sample_log + 1 } else { ldm_sample_log },
         ldm_bases_min_len: if level >= 6 { BASES_LDM_MIN_LEN } else { 0 },
         reparse,
@@ -372,6 +374,7 @@ fn ldm_params(opts: &PackOptions, level: &LevelParams, total_len: u64) -> LdmPar
         sample_log: level.ldm_sample_log,
         table_log,
         bucket_log,
+        bases_sample_log: level.ldm_bases_sample_log,
         rc_sample_log: level.ldm_rc_sample_log,
         bases_min_len: level.ldm_bases_min_len,
     }
