@@ -186,16 +186,20 @@ const BASES_LOOKUP_EVERY: u64 = 4;
 const BASES_RC_LOOKUP_EVERY: u64 = 2;
 
 /// On bare bases at levels 6 and up the long-distance matcher reports repeats of at least 20 bases only, and
-/// samples reverse-complement windows half as densely as forward ones (one in eight). Why: a repeat found there is
-/// a candidate at every position it covers, priced and depth-capped each time, and a far repeat of 16-19 bases
-/// rarely pays for its distance code (near ones come from the chain matcher). They pay for the reverse-complement
-/// lookups on every piece of bare bases ([`scan_long`]), which the scan used to skip in a chunk that also held a
-/// genome's structure. Default level, archive bytes of atha_chr1 genome mode / eleven fly-chr4 files / six
-/// yeast-chrI files and atha_chr1's pack on 2 cores (wall, medians of 5 alternating runs): lookups per chunk
-/// 7,186,214 / 1,400,461 / 205,085, 1.23 s; per piece 7,165,835 / 1,345,096 / 198,061, ~1.4 s; per piece with
-/// 20 bases and reverse complements one in eight 7,168,710 / 1,345,037 / 198,051, 1.10 s. Alone, on the lookups
-/// per chunk: 20 bases 1.14 s and +489 bytes on atha, one in eight 1.17 s and +1,184. In general mode (text) a
-/// 16-byte repeat pays: there nothing changes (20 bytes would cost atha_chr1 0.27 %).
+/// samples one window in eight, forward and reverse complement, where other bytes have one in four. Why: a repeat
+/// found there is a candidate at every position it covers, priced and depth-capped each time, and a far repeat
+/// of 16-19 bases rarely pays for its distance code (near ones come from the chain matcher). This pays for the
+/// reverse-complement lookups on every piece of bare bases ([`scan_long`]), which the scan used to skip in a
+/// chunk that also held a genome's structure. Default level, archive bytes of atha_chr1 genome mode / eleven
+/// fly-chr4 files / six yeast-chrI files, and atha_chr1's pack on 2 cores (wall, medians of 5-8 alternating runs):
+/// - lookups per chunk, every repeat, one in four: 7,186,214 / 1,400,461 / 205,085, 1.19-1.23 s;
+/// - lookups per piece: 7,165,835 / 1,345,096 / 198,061, ~1.4 s;
+/// - per piece, 20 bases, reverse complements one in eight: 7,168,710 / 1,345,037 / 198,051, 1.10 s;
+/// - and forward windows one in eight: 7,171,586 / 1,354,012 / 198,086, 1.05 s.
+///
+/// Alone, on the lookups per chunk: 20 bases 1.14 s and +489 bytes on atha, reverse complements one in eight 1.17
+/// s and +1,184. In general mode (text) a 16-byte repeat pays: there nothing changes (20 bytes would cost
+/// atha_chr1 0.27 %).
 const BASES_LDM_MIN_LEN: u64 = 20;
 
 /// Shortest match per distance class (`< 2^12, 2^16, …`): a far source costs its distance's extra bits, so
