@@ -117,6 +117,7 @@ fn pack_cmd(a: PackArgs) -> Result<(), CliError> {
         ..defaults
     };
     opts.progress = !a.quiet && std::io::stderr().is_terminal();
+    crate::pack::mem::keep_freed_memory();
     let report = pack(&a.inputs, &a.output, &opts)?;
     if !a.quiet {
         let ratio =
