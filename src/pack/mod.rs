@@ -290,30 +290,41 @@ fn reverse_complements(enabled: bool, data: &[u8], start: u64, end: u64) -> bool
     enabled && std::env::var_os("ACEAPEX_NO_RC").is_none() && is_bare_bases(&data[start as usize..end as usize])
 }
 
-/// Shortest run of bare bases at the start of a segment that is parsed as a segment of its own
-/// ([`segments_of`]).
-const MIN_BASES_PREFIX: u64 = 256 << 10;
+/// Shortest run of bare bases that is parsed as a segment of its own when the segment around it is not bare bases
+/// as a whole ([`segments_of`]); shorter runs are parsed with the bytes around them.
+const MIN_BASES_RUN: u64 = 256 << 10;
 
 /// The segments of the chunk `[start, end)`: [`SEGMENT_BYTES`] each, except that a segment which is not bare
-/// bases as a whole but starts with at least [`MIN_BASES_PREFIX`] of them (whole `block`s) is cut where they
-/// end. In genome mode that is the segment where a genome's bases give way to its structure (and the next
-/// file): parsed as one, its bases took the slow optimal parse, deep chains, no reverse complements, and a
-/// second parse, and as the last segment of a stream it ran alone after the others (atha_chr1: 1.0 MB of
-/// bases before the 0.3 MB structure).
+/// bases as a whole is cut into its runs of whole `block`s that are bare bases (at least [`MIN_BASES_RUN`]
+/// long) and the runs between them. Why: parsed as one, the bases of such a segment took the slow optimal parse,
+/// deep chains, no reverse complements and a second parse. In genome mode that is where a genome's bases give
+/// way to its structure (atha_chr1: 1.0 MB of bases before the 0.3 MB structure, the last segment of the stream,
+/// which then ran alone after the others), and where a file of many records lies between genomes with the
+/// generated `.fai` of the one before (eleven fly-chr4 files: a 20 KB index among 4 MiB of bases).
 fn segments_of(data: &[u8], start: u64, end: u64, block: u64) -> Vec<(u64, u64)> {
     let bytes = |a: u64, b: u64| &data[a as usize..b as usize];
+    // Appends `[a, b)` of class `bare` to `runs`, extending the last run if it has the same class.
+    let push = |runs: &mut Vec<(u64, u64, bool)>, (a, b, bare): (u64, u64, bool)| match runs.last_mut() {
+        Some(last) if last.2 == bare => last.1 = b,
+        _ => runs.push((a, b, bare)),
+    };
     let mut out = Vec::new();
     for s in (start..end).step_by(SEGMENT_BYTES as usize) {
         let e = (s + SEGMENT_BYTES).min(end);
-        let split = if is_bare_bases(bytes(s, e)) {
-            None
-        } else {
-            (s..e).step_by(block as usize).find(|&b| !is_bare_bases(bytes(b, (b + block).min(e))))
-        };
-        match split {
-            Some(at) if at - s >= MIN_BASES_PREFIX => out.extend([(s, at), (at, e)]),
-            _ => out.push((s, e)),
+        if is_bare_bases(bytes(s, e)) {
+            out.push((s, e));
+            continue;
         }
+        let mut runs = Vec::new();
+        for b in (s..e).step_by(block as usize) {
+            let b_end = (b + block).min(e);
+            push(&mut runs, (b, b_end, is_bare_bases(bytes(b, b_end))));
+        }
+        let mut merged = Vec::new();
+        for (a, b, bare) in runs {
+            push(&mut merged, (a, b, bare && b - a >= MIN_BASES_RUN));
+        }
+        out.extend(merged.into_iter().map(|(a, b, _)| (a, b)));
     }
     out
 }

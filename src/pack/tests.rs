@@ -729,3 +729,30 @@ fn a_split_depth_pass_equals_the_whole_pass() {
     assert_eq!(tail.depths(at as u64, data.len() as u64), &whole_map[at..]);
     assert!(got == expect);
 }
+
+#[test]
+fn segments_cut_bases_from_the_text_between_them() {
+    const BLOCK: u64 = 16 << 10;
+    let text = |n: usize, seed: u64| xorshift(n, seed, b"0123456789_.\tACGTchr\n");
+    let bases = |n: usize, seed: u64| xorshift(n, seed, b"ACGT");
+    // Bare bases as a whole (a little text among them): one segment.
+    let mut data = bases(1 << 20, 1);
+    data.extend(text(2000, 2));
+    data.extend(bases(1 << 20, 3));
+    assert_eq!(segments_of(&data, 0, data.len() as u64, BLOCK), vec![(0, data.len() as u64)]);
+    // A generated index between two genomes' bases: bases, the text's blocks, bases. A short run of bases
+    // (under MIN_BASES_RUN) stays with the text around it.
+    let mut data = bases(20 * BLOCK as usize, 4);
+    data.extend(text(3 * BLOCK as usize, 5));
+    data.extend(bases(5 * BLOCK as usize, 6));
+    data.extend(text(BLOCK as usize, 7));
+    data.extend(bases(40 * BLOCK as usize, 8));
+    let len = data.len() as u64;
+    assert_eq!(segments_of(&data, 0, len, BLOCK), vec![(0, 20 * BLOCK), (20 * BLOCK, 29 * BLOCK), (29 * BLOCK, len)]);
+    // Segments never span more than SEGMENT_BYTES, and cover the chunk in order.
+    let mut data = text(8 * BLOCK as usize, 9);
+    data.extend(bases(2 * SEGMENT_BYTES as usize, 10));
+    let (len, seg) = (data.len() as u64, SEGMENT_BYTES);
+    let segments = segments_of(&data, 0, len, BLOCK);
+    assert_eq!(segments, vec![(0, 8 * BLOCK), (8 * BLOCK, seg), (seg, 2 * seg), (2 * seg, len)]);
+}
