@@ -756,3 +756,24 @@ fn segments_cut_bases_from_the_text_between_them() {
     let segments = segments_of(&data, 0, len, BLOCK);
     assert_eq!(segments, vec![(0, 8 * BLOCK), (8 * BLOCK, seg), (seg, 2 * seg), (2 * seg, len)]);
 }
+
+#[test]
+fn generated_ranges_merge_and_measure_what_a_segment_holds() {
+    use input::Piece;
+    let disk = |size| Piece::Disk { path: PathBuf::from("x"), size };
+    let pieces = [disk(100), Piece::Generated(vec![1; 20]), Piece::Zeros(30), disk(50), Piece::Generated(vec![2; 10])];
+    let ranges = generated_ranges(&pieces);
+    assert_eq!(ranges, vec![(100, 150), (200, 210)]);
+    // Half or more of the segment: (covered, length) below.
+    for (s, e, mostly) in [
+        (100, 150, true),  // 50 of 50
+        (90, 160, true),   // 50 of 70
+        (0, 150, false),   // 50 of 150
+        (140, 210, false), // 10 + 10 of 70
+        (195, 215, true),  // 10 of 20
+        (150, 200, false), // none
+    ] {
+        assert_eq!(mostly_generated(&ranges, s, e), mostly, "[{s}, {e})");
+    }
+    assert!(!mostly_generated(&[], 0, 10));
+}
