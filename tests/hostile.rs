@@ -463,11 +463,10 @@ fn verify_catches_a_depth_bound_lie() {
     assert!(!errors.is_empty(), "verify passed an archive whose cold reads exceed its depth bound");
 }
 
-/// Finding: a cold read of block `b` whose chain runs out of depth inside an earlier block's tokens reports
-/// that earlier block as corrupt ("block 0 is corrupt" while reading block 1, and block 0 alone decodes fine):
-/// the `BlockFault` of `resolve_range` names where the chain stopped, not the block the read asked for.
+/// A cold read of block `b` whose chain runs out of depth inside an earlier block's tokens names `b` (and the
+/// stream position where the chain ran out), not that earlier block, which decodes fine on its own. (It named the
+/// earlier block until session 43: "block 0 is corrupt" while reading block 1.)
 #[test]
-#[ignore = "a depth error names the source block, not the block read (codec/resolve.rs): see the harden report"]
 fn a_depth_error_names_the_block_read() {
     let fx = Fixture::new();
     let mut p = fx.parts();

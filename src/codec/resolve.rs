@@ -101,6 +101,16 @@ pub struct BlockFault {
 }
 
 impl BlockFault {
+    /// The fault as one of reading block `id`: a depth bound exceeded while following `id`'s sources is charged to
+    /// `id`, whose chain it is (the block where the chain ran out decodes fine on its own, and the error keeps the
+    /// stream position where it did); any other fault stays with the block whose data is bad.
+    fn charged_to(self, id: u64) -> BlockFault {
+        match self.error {
+            DecodeError::DepthExceeded { .. } => BlockFault { block: id, ..self },
+            _ => self,
+        }
+    }
+
     /// The crate error naming the archive path, the block and its payload offset.
     pub fn into_error(self, data: &ArchiveData) -> Error {
         let offset = if self.block < data.block_count() { data.payload_offset(self.block) } else { 0 };
@@ -406,7 +416,7 @@ impl Resolver<'_> {
             let parsed = self.parsed.get_or_parse(self.data, g)?;
             check_parsed(&parsed, self.data.slice_start(g), self.data.slice_len(g))
                 .map_err(|error| BlockFault { block: id, error })?;
-            self.write_tokens(id, &parsed, out, &mut memo)?;
+            self.write_tokens(id, &parsed, out, &mut memo).map_err(|f| f.charged_to(id))?;
         }
         check_hash(id, out, expected)
     }
@@ -426,7 +436,7 @@ impl Resolver<'_> {
         check_out_len(id, out, parsed.len)?;
         // Cheap next to the copies, and it makes this public entry point safe for any ParsedBlock.
         check_parsed(parsed, self.data.block_start(id), self.data.block_len(id)).map_err(fault)?;
-        self.write_tokens(id, parsed, out, &mut SliceMemo::new())?;
+        self.write_tokens(id, parsed, out, &mut SliceMemo::new()).map_err(|f| f.charged_to(id))?;
         check_hash(id, out, expected)
     }
 
@@ -508,9 +518,20 @@ impl Resolver<'_> {
 
     /// Fills `out` with stream bytes `[pos, pos + out.len())`, following at most `budget` matches per byte. Each
     /// block's part comes from a decoded copy of the block when one is at hand, else from the tokens of the
-    /// slices that cover it (only those slices are parsed).
+    /// slices that cover it (only those slices are parsed). A depth fault names the block read whose part
+    /// exceeded the bound ([`BlockFault::charged_to`]).
     pub fn resolve_range(&self, pos: u64, out: &mut [u8], budget: u8) -> Result<(), BlockFault> {
-        self.resolve_range_in(pos, out, budget, &mut SliceMemo::new())
+        let block_log = self.data.header.block_log;
+        let mut memo = SliceMemo::new();
+        let mut done = 0usize;
+        while done < out.len() {
+            let cur = pos + done as u64;
+            let id = cur >> block_log;
+            let n = (((id + 1) << block_log) - cur).min((out.len() - done) as u64) as usize;
+            self.resolve_range_in(cur, &mut out[done..done + n], budget, &mut memo).map_err(|f| f.charged_to(id))?;
+            done += n;
+        }
+        Ok(())
     }
 
     /// [`resolve_range`](Self::resolve_range), looking slices up in `memo` before the parsed LRU.
