@@ -26,7 +26,7 @@ while [ $# -gt 0 ]; do
     --corpus) corpus="$2"; shift 2 ;;
     --rounds) rounds="$2"; shift 2 ;;
     --sets) sets="$2"; shift 2 ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     -*) echo "unknown option: $1" >&2; exit 2 ;;
     *) revs+=("$1"); shift ;;
   esac
