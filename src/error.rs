@@ -75,6 +75,14 @@ impl Error {
         }
     }
 
+    /// The block a [`Error::CorruptBlock`] names.
+    pub fn block(&self) -> Option<u64> {
+        match self {
+            Error::CorruptBlock { block, .. } => Some(*block),
+            _ => None,
+        }
+    }
+
     /// Wraps an I/O error with the path it concerns.
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Error::Io { path: path.into(), source }

@@ -124,6 +124,9 @@ fn info_and_verify_on_a_good_archive() {
 
     let verify = run(&[OsStr::new("verify"), archive.as_os_str()]);
     assert_exit(&verify, 0, "verify");
+    let sequential = run(&[OsStr::new("verify"), OsStr::new("--sequential-only"), archive.as_os_str()]);
+    assert_exit(&sequential, 0, "verify --sequential-only");
+    assert_eq!(sequential.stdout, verify.stdout);
 }
 
 /// A FASTA of inverted repeats (format version 5): `info` counts the reverse-complement matches the packer made

@@ -449,11 +449,11 @@ fn a_depth_bound_lie_fails_blocks_never_bytes() {
     assert_mentions(&refused(q.assemble()), &["header", "max_depth"]);
 }
 
-/// Finding: `verify` decodes in stream order and copies cross-block sources from the blocks it has just
-/// decoded, so it never follows a chain and never checks `max_depth`. An archive whose header understates the
-/// depth verifies clean while its cold random reads fail (`a_depth_bound_lie_fails_blocks_never_bytes`).
+/// An archive whose header understates the depth fails `verify`, as its cold random reads fail
+/// (`a_depth_bound_lie_fails_blocks_never_bytes`). Until session 43 it verified clean: the sequential decode
+/// copies cross-block sources from the blocks it has just decoded, so it never follows a chain; verify now also
+/// reads every block cold.
 #[test]
-#[ignore = "verify does not check the header's max_depth (engine/cpu.rs verify_all): see the harden report"]
 fn verify_catches_a_depth_bound_lie() {
     let fx = Fixture::new();
     let mut p = fx.parts();
@@ -461,6 +461,9 @@ fn verify_catches_a_depth_bound_lie() {
     let archive = fx.open("depth-verify.acx", &p.assemble()).unwrap();
     let errors = within(Duration::from_secs(30), move || archive.verify());
     assert!(!errors.is_empty(), "verify passed an archive whose cold reads exceed its depth bound");
+    for e in &errors {
+        assert!(e.block().is_some() && e.to_string().contains("depth"), "{e}");
+    }
 }
 
 /// A cold read of block `b` whose chain runs out of depth inside an earlier block's tokens names `b` (and the

@@ -264,7 +264,7 @@ fn info_cmd(a: InfoArgs) -> Result<(), CliError> {
 
 fn verify_cmd(a: VerifyArgs) -> Result<(), CliError> {
     let archive = open(&a.archive, a.decoder.decoder)?;
-    let errors = archive.verify();
+    let errors = archive.verify_with(!a.sequential_only);
     let blocks = archive.data().block_count();
     let mut out = Stdout::new();
     for e in &errors {
