@@ -312,8 +312,8 @@ impl Archive {
             // Cold reads fail on the blocks the sequential pass named already (and on the blocks whose sources
             // lie in them, naming them again): only what names another block is new, once per block.
             let mut named: std::collections::HashSet<u64> = errors.iter().filter_map(Error::block).collect();
-            for (block, error) in self.cpu.verify_cold_reads() {
-                if named.insert(block) {
+            for error in self.cpu.verify_cold_reads() {
+                if error.block().is_some_and(|block| named.insert(block)) {
                     errors.push(error);
                 }
             }

@@ -318,21 +318,21 @@ impl CpuEngine {
     }
 
     /// Reads every block cold, as a random read does: each source through the tokens of the slices that hold it,
-    /// never from a decoded copy, within the header's depth bound. Returns each failure with the block it names,
-    /// sorted by block. Why beside [`verify_all`](Self::verify_all): the sequential decode copies sources from the
+    /// never from a decoded copy, within the header's depth bound. Returns every failure, sorted by the block it
+    /// names. Why beside [`verify_all`](Self::verify_all): the sequential decode copies sources from the
     /// blocks it has just decoded, which carry no depths, so a header that understates the bound passed it while
     /// the random reads of the same archive failed; and this is the path a mount's random reads take.
-    pub fn verify_cold_reads(&self) -> Vec<(u64, Error)> {
-        let mut failed: Vec<(u64, Error)> = (0..self.data.block_count())
+    pub fn verify_cold_reads(&self) -> Vec<Error> {
+        let mut failed: Vec<Error> = (0..self.data.block_count())
             .into_par_iter()
             .map_init(Vec::new, |buf, id| {
                 buf.resize(self.data.block_len(id) as usize, 0);
                 let fault = self.resolver(&NoDecodedBlocks).decode_block(id, buf).err()?;
-                Some((fault.block, fault.into_error(&self.data)))
+                Some(fault.into_error(&self.data))
             })
             .flatten()
             .collect();
-        failed.sort_by_key(|&(block, _)| block);
+        failed.sort_by_key(Error::block);
         failed
     }
 
